@@ -1,0 +1,786 @@
+/**
+ * @file stackpulse.h
+ * @brief stackpulse: a Linux sampling profiler library.
+ *
+ * The flow is: start or attach (::stackpulse_recorder_spawn,
+ * ::stackpulse_recorder_attach) → record (::stackpulse_recorder_wait,
+ * ::stackpulse_recorder_consume_available) → read back
+ * (::stackpulse_spool_open) → symbolize (::stackpulse_symbolizer_new) →
+ * report (::stackpulse_profile_build and the exporters).
+ *
+ * @par Conventions
+ * - Functions returning `int` return 0 on success or a negative code:
+ *   either `-errno` (for example `-ENOENT`) or one of the library codes of
+ *   ::stackpulse_error. ::stackpulse_strerror names any code and
+ *   ::stackpulse_last_error gives the detail of the calling thread's last
+ *   failure.
+ * - Option structs start with `size_t sz`. Initialise them with their
+ *   `*_OPTS` macro; the library reads only the fields that `sz` covers, so
+ *   programs built against an older header keep working.
+ * - Objects are not thread-safe unless stated: one thread at a time per
+ *   object. Different objects may be used from different threads. Read-only
+ *   accessors of a ::stackpulse_spool may be called concurrently.
+ * - Pointers returned by accessors are owned by the object they came from
+ *   and stay valid until that object is freed, unless stated otherwise.
+ * - Data records are plain `struct stackpulse_*` types without typedefs,
+ *   because their accessor functions share their names.
+ * - The library never prints, never exits and never aborts on bad input.
+ */
+#ifndef STACKPULSE_H
+#define STACKPULSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define STACKPULSE_API __attribute__((visibility("default")))
+#else
+#define STACKPULSE_API
+#endif
+
+/** @name Version */
+/**@{*/
+#define STACKPULSE_VERSION_MAJOR 0
+#define STACKPULSE_VERSION_MINOR 1
+#define STACKPULSE_VERSION_PATCH 0
+/** The library version as "MAJOR.MINOR.PATCH". Never NULL. */
+STACKPULSE_API const char *stackpulse_version(void);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Errors */
+/**@{*/
+
+/**
+ * Library error codes. They are negative and never collide with `-errno`
+ * (errno values are below 4096).
+ */
+enum stackpulse_error {
+	STACKPULSE_OK = 0,
+	STACKPULSE_EFORMAT = -10001,      /**< Malformed input bytes. */
+	STACKPULSE_ETRUNCATED = -10002,   /**< Input ends before a complete unit. */
+	STACKPULSE_EVERSION = -10003,     /**< Unsupported format version. */
+	STACKPULSE_ECHECKSUM = -10004,    /**< A checksum did not match. */
+	STACKPULSE_EUNSUPPORTED = -10005, /**< Feature unsupported here. */
+	STACKPULSE_ELIMIT = -10006,       /**< A size or count limit was exceeded. */
+	STACKPULSE_EBUILDID = -10007,     /**< A file's build-id does not match. */
+	STACKPULSE_ESTATE = -10008,       /**< Call not valid in the object's state. */
+	STACKPULSE_ECOMPRESS = -10009,    /**< Compression or decompression failed. */
+	STACKPULSE_ENOTFOUND = -10010,    /**< Looked-up item does not exist. */
+	STACKPULSE_EINTERNAL = -10011,    /**< A library invariant failed (a bug). */
+};
+
+/**
+ * Returns a static message for @p code: a library code, `-errno`, or 0.
+ * Never NULL; unknown codes give "unknown error".
+ */
+STACKPULSE_API const char *stackpulse_strerror(int code);
+
+/**
+ * Returns the detail of the calling thread's most recent failure, for
+ * example "chunk 3 at offset 4096: checksum mismatch". The text is
+ * thread-local and stays valid until the thread's next library call.
+ * Never NULL; "" when no failure was recorded.
+ */
+STACKPULSE_API const char *stackpulse_last_error(void);
+
+/** Returns the code of the calling thread's most recent failure, or 0. */
+STACKPULSE_API int stackpulse_last_error_code(void);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Common enumerations */
+/**@{*/
+
+/** Tri-state switches for optional features. */
+enum stackpulse_feature {
+	STACKPULSE_FEATURE_AUTO = 0,     /**< Use when available, else skip. */
+	STACKPULSE_FEATURE_OFF = 1,      /**< Never use. */
+	STACKPULSE_FEATURE_REQUIRED = 2, /**< Fail when unavailable. */
+};
+
+/** The perf event that drives sampling. */
+enum stackpulse_event {
+	STACKPULSE_EVENT_AUTO = 0,      /**< `cycles`, else `cpu-clock`. */
+	STACKPULSE_EVENT_CYCLES = 1,    /**< Hardware cycles only. */
+	STACKPULSE_EVENT_CPU_CLOCK = 2, /**< Software cpu-clock only. */
+};
+
+/** What a frame stands for. */
+enum stackpulse_frame_kind {
+	STACKPULSE_FRAME_UNKNOWN = 0,   /**< Address with no known module. */
+	STACKPULSE_FRAME_NATIVE = 1,    /**< Machine code in a mapped file. */
+	STACKPULSE_FRAME_INLINE = 2,    /**< Inlined call inside a native frame. */
+	STACKPULSE_FRAME_KERNEL = 3,    /**< Kernel code. */
+	STACKPULSE_FRAME_PYTHON = 4,    /**< A CPython function. */
+	STACKPULSE_FRAME_TRUNCATED = 5, /**< Marker: the stack was cut here. */
+	STACKPULSE_FRAME_JIT = 6,       /**< Anonymous code named by a perf map. */
+};
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Recorder
+ * A recorder samples one target (and, by default, its children) into a
+ * spool file. It runs in the caller's thread and starts no threads.
+ * Not thread-safe: use one recorder from one thread at a time.
+ */
+/**@{*/
+
+/** An active recording. Free with ::stackpulse_recorder_finish. */
+typedef struct stackpulse_recorder stackpulse_recorder;
+
+/** How ::stackpulse_recorder_attach joins a running process. */
+enum stackpulse_attach_mode {
+	/** Stop every thread, open events, snapshot /proc, enable, resume.
+	 * Nothing created during attach is missed. */
+	STACKPULSE_ATTACH_STOP_ENABLE_RESUME = 0,
+	/** Attach without stopping; rescan for threads created meanwhile. */
+	STACKPULSE_ATTACH_LIVE = 1,
+};
+
+/** Recorder options. Initialise with ::STACKPULSE_RECORDER_OPTS. */
+typedef struct stackpulse_recorder_opts {
+	size_t sz;            /**< sizeof(struct stackpulse_recorder_opts). */
+	uint32_t frequency;   /**< Samples per second per thread; default 99. */
+	uint32_t stack_size;  /**< User stack bytes copied per sample; default
+	                       *   32768, at most 65528, multiple of 8. */
+	int kernel;           /**< ::stackpulse_feature; kernel frames. */
+	int children;         /**< Nonzero: follow forks and execs (default). */
+	int python;           /**< ::stackpulse_feature; CPython frames. */
+	int event;            /**< ::stackpulse_event. */
+	uint32_t ring_kb;     /**< Ring size per CPU in KiB; 0 sizes it from
+	                       *   perf_event_mlock_kb. */
+	int zstd_level;       /**< zstd level for chunks; default 3. */
+	int self_contained;   /**< Nonzero: embed symbol tables at finish so the
+	                       *   spool symbolizes anywhere (default on). */
+	uint32_t chunk_bytes; /**< Uncompressed bytes per chunk before it is
+	                       *   written; default 1 MiB. Smaller chunks lose
+	                       *   less on a crash. */
+} stackpulse_recorder_opts;
+
+/** Default recorder options. */
+#define STACKPULSE_RECORDER_OPTS                                              \
+	((stackpulse_recorder_opts){                                          \
+	    .sz = sizeof(stackpulse_recorder_opts),                           \
+	    .frequency = 99,                                                  \
+	    .stack_size = 32768,                                              \
+	    .kernel = STACKPULSE_FEATURE_AUTO,                                \
+	    .children = 1,                                                    \
+	    .python = STACKPULSE_FEATURE_AUTO,                                \
+	    .event = STACKPULSE_EVENT_AUTO,                                   \
+	    .ring_kb = 0,                                                     \
+	    .zstd_level = 3,                                                  \
+	    .self_contained = 1,                                              \
+	    .chunk_bytes = 1u << 20,                                          \
+	})
+
+/** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
+struct stackpulse_recorder_stats {
+	size_t sz;                 /**< Set by the caller to sizeof(*stats). */
+	uint64_t samples;          /**< Samples written. */
+	uint64_t lost;             /**< Samples the kernel reported lost. */
+	uint64_t truncated_stacks; /**< Stacks cut (stack copy ran out, bad CFI). */
+	uint64_t bytes_written;    /**< Spool bytes written so far. */
+	uint64_t chunks;           /**< Chunks written so far. */
+	uint32_t processes;        /**< Processes seen. */
+	uint32_t threads;          /**< Threads seen. */
+	uint32_t modules;          /**< Distinct mapped files. */
+	uint32_t unique_stacks;    /**< Distinct stacks interned. */
+	int kernel_frames;         /**< 1 when kernel frames are recorded. */
+	int python_frames;         /**< 1 when a CPython target was found. */
+	int event;                 /**< ::stackpulse_event actually used. */
+	uint64_t python_samples;   /**< Samples that carry Python frames. */
+};
+
+/**
+ * Attaches to the running process @p pid and starts recording into @p path.
+ *
+ * @param pid   Target process id.
+ * @param path  Spool file to create (truncated if it exists).
+ * @param mode  ::stackpulse_attach_mode.
+ * @param opts  Options, or NULL for the defaults.
+ * @param out   Receives the recorder.
+ * @return 0, or -ESRCH (no such process or a zombie), -EPERM/-EACCES (not
+ *         allowed; ::stackpulse_last_error says which setting would allow
+ *         it), -EINVAL (bad options), or an I/O error for @p path.
+ *
+ * The target is never left stopped, whatever the outcome.
+ */
+STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path,
+                                              int mode,
+                                              const stackpulse_recorder_opts *opts,
+                                              stackpulse_recorder **out);
+
+/**
+ * Starts `argv[0]` (searched in PATH) with @p argv and records it from its
+ * first instruction (enable-on-exec).
+ *
+ * @param argv    NULL-terminated argument vector.
+ * @param path    Spool file to create.
+ * @param opts    Options, or NULL for the defaults.
+ * @param out     Receives the recorder.
+ * @param pid_out Receives the child's pid, or NULL. The caller may
+ *                waitpid() it after ::stackpulse_recorder_finish; until then
+ *                the recorder reaps nothing.
+ */
+STACKPULSE_API int stackpulse_recorder_spawn(char *const argv[], const char *path,
+                                             const stackpulse_recorder_opts *opts,
+                                             stackpulse_recorder **out,
+                                             pid_t *pid_out);
+
+/**
+ * Blocks until ring data is ready, @p timeout_ms passes (-1: no limit), or
+ * every followed process has exited. Returns 1 when data is ready, 0 on
+ * timeout or target exit, or a negative code. -EINTR is returned when a
+ * signal interrupts the wait, so callers can react to SIGINT.
+ */
+STACKPULSE_API int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms);
+
+/**
+ * Drains every ring without blocking: unwinds the samples and appends them
+ * to the spool. Completed chunks reach the file. Returns 0 or an error
+ * (for example -ENOSPC); after an error the spool still holds every chunk
+ * completed before it.
+ */
+STACKPULSE_API int stackpulse_recorder_consume_available(stackpulse_recorder *rec);
+
+/**
+ * Returns 1 while @p pid is alive and followed by @p rec (the target or a
+ * followed child), 0 once it has exited or was never followed. Pass 0 for
+ * "any followed process".
+ */
+STACKPULSE_API int stackpulse_recorder_process_is_active(stackpulse_recorder *rec,
+                                                         pid_t pid);
+
+/**
+ * A descriptor that polls readable when ::stackpulse_recorder_wait would not
+ * block, for use in the caller's own event loop. Owned by the recorder.
+ */
+STACKPULSE_API int stackpulse_recorder_fd(const stackpulse_recorder *rec);
+
+/**
+ * Copies the counters into @p stats. Set `stats->sz` first.
+ */
+STACKPULSE_API int stackpulse_recorder_stats(const stackpulse_recorder *rec,
+                                             struct stackpulse_recorder_stats *stats);
+
+/**
+ * Drains the rings, writes the remaining records, the kernel symbols, the
+ * embedded symbol tables (when self_contained) and the footer, closes the
+ * file, and frees @p rec (also on error). Detaches from the target, which
+ * keeps running. Returns 0 or the first error met.
+ */
+STACKPULSE_API int stackpulse_recorder_finish(stackpulse_recorder *rec);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Spool reader
+ * A spool is opened once and validated completely: every chunk, checksum
+ * and id is checked before the open succeeds (a cut file opens with
+ * ::stackpulse_spool_meta's `truncated` set). The tables (processes,
+ * threads, modules, frames, stacks) are kept in memory; samples are
+ * streamed one chunk at a time by a ::stackpulse_sample_iter.
+ * Accessors are read-only and may run concurrently.
+ */
+/**@{*/
+
+/** An opened spool. Free with ::stackpulse_spool_close. */
+typedef struct stackpulse_spool stackpulse_spool;
+
+/** Recording metadata. */
+struct stackpulse_spool_meta {
+	uint32_t format_version;    /**< Spool format version. */
+	uint64_t start_time_ns;     /**< Wall clock at start, ns since epoch. */
+	uint64_t duration_ns;       /**< Last sample time minus first. */
+	uint32_t frequency;         /**< Requested samples per second. */
+	uint32_t stack_size;        /**< Stack copy size in bytes. */
+	const char *event;          /**< "cpu-clock", "cycles", ... */
+	const char *machine;        /**< uname machine, e.g. "x86_64". */
+	const char *kernel_release; /**< uname release. */
+	const char *hostname;       /**< uname nodename. */
+	int kernel_frames;          /**< 1 when kernel frames were recorded. */
+	const char *kernel_note;    /**< Why kernel frames are missing, or "". */
+	int truncated;              /**< 1 when the file was cut (no footer). */
+	uint64_t samples;           /**< Samples in the file. */
+	uint64_t lost;              /**< Samples reported lost. */
+	uint32_t chunks;            /**< Complete chunks read. */
+};
+
+/** A process. Indexes are stable within one spool. */
+struct stackpulse_process {
+	uint32_t index;       /**< Index in the spool's process table. */
+	pid_t pid;            /**< Kernel pid (may repeat after reuse). */
+	uint32_t parent;      /**< Index of the parent process, or UINT32_MAX. */
+	const char *name;     /**< comm after the last exec. */
+	const char *cmdline;  /**< Arguments separated by spaces. */
+	uint64_t start_ns;    /**< Time first seen. */
+	uint64_t end_ns;      /**< Time of exit, or 0 when still running. */
+};
+
+/** A thread. */
+struct stackpulse_thread {
+	uint32_t index;   /**< Index in the spool's thread table. */
+	uint32_t process; /**< Index of its process. */
+	pid_t tid;        /**< Kernel thread id. */
+	const char *name; /**< Latest thread name (comm). */
+};
+
+/** A mapped file (binary or library). Shared by all processes mapping it. */
+struct stackpulse_module {
+	uint32_t index;          /**< Index in the spool's module table. */
+	const char *path;        /**< Path as the target saw it. */
+	const uint8_t *build_id; /**< Build-id bytes, or NULL. */
+	uint32_t build_id_len;   /**< Length of @c build_id (0..64). */
+	int has_symbols;         /**< 1 when a symbol table is embedded. */
+};
+
+/** A raw, unsymbolized frame as stored in the spool. */
+struct stackpulse_raw_frame {
+	int kind;        /**< ::stackpulse_frame_kind (never INLINE). */
+	uint32_t module; /**< Module index for NATIVE, else UINT32_MAX. */
+	uint64_t offset; /**< File offset (NATIVE), address (KERNEL, UNKNOWN,
+	                  *   JIT) or bytecode offset (PYTHON). */
+	uint32_t pycode; /**< Python code index for PYTHON, else UINT32_MAX. */
+	int32_t line;    /**< Python line when known, else 0. */
+};
+
+/** A CPython code object as seen by the recorder. */
+struct stackpulse_pycode {
+	uint32_t index;       /**< Index in the spool's code table. */
+	const char *qualname; /**< co_qualname (co_name before 3.11). */
+	const char *filename; /**< co_filename. */
+	int32_t first_line;   /**< co_firstlineno. */
+};
+
+/** One sample. Valid until the next ::stackpulse_sample_iter_next. */
+struct stackpulse_sample {
+	uint64_t time_ns; /**< Monotonic sample time (perf clock), ns. */
+	uint32_t thread;  /**< Thread index. */
+	uint32_t process; /**< Process index. */
+	pid_t pid;        /**< Kernel pid. */
+	pid_t tid;        /**< Kernel tid. */
+	uint32_t stack;   /**< Stack id (leaf node); 0 is the empty stack. */
+	uint32_t weight;  /**< Sample weight (usually 1). */
+	uint32_t cpu;     /**< CPU the sample was taken on. */
+};
+
+/** Lifecycle events recorded in the spool. */
+enum stackpulse_event_kind {
+	STACKPULSE_EV_FORK = 1, /**< @c process forked @c other. */
+	STACKPULSE_EV_EXEC = 2, /**< @c process executed a new image. */
+	STACKPULSE_EV_EXIT = 3, /**< @c process (or @c thread) exited. */
+	STACKPULSE_EV_LOST = 4, /**< @c count samples lost. */
+	STACKPULSE_EV_COMM = 5, /**< @c thread was renamed. */
+};
+
+/** A lifecycle event. */
+struct stackpulse_spool_event {
+	int kind;         /**< ::stackpulse_event_kind. */
+	uint64_t time_ns; /**< When it happened. */
+	uint32_t process; /**< Process index, or UINT32_MAX. */
+	uint32_t thread;  /**< Thread index, or UINT32_MAX. */
+	uint32_t other;   /**< FORK: child process index; else UINT32_MAX. */
+	uint64_t count;   /**< LOST: number of samples. */
+};
+
+/** Iterator over the samples, one chunk in memory at a time. */
+typedef struct stackpulse_sample_iter stackpulse_sample_iter;
+
+/**
+ * Opens and validates the spool file at @p path. Returns 0, an errno code
+ * for I/O, or a format code (::STACKPULSE_EFORMAT, ::STACKPULSE_EVERSION,
+ * ::STACKPULSE_ECHECKSUM, ::STACKPULSE_ELIMIT). A file cut at a chunk
+ * boundary or inside a chunk opens with `truncated` set, keeping every
+ * complete chunk. Only regular files are opened.
+ */
+STACKPULSE_API int stackpulse_spool_open(const char *path, stackpulse_spool **out);
+
+/**
+ * Like ::stackpulse_spool_open, over @p len bytes at @p buf. The bytes are
+ * not copied: they must outlive the spool.
+ */
+STACKPULSE_API int stackpulse_spool_open_memory(const void *buf, size_t len,
+                                                stackpulse_spool **out);
+
+/** Closes @p spool. Iterators and symbolizers made from it must be freed
+ * first. NULL is ignored. */
+STACKPULSE_API void stackpulse_spool_close(stackpulse_spool *spool);
+
+/** Returns the recording metadata. Never NULL. */
+STACKPULSE_API const struct stackpulse_spool_meta *stackpulse_spool_meta(const stackpulse_spool *spool);
+
+/** Number of processes. */
+STACKPULSE_API uint32_t stackpulse_spool_process_count(const stackpulse_spool *spool);
+/** Process @p index, or NULL when out of range. */
+STACKPULSE_API const struct stackpulse_process *stackpulse_spool_process(const stackpulse_spool *spool,
+                                                                  uint32_t index);
+/** Number of threads. */
+STACKPULSE_API uint32_t stackpulse_spool_thread_count(const stackpulse_spool *spool);
+/** Thread @p index, or NULL when out of range. */
+STACKPULSE_API const struct stackpulse_thread *stackpulse_spool_thread(const stackpulse_spool *spool,
+                                                                uint32_t index);
+/** Number of modules. */
+STACKPULSE_API uint32_t stackpulse_spool_module_count(const stackpulse_spool *spool);
+/** Module @p index, or NULL when out of range. */
+STACKPULSE_API const struct stackpulse_module *stackpulse_spool_module(const stackpulse_spool *spool,
+                                                                uint32_t index);
+/** Number of Python code objects. */
+STACKPULSE_API uint32_t stackpulse_spool_pycode_count(const stackpulse_spool *spool);
+/** Python code object @p index, or NULL when out of range. */
+STACKPULSE_API const struct stackpulse_pycode *stackpulse_spool_pycode(const stackpulse_spool *spool,
+                                                                uint32_t index);
+/** Number of lifecycle events. */
+STACKPULSE_API uint32_t stackpulse_spool_event_count(const stackpulse_spool *spool);
+/** Event @p index in time order, or NULL when out of range. */
+STACKPULSE_API const struct stackpulse_spool_event *stackpulse_spool_event(const stackpulse_spool *spool,
+                                                                    uint32_t index);
+
+/** Number of distinct raw frames. Frame ids are 0..count-1. */
+STACKPULSE_API uint32_t stackpulse_spool_frame_count(const stackpulse_spool *spool);
+/** Raw frame @p id, or NULL when out of range. */
+STACKPULSE_API const struct stackpulse_raw_frame *stackpulse_spool_frame(const stackpulse_spool *spool,
+                                                                  uint32_t id);
+
+/** Number of stack ids, including the empty stack 0. */
+STACKPULSE_API uint32_t stackpulse_spool_stack_count(const stackpulse_spool *spool);
+/**
+ * Reads stack node @p stack: its leaf frame id and its parent stack (the
+ * same stack without the leaf; 0 ends the walk). Returns 0, or
+ * ::STACKPULSE_ENOTFOUND for 0 or an unknown id.
+ */
+STACKPULSE_API int stackpulse_spool_stack_node(const stackpulse_spool *spool, uint32_t stack,
+                                               uint32_t *frame, uint32_t *parent);
+/** Depth (number of frames) of @p stack; 0 for the empty or an unknown stack. */
+STACKPULSE_API uint32_t stackpulse_spool_stack_depth(const stackpulse_spool *spool,
+                                                     uint32_t stack);
+/**
+ * Copies up to @p max frame ids of @p stack into @p frames, leaf first, and
+ * returns the full depth (which may exceed @p max).
+ */
+STACKPULSE_API uint32_t stackpulse_spool_stack_frames(const stackpulse_spool *spool,
+                                                      uint32_t stack, uint32_t *frames,
+                                                      uint32_t max);
+
+/** Number of kernel symbols stored in the spool. */
+STACKPULSE_API uint32_t stackpulse_spool_ksym_count(const stackpulse_spool *spool);
+/**
+ * Finds the kernel symbol containing @p addr. On success sets @p name (and
+ * @p start, @p module when not NULL; module is "" for the core kernel).
+ * Returns 0 or ::STACKPULSE_ENOTFOUND.
+ */
+STACKPULSE_API int stackpulse_spool_ksym_lookup(const stackpulse_spool *spool, uint64_t addr,
+                                                const char **name, uint64_t *start,
+                                                const char **module);
+
+/** Starts an iteration over all samples in file order. */
+STACKPULSE_API int stackpulse_sample_iter_new(const stackpulse_spool *spool,
+                                              stackpulse_sample_iter **out);
+/**
+ * Advances: returns 1 and sets @p sample, 0 at the end, or a negative code
+ * (for example when the file changed on disk since it was opened).
+ */
+STACKPULSE_API int stackpulse_sample_iter_next(stackpulse_sample_iter *it,
+                                               const struct stackpulse_sample **sample);
+/** Frees @p it. NULL is ignored. */
+STACKPULSE_API void stackpulse_sample_iter_free(stackpulse_sample_iter *it);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Symbolizer
+ * Turns raw frames into names, files, lines and inline chains using
+ * embedded symbol tables, the symbol cache, local debug files and (when
+ * built in and `DEBUGINFOD_URLS` is set) debuginfod. Files whose build-id
+ * differs from the recorded one are never used.
+ * Not thread-safe; use one symbolizer per thread.
+ */
+/**@{*/
+
+/** A symbolizer bound to one spool. Free with ::stackpulse_symbolizer_free. */
+typedef struct stackpulse_symbolizer stackpulse_symbolizer;
+/** One resolved frame, valid only during the callback that receives it. */
+typedef struct stackpulse_frame stackpulse_frame;
+
+/** Symbolizer flags. */
+enum stackpulse_symbolizer_flag {
+	STACKPULSE_SYM_RAW_NAMES = 1u << 0, /**< Do not demangle. */
+	STACKPULSE_SYM_OFFLINE = 1u << 1,   /**< Use only tables embedded in the
+	                                     *   spool; open no files at all. */
+	STACKPULSE_SYM_NO_INLINE = 1u << 2, /**< Do not expand inline frames. */
+	STACKPULSE_SYM_NO_CACHE = 1u << 3,  /**< Neither read nor write the
+	                                     *   on-disk symbol cache. */
+};
+
+/** Symbolizer options. Initialise with ::STACKPULSE_SYMBOLIZER_OPTS. */
+typedef struct stackpulse_symbolizer_opts {
+	size_t sz;              /**< sizeof(struct stackpulse_symbolizer_opts). */
+	uint32_t flags;         /**< ::stackpulse_symbolizer_flag bits. */
+	const char *debug_dirs; /**< Colon-separated debug roots; NULL: the
+	                         *   `STACKPULSE_DEBUG_DIRS` variable, else
+	                         *   /usr/lib/debug. */
+	const char *cache_dir;  /**< Symbol cache directory; NULL:
+	                         *   `STACKPULSE_SYMBOL_CACHE_DIR`, else
+	                         *   `$XDG_CACHE_HOME/stackpulse`, else
+	                         *   `~/.cache/stackpulse`. */
+} stackpulse_symbolizer_opts;
+
+/** Default symbolizer options. */
+#define STACKPULSE_SYMBOLIZER_OPTS                                            \
+	((stackpulse_symbolizer_opts){                                        \
+	    .sz = sizeof(stackpulse_symbolizer_opts),                         \
+	    .flags = 0,                                                       \
+	    .debug_dirs = NULL,                                               \
+	    .cache_dir = NULL,                                                \
+	})
+
+/**
+ * Called once per frame, leaf first. Return 0 to continue, nonzero to stop
+ * the walk (that value is then returned by the walking function).
+ */
+typedef int (*stackpulse_frame_fn)(const stackpulse_frame *frame, void *ctx);
+
+/** Creates a symbolizer for @p spool (which must outlive it). */
+STACKPULSE_API int stackpulse_symbolizer_new(const stackpulse_spool *spool,
+                                             const stackpulse_symbolizer_opts *opts,
+                                             stackpulse_symbolizer **out);
+/** Frees @p sym and writes any new symbol-cache entries. NULL is ignored. */
+STACKPULSE_API void stackpulse_symbolizer_free(stackpulse_symbolizer *sym);
+
+/**
+ * Walks the frames of @p sample's stack from leaf to root, expanding inline
+ * frames (innermost first). Returns 0, the callback's nonzero value, or a
+ * negative code. Unresolved frames are still reported, never dropped.
+ */
+STACKPULSE_API int stackpulse_symbolizer_for_each_frame(stackpulse_symbolizer *sym,
+                                                        const struct stackpulse_sample *sample,
+                                                        stackpulse_frame_fn fn, void *ctx);
+/** Like ::stackpulse_symbolizer_for_each_frame, for a stack id. */
+STACKPULSE_API int stackpulse_symbolizer_for_each_stack_frame(stackpulse_symbolizer *sym,
+                                                              uint32_t stack,
+                                                              stackpulse_frame_fn fn, void *ctx);
+/** Resolves one raw frame id, calling @p fn for it and its inline parents. */
+STACKPULSE_API int stackpulse_symbolizer_resolve_frame(stackpulse_symbolizer *sym,
+                                                       uint32_t frame_id,
+                                                       stackpulse_frame_fn fn, void *ctx);
+
+/** Function name; never NULL: "[unknown]" or "module+0xOFFSET" when unresolved. */
+STACKPULSE_API const char *stackpulse_frame_func_name(const stackpulse_frame *frame);
+/** Source file, or NULL when unknown. */
+STACKPULSE_API const char *stackpulse_frame_file(const stackpulse_frame *frame);
+/** Source line, or 0 when unknown. */
+STACKPULSE_API uint32_t stackpulse_frame_line(const stackpulse_frame *frame);
+/** Module path (binary, "[kernel.kallsyms]", or the kernel module), or NULL. */
+STACKPULSE_API const char *stackpulse_frame_module(const stackpulse_frame *frame);
+/** File offset in the module, kernel address, or Python bytecode offset. */
+STACKPULSE_API uint64_t stackpulse_frame_offset(const stackpulse_frame *frame);
+/** ::stackpulse_frame_kind. */
+STACKPULSE_API int stackpulse_frame_kind(const stackpulse_frame *frame);
+/** The raw frame id this frame came from. */
+STACKPULSE_API uint32_t stackpulse_frame_raw_id(const stackpulse_frame *frame);
+/** Inline depth: 0 for the physical frame, 1.. for frames inlined into it,
+ * counted from the outermost. */
+STACKPULSE_API uint32_t stackpulse_frame_inline_depth(const stackpulse_frame *frame);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Profile model
+ * Deduplicated tables in the shape profiler UIs use. Memory grows with the
+ * number of unique frames and stacks, plus one small record per sample
+ * kept. A profile does not reference the spool or symbolizer after
+ * ::stackpulse_profile_build returns; it owns all its strings.
+ */
+/**@{*/
+
+/** A built profile. Free with ::stackpulse_profile_free. */
+typedef struct stackpulse_profile stackpulse_profile;
+
+/** Which frames a profile keeps. */
+enum stackpulse_view {
+	STACKPULSE_VIEW_MIXED = 0,       /**< Native and Python frames. */
+	STACKPULSE_VIEW_PYTHON_ONLY = 1, /**< Only Python frames. */
+	STACKPULSE_VIEW_NATIVE_ONLY = 2, /**< Raw native frames, no Python merge. */
+};
+
+/** Profile flags. */
+enum stackpulse_profile_flag {
+	STACKPULSE_PROFILE_MERGE_INLINE = 1u << 0, /**< Drop inline frames. */
+	STACKPULSE_PROFILE_HIDE_KERNEL = 1u << 1,  /**< Drop kernel frames. */
+	STACKPULSE_PROFILE_BY_PROCESS = 1u << 2,   /**< Root stacks at their process. */
+	STACKPULSE_PROFILE_BY_THREAD = 1u << 3,    /**< Root stacks at their thread. */
+};
+
+/** Profile options. Initialise with ::STACKPULSE_PROFILE_OPTS. */
+typedef struct stackpulse_profile_opts {
+	size_t sz;          /**< sizeof(struct stackpulse_profile_opts). */
+	uint32_t flags;     /**< ::stackpulse_profile_flag bits. */
+	int view;           /**< ::stackpulse_view. */
+	uint64_t start_ns;  /**< Keep samples at or after this time (0: all). */
+	uint64_t end_ns;    /**< Keep samples before this time (0: all). */
+	pid_t pid;          /**< Keep only this pid (0: all). */
+	pid_t tid;          /**< Keep only this tid (0: all). */
+} stackpulse_profile_opts;
+
+/** Default profile options. */
+#define STACKPULSE_PROFILE_OPTS                                               \
+	((stackpulse_profile_opts){                                           \
+	    .sz = sizeof(stackpulse_profile_opts),                            \
+	    .flags = 0,                                                       \
+	    .view = STACKPULSE_VIEW_MIXED,                                    \
+	    .start_ns = 0,                                                    \
+	    .end_ns = 0,                                                      \
+	    .pid = 0,                                                         \
+	    .tid = 0,                                                         \
+	})
+
+/** A function: a name in a file and module. */
+struct stackpulse_profile_func {
+	uint32_t name;   /**< String index. */
+	uint32_t file;   /**< String index (0: unknown). */
+	uint32_t module; /**< String index (0: unknown). */
+	int kind;        /**< ::stackpulse_frame_kind. */
+};
+
+/** A frame: a function at a line and address. */
+struct stackpulse_profile_frame {
+	uint32_t func;         /**< Function index. */
+	uint32_t line;         /**< Source line, 0 when unknown. */
+	uint64_t address;      /**< Module offset or kernel address. */
+	uint32_t inline_depth; /**< 0: physical frame. */
+};
+
+/** A node of the stack prefix tree. Node 0 is the root (no frame). */
+struct stackpulse_profile_stack {
+	uint32_t parent; /**< Parent node (toward the root). */
+	uint32_t frame;  /**< Frame index of this node. */
+};
+
+/** A kept sample. */
+struct stackpulse_profile_sample {
+	uint64_t time_ns; /**< Sample time. */
+	uint32_t thread;  /**< Thread index. */
+	uint32_t stack;   /**< Leaf stack node. */
+	uint32_t weight;  /**< Weight. */
+};
+
+/** A thread. */
+struct stackpulse_profile_thread {
+	pid_t tid;        /**< Kernel tid. */
+	uint32_t name;    /**< String index. */
+	uint32_t process; /**< Process index. */
+};
+
+/** A process. */
+struct stackpulse_profile_process {
+	pid_t pid;        /**< Kernel pid. */
+	uint32_t name;    /**< String index. */
+	uint32_t cmdline; /**< String index. */
+	uint32_t parent;  /**< Parent process index, or UINT32_MAX. */
+};
+
+/**
+ * Builds a profile from @p spool, resolving frames through @p sym (which
+ * may be NULL: frames then read as module+offset).
+ */
+STACKPULSE_API int stackpulse_profile_build(const stackpulse_spool *spool,
+                                            stackpulse_symbolizer *sym,
+                                            const stackpulse_profile_opts *opts,
+                                            stackpulse_profile **out);
+/** Frees @p profile. NULL is ignored. */
+STACKPULSE_API void stackpulse_profile_free(stackpulse_profile *profile);
+
+/** Number of strings; string 0 is "". */
+STACKPULSE_API uint32_t stackpulse_profile_string_count(const stackpulse_profile *p);
+/** String @p i, or NULL when out of range. */
+STACKPULSE_API const char *stackpulse_profile_string(const stackpulse_profile *p, uint32_t i);
+/** Number of functions. */
+STACKPULSE_API uint32_t stackpulse_profile_func_count(const stackpulse_profile *p);
+/** Function @p i, or NULL. */
+STACKPULSE_API const struct stackpulse_profile_func *stackpulse_profile_func(const stackpulse_profile *p,
+                                                                      uint32_t i);
+/** Number of frames. */
+STACKPULSE_API uint32_t stackpulse_profile_frame_count(const stackpulse_profile *p);
+/** Frame @p i, or NULL. */
+STACKPULSE_API const struct stackpulse_profile_frame *stackpulse_profile_frame(const stackpulse_profile *p,
+                                                                        uint32_t i);
+/** Number of stack nodes, including the root 0. */
+STACKPULSE_API uint32_t stackpulse_profile_stack_count(const stackpulse_profile *p);
+/** Stack node @p i, or NULL. */
+STACKPULSE_API const struct stackpulse_profile_stack *stackpulse_profile_stack(const stackpulse_profile *p,
+                                                                        uint32_t i);
+/** Number of samples kept. */
+STACKPULSE_API uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p);
+/** Sample @p i, or NULL. */
+STACKPULSE_API const struct stackpulse_profile_sample *stackpulse_profile_sample(const stackpulse_profile *p,
+                                                                          uint64_t i);
+/** Number of threads. */
+STACKPULSE_API uint32_t stackpulse_profile_thread_count(const stackpulse_profile *p);
+/** Thread @p i, or NULL. */
+STACKPULSE_API const struct stackpulse_profile_thread *stackpulse_profile_thread(const stackpulse_profile *p,
+                                                                          uint32_t i);
+/** Number of processes. */
+STACKPULSE_API uint32_t stackpulse_profile_process_count(const stackpulse_profile *p);
+/** Process @p i, or NULL. */
+STACKPULSE_API const struct stackpulse_profile_process *stackpulse_profile_process(const stackpulse_profile *p,
+                                                                            uint32_t i);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Exporters
+ * Each exporter streams its output through a ::stackpulse_write_fn so the
+ * caller chooses the destination; ::stackpulse_export_to_path writes a file.
+ */
+/**@{*/
+
+/** Receives output bytes. Return 0, or a negative code to abort. */
+typedef int (*stackpulse_write_fn)(void *ctx, const void *data, size_t len);
+
+/** Output formats. */
+enum stackpulse_export_format {
+	STACKPULSE_EXPORT_FOLDED = 1,  /**< flamegraph.pl folded stacks. */
+	STACKPULSE_EXPORT_PPROF = 2,   /**< gzip'd profile.proto. */
+	STACKPULSE_EXPORT_FIREFOX = 3, /**< Firefox Profiler (Gecko) JSON. */
+	STACKPULSE_EXPORT_SVG = 4,     /**< Interactive SVG flame graph. */
+};
+
+/** Exporter flags. */
+enum stackpulse_export_flag {
+	STACKPULSE_EXPORT_PID = 1u << 0,          /**< Folded: "name-PID" roots. */
+	STACKPULSE_EXPORT_TID = 1u << 1,          /**< Folded: "/TID" on roots. */
+	STACKPULSE_EXPORT_LINES = 1u << 2,        /**< Add ":line" to frames. */
+	STACKPULSE_EXPORT_THREAD_NAMES = 1u << 3, /**< Root at thread names. */
+};
+
+/** Exporter options. Initialise with ::STACKPULSE_EXPORT_OPTS. */
+typedef struct stackpulse_export_opts {
+	size_t sz;         /**< sizeof(struct stackpulse_export_opts). */
+	uint32_t flags;    /**< ::stackpulse_export_flag bits. */
+	const char *title; /**< SVG title; NULL: "Flame Graph". */
+} stackpulse_export_opts;
+
+/** Default exporter options. */
+#define STACKPULSE_EXPORT_OPTS                                                \
+	((stackpulse_export_opts){                                            \
+	    .sz = sizeof(stackpulse_export_opts),                             \
+	    .flags = 0,                                                       \
+	    .title = NULL,                                                    \
+	})
+
+/** Writes @p p in @p format (::stackpulse_export_format) through @p fn. */
+STACKPULSE_API int stackpulse_export(const stackpulse_profile *p, int format,
+                                     const stackpulse_export_opts *opts,
+                                     stackpulse_write_fn fn, void *ctx);
+/** Writes @p p in @p format to the file @p path (created or truncated). */
+STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p, int format,
+                                             const stackpulse_export_opts *opts,
+                                             const char *path);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STACKPULSE_H */
