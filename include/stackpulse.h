@@ -683,7 +683,20 @@ struct stackpulse_profile_process {
 
 /**
  * Builds a profile from @p spool, resolving frames through @p sym (which
- * may be NULL: frames then read as module+offset).
+ * may be NULL: frames then read as module+offset, kernel and Python frames
+ * still get their names from the spool).
+ *
+ * @param opts NULL for the defaults. Times compare with
+ *             `stackpulse_sample.time_ns`.
+ * @param out  Receives the profile; NULL on failure.
+ * @return 0, -EINVAL (bad options), -ENOMEM, ::STACKPULSE_EFORMAT (the
+ *         spool's ids are inconsistent) or an error of the sample iterator.
+ *
+ * Ownership: the profile owns every table and string; @p spool and @p sym
+ * may be freed as soon as this returns. Accessor pointers stay valid until
+ * ::stackpulse_profile_free. A built profile is read-only, so accessors and
+ * exporters may run on it from several threads at once. @p sym is used (and
+ * its caches filled) during the call only. See docs/exporters.md.
  */
 STACKPULSE_API int stackpulse_profile_build(const stackpulse_spool *spool,
                                             stackpulse_symbolizer *sym,

@@ -9,16 +9,58 @@ pub const common = [_][]const u8{
     "src/common/checksum.c",
 };
 
-pub const format = [_][]const u8{};
+pub const format = [_][]const u8{
+    "src/format/intern.c",
+    "src/format/spool_writer.c",
+    "src/format/spool_reader.c",
+    "src/format/spool_api.c",
+    "src/format/spool_copy.c",
+};
 
 pub const symcache = [_][]const u8{};
 
-pub const io = [_][]const u8{};
+pub const io = [_][]const u8{
+    "src/io/file.c",
+    "src/io/spool_file.c",
+};
 
-pub const record = [_][]const u8{};
+pub const record = [_][]const u8{
+    "src/record/attach.c",
+    "src/record/build_id.c",
+    "src/record/kallsyms.c",
+    "src/record/perf_events.c",
+    "src/record/proc_scan.c",
+    "src/record/process_table.c",
+    "src/record/recorder.c",
+    "src/record/ring.c",
+    "src/record/sample.c",
+    "src/record/python_layout.c",
+    "src/record/python_memory.c",
+    "src/record/python_merge.c",
+    "src/record/python_perfmap.c",
+    "src/record/python_reader.c",
+};
 
-pub const unwind = [_][]const u8{};
+pub const unwind = [_][]const u8{
+    "src/unwind/binary.c",
+    "src/unwind/space.c",
+    "src/unwind/unwind.c",
+};
 
 pub const symbolize = [_][]const u8{};
 
-pub const profile = [_][]const u8{};
+pub const profile = [_][]const u8{
+    "src/profile/itab.c",
+    "src/profile/profile.c",
+    "src/profile/export.c",
+    "src/profile/export_folded.c",
+    "src/profile/export_svg.c",
+    "src/profile/export_pprof.c",
+    "src/profile/export_firefox.c",
+};
+
+/// Example programs (examples/*.c), installed into zig-out/bin under their
+/// basename; they link the static library.
+pub const examples = [_][]const u8{
+    "examples/demo_synthetic.c",
+};

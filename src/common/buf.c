@@ -35,6 +35,8 @@ int sp_buf_reserve(sp_buf *b, size_t extra)
 	if (need <= b->cap)
 		return 0;
 	size_t cap = b->cap ? b->cap : 256;
+	if (cap > limit)
+		cap = limit; /* Never allocate past what may be used. */
 	while (cap < need)
 		cap = cap > limit / 2 ? limit : cap * 2;
 	uint8_t *grown = sp_realloc_array(b->data, cap, 1);
@@ -88,6 +90,10 @@ int sp_buf_svarint(sp_buf *b, int64_t v)
 
 int sp_buf_blob(sp_buf *b, const void *p, size_t n)
 {
+	/* Catch size_t overflow of the worst-case prefix, so a failed blob never
+	 * leaves its length behind. */
+	if (n > SIZE_MAX - SP_VARINT_MAX)
+		return sp_error(STACKPULSE_ELIMIT, "blob of %zu bytes is too large", n);
 	int rc = sp_buf_reserve(b, n + SP_VARINT_MAX);
 	if (rc)
 		return rc;

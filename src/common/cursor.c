@@ -37,7 +37,10 @@ int sp_cursor_le64(sp_cursor *c, uint64_t *v, const char *what)
 
 int sp_cursor_varint(sp_cursor *c, uint64_t *v, const char *what)
 {
-	int n = sp_varint_get(c->p + c->pos, sp_cursor_left(c), v);
+	/* Checked first: p may be NULL on an empty range, and NULL + 0 is UB. */
+	int n = sp_cursor_left(c) ? sp_varint_get(c->p + c->pos, sp_cursor_left(c), v) : 0;
+	if (n <= 0)
+		*v = 0; /* Failed reads leave a defined value behind. */
 	if (n == 0)
 		return short_read(c, sp_cursor_left(c) + 1, what);
 	if (n < 0)
@@ -52,9 +55,11 @@ int sp_cursor_varint_max(sp_cursor *c, uint64_t max, uint64_t *v, const char *wh
 	int rc = sp_cursor_varint(c, v, what);
 	if (rc)
 		return rc;
-	if (*v > max)
+	if (*v > max) {
+		c->pos = at; /* Failed reads never move the cursor. */
 		return sp_error(STACKPULSE_ELIMIT, "%s: %llu exceeds %llu at offset %zu", what,
 		                (unsigned long long)*v, (unsigned long long)max, at);
+	}
 	return 0;
 }
 
@@ -82,21 +87,23 @@ int sp_cursor_bytes(sp_cursor *c, size_t n, const uint8_t **out, const char *wha
 {
 	if (sp_cursor_left(c) < n)
 		return short_read(c, n, what);
-	*out = c->p + c->pos;
+	*out = n ? c->p + c->pos : c->p; /* No NULL + 0 on an empty range. */
 	c->pos += n;
 	return 0;
 }
 
-int sp_cursor_blob(sp_cursor *c, size_t max_len, const uint8_t **out, size_t *len,
-                   const char *what)
+int sp_cursor_blob(sp_cursor *c, size_t max_len, const uint8_t **out, size_t *len, const char *what)
 {
+	size_t at = c->pos;
 	uint64_t n;
 	int rc = sp_cursor_varint_max(c, max_len, &n, what);
 	if (rc)
 		return rc;
 	rc = sp_cursor_bytes(c, (size_t)n, out, what);
-	if (rc)
+	if (rc) {
+		c->pos = at;
 		return rc;
+	}
 	*len = (size_t)n;
 	return 0;
 }

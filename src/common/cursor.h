@@ -14,7 +14,7 @@ typedef struct sp_cursor {
 
 static inline sp_cursor sp_cursor_make(const void *p, size_t len)
 {
-	sp_cursor c = {(const uint8_t *)p, len, 0};
+	sp_cursor c = { (const uint8_t *)p, len, 0 };
 	return c;
 }
 
@@ -24,7 +24,8 @@ static inline size_t sp_cursor_left(const sp_cursor *c)
 }
 
 /* Each returns 0 or STACKPULSE_ETRUNCATED / STACKPULSE_EFORMAT /
- * STACKPULSE_ELIMIT; @p what names the field in the error detail. */
+ * STACKPULSE_ELIMIT; @p what names the field in the error detail. On failure
+ * the cursor does not move. */
 int sp_cursor_u8(sp_cursor *c, uint8_t *v, const char *what);
 int sp_cursor_le32(sp_cursor *c, uint32_t *v, const char *what);
 int sp_cursor_le64(sp_cursor *c, uint64_t *v, const char *what);

@@ -23,11 +23,46 @@ int sp_spool_open_source(const sp_source *src, stackpulse_spool **out);
 
 /* The embedded symbol-cache table of @p module, if any: 0 or
  * STACKPULSE_ENOTFOUND. The bytes are owned by the spool. */
-int sp_spool_module_symtab(const stackpulse_spool *spool, uint32_t module,
-                           const uint8_t **table, size_t *len);
+int sp_spool_module_symtab(const stackpulse_spool *spool, uint32_t module, const uint8_t **table,
+                           size_t *len);
 
 /* Looks up a perf-map name for JIT address @p addr in @p process. */
 int sp_spool_jitsym_lookup(const stackpulse_spool *spool, uint32_t process, uint64_t addr,
                            const char **name, uint64_t *start);
+
+/* A file mapping seen by the recorder. */
+struct sp_mapping {
+	uint32_t process; /* Process index. */
+	uint32_t module;  /* Module index. */
+	uint64_t start;   /* First address. */
+	uint64_t end;     /* Address past the end (> start). */
+	uint64_t pgoff;   /* File offset mapped at start. */
+	uint64_t time_ns; /* When it was mapped. */
+};
+
+/* A perf-map symbol of anonymous executable memory. */
+struct sp_jitsym {
+	uint32_t process; /* Process index. */
+	uint64_t start;   /* First address. */
+	uint64_t size;    /* Bytes (> 0). */
+	const char *name;
+};
+
+/* Tables the public API does not show, in file order (jitsyms sorted by
+ * process then start, ksyms by address, stats by key). */
+uint32_t sp_spool_mapping_count(const stackpulse_spool *spool);
+const struct sp_mapping *sp_spool_mapping(const stackpulse_spool *spool, uint32_t index);
+uint32_t sp_spool_jitsym_count(const stackpulse_spool *spool);
+const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *spool, uint32_t index);
+/* Kernel symbol @p index in address order: 0 or STACKPULSE_ENOTFOUND. */
+int sp_spool_ksym_at(const stackpulse_spool *spool, uint32_t index, uint64_t *addr,
+                     const char **name, const char **module);
+/* STATS value for @p key (SP_STAT_*): 0 or STACKPULSE_ENOTFOUND. */
+int sp_spool_stat(const stackpulse_spool *spool, uint32_t key, uint64_t *value);
+uint32_t sp_spool_stat_count(const stackpulse_spool *spool);
+int sp_spool_stat_at(const stackpulse_spool *spool, uint32_t index, uint32_t *key, uint64_t *value);
+/* 1 when the spool has a metadata record; its monotonic start time. */
+int sp_spool_has_meta(const stackpulse_spool *spool);
+uint64_t sp_spool_start_mono_ns(const stackpulse_spool *spool);
 
 #endif

@@ -49,14 +49,14 @@ int sp_writer_meta(sp_writer *w, const sp_meta *meta);
 
 /* A new process (pid reuse gives a new index). @p parent is a process index
  * or UINT32_MAX. */
-int sp_writer_process(sp_writer *w, pid_t pid, uint32_t parent, uint64_t time_ns,
-                      const char *name, const char *cmdline, uint32_t *index);
+int sp_writer_process(sp_writer *w, pid_t pid, uint32_t parent, uint64_t time_ns, const char *name,
+                      const char *cmdline, uint32_t *index);
 /* A process executed a new image: new name and command line (EXEC event). */
 int sp_writer_process_exec(sp_writer *w, uint32_t process, uint64_t time_ns, const char *name,
                            const char *cmdline);
 /* A new thread of @p process. */
-int sp_writer_thread(sp_writer *w, uint32_t process, pid_t tid, uint64_t time_ns,
-                     const char *name, uint32_t *index);
+int sp_writer_thread(sp_writer *w, uint32_t process, pid_t tid, uint64_t time_ns, const char *name,
+                     uint32_t *index);
 /* A thread renamed itself (COMM event). */
 int sp_writer_thread_name(sp_writer *w, uint32_t thread, uint64_t time_ns, const char *name);
 /* A process or thread exited (thread UINT32_MAX for the whole process). */
@@ -67,24 +67,23 @@ int sp_writer_fork(sp_writer *w, uint32_t parent, uint32_t child, uint64_t time_
 int sp_writer_lost(sp_writer *w, uint32_t thread, uint64_t count, uint64_t time_ns);
 
 /* Interns a mapped file by (path, build-id); build_id_len <= 64. */
-int sp_writer_module(sp_writer *w, const char *path, const uint8_t *build_id,
-                     uint32_t build_id_len, uint32_t *index);
+int sp_writer_module(sp_writer *w, const char *path, const uint8_t *build_id, uint32_t build_id_len,
+                     uint32_t *index);
 /* Records that @p process maps @p module at [start, end) from file offset
  * @p pgoff. */
-int sp_writer_mapping(sp_writer *w, uint32_t process, uint32_t module, uint64_t start,
-                      uint64_t end, uint64_t pgoff, uint64_t time_ns);
+int sp_writer_mapping(sp_writer *w, uint32_t process, uint32_t module, uint64_t start, uint64_t end,
+                      uint64_t pgoff, uint64_t time_ns);
 
 /* A CPython code object; strings copied. */
-int sp_writer_pycode(sp_writer *w, const char *qualname, const char *filename,
-                     int32_t first_line, uint32_t *index);
+int sp_writer_pycode(sp_writer *w, const char *qualname, const char *filename, int32_t first_line,
+                     uint32_t *index);
 
 /* Interns a raw frame (kind NATIVE, KERNEL, PYTHON, UNKNOWN, TRUNCATED, JIT). */
 int sp_writer_frame(sp_writer *w, const struct stackpulse_raw_frame *frame, uint32_t *id);
 /* Interns the stack node (parent stack, leaf frame); parent 0 is the root. */
 int sp_writer_stack(sp_writer *w, uint32_t parent, uint32_t frame, uint32_t *id);
 /* Interns a whole stack given leaf first; n == 0 gives stack 0. */
-int sp_writer_stack_frames(sp_writer *w, const uint32_t *frames_leaf_first, size_t n,
-                           uint32_t *id);
+int sp_writer_stack_frames(sp_writer *w, const uint32_t *frames_leaf_first, size_t n, uint32_t *id);
 
 /* One sample of @p thread with leaf @p stack. Times may go slightly
  * backwards (several CPUs); they are stored as signed deltas. */
@@ -98,6 +97,10 @@ int sp_writer_jitsym(sp_writer *w, uint32_t process, uint64_t start, uint64_t si
                      const char *name);
 /* Embeds a symbol-cache table (see src/symcache) for @p module. */
 int sp_writer_symtab(sp_writer *w, uint32_t module, const uint8_t *table, size_t len);
+
+/* Records a counter (SP_STAT_* of format/spool_format.h); a later value for
+ * the same key replaces an earlier one. */
+int sp_writer_stat(sp_writer *w, uint32_t key, uint64_t value);
 
 /* Closes the current chunk, if any, and hands it to the sink. */
 int sp_writer_flush(sp_writer *w);

@@ -16,9 +16,9 @@
  * that sp_unwind_regs_mask() returns (lowest bit first). */
 #define SP_UNWIND_MAX_REGS 40
 typedef struct sp_regs {
-	uint64_t abi;                     /* PERF_SAMPLE_REGS_ABI_*; 0: none. */
+	uint64_t abi;                       /* PERF_SAMPLE_REGS_ABI_*; 0: none. */
 	uint64_t value[SP_UNWIND_MAX_REGS]; /* Values for the mask's bits. */
-	uint32_t count;                   /* Number of values. */
+	uint32_t count;                     /* Number of values. */
 } sp_regs;
 
 /* The perf_event_attr.sample_regs_user mask this unwinder needs on the
@@ -28,9 +28,15 @@ uint64_t sp_unwind_regs_mask(void);
 typedef struct sp_unwinder sp_unwinder;
 typedef struct sp_unwind_space sp_unwind_space;
 
-/* Creates the per-recording cache of binaries. */
+/* Creates the per-recording cache of binaries. Each binary opened stays
+ * cached until sp_unwinder_free: its CFI sections (.eh_frame and
+ * .eh_frame_hdr, read with pread, never mmap, so a truncated file cannot
+ * SIGBUS us) plus up to 512 cached frame rules (~0.3 KiB each). Only a
+ * binary with .debug_frame keeps a descriptor open. */
 int sp_unwinder_new(sp_unwinder **out);
 void sp_unwinder_free(sp_unwinder *u);
+/* Number of binaries cached so far (for stats and tests). */
+size_t sp_unwinder_binaries(const sp_unwinder *u);
 
 /* Creates an empty address space for process @p pid. Files are opened as
  * the target sees them: through /proc/PID/map_files/START-END when
@@ -44,7 +50,12 @@ void sp_unwind_space_clear(sp_unwind_space *s);
 
 /* Adds an executable mapping [start, end) of @p path at file offset
  * @p pgoff. A new mapping replaces any it overlaps. Paths like "[vdso]" or
- * "//anon" are accepted and unwound by frame pointers only. */
+ * "//anon" are accepted and unwound by frame pointers only; "[vdso]" uses
+ * our own vDSO's CFI when its size matches (same kernel). The file is
+ * opened now (the target may exit soon): a known @p build_id skips the
+ * open, and a file whose build-id differs from @p build_id is ignored.
+ * A file that cannot be opened is not an error: its frames use frame
+ * pointers. Returns 0, -EINVAL or -ENOMEM. */
 int sp_unwind_space_map(sp_unwind_space *s, uint64_t start, uint64_t end, uint64_t pgoff,
                         const char *path, const uint8_t *build_id, uint32_t build_id_len);
 /* Removes mappings overlapping [start, end) (munmap). */
@@ -52,17 +63,22 @@ void sp_unwind_space_unmap(sp_unwind_space *s, uint64_t start, uint64_t end);
 
 /* What one unwind produced. */
 typedef struct sp_unwind_result {
-	uint32_t count;     /* Addresses written, leaf first. */
-	int truncated;      /* 1 when the walk stopped before the outermost
-	                     * frame (stack copy ran out, no CFI, bad step). */
-	int used_fp;        /* 1 when any step used the frame-pointer fallback. */
+	uint32_t count; /* Addresses written, leaf first. */
+	int truncated;  /* 1 when the walk stopped before the outermost frame
+	                 * (stack copy ran out, no CFI, bad step). */
+	int used_fp;    /* 1 when any step used the frame-pointer fallback. */
 } sp_unwind_result;
 
 /* Unwinds one sample. @p stack holds @p stack_len valid bytes copied from
  * user address @p stack_start (the sampled stack pointer). Writes up to
  * @p max addresses to @p pcs: pcs[0] is the sampled IP; later entries are
  * return addresses (callers subtract 1 when looking up lines). Never
- * reads target memory outside the stack copy and the mapped files. */
+ * reads target memory outside the stack copy and the mapped files.
+ * Every address after pcs[0] lies in a mapping of @p s, so pass only
+ * executable mappings to sp_unwind_space_map. A sample without 64-bit
+ * user registers (abi NONE or 32-bit) gives count 0 and truncated.
+ * Returns 0, or -EINVAL for NULL arguments; bad input only truncates.
+ * Not thread-safe: one thread uses an unwinder and its spaces. */
 int sp_unwind(sp_unwind_space *s, const sp_regs *regs, const uint8_t *stack, size_t stack_len,
               uint64_t stack_start, uint64_t *pcs, uint32_t max, sp_unwind_result *result);
 

@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "stackpulse.h"
+
 typedef void (*sp_test_fn)(void);
 void sp_test_register(const char *name, sp_test_fn fn);
 void sp_test_fail(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 /* Ends the current test at once (after a failure, or to skip). */
 _Noreturn void sp_test_abort(void);
 _Noreturn void sp_test_skip(const char *why);
@@ -20,68 +22,66 @@ const char *sp_test_tmpdir(void);
 /* Path of the repository root (from SP_SOURCE_ROOT or the cwd). */
 const char *sp_test_source_root(void);
 
-#define SP_TEST(name)                                                                    \
-	static void name(void);                                                          \
-	__attribute__((constructor)) static void sp_register_##name(void)                \
-	{                                                                                \
-		sp_test_register(#name, name);                                           \
-	}                                                                                \
+#define SP_TEST(name)                                                                              \
+	static void name(void);                                                                    \
+	__attribute__((constructor)) static void sp_register_##name(void)                          \
+	{                                                                                          \
+		sp_test_register(#name, name);                                                     \
+	}                                                                                          \
 	static void name(void)
 
 /* CHECK records a failure and continues; REQUIRE ends the test. */
-#define CHECK(cond)                                                                      \
-	do {                                                                             \
-		if (!(cond))                                                             \
-			sp_test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);            \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			sp_test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                      \
 	} while (0)
-#define REQUIRE(cond)                                                                    \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			sp_test_fail(__FILE__, __LINE__, "REQUIRE(%s)", #cond);          \
-			sp_test_abort();                                                 \
-		}                                                                        \
+#define REQUIRE(cond)                                                                              \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			sp_test_fail(__FILE__, __LINE__, "REQUIRE(%s)", #cond);                    \
+			sp_test_abort();                                                           \
+		}                                                                                  \
 	} while (0)
-#define CHECK_EQ(a, b)                                                                   \
-	do {                                                                             \
-		long long sp_a_ = (long long)(a), sp_b_ = (long long)(b);                \
-		if (sp_a_ != sp_b_)                                                      \
-			sp_test_fail(__FILE__, __LINE__, "CHECK_EQ(%s, %s): %lld != %lld", \
-			             #a, #b, sp_a_, sp_b_);                              \
+#define CHECK_EQ(a, b)                                                                             \
+	do {                                                                                       \
+		long long sp_a_ = (long long)(a), sp_b_ = (long long)(b);                          \
+		if (sp_a_ != sp_b_)                                                                \
+			sp_test_fail(__FILE__, __LINE__, "CHECK_EQ(%s, %s): %lld != %lld", #a, #b, \
+			             sp_a_, sp_b_);                                                \
 	} while (0)
-#define REQUIRE_EQ(a, b)                                                                 \
-	do {                                                                             \
-		long long sp_a_ = (long long)(a), sp_b_ = (long long)(b);                \
-		if (sp_a_ != sp_b_) {                                                    \
-			sp_test_fail(__FILE__, __LINE__,                                 \
-			             "REQUIRE_EQ(%s, %s): %lld != %lld", #a, #b, sp_a_,  \
-			             sp_b_);                                             \
-			sp_test_abort();                                                 \
-		}                                                                        \
+#define REQUIRE_EQ(a, b)                                                                           \
+	do {                                                                                       \
+		long long sp_a_ = (long long)(a), sp_b_ = (long long)(b);                          \
+		if (sp_a_ != sp_b_) {                                                              \
+			sp_test_fail(__FILE__, __LINE__, "REQUIRE_EQ(%s, %s): %lld != %lld", #a,   \
+			             #b, sp_a_, sp_b_);                                            \
+			sp_test_abort();                                                           \
+		}                                                                                  \
 	} while (0)
-#define CHECK_STR(a, b)                                                                  \
-	do {                                                                             \
-		const char *sp_a_ = (a), *sp_b_ = (b);                                   \
-		if (!sp_a_ || !sp_b_ || strcmp(sp_a_, sp_b_) != 0)                       \
-			sp_test_fail(__FILE__, __LINE__, "CHECK_STR(%s, %s): \"%s\" != \"%s\"", \
-			             #a, #b, sp_a_ ? sp_a_ : "(null)",                   \
-			             sp_b_ ? sp_b_ : "(null)");                          \
+#define CHECK_STR(a, b)                                                                            \
+	do {                                                                                       \
+		const char *sp_a_ = (a), *sp_b_ = (b);                                             \
+		if (!sp_a_ || !sp_b_ || strcmp(sp_a_, sp_b_) != 0)                                 \
+			sp_test_fail(__FILE__, __LINE__, "CHECK_STR(%s, %s): \"%s\" != \"%s\"",    \
+			             #a, #b, sp_a_ ? sp_a_ : "(null)", sp_b_ ? sp_b_ : "(null)");  \
 	} while (0)
 /* Checks a library call returned 0, printing the last error detail if not. */
-#define CHECK_OK(expr)                                                                   \
-	do {                                                                             \
-		int sp_rc_ = (expr);                                                     \
-		if (sp_rc_ != 0)                                                         \
-			sp_test_fail(__FILE__, __LINE__, "%s = %d (%s: %s)", #expr, sp_rc_, \
-			             stackpulse_strerror(sp_rc_), stackpulse_last_error()); \
+#define CHECK_OK(expr)                                                                             \
+	do {                                                                                       \
+		int sp_rc_ = (expr);                                                               \
+		if (sp_rc_ != 0)                                                                   \
+			sp_test_fail(__FILE__, __LINE__, "%s = %d (%s: %s)", #expr, sp_rc_,        \
+			             stackpulse_strerror(sp_rc_), stackpulse_last_error());        \
 	} while (0)
-#define REQUIRE_OK(expr)                                                                 \
-	do {                                                                             \
-		int sp_rc_ = (expr);                                                     \
-		if (sp_rc_ != 0) {                                                       \
-			sp_test_fail(__FILE__, __LINE__, "%s = %d (%s: %s)", #expr, sp_rc_, \
-			             stackpulse_strerror(sp_rc_), stackpulse_last_error()); \
-			sp_test_abort();                                                 \
-		}                                                                        \
+#define REQUIRE_OK(expr)                                                                           \
+	do {                                                                                       \
+		int sp_rc_ = (expr);                                                               \
+		if (sp_rc_ != 0) {                                                                 \
+			sp_test_fail(__FILE__, __LINE__, "%s = %d (%s: %s)", #expr, sp_rc_,        \
+			             stackpulse_strerror(sp_rc_), stackpulse_last_error());        \
+			sp_test_abort();                                                           \
+		}                                                                                  \
 	} while (0)
 
 #endif

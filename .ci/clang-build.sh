@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# Builds and runs what zig cc cannot: ASan/UBSan tests, coverage, libFuzzer
+# and AFL++ binaries, all with the system clang-14 and the file lists from the
+# manifest that build.zig writes (bash arrays SP_PURE_SRCS, SP_OS_SRCS,
+# SP_PURE_TESTS, SP_OS_TESTS, SP_FUZZ, SP_EXAMPLES, SP_CFLAGS, SP_LIBS,
+# SP_DEFINES).
+#
+# usage: clang-build.sh MANIFEST ROOT PREFIX MODE [ARGS]
+#   MODE: sanitize | coverage | coverage-html | fuzz | fuzz-smoke SECS AFL_SECS
+set -euo pipefail
+
+manifest=$1
+root=$(cd "$2" && pwd)
+mkdir -p "$3"
+prefix=$(cd "$3" && pwd)
+mode=$4
+shift 4
+# shellcheck disable=SC1090
+source "$manifest"
+cd "$root"
+
+CC=clang-14
+work=$root/.zig-cache/clang/$mode
+jobs=$(nproc)
+
+need() {
+	if ! command -v "$1" >/dev/null; then
+		echo "$mode: $1 not found. Install it with: apt-get install -y $2" >&2
+		exit 1
+	fi
+}
+
+# Commands queued with add_job run in parallel at run_jobs.
+jobfile=$(mktemp)
+trap 'rm -f "$jobfile"' EXIT
+add_job() {
+	printf '%q ' "$@" >>"$jobfile"
+	echo >>"$jobfile"
+}
+run_jobs() {
+	if [[ -s $jobfile ]]; then
+		if ! xargs -P "$jobs" -d '\n' -I{} bash -c '{}' <"$jobfile"; then
+			echo "$mode: build failed" >&2
+			exit 1
+		fi
+	fi
+	: >"$jobfile"
+}
+
+obj_name() {
+	local s=${1%.c}
+	echo "${s//\//_}.o"
+}
+
+# build_tree OUT: objects, two archives, tests, replays and examples, with the
+# compile flags in CFLAGS_X and link flags in LDFLAGS_X.
+build_tree() {
+	local out=$1 src
+	rm -rf "$out"
+	mkdir -p "$out/obj" "$out/tests" "$out/bin"
+	local common=("${SP_CFLAGS[@]}" "${SP_DEFINES[@]}" -Iinclude -Isrc -Itests/support "${CFLAGS_X[@]}")
+	for src in "${SP_PURE_SRCS[@]}" "${SP_OS_SRCS[@]}" tests/support/harness.c; do
+		add_job "$CC" "${common[@]}" -c "$src" -o "$out/obj/$(obj_name "$src")"
+	done
+	run_jobs
+	local pure_objs=() os_objs=()
+	for src in "${SP_PURE_SRCS[@]}"; do pure_objs+=("$out/obj/$(obj_name "$src")"); done
+	for src in "${SP_OS_SRCS[@]}"; do os_objs+=("$out/obj/$(obj_name "$src")"); done
+	ar rcs "$out/libpure.a" "${pure_objs[@]}"
+	ar rcs "$out/libfull.a" "${pure_objs[@]}" "${os_objs[@]}"
+	TEST_BINS=()
+	local name dir
+	for src in "${SP_PURE_TESTS[@]}" "${SP_OS_TESTS[@]}"; do
+		dir=$(basename "$(dirname "$src")")
+		name=${dir}_$(basename "${src%.c}")
+		TEST_BINS+=("$out/tests/$name")
+	done
+	for src in "${SP_PURE_TESTS[@]}"; do
+		dir=$(basename "$(dirname "$src")")
+		add_job "$CC" "${common[@]}" "$src" "$out/obj/tests_support_harness.o" "$out/libpure.a" \
+			-lzstd "${LDFLAGS_X[@]}" -o "$out/tests/${dir}_$(basename "${src%.c}")"
+	done
+	for src in "${SP_OS_TESTS[@]}"; do
+		dir=$(basename "$(dirname "$src")")
+		add_job "$CC" "${common[@]}" "$src" "$out/obj/tests_support_harness.o" "$out/libfull.a" \
+			"${SP_LIBS[@]}" "${LDFLAGS_X[@]}" -o "$out/tests/${dir}_$(basename "${src%.c}")"
+	done
+	for name in "${SP_FUZZ[@]}"; do
+		TEST_BINS+=("$out/tests/replay_$name")
+		add_job "$CC" "${common[@]}" "-DSP_FUZZ_NAME=\"$name\"" "fuzz/$name.c" fuzz/replay_main.c \
+			"$out/libpure.a" -lzstd "${LDFLAGS_X[@]}" -o "$out/tests/replay_$name"
+	done
+	for src in "${SP_EXAMPLES[@]}"; do
+		add_job "$CC" "${common[@]}" "$src" "$out/libfull.a" "${SP_LIBS[@]}" "${LDFLAGS_X[@]}" \
+			-o "$out/bin/$(basename "${src%.c}")"
+	done
+	run_jobs
+}
+
+run_tree() {
+	local out=$1
+	shift
+	bash tests/run_tests.sh --root="$root" --bin-dir="$out/bin" "$@" "${TEST_BINS[@]}"
+}
+
+sanitize() {
+	need "$CC" clang-14
+	CFLAGS_X=(-g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all)
+	LDFLAGS_X=(-fsanitize=address,undefined)
+	echo "sanitize: building ${#SP_PURE_TESTS[@]} pure + ${#SP_OS_TESTS[@]} os tests and ${#SP_FUZZ[@]} replays with $CC ASan+UBSan"
+	build_tree "$work"
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1}
+	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+	run_tree "$work"
+}
+
+# Per-layer line/branch totals from `llvm-cov export -summary-only`.
+layer_summary() {
+	python3 - "$1" <<'PY'
+import json, sys, collections
+data = json.load(open(sys.argv[1]))
+acc = collections.OrderedDict()
+for f in data["data"][0]["files"]:
+    parts = f["filename"].split("/")
+    if "src" not in parts:
+        continue
+    i = len(parts) - 1 - parts[::-1].index("src")
+    layer = "/".join(parts[i:i + 2])
+    s = f["summary"]
+    a = acc.setdefault(layer, [0, 0, 0, 0])
+    a[0] += s["lines"]["covered"]; a[1] += s["lines"]["count"]
+    a[2] += s["branches"]["covered"]; a[3] += s["branches"]["count"]
+pure = ("src/common", "src/format", "src/symcache")
+pct = lambda c, n: f"{100.0 * c / n:6.2f}%" if n else "     -"
+print(f"{'layer':<16}{'lines':>18}{'branches':>20}")
+for layer in sorted(acc, key=lambda l: (l not in pure, l)):
+    lc, ln, bc, bn = acc[layer]
+    tag = " (pure)" if layer in pure else ""
+    print(f"{layer:<16}{pct(lc, ln)} {lc:>5}/{ln:<5}{pct(bc, bn)} {bc:>5}/{bn:<5}{tag}")
+PY
+}
+
+coverage() {
+	need "$CC" clang-14
+	need llvm-profdata-14 llvm-14
+	need llvm-cov-14 llvm-14
+	CFLAGS_X=(-g -O0 -fprofile-instr-generate -fcoverage-mapping)
+	LDFLAGS_X=(-fprofile-instr-generate)
+	local out=$root/.zig-cache/clang/coverage
+	build_tree "$out"
+	rm -rf "$out/prof"
+	mkdir -p "$out/prof"
+	export LLVM_PROFILE_FILE="$out/prof/%p-%4m.profraw"
+	local status=0
+	run_tree "$out" || status=$?
+	shopt -s nullglob
+	local raws=("$out"/prof/*.profraw)
+	if ((${#raws[@]} == 0)); then
+		echo "coverage: no profiles were written (no tests listed?)"
+		return $status
+	fi
+	llvm-profdata-14 merge -sparse "${raws[@]}" -o "$out/merged.profdata"
+	# llvm-cov takes the first binary bare and the others after -object.
+	local objs=() bin
+	for bin in "${TEST_BINS[@]}"; do
+		[[ -x $bin ]] || continue
+		if ((${#objs[@]})); then objs+=(-object "$bin"); else objs+=("$bin"); fi
+	done
+	local pure_files=()
+	mapfile -t pure_files < <(find src/common src/format src/symcache -name '*.[ch]' 2>/dev/null | sort)
+	echo
+	echo "coverage of the pure layers (src/common, src/format, src/symcache):"
+	llvm-cov-14 report -instr-profile="$out/merged.profdata" "${objs[@]}" \
+		-show-region-summary=false -show-instantiation-summary=false "${pure_files[@]}"
+	echo
+	llvm-cov-14 export -summary-only -instr-profile="$out/merged.profdata" "${objs[@]}" \
+		>"$out/summary.json"
+	layer_summary "$out/summary.json"
+	if [[ $mode == coverage-html ]]; then
+		rm -rf "$prefix/coverage"
+		local all_files=()
+		mapfile -t all_files < <(find src -name '*.[ch]' | sort)
+		llvm-cov-14 show -format=html -output-dir="$prefix/coverage" -show-branches=count \
+			-show-line-counts-or-regions -instr-profile="$out/merged.profdata" "${objs[@]}" \
+			"${all_files[@]}"
+		echo "coverage-html: $prefix/coverage/index.html"
+	fi
+	return $status
+}
+
+# Fuzzer builds share fuzz/NAME.c; -Werror stays with the zig build.
+fuzz_build() {
+	need "$CC" clang-14
+	local flags=() f
+	for f in "${SP_CFLAGS[@]}"; do [[ $f == -Werror ]] || flags+=("$f"); done
+	flags+=("${SP_DEFINES[@]}" -Iinclude -Isrc -g -O1 -fno-omit-frame-pointer)
+	local lf=$prefix/fuzz/libfuzzer afl=$prefix/fuzz/afl name src
+	mkdir -p "$lf" "$afl" "$work/lf" "$work/afl"
+	if ((${#SP_FUZZ[@]} == 0)); then
+		echo "fuzz: no harnesses listed in fuzz/harnesses.zig"
+		return 0
+	fi
+	for src in "${SP_PURE_SRCS[@]}"; do
+		add_job "$CC" "${flags[@]}" -fsanitize=fuzzer-no-link,address,undefined -c "$src" \
+			-o "$work/lf/$(obj_name "$src")"
+	done
+	run_jobs
+	rm -f "$work/lf/libpure.a"
+	ar rcs "$work/lf/libpure.a" "$work"/lf/*.o
+	for name in "${SP_FUZZ[@]}"; do
+		add_job "$CC" "${flags[@]}" -fsanitize=fuzzer,address,undefined "fuzz/$name.c" \
+			"$work/lf/libpure.a" -lzstd -o "$lf/$name"
+	done
+	run_jobs
+	echo "fuzz: libFuzzer binaries in $lf: ${SP_FUZZ[*]}"
+
+	if ! command -v afl-clang-fast >/dev/null; then
+		echo "fuzz: afl-clang-fast not found, skipping AFL++ (apt-get install -y afl++)" >&2
+		AFL_BUILT=0
+		return 0
+	fi
+	export AFL_QUIET=1
+	local pure_afl_objs=()
+	for src in "${SP_PURE_SRCS[@]}"; do
+		pure_afl_objs+=("$work/afl/$(obj_name "$src")")
+		add_job afl-clang-fast "${flags[@]}" -c "$src" -o "$work/afl/$(obj_name "$src")"
+	done
+	run_jobs
+	rm -f "$work/afl/libpure.a"
+	ar rcs "$work/afl/libpure.a" "${pure_afl_objs[@]}"
+	local driver=(/usr/lib/afl/libAFLDriver.a) linker=afl-clang-fast++
+	if [[ ! -f /usr/lib/afl/libAFLDriver.a ]]; then
+		driver=("$work/afl/afl_driver.o")
+		linker=afl-clang-fast
+		afl-clang-fast "${flags[@]}" -c fuzz/afl_driver.c -o "$work/afl/afl_driver.o"
+	fi
+	for name in "${SP_FUZZ[@]}"; do
+		add_job afl-clang-fast "${flags[@]}" -c "fuzz/$name.c" -o "$work/afl/harness_$name.o"
+	done
+	run_jobs
+	# libAFLDriver.a is C++: link with the C++ driver, compile as C above.
+	for name in "${SP_FUZZ[@]}"; do
+		add_job "$linker" "$work/afl/harness_$name.o" "${driver[@]}" "$work/afl/libpure.a" \
+			-lzstd -o "$afl/$name"
+	done
+	run_jobs
+	AFL_BUILT=1
+	echo "fuzz: AFL++ binaries in $afl (driver: ${driver[*]})"
+}
+
+fuzz_smoke() {
+	local secs=${1:-20} afl_secs=${2:-5} name failed=0
+	fuzz_build
+	((${#SP_FUZZ[@]})) || return 0
+	local lf=$prefix/fuzz/libfuzzer afl=$prefix/fuzz/afl runs=$work/runs
+	rm -rf "$runs"
+	mkdir -p "$runs"
+	for name in "${SP_FUZZ[@]}"; do
+		local seeds=corpus/$name dict=() log=$runs/$name.libfuzzer.log
+		[[ -f fuzz/$name.dict ]] && dict=(-dict="fuzz/$name.dict")
+		mkdir -p "$runs/lf-$name" "$seeds"
+		echo "fuzz-smoke: libFuzzer $name for ${secs}s"
+		# New inputs go to the scratch dir; corpus/ is only read.
+		if "$lf/$name" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+			-artifact_prefix="$runs/$name-" "${dict[@]}" "$runs/lf-$name" "$seeds" >"$log" 2>&1; then
+			grep -E 'stat::number_of_executed_units|stat::peak_rss_mb|cov:' "$log" | tail -n 3 | sed 's/^/  /'
+		else
+			failed=1
+			echo "fuzz-smoke: libFuzzer $name FAILED (log $log):" >&2
+			tail -n 40 "$log" | sed 's/^/  | /' >&2
+		fi
+		[[ ${AFL_BUILT:-0} == 1 ]] || continue
+		local in=$seeds
+		if [[ -z $(ls -A "$seeds") ]]; then
+			in=$runs/afl-seed-$name
+			mkdir -p "$in"
+			printf 'x' >"$in/seed"
+		fi
+		echo "fuzz-smoke: AFL++ $name for ${afl_secs}s"
+		local adict=()
+		[[ -f fuzz/$name.dict ]] && adict=(-x "fuzz/$name.dict")
+		if AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 \
+			AFL_NO_AFFINITY=1 AFL_QUIET=1 AFL_SKIP_BIN_CHECK=0 \
+			timeout $((afl_secs + 60)) afl-fuzz -V "$afl_secs" -i "$in" -o "$runs/afl-$name" \
+			"${adict[@]}" -- "$afl/$name" >"$runs/$name.afl.log" 2>&1 </dev/null; then
+			local stats=$runs/afl-$name/default/fuzzer_stats
+			[[ -f $stats ]] && grep -E '^(execs_done|corpus_count|bitmap_cvg|saved_crashes)' "$stats" |
+				tr -s ' ' | sed 's/^/  /'
+			if compgen -G "$runs/afl-$name/default/crashes/id:*" >/dev/null; then
+				failed=1
+				echo "fuzz-smoke: AFL++ $name found crashes in $runs/afl-$name/default/crashes" >&2
+			fi
+		else
+			failed=1
+			echo "fuzz-smoke: AFL++ $name FAILED (log $runs/$name.afl.log):" >&2
+			tail -n 30 "$runs/$name.afl.log" | sed 's/^/  | /' >&2
+		fi
+	done
+	((failed == 0)) && echo "fuzz-smoke: ${#SP_FUZZ[@]} harnesses ran clean"
+	return $failed
+}
+
+case $mode in
+sanitize) sanitize ;;
+coverage | coverage-html) coverage ;;
+fuzz) fuzz_build ;;
+fuzz-smoke) fuzz_smoke "$@" ;;
+*)
+	echo "clang-build.sh: unknown mode $mode" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# clang-tidy over the given C files with the project's compile flags;
+# any warning fails the run. Files run in parallel, one per CPU.
+set -euo pipefail
+tidy=
+for c in clang-tidy-14 clang-tidy; do
+	if command -v "$c" >/dev/null; then
+		tidy=$c
+		break
+	fi
+done
+if [[ -z $tidy ]]; then
+	echo "clang-tidy not found: apt-get install -y clang-tidy-14" >&2
+	exit 1
+fi
+(($#)) || exit 0
+flags=(-std=c17 -D_GNU_SOURCE -Iinclude -Isrc -Itests/support -Wall -Wextra -Wpedantic -Wshadow -Wconversion)
+export tidy
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+status=0
+printf '%s\n' "$@" | sort -u | xargs -P "$(nproc)" -I{} sh -c \
+	'f={}; "$tidy" --quiet --warnings-as-errors="*" "$f" -- "$@" >"$0/$(echo "$f" | tr / _).log" 2>&1 || echo "$f" >>"$0/failed"' \
+	"$out" "${flags[@]}" || status=1
+if [[ -s $out/failed ]]; then
+	while read -r f; do
+		echo "clang-tidy: $f" >&2
+		grep -vE '^[0-9]+ warnings? (and [0-9]+ errors? )?generated|^Suppressed|^Use -header-filter' \
+			"$out/$(echo "$f" | tr / _).log" >&2 || true
+	done <"$out/failed"
+	echo "clang-tidy: $(wc -l <"$out/failed") of $# files have findings" >&2
+	exit 1
+fi
+((status == 0)) || exit 1
+echo "clang-tidy: $# files clean"

@@ -1,0 +1,318 @@
+/* record: sample a command or a running process into a spool file.
+ *
+ *   record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]
+ *          [--python=auto|off|on] [--no-children] -o FILE (-p PID | -- COMMAND [ARG...])
+ *
+ * Records until the duration ends or every followed process has exited.
+ * SIGINT (Ctrl-C) or SIGTERM finish the spool cleanly. On a terminal a
+ * one-line progress shows samples, lost samples and file size; a one-line
+ * summary ends the run. Exit codes: 0 recorded, 1 failed, 2 bad usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stackpulse.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]\n"
+	        "              [--python=auto|off|on] [--no-children] -o FILE\n"
+	        "              (-p PID | -- COMMAND [ARG...])\n"
+	        "  -F HZ           samples per second per thread (default 99)\n"
+	        "  -s BYTES        user stack bytes copied per sample (default 32768, max 65528)\n"
+	        "  -d SECONDS      stop after this long (default: until the target exits)\n"
+	        "  --kernel=MODE   kernel frames: auto (default), off, on (fail if unavailable)\n"
+	        "  --python=MODE   CPython frames: auto (default), off, on\n"
+	        "  --no-children   do not follow forked or executed children\n"
+	        "  -o FILE         spool file to write\n"
+	        "  -p PID          attach to a running process\n");
+}
+
+static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_feature(const char *s, int *out)
+{
+	if (strcmp(s, "auto") == 0)
+		*out = STACKPULSE_FEATURE_AUTO;
+	else if (strcmp(s, "off") == 0)
+		*out = STACKPULSE_FEATURE_OFF;
+	else if (strcmp(s, "on") == 0)
+		*out = STACKPULSE_FEATURE_REQUIRED;
+	else
+		return -1;
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void human_size(uint64_t b, char *buf, size_t n)
+{
+	if (b >= (1u << 20))
+		snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+	else if (b >= 1024)
+		snprintf(buf, n, "%.1f KiB", (double)b / 1024);
+	else
+		snprintf(buf, n, "%" PRIu64 " B", b);
+}
+
+static void fail(const char *what, int rc)
+{
+	fprintf(stderr, "record: %s: %s", what, stackpulse_strerror(rc));
+	const char *detail = stackpulse_last_error();
+	if (detail && *detail)
+		fprintf(stderr, " (%s)", detail);
+	fputc('\n', stderr);
+}
+
+int main(int argc, char **argv)
+{
+	stackpulse_recorder_opts opts = STACKPULSE_RECORDER_OPTS;
+	const char *out = NULL;
+	long pid = 0;
+	double duration = 0;
+	enum {
+		OPT_KERNEL = 256,
+		OPT_PYTHON,
+		OPT_NO_CHILDREN,
+		OPT_HELP
+	};
+	static const struct option longopts[] = {
+		{ "kernel", required_argument, NULL, OPT_KERNEL },
+		{ "python", required_argument, NULL, OPT_PYTHON },
+		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	/* '+' stops at the first non-option, so the command's own flags stay its own. */
+	while ((c = getopt_long(argc, argv, "+F:s:d:o:p:h", longopts, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'F':
+			if (parse_u32(optarg, 1, 100000, &opts.frequency)) {
+				fprintf(stderr,
+				        "record: -F wants a frequency in Hz (1..100000), not "
+				        "'%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case 's':
+			if (parse_u32(optarg, 8, 65528, &opts.stack_size) || opts.stack_size % 8) {
+				fprintf(stderr,
+				        "record: -s wants a multiple of 8 in 8..65528, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case 'd':
+			errno = 0;
+			duration = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(duration > 0) || duration > 1e7) {
+				fprintf(stderr,
+				        "record: -d wants a positive number of seconds, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case 'o': out = optarg; break;
+		case 'p':
+			errno = 0;
+			pid = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || pid <= 0 || pid > INT_MAX) {
+				fprintf(stderr, "record: -p wants a process id, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case OPT_KERNEL:
+			if (parse_feature(optarg, &opts.kernel)) {
+				fprintf(stderr,
+				        "record: --kernel wants auto, off or on, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case OPT_PYTHON:
+			if (parse_feature(optarg, &opts.python)) {
+				fprintf(stderr,
+				        "record: --python wants auto, off or on, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case OPT_NO_CHILDREN: opts.children = 0; break;
+		case 'h':
+		case OPT_HELP: usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	char **command = argv + optind;
+	int ncommand = argc - optind;
+	if (!out) {
+		fprintf(stderr, "record: -o FILE is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if ((pid != 0) == (ncommand > 0)) {
+		fprintf(stderr, "record: give either -p PID or -- COMMAND [ARG...]\n");
+		usage(stderr);
+		return 2;
+	}
+
+	/* No SA_RESTART: the wait returns -EINTR and the loop sees the flag. */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	stackpulse_recorder *rec = NULL;
+	pid_t child = 0;
+	int rc;
+	if (pid) {
+		rc = stackpulse_recorder_attach((pid_t)pid, out,
+		                                STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &opts, &rec);
+		if (rc) {
+			fail("attach", rc);
+			return 1;
+		}
+	} else {
+		rc = stackpulse_recorder_spawn(command, out, &opts, &rec, &child);
+		if (rc) {
+			fail("spawn", rc);
+			return 1;
+		}
+	}
+
+	int tty = isatty(STDERR_FILENO);
+	double start = now_s(), last_progress = 0;
+	int first_error = 0;
+	struct stackpulse_recorder_stats st;
+	while (!stop_requested) {
+		double left = duration > 0 ? start + duration - now_s() : 1e9;
+		if (left <= 0)
+			break;
+		int timeout = left < 0.2 ? (int)(left * 1000) + 1 : 200;
+		rc = stackpulse_recorder_wait(rec, timeout);
+		if (rc == -EINTR)
+			continue;
+		if (rc < 0) {
+			fail("wait", rc);
+			first_error = rc;
+			break;
+		}
+		rc = stackpulse_recorder_consume_available(rec);
+		if (rc) {
+			fail("consume", rc);
+			first_error = rc;
+			break;
+		}
+		if (!stackpulse_recorder_process_is_active(rec, 0))
+			break; /* Every followed process has exited. */
+		double t = now_s();
+		if (tty && t - last_progress >= 0.25) {
+			memset(&st, 0, sizeof(st));
+			st.sz = sizeof(st);
+			if (stackpulse_recorder_stats(rec, &st) == 0) {
+				char size[32];
+				human_size(st.bytes_written, size, sizeof(size));
+				fprintf(stderr,
+				        "\rrecording: %.1fs  %" PRIu64 " samples  %" PRIu64
+				        " lost  %s   ",
+				        t - start, st.samples, st.lost, size);
+				fflush(stderr);
+			}
+			last_progress = t;
+		}
+	}
+	if (tty && last_progress > 0)
+		fputc('\n', stderr);
+
+	memset(&st, 0, sizeof(st));
+	st.sz = sizeof(st);
+	int have_stats = stackpulse_recorder_stats(rec, &st) == 0;
+	rc = stackpulse_recorder_finish(rec);
+	if (rc) {
+		fail("finish", rc);
+		if (!first_error)
+			first_error = rc;
+	}
+	double elapsed = now_s() - start;
+
+	/* A spawned command still running at the end is ours to stop. */
+	int child_status = -1;
+	if (child > 0) {
+		pid_t w = waitpid(child, &child_status, WNOHANG);
+		if (w == 0) {
+			kill(child, SIGTERM);
+			w = waitpid(child, &child_status, 0);
+		}
+		if (w != child)
+			child_status = -1;
+	}
+	if (have_stats) {
+		/* finish() wrote more: the file itself has the final counts. */
+		FILE *f = fopen(out, "rb");
+		if (f && fseek(f, 0, SEEK_END) == 0) {
+			long sz = ftell(f);
+			if (sz >= 0)
+				st.bytes_written = (uint64_t)sz;
+		}
+		if (f)
+			fclose(f);
+		stackpulse_spool *spool = NULL;
+		if (stackpulse_spool_open(out, &spool) == 0) {
+			const struct stackpulse_spool_meta *m = stackpulse_spool_meta(spool);
+			st.samples = m->samples;
+			st.lost = m->lost;
+			stackpulse_spool_close(spool);
+		}
+		char size[32];
+		human_size(st.bytes_written, size, sizeof(size));
+		fprintf(stderr,
+		        "record: %" PRIu64 " samples (%" PRIu64
+		        " lost) from %u process%s, %u thread%s "
+		        "in %.1fs%s%s -> %s (%s)\n",
+		        st.samples, st.lost, st.processes, st.processes == 1 ? "" : "es",
+		        st.threads, st.threads == 1 ? "" : "s", elapsed,
+		        st.kernel_frames ? ", kernel frames" : "",
+		        st.python_frames ? ", Python frames" : "", out, size);
+	}
+	if (child > 0 && child_status != -1 && WIFEXITED(child_status) && WEXITSTATUS(child_status))
+		fprintf(stderr, "record: command exited with status %d\n",
+		        WEXITSTATUS(child_status));
+	return first_error ? 1 : 0;
+}

@@ -1,0 +1,47 @@
+"""A small CPU-bound Python workload for demos: recursion, a method and a
+nested helper, in two phases (about 60% / 40% of the time).
+
+    python3 workload.py [SECONDS]     (default 3)
+"""
+import sys
+import time
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+class Matrix:
+    def __init__(self, n):
+        self.rows = [[(i * n + j) % 7 for j in range(n)] for i in range(n)]
+
+    def multiply(self, other):
+        n = len(self.rows)
+
+        def cell(i, j):
+            return sum(self.rows[i][k] * other.rows[k][j] for k in range(n))
+
+        return [[cell(i, j) for j in range(n)] for i in range(n)]
+
+
+def phase_fib(deadline):
+    while time.monotonic() < deadline:
+        fib(18)
+
+
+def phase_matrix(deadline):
+    m = Matrix(24)
+    while time.monotonic() < deadline:
+        m.multiply(m)
+
+
+def main():
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
+    start = time.monotonic()
+    phase_fib(start + 0.6 * seconds)
+    phase_matrix(start + seconds)
+    print("workload.py: done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,438 @@
+/* The public spool accessors, the sample iterator and in-memory sources. */
+#include <errno.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/cursor.h"
+#include "common/error.h"
+#include "format/spool_format.h"
+#include "format/spool_internal.h"
+#include "format/spool_reader.h"
+
+/* ------------------------------------------------------------------ */
+/* Memory source. */
+
+struct mem_source {
+	const uint8_t *p;
+	size_t len;
+};
+
+static int mem_read_at(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	const struct mem_source *m = ctx;
+	if (off > m->len || len > m->len - off)
+		return sp_error(STACKPULSE_ETRUNCATED,
+		                "read of %zu bytes at %llu past the end (%zu)", len,
+		                (unsigned long long)off, m->len);
+	if (len)
+		memcpy(buf, m->p + off, len);
+	return 0;
+}
+
+static void mem_close(void *ctx)
+{
+	sp_free(ctx);
+}
+
+int stackpulse_spool_open_memory(const void *buf, size_t len, stackpulse_spool **out)
+{
+	sp_error_clear();
+	if (!out)
+		return sp_error(-EINVAL, "no output pointer");
+	*out = NULL;
+	if (!buf && len)
+		return sp_error(-EINVAL, "NULL buffer of %zu bytes", len);
+	struct mem_source *m = sp_malloc(sizeof(*m));
+	if (!m)
+		return sp_error(-ENOMEM, "cannot allocate a memory source");
+	m->p = buf;
+	m->len = len;
+	sp_source src = { mem_read_at, mem_close, m, len };
+	return sp_spool_open_source(&src, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* Tables. */
+
+const struct stackpulse_spool_meta *stackpulse_spool_meta(const stackpulse_spool *s)
+{
+	return &s->meta;
+}
+
+uint32_t stackpulse_spool_process_count(const stackpulse_spool *s)
+{
+	return s->nprocs;
+}
+
+const struct stackpulse_process *stackpulse_spool_process(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->nprocs ? &s->procs[i] : NULL;
+}
+
+uint32_t stackpulse_spool_thread_count(const stackpulse_spool *s)
+{
+	return s->nthreads;
+}
+
+const struct stackpulse_thread *stackpulse_spool_thread(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->nthreads ? &s->threads[i] : NULL;
+}
+
+uint32_t stackpulse_spool_module_count(const stackpulse_spool *s)
+{
+	return s->nmodules;
+}
+
+const struct stackpulse_module *stackpulse_spool_module(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->nmodules ? &s->modules[i] : NULL;
+}
+
+uint32_t stackpulse_spool_pycode_count(const stackpulse_spool *s)
+{
+	return s->npycodes;
+}
+
+const struct stackpulse_pycode *stackpulse_spool_pycode(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->npycodes ? &s->pycodes[i] : NULL;
+}
+
+uint32_t stackpulse_spool_event_count(const stackpulse_spool *s)
+{
+	return s->nevents;
+}
+
+const struct stackpulse_spool_event *stackpulse_spool_event(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->nevents ? &s->events[i] : NULL;
+}
+
+uint32_t stackpulse_spool_frame_count(const stackpulse_spool *s)
+{
+	return s->nframes;
+}
+
+const struct stackpulse_raw_frame *stackpulse_spool_frame(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->nframes ? &s->frames[i] : NULL;
+}
+
+uint32_t stackpulse_spool_stack_count(const stackpulse_spool *s)
+{
+	return s->nstacks;
+}
+
+int stackpulse_spool_stack_node(const stackpulse_spool *s, uint32_t stack, uint32_t *frame,
+                                uint32_t *parent)
+{
+	if (stack == 0 || stack >= s->nstacks)
+		return sp_error(STACKPULSE_ENOTFOUND, "no stack node %u", stack);
+	if (frame)
+		*frame = s->stacks[stack].frame;
+	if (parent)
+		*parent = s->stacks[stack].parent;
+	return 0;
+}
+
+uint32_t stackpulse_spool_stack_depth(const stackpulse_spool *s, uint32_t stack)
+{
+	return stack < s->nstacks ? s->stacks[stack].depth : 0;
+}
+
+/* Parents always have smaller ids, so the walk ends within depth steps. */
+uint32_t stackpulse_spool_stack_frames(const stackpulse_spool *s, uint32_t stack, uint32_t *frames,
+                                       uint32_t max)
+{
+	if (stack >= s->nstacks)
+		return 0;
+	uint32_t depth = s->stacks[stack].depth;
+	for (uint32_t i = 0; stack != 0 && i < max; i++) {
+		frames[i] = s->stacks[stack].frame;
+		stack = s->stacks[stack].parent;
+	}
+	return depth;
+}
+
+uint32_t stackpulse_spool_ksym_count(const stackpulse_spool *s)
+{
+	return s->nksyms;
+}
+
+int stackpulse_spool_ksym_lookup(const stackpulse_spool *s, uint64_t addr, const char **name,
+                                 uint64_t *start, const char **module)
+{
+	/* The last symbol starting at or below addr. */
+	uint32_t lo = 0, hi = s->nksyms;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->ksyms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return STACKPULSE_ENOTFOUND;
+	const struct sp_ksym *k = &s->ksyms[lo - 1];
+	if (name)
+		*name = k->name;
+	if (start)
+		*start = k->addr;
+	if (module)
+		*module = k->module;
+	return 0;
+}
+
+int sp_spool_ksym_at(const stackpulse_spool *s, uint32_t i, uint64_t *addr, const char **name,
+                     const char **module)
+{
+	if (i >= s->nksyms)
+		return STACKPULSE_ENOTFOUND;
+	*addr = s->ksyms[i].addr;
+	*name = s->ksyms[i].name;
+	*module = s->ksyms[i].module;
+	return 0;
+}
+
+int sp_spool_module_symtab(const stackpulse_spool *s, uint32_t module, const uint8_t **table,
+                           size_t *len)
+{
+	if (module >= s->nmodules || !s->modules[module].has_symbols)
+		return STACKPULSE_ENOTFOUND;
+	*table = s->symtabs[module].data;
+	*len = (size_t)s->symtabs[module].len;
+	return 0;
+}
+
+int sp_spool_jitsym_lookup(const stackpulse_spool *s, uint32_t process, uint64_t addr,
+                           const char **name, uint64_t *start)
+{
+	/* The last symbol of the process starting at or below addr. */
+	uint32_t lo = 0, hi = s->njitsyms;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct sp_jitsym *j = &s->jitsyms[mid];
+		if (j->process < process || (j->process == process && j->start <= addr))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return STACKPULSE_ENOTFOUND;
+	const struct sp_jitsym *j = &s->jitsyms[lo - 1];
+	if (j->process != process || addr - j->start >= j->size)
+		return STACKPULSE_ENOTFOUND;
+	if (name)
+		*name = j->name;
+	if (start)
+		*start = j->start;
+	return 0;
+}
+
+uint32_t sp_spool_mapping_count(const stackpulse_spool *s)
+{
+	return s->nmappings;
+}
+
+const struct sp_mapping *sp_spool_mapping(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->nmappings ? &s->mappings[i] : NULL;
+}
+
+uint32_t sp_spool_jitsym_count(const stackpulse_spool *s)
+{
+	return s->njitsyms;
+}
+
+const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->njitsyms ? &s->jitsyms[i] : NULL;
+}
+
+int sp_spool_stat(const stackpulse_spool *s, uint32_t key, uint64_t *value)
+{
+	for (uint32_t i = 0; i < s->nstats; i++) {
+		if (s->stats[i].key == key) {
+			*value = s->stats[i].value;
+			return 0;
+		}
+	}
+	return STACKPULSE_ENOTFOUND;
+}
+
+uint32_t sp_spool_stat_count(const stackpulse_spool *s)
+{
+	return s->nstats;
+}
+
+int sp_spool_stat_at(const stackpulse_spool *s, uint32_t i, uint32_t *key, uint64_t *value)
+{
+	if (i >= s->nstats)
+		return STACKPULSE_ENOTFOUND;
+	*key = s->stats[i].key;
+	*value = s->stats[i].value;
+	return 0;
+}
+
+int sp_spool_has_meta(const stackpulse_spool *s)
+{
+	return s->has_meta;
+}
+
+uint64_t sp_spool_start_mono_ns(const stackpulse_spool *s)
+{
+	return s->start_mono_ns;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sample iterator: one decompressed chunk at a time. */
+
+struct stackpulse_sample_iter {
+	const stackpulse_spool *s;
+	struct sp_chunk_scratch sc;
+	uint32_t next_chunk;               /* Next chunk to load. */
+	sp_cursor cur;                     /* Records of the loaded chunk. */
+	sp_cursor cols[SP_SAMPLE_COLUMNS]; /* Columns of the current SAMPLES block. */
+	uint64_t block_left;               /* Samples left in the block. */
+	uint64_t base_time;
+	uint64_t prev_time;
+	int has_prev;
+	int failed; /* Sticky error code. */
+	struct stackpulse_sample sample;
+};
+
+int stackpulse_sample_iter_new(const stackpulse_spool *s, stackpulse_sample_iter **out)
+{
+	sp_error_clear();
+	*out = NULL;
+	stackpulse_sample_iter *it = sp_calloc(1, sizeof(*it));
+	if (!it)
+		return sp_error(-ENOMEM, "cannot allocate a sample iterator");
+	it->s = s;
+	it->cur = sp_cursor_make(NULL, 0);
+	*out = it;
+	return 0;
+}
+
+void stackpulse_sample_iter_free(stackpulse_sample_iter *it)
+{
+	if (!it)
+		return;
+	sp_chunk_scratch_free(&it->sc);
+	sp_free(it);
+}
+
+/* Finds where each column of a SAMPLES body starts by skipping varints. */
+static int iter_block(stackpulse_sample_iter *it, const uint8_t *body, size_t len)
+{
+	sp_cursor c = sp_cursor_make(body, len);
+	uint64_t n, v;
+	int rc = sp_cursor_varint(&c, &n, "sample count");
+	if (rc)
+		return rc;
+	if (n == 0 || n > sp_cursor_left(&c) / SP_SAMPLE_MIN_BYTES)
+		return sp_error(STACKPULSE_EFORMAT, "bad sample count %llu", (unsigned long long)n);
+	for (int col = 0; col < SP_SAMPLE_COLUMNS; col++) {
+		size_t start = c.pos;
+		for (uint64_t i = 0; i < n; i++)
+			if ((rc = sp_cursor_varint(&c, &v, "sample column")))
+				return rc;
+		it->cols[col] = sp_cursor_make(body + start, c.pos - start);
+	}
+	it->block_left = n;
+	return 0;
+}
+
+/* Decodes the next sample of the block; ids are checked again, against the
+ * final tables. */
+static int iter_sample(stackpulse_sample_iter *it)
+{
+	const stackpulse_spool *s = it->s;
+	int64_t delta;
+	uint32_t thr, stack, weight, cpu;
+	int rc;
+	if ((rc = sp_cursor_svarint(&it->cols[0], &delta, "time delta")) ||
+	    (rc = sp_cursor_varint32(&it->cols[1], &thr, "thread")) ||
+	    (rc = sp_cursor_varint32(&it->cols[2], &stack, "stack")) ||
+	    (rc = sp_cursor_varint32(&it->cols[3], &weight, "weight")) ||
+	    (rc = sp_cursor_varint32(&it->cols[4], &cpu, "cpu")))
+		return rc;
+	if (thr >= s->nthreads || stack >= s->nstacks)
+		return sp_error(STACKPULSE_EFORMAT, "sample refers to thread %u / stack %u", thr,
+		                stack);
+	it->block_left--;
+	uint64_t t = (it->has_prev ? it->prev_time : it->base_time) + (uint64_t)delta;
+	it->prev_time = t;
+	it->has_prev = 1;
+	const struct stackpulse_thread *th = &s->threads[thr];
+	it->sample.time_ns = t;
+	it->sample.thread = thr;
+	it->sample.process = th->process;
+	it->sample.pid = s->procs[th->process].pid;
+	it->sample.tid = th->tid;
+	it->sample.stack = stack;
+	it->sample.weight = weight;
+	it->sample.cpu = cpu;
+	return 0;
+}
+
+static int iter_step(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)
+{
+	const stackpulse_spool *s = it->s;
+	for (;;) {
+		if (it->block_left) {
+			int rc = iter_sample(it);
+			if (rc)
+				return rc;
+			*sample = &it->sample;
+			return 1;
+		}
+		while (sp_cursor_left(&it->cur)) {
+			uint64_t type, len;
+			const uint8_t *body;
+			int rc;
+			if ((rc = sp_cursor_varint(&it->cur, &type, "record type")) ||
+			    (rc = sp_cursor_varint_max(&it->cur, sp_cursor_left(&it->cur), &len,
+			                               "record length")) ||
+			    (rc = sp_cursor_bytes(&it->cur, (size_t)len, &body, "record body")))
+				return rc;
+			if (type != SP_REC_SAMPLES)
+				continue;
+			if ((rc = iter_block(it, body, (size_t)len)))
+				return rc;
+			break;
+		}
+		if (it->block_left)
+			continue;
+		/* Load the next chunk that holds samples. */
+		while (it->next_chunk < s->nchunks && s->chunks[it->next_chunk].samples == 0)
+			it->next_chunk++;
+		if (it->next_chunk >= s->nchunks)
+			return 0;
+		uint32_t index = it->next_chunk++;
+		const struct sp_chunk_ref *ref = &s->chunks[index];
+		const uint8_t *raw;
+		int rc = sp_chunk_load(&s->src, index, ref, &it->sc, &raw);
+		if (rc)
+			return rc;
+		it->cur = sp_cursor_make(raw, ref->raw_len);
+		it->base_time = ref->base_time;
+		it->has_prev = 0;
+	}
+}
+
+int stackpulse_sample_iter_next(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)
+{
+	if (it->failed)
+		return sp_error(it->failed, "sample iterator stopped after an error");
+	int rc = iter_step(it, sample);
+	if (rc < 0) {
+		if (rc == STACKPULSE_ETRUNCATED)
+			rc = STACKPULSE_EFORMAT;
+		it->failed = rc;
+		it->cur = sp_cursor_make(NULL, 0);
+		it->block_left = 0;
+	}
+	return rc;
+}

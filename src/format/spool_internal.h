@@ -1,0 +1,109 @@
+/* The decoded spool: tables only, never samples. Private to src/format (and
+ * the fuzz harnesses, which compare two decoded spools field by field). */
+#ifndef SP_FORMAT_SPOOL_INTERNAL_H
+#define SP_FORMAT_SPOOL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/intern.h"
+#include "format/spool_reader.h"
+
+/* Where a complete chunk lies, so the iterator can read it again. */
+struct sp_chunk_ref {
+	uint64_t offset;    /* File offset of the chunk header. */
+	uint64_t base_time; /* Header base time. */
+	uint64_t samples;   /* Samples in the chunk. */
+	uint32_t stored_len;
+	uint32_t raw_len;
+	uint32_t crc;
+	uint8_t codec;
+};
+
+struct sp_stack_node {
+	uint32_t parent;
+	uint32_t frame;
+	uint32_t depth; /* Frames from this node to the root. */
+};
+
+struct sp_ksym {
+	uint64_t addr;
+	const char *name;
+	const char *module;
+};
+
+struct sp_stat {
+	uint32_t key;
+	uint64_t value;
+};
+
+/* An embedded symbol table, joined from its parts. */
+struct sp_symtab {
+	uint8_t *data;
+	uint64_t len;   /* Bytes received so far. */
+	uint64_t cap;   /* Bytes allocated. */
+	uint64_t total; /* Announced length; 0 when none was seen. */
+};
+
+struct stackpulse_spool {
+	sp_source src;
+	struct stackpulse_spool_meta meta;
+	int has_meta;           /* A META record was read. */
+	uint64_t start_mono_ns; /* META start_mono_ns. */
+	uint64_t first_time;    /* Smallest sample time. */
+	uint64_t last_time;     /* Largest sample time. */
+
+	struct stackpulse_process *procs;
+	uint32_t nprocs, procs_cap;
+	struct stackpulse_thread *threads;
+	uint32_t nthreads, threads_cap;
+	struct stackpulse_module *modules;
+	uint32_t nmodules, modules_cap;
+	struct sp_symtab *symtabs; /* Parallel to modules. */
+	uint32_t symtabs_cap;
+	struct sp_mapping *mappings;
+	uint32_t nmappings, mappings_cap;
+	struct stackpulse_pycode *pycodes;
+	uint32_t npycodes, pycodes_cap;
+	struct stackpulse_raw_frame *frames;
+	uint32_t nframes, frames_cap;
+	struct sp_stack_node *stacks; /* stacks[0] is the empty stack. */
+	uint32_t nstacks, stacks_cap;
+	struct stackpulse_spool_event *events;
+	uint32_t nevents, events_cap;
+	struct sp_ksym *ksyms;
+	uint32_t nksyms, ksyms_cap;
+	struct sp_jitsym *jitsyms;
+	uint32_t njitsyms, jitsyms_cap;
+	struct sp_stat *stats;
+	uint32_t nstats, stats_cap;
+	struct sp_chunk_ref *chunks;
+	uint32_t nchunks, chunks_cap;
+
+	/* Every string the tables point at, freed at close. */
+	char **strings;
+	uint32_t nstrings, strings_cap;
+
+	sp_intern module_ix, frame_ix, stack_ix;
+
+	uint64_t raw_used; /* Decompressed bytes so far. */
+	uint64_t raw_cap;
+	uint64_t mem_used; /* Table bytes so far. */
+	uint64_t mem_cap;
+};
+
+/* Reads, checks and decompresses one chunk described by @p ref. @p stored
+ * and @p raw are scratch buffers owned by the caller (grown as needed).
+ * On success *payload points at ref->raw_len decompressed bytes. */
+struct sp_chunk_scratch {
+	uint8_t *stored;
+	size_t stored_cap;
+	uint8_t *raw;
+	size_t raw_cap;
+	void *dctx; /* ZSTD_DCtx, created on first use. */
+};
+int sp_chunk_load(const sp_source *src, uint32_t index, const struct sp_chunk_ref *ref,
+                  struct sp_chunk_scratch *scratch, const uint8_t **payload);
+void sp_chunk_scratch_free(struct sp_chunk_scratch *scratch);
+
+#endif

@@ -1,0 +1,481 @@
+/* pprof: profile.proto (github.com/google/pprof/proto/profile.proto),
+ * encoded by hand and gzip-compressed with zlib.
+ *
+ * Sample types are samples/count and cpu/nanoseconds (count x period); the
+ * default is samples. Each location is one physical frame with its inline
+ * frames as extra lines, innermost first. Functions come from the profile's
+ * function table (id = index + 1); mappings from the modules native and
+ * kernel functions name, with their build-ids. */
+#include <errno.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/hash.h"
+#include "profile/export_internal.h"
+
+enum {
+	WT_VARINT = 0,
+	WT_LEN = 2
+};
+
+/* Runs @p call only while no error has happened; keeps the first error. */
+#define PB(call)                                                                                   \
+	do {                                                                                       \
+		if (!rc)                                                                           \
+			rc = (call);                                                               \
+	} while (0)
+
+static int pb_key(sp_buf *b, uint32_t field, int wt)
+{
+	return sp_buf_varint(b, ((uint64_t)field << 3) | (uint64_t)wt);
+}
+
+static int pb_u64(sp_buf *b, uint32_t field, uint64_t v)
+{
+	if (!v)
+		return 0; /* proto3: zero is the default and is omitted. */
+	int rc = pb_key(b, field, WT_VARINT);
+	return rc ? rc : sp_buf_varint(b, v);
+}
+
+static int pb_bytes(sp_buf *b, uint32_t field, const void *p, size_t n)
+{
+	int rc = pb_key(b, field, WT_LEN);
+	return rc ? rc : sp_buf_blob(b, p, n);
+}
+
+static int pb_msg(sp_buf *b, uint32_t field, const sp_buf *sub)
+{
+	return pb_bytes(b, field, sub->data, sub->len);
+}
+
+typedef struct pp {
+	const struct stackpulse_profile *p;
+	sp_buf out;           /* The encoded Profile message. */
+	sp_buf msg;           /* Scratch for one sub-message. */
+	sp_buf sub;           /* Scratch for a sub-sub-message or packed field. */
+	uint32_t nstr;        /* Strings written to the string table so far. */
+	uint32_t *str_map;    /* Profile string -> pprof string, SP_NONE. */
+	uint32_t *map_of_str; /* Module string -> mapping id, 0 when none. */
+	uint32_t nmappings;
+	/* Locations: sequences of frames (physical first, then inline). */
+	uint32_t *seq;
+	uint32_t nseq, cap_seq;
+	uint32_t *loc_start, *loc_len;
+	uint32_t nloc, cap_loc;
+	sp_itab loc_tab;
+	uint32_t *ids; /* Scratch: location ids of one sample, leaf first. */
+	uint32_t cap_ids;
+} pp;
+
+static int grow32(uint32_t **arr, uint32_t *cap, uint32_t need)
+{
+	if (need <= *cap)
+		return 0;
+	uint32_t ncap = *cap ? *cap : 64;
+	while (ncap < need) {
+		if (ncap > (1u << 29))
+			return sp_error(STACKPULSE_ELIMIT, "pprof table too large");
+		ncap *= 2;
+	}
+	uint32_t *n = sp_realloc_array(*arr, ncap, sizeof(uint32_t));
+	if (!n)
+		return sp_error(-ENOMEM, "pprof table of %u", ncap);
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+/* Appends a string to the pprof string table and returns its index. */
+static int add_string(pp *x, const char *s, uint32_t *idx)
+{
+	int rc = pb_bytes(&x->out, 6, s, strlen(s));
+	if (rc)
+		return rc;
+	*idx = x->nstr++;
+	return 0;
+}
+
+static int str_of(pp *x, uint32_t pstr, uint32_t *idx)
+{
+	if (pstr == 0) {
+		*idx = 0;
+		return 0;
+	}
+	if (x->str_map[pstr] == SP_NONE) {
+		int rc = add_string(x, sp_pstr(x->p, pstr), &x->str_map[pstr]);
+		if (rc)
+			return rc;
+	}
+	*idx = x->str_map[pstr];
+	return 0;
+}
+
+/* Interns the frame sequence seq[start..start+len) as a location id. */
+static int location(pp *x, uint32_t start, uint32_t len, uint32_t *id)
+{
+	uint64_t h = sp_hash64(len);
+	for (uint32_t i = 0; i < len; i++)
+		h = sp_hash_combine(h, x->seq[start + i]);
+	int rc = sp_itab_reserve(&x->loc_tab);
+	if (rc)
+		return rc;
+	sp_itab_probe pr;
+	sp_itab_probe_start(&x->loc_tab, h, &pr);
+	uint32_t c;
+	while ((c = sp_itab_probe_next(&x->loc_tab, &pr)) != SP_NONE) {
+		if (x->loc_len[c] == len &&
+		    memcmp(&x->seq[x->loc_start[c]], &x->seq[start], len * sizeof(uint32_t)) == 0) {
+			x->nseq = start; /* Already known: drop the copy. */
+			*id = c + 1;
+			return 0;
+		}
+	}
+	uint32_t cap = x->cap_loc;
+	rc = grow32(&x->loc_start, &cap, x->nloc + 1);
+	if (!rc) {
+		cap = x->cap_loc;
+		rc = grow32(&x->loc_len, &cap, x->nloc + 1);
+	}
+	if (rc)
+		return rc;
+	x->cap_loc = cap;
+	x->loc_start[x->nloc] = start;
+	x->loc_len[x->nloc] = len;
+	sp_itab_insert(&x->loc_tab, &pr, x->nloc);
+	*id = ++x->nloc;
+	return 0;
+}
+
+/* Builds the location ids of stack @p node, leaf first, into x->ids. */
+static int stack_locations(pp *x, uint32_t node, uint32_t *n_out)
+{
+	const struct stackpulse_profile *p = x->p;
+	uint32_t n = 0, steps = 0;
+	uint32_t start = x->nseq;
+	/* Leaf-first walk: inline frames gather until their physical frame. */
+	uint32_t pending[256];
+	uint32_t npend = 0;
+	for (uint32_t cur = node; cur != 0 && cur < p->nstacks; cur = p->stacks[cur].parent) {
+		if (++steps > p->nstacks)
+			break;
+		uint32_t f = p->stacks[cur].frame;
+		if (f >= p->nframes)
+			continue;
+		if (npend < 256)
+			pending[npend++] = f;
+		uint32_t parent = p->stacks[cur].parent;
+		int last = parent == 0;
+		if (p->frames[f].inline_depth == 0 || last || npend == 256) {
+			/* Store physical first, then inline frames outermost to innermost
+			 * (reverse order later gives pprof's innermost-first lines). */
+			int rc = grow32(&x->seq, &x->cap_seq, x->nseq + npend);
+			if (rc)
+				return rc;
+			start = x->nseq;
+			for (uint32_t k = npend; k > 0; k--)
+				x->seq[x->nseq++] = pending[k - 1];
+			uint32_t id;
+			rc = location(x, start, npend, &id);
+			if (!rc)
+				rc = grow32(&x->ids, &x->cap_ids, n + 1);
+			if (rc)
+				return rc;
+			x->ids[n++] = id;
+			npend = 0;
+		}
+	}
+	*n_out = n;
+	return 0;
+}
+
+static int mapping_of(pp *x, uint32_t func)
+{
+	const struct stackpulse_profile_func *fn = &x->p->funcs[func];
+	if (fn->module == 0 ||
+	    (fn->kind != STACKPULSE_FRAME_NATIVE && fn->kind != STACKPULSE_FRAME_KERNEL &&
+	     fn->kind != STACKPULSE_FRAME_INLINE))
+		return 0;
+	return (int)x->map_of_str[fn->module];
+}
+
+static int write_mappings(pp *x)
+{
+	const struct stackpulse_profile *p = x->p;
+	for (uint32_t i = 0; i < p->nfuncs; i++) {
+		const struct stackpulse_profile_func *fn = &p->funcs[i];
+		if (fn->module == 0 || x->map_of_str[fn->module] != 0)
+			continue;
+		if (fn->kind != STACKPULSE_FRAME_NATIVE && fn->kind != STACKPULSE_FRAME_KERNEL)
+			continue;
+		uint32_t build_id = 0;
+		for (uint32_t m = 0; m < p->nmodules; m++)
+			if (p->modules[m].path == fn->module)
+				build_id = p->modules[m].build_id;
+		uint32_t sfile, sbid;
+		int rc = str_of(x, fn->module, &sfile);
+		if (!rc)
+			rc = str_of(x, build_id, &sbid);
+		if (rc)
+			return rc;
+		x->map_of_str[fn->module] = ++x->nmappings;
+		sp_buf_reset(&x->msg);
+		PB(pb_u64(&x->msg, 1, x->nmappings));
+		PB(pb_u64(&x->msg, 3, UINT64_MAX >> 1)); /* Addresses are file offsets. */
+		PB(pb_u64(&x->msg, 5, sfile));
+		PB(pb_u64(&x->msg, 6, sbid));
+		PB(pb_u64(&x->msg, 7, 1)); /* has_functions: nothing left to symbolize. */
+		PB(pb_u64(&x->msg, 8, 1));
+		PB(pb_u64(&x->msg, 9, 1));
+		PB(pb_u64(&x->msg, 10, 1));
+		PB(pb_msg(&x->out, 3, &x->msg));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int write_locations(pp *x)
+{
+	const struct stackpulse_profile *p = x->p;
+	for (uint32_t l = 0; l < x->nloc; l++) {
+		const uint32_t *fr = &x->seq[x->loc_start[l]];
+		uint32_t len = x->loc_len[l];
+		const struct stackpulse_profile_frame *phys = &p->frames[fr[0]];
+		int rc = 0;
+		sp_buf_reset(&x->msg);
+		PB(pb_u64(&x->msg, 1, l + 1));
+		PB(pb_u64(&x->msg, 2, (uint64_t)mapping_of(x, phys->func)));
+		PB(pb_u64(&x->msg, 3, phys->address));
+		for (uint32_t k = len; k > 0; k--) { /* Innermost first. */
+			const struct stackpulse_profile_frame *f = &p->frames[fr[k - 1]];
+			sp_buf_reset(&x->sub);
+			PB(pb_u64(&x->sub, 1, (uint64_t)f->func + 1));
+			PB(pb_u64(&x->sub, 2, f->line));
+			PB(pb_msg(&x->msg, 4, &x->sub));
+		}
+		PB(pb_msg(&x->out, 4, &x->msg));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int write_functions(pp *x)
+{
+	const struct stackpulse_profile *p = x->p;
+	for (uint32_t i = 0; i < p->nfuncs; i++) {
+		const struct stackpulse_profile_func *fn = &p->funcs[i];
+		uint32_t name, file;
+		int rc = str_of(x, fn->name, &name);
+		if (!rc)
+			rc = str_of(x, fn->file, &file);
+		if (rc)
+			return rc;
+		sp_buf_reset(&x->msg);
+		PB(pb_u64(&x->msg, 1, (uint64_t)i + 1));
+		PB(pb_u64(&x->msg, 2, name));
+		/* No system_name: pprof then keeps our (already demangled) name as
+		 * is instead of "simplifying" names like "<module>" to nothing. */
+		PB(pb_u64(&x->msg, 4, file));
+		PB(pb_msg(&x->out, 5, &x->msg));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int value_type(pp *x, uint32_t field, uint32_t type, uint32_t unit)
+{
+	int rc = 0;
+	sp_buf_reset(&x->msg);
+	PB(pb_u64(&x->msg, 1, type));
+	PB(pb_u64(&x->msg, 2, unit));
+	PB(pb_msg(&x->out, field, &x->msg));
+	return rc;
+}
+
+static int label(pp *x, uint32_t key, uint32_t str, int64_t num)
+{
+	int rc = 0;
+	sp_buf_reset(&x->sub);
+	PB(pb_u64(&x->sub, 1, key));
+	PB(pb_u64(&x->sub, 2, str));
+	PB(pb_u64(&x->sub, 3, (uint64_t)num));
+	PB(pb_msg(&x->msg, 3, &x->sub));
+	return rc;
+}
+
+static int write_samples(pp *x, uint32_t flags, uint32_t k_pid, uint32_t k_tid, uint32_t k_thread)
+{
+	const struct stackpulse_profile *p = x->p;
+	uint32_t by_thread = flags & (STACKPULSE_EXPORT_PID | STACKPULSE_EXPORT_TID |
+	                              STACKPULSE_EXPORT_THREAD_NAMES);
+	sp_agg a;
+	memset(&a, 0, sizeof(a));
+	int rc = 0;
+	for (uint64_t i = 0; i < p->nsamples && !rc; i++) {
+		const struct stackpulse_profile_sample *s = &p->samples[i];
+		rc = sp_agg_add(&a, by_thread ? s->thread : 0, s->stack, s->thread, s->weight);
+	}
+	uint64_t period = sp_profile_period_ns(p);
+	for (uint32_t i = 0; i < a.n && !rc; i++) {
+		uint32_t n;
+		rc = stack_locations(x, a.node[i], &n);
+		if (rc)
+			break;
+		sp_buf_reset(&x->msg);
+		sp_buf_reset(&x->sub);
+		for (uint32_t k = 0; k < n; k++)
+			PB(sp_buf_varint(&x->sub, x->ids[k]));
+		if (n)
+			PB(pb_msg(&x->msg, 1, &x->sub));
+		sp_buf_reset(&x->sub);
+		PB(sp_buf_varint(&x->sub, a.count[i]));
+		PB(sp_buf_varint(&x->sub, a.count[i] * period));
+		PB(pb_msg(&x->msg, 2, &x->sub));
+		const struct stackpulse_profile_thread *t =
+		        a.thread[i] < p->nthreads ? &p->threads[a.thread[i]] : NULL;
+		if (t && (flags & STACKPULSE_EXPORT_PID) && t->process < p->nprocesses)
+			PB(label(x, k_pid, 0, p->processes[t->process].pid));
+		if (t && (flags & STACKPULSE_EXPORT_TID))
+			PB(label(x, k_tid, 0, t->tid));
+		if (t && (flags & STACKPULSE_EXPORT_THREAD_NAMES)) {
+			uint32_t sname = 0;
+			PB(str_of(x, t->name, &sname));
+			PB(label(x, k_thread, sname, 0));
+		}
+		PB(pb_msg(&x->out, 2, &x->msg));
+	}
+	sp_agg_free(&a);
+	return rc;
+}
+
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+	(void)opaque;
+	return sp_calloc(items, size);
+}
+
+static void z_free(voidpf opaque, voidpf ptr)
+{
+	(void)opaque;
+	sp_free(ptr);
+}
+
+/* Streams @p len bytes through gzip into @p out. */
+static int gzip_out(const uint8_t *data, size_t len, sp_out *out)
+{
+	z_stream z;
+	memset(&z, 0, sizeof(z));
+	z.zalloc = z_alloc;
+	z.zfree = z_free;
+	/* windowBits 15 + 16 selects the gzip container. */
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return sp_error(STACKPULSE_ECOMPRESS, "pprof: deflateInit2 failed");
+	uint8_t *block = sp_malloc(SP_OUT_BLOCK);
+	if (!block) {
+		deflateEnd(&z);
+		return sp_error(-ENOMEM, "pprof: gzip block");
+	}
+	int rc = 0, zr = Z_OK;
+	size_t off = 0;
+	while (!rc && zr != Z_STREAM_END) {
+		size_t in = len - off;
+		if (in > (1u << 30))
+			in = 1u << 30;
+		z.next_in = (Bytef *)(uintptr_t)(data + off);
+		z.avail_in = (uInt)in;
+		int flush = off + in == len ? Z_FINISH : Z_NO_FLUSH;
+		do {
+			z.next_out = block;
+			z.avail_out = SP_OUT_BLOCK;
+			zr = deflate(&z, flush);
+			if (zr == Z_STREAM_ERROR) {
+				rc = sp_error(STACKPULSE_ECOMPRESS, "pprof: deflate failed");
+				break;
+			}
+			size_t have = SP_OUT_BLOCK - z.avail_out;
+			if (have)
+				rc = sp_out_write(out, block, have);
+		} while (!rc && z.avail_out == 0);
+		off += in - z.avail_in;
+		if (flush != Z_FINISH && z.avail_in != 0 && !rc)
+			rc = sp_error(STACKPULSE_ECOMPRESS, "pprof: deflate stalled");
+	}
+	deflateEnd(&z);
+	sp_free(block);
+	return rc;
+}
+
+int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
+                    sp_out *out)
+{
+	pp x;
+	memset(&x, 0, sizeof(x));
+	x.p = p;
+	sp_buf_init(&x.out);
+	sp_buf_init(&x.msg);
+	sp_buf_init(&x.sub);
+	int rc = 0;
+	x.str_map = sp_malloc((size_t)(p->nstrings ? p->nstrings : 1) * sizeof(uint32_t));
+	x.map_of_str = sp_calloc(p->nstrings ? p->nstrings : 1, sizeof(uint32_t));
+	if (!x.str_map || !x.map_of_str) {
+		rc = sp_error(-ENOMEM, "pprof string map");
+		goto done;
+	}
+	memset(x.str_map, 0xff, (size_t)(p->nstrings ? p->nstrings : 1) * sizeof(uint32_t));
+	uint32_t s_empty, s_samples, s_count, s_cpu, s_ns, k_pid, k_tid, k_thread;
+	rc = add_string(&x, "", &s_empty);
+	if (!rc)
+		rc = add_string(&x, "samples", &s_samples);
+	if (!rc)
+		rc = add_string(&x, "count", &s_count);
+	if (!rc)
+		rc = add_string(&x, "cpu", &s_cpu);
+	if (!rc)
+		rc = add_string(&x, "nanoseconds", &s_ns);
+	if (!rc)
+		rc = add_string(&x, "pid", &k_pid);
+	if (!rc)
+		rc = add_string(&x, "tid", &k_tid);
+	if (!rc)
+		rc = add_string(&x, "thread", &k_thread);
+	if (!rc)
+		rc = value_type(&x, 1, s_samples, s_count);
+	if (!rc)
+		rc = value_type(&x, 1, s_cpu, s_ns);
+	if (!rc)
+		rc = write_samples(&x, o->flags, k_pid, k_tid, k_thread);
+	if (!rc)
+		rc = write_mappings(&x);
+	if (!rc)
+		rc = write_locations(&x);
+	if (!rc)
+		rc = write_functions(&x);
+	if (rc)
+		goto done;
+	PB(pb_u64(&x.out, 9, p->start_wall_ns));
+	PB(pb_u64(&x.out, 10, p->last_ns > p->first_ns ? p->last_ns - p->first_ns : 0));
+	PB(value_type(&x, 11, s_cpu, s_ns));
+	if (!rc)
+		rc = pb_u64(&x.out, 12, sp_profile_period_ns(p));
+	if (!rc)
+		rc = pb_u64(&x.out, 14, s_samples);
+	if (!rc)
+		rc = gzip_out(x.out.data, x.out.len, out);
+done:
+	sp_buf_free(&x.out);
+	sp_buf_free(&x.msg);
+	sp_buf_free(&x.sub);
+	sp_free(x.str_map);
+	sp_free(x.map_of_str);
+	sp_free(x.seq);
+	sp_free(x.loc_start);
+	sp_free(x.loc_len);
+	sp_itab_free(&x.loc_tab);
+	sp_free(x.ids);
+	return rc;
+}

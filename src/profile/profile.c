@@ -1,0 +1,860 @@
+/* stackpulse_profile_build: turns a spool into deduplicated tables.
+ *
+ * Each raw frame is resolved once per role (sampled IP or return address;
+ * through the symbolizer, or from the spool's own tables when there is
+ * none) into a short list of profile frames, and each distinct (root, spool
+ * stack, process) is translated into a prefix-tree node once. Memory therefore grows with unique frames and
+ * stacks; per sample only a stackpulse_profile_sample is kept. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/hash.h"
+#include "profile/profile_internal.h"
+#include "symbolize/symbolize.h"
+
+/* Grows a dynamic array so it holds at least @p need elements. */
+static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	if (need > (1u << 29))
+		return sp_error(STACKPULSE_ELIMIT, "profile table exceeds %u entries", 1u << 29);
+	uint32_t ncap = *cap ? *cap : 16;
+	while (ncap < need)
+		ncap *= 2;
+	void *n = sp_realloc_array(*arr, ncap, elem);
+	if (!n)
+		return sp_error(-ENOMEM, "profile table of %u entries", ncap);
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+const char *sp_basename(const char *path)
+{
+	if (!path)
+		return "";
+	const char *s = strrchr(path, '/');
+	return s && s[1] ? s + 1 : path;
+}
+
+int sp_profile_intern_n(struct stackpulse_profile *p, const char *s, size_t len, uint32_t *out)
+{
+	if (!s)
+		len = 0;
+	uint64_t h = sp_hash_bytes(s ? s : "", len);
+	int rc = sp_itab_reserve(&p->string_tab);
+	if (rc)
+		return rc;
+	sp_itab_probe pr;
+	sp_itab_probe_start(&p->string_tab, h, &pr);
+	uint32_t cand;
+	while ((cand = sp_itab_probe_next(&p->string_tab, &pr)) != SP_NONE) {
+		const char *c = p->strings[cand];
+		if (strncmp(c, s ? s : "", len) == 0 && c[len] == '\0') {
+			*out = cand;
+			return 0;
+		}
+	}
+	rc = grow((void **)&p->strings, &p->cap_strings, p->nstrings + 1, sizeof(char *));
+	if (rc)
+		return rc;
+	char *copy = sp_strndup(s ? s : "", len);
+	if (!copy)
+		return sp_error(-ENOMEM, "profile string of %zu bytes", len);
+	p->strings[p->nstrings] = copy;
+	sp_itab_insert(&p->string_tab, &pr, p->nstrings);
+	*out = p->nstrings++;
+	return 0;
+}
+
+int sp_profile_intern(struct stackpulse_profile *p, const char *s, uint32_t *out)
+{
+	return sp_profile_intern_n(p, s, s ? strlen(s) : 0, out);
+}
+
+static int intern_func(struct stackpulse_profile *p, uint32_t name, uint32_t file, uint32_t module,
+                       int kind, uint32_t *out)
+{
+	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(name), file),
+	                             sp_hash_combine(module, (uint64_t)(uint32_t)kind));
+	int rc = sp_itab_reserve(&p->func_tab);
+	if (rc)
+		return rc;
+	sp_itab_probe pr;
+	sp_itab_probe_start(&p->func_tab, h, &pr);
+	uint32_t cand;
+	while ((cand = sp_itab_probe_next(&p->func_tab, &pr)) != SP_NONE) {
+		const struct stackpulse_profile_func *f = &p->funcs[cand];
+		if (f->name == name && f->file == file && f->module == module && f->kind == kind) {
+			*out = cand;
+			return 0;
+		}
+	}
+	rc = grow((void **)&p->funcs, &p->cap_funcs, p->nfuncs + 1, sizeof(*p->funcs));
+	if (rc)
+		return rc;
+	p->funcs[p->nfuncs] = (struct stackpulse_profile_func){ name, file, module, kind };
+	sp_itab_insert(&p->func_tab, &pr, p->nfuncs);
+	*out = p->nfuncs++;
+	return 0;
+}
+
+static int intern_frame(struct stackpulse_profile *p, uint32_t func, uint32_t line,
+                        uint64_t address, uint32_t depth, uint32_t *out)
+{
+	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(func), line),
+	                             sp_hash_combine(address, depth));
+	int rc = sp_itab_reserve(&p->frame_tab);
+	if (rc)
+		return rc;
+	sp_itab_probe pr;
+	sp_itab_probe_start(&p->frame_tab, h, &pr);
+	uint32_t cand;
+	while ((cand = sp_itab_probe_next(&p->frame_tab, &pr)) != SP_NONE) {
+		const struct stackpulse_profile_frame *f = &p->frames[cand];
+		if (f->func == func && f->line == line && f->address == address &&
+		    f->inline_depth == depth) {
+			*out = cand;
+			return 0;
+		}
+	}
+	rc = grow((void **)&p->frames, &p->cap_frames, p->nframes + 1, sizeof(*p->frames));
+	if (rc)
+		return rc;
+	p->frames[p->nframes] = (struct stackpulse_profile_frame){ func, line, address, depth };
+	sp_itab_insert(&p->frame_tab, &pr, p->nframes);
+	*out = p->nframes++;
+	return 0;
+}
+
+static int intern_stack(struct stackpulse_profile *p, uint32_t parent, uint32_t frame,
+                        uint32_t *out)
+{
+	uint64_t h = sp_hash_combine(sp_hash64(parent), frame);
+	int rc = sp_itab_reserve(&p->stack_tab);
+	if (rc)
+		return rc;
+	sp_itab_probe pr;
+	sp_itab_probe_start(&p->stack_tab, h, &pr);
+	uint32_t cand;
+	while ((cand = sp_itab_probe_next(&p->stack_tab, &pr)) != SP_NONE) {
+		const struct stackpulse_profile_stack *s = &p->stacks[cand];
+		if (cand != 0 && s->parent == parent && s->frame == frame) {
+			*out = cand;
+			return 0;
+		}
+	}
+	rc = grow((void **)&p->stacks, &p->cap_stacks, p->nstacks + 1, sizeof(*p->stacks));
+	if (rc)
+		return rc;
+	p->stacks[p->nstacks] = (struct stackpulse_profile_stack){ parent, frame };
+	sp_itab_insert(&p->stack_tab, &pr, p->nstacks);
+	*out = p->nstacks++;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Build state. */
+
+typedef struct builder {
+	struct stackpulse_profile *p;
+	const stackpulse_spool *spool;
+	stackpulse_symbolizer *sym;
+	stackpulse_profile_opts opts;
+
+	/* (raw frame id, is leaf) -> [start, start+count) in pool, root first. */
+	uint32_t *exp_start, *exp_count;
+	uint32_t nraw;
+	uint32_t *pool;
+	uint32_t npool, cap_pool;
+
+	/* (root node | role, spool stack, process) -> profile node. */
+	uint32_t *c_root, *c_stack, *c_proc, *c_node;
+	uint32_t ncache, cap_cache;
+	sp_itab cache_tab;
+
+	/* Scratch: spool stacks walked toward the root. */
+	uint32_t *walk_stack, *walk_frame;
+	uint32_t cap_walk;
+
+	/* Per spool thread: its root node, SP_NONE until needed. */
+	uint32_t *thread_root;
+
+	int cb_err; /* Error met inside a symbolizer callback. */
+} builder;
+
+/* Keeps or drops a frame of @p kind under the view and flags. */
+static int keep_kind(const builder *b, int kind, uint32_t depth)
+{
+	if (depth > 0 && (b->opts.flags & STACKPULSE_PROFILE_MERGE_INLINE))
+		return 0;
+	if (kind == STACKPULSE_FRAME_KERNEL && (b->opts.flags & STACKPULSE_PROFILE_HIDE_KERNEL))
+		return 0;
+	switch (b->opts.view) {
+	case STACKPULSE_VIEW_PYTHON_ONLY: return kind == STACKPULSE_FRAME_PYTHON;
+	case STACKPULSE_VIEW_NATIVE_ONLY: return kind != STACKPULSE_FRAME_PYTHON;
+	default: return 1;
+	}
+}
+
+static int pool_push(builder *b, uint32_t v)
+{
+	int rc = grow((void **)&b->pool, &b->cap_pool, b->npool + 1, sizeof(uint32_t));
+	if (rc)
+		return rc;
+	b->pool[b->npool++] = v;
+	return 0;
+}
+
+/* Adds one resolved frame (leaf-first order) to the pool when kept. */
+static int add_frame(builder *b, int kind, const char *name, const char *file, const char *module,
+                     uint32_t line, uint64_t address, uint32_t depth)
+{
+	if (kind == STACKPULSE_FRAME_INLINE)
+		kind = STACKPULSE_FRAME_NATIVE; /* Inlining is a frame property, not a function's. */
+	if (!keep_kind(b, kind, depth))
+		return 0;
+	struct stackpulse_profile *p = b->p;
+	uint32_t sn, sf, sm, fn, fr;
+	int rc = sp_profile_intern(p, name && *name ? name : "[unknown]", &sn);
+	if (!rc)
+		rc = sp_profile_intern(p, file, &sf);
+	if (!rc)
+		rc = sp_profile_intern(p, module, &sm);
+	if (!rc)
+		rc = intern_func(p, sn, sf, sm, kind, &fn);
+	if (!rc)
+		rc = intern_frame(p, fn, line, address, depth, &fr);
+	if (!rc)
+		rc = pool_push(b, fr);
+	return rc;
+}
+
+static int sym_cb(const stackpulse_frame *f, void *ctx)
+{
+	builder *b = ctx;
+	int rc = add_frame(b, stackpulse_frame_kind(f), stackpulse_frame_func_name(f),
+	                   stackpulse_frame_file(f), stackpulse_frame_module(f),
+	                   stackpulse_frame_line(f), stackpulse_frame_offset(f),
+	                   stackpulse_frame_inline_depth(f));
+	if (rc) {
+		b->cb_err = rc;
+		return rc;
+	}
+	return 0;
+}
+
+/* Names a raw frame from the spool alone (no symbolizer, or it failed). */
+static int add_raw(builder *b, const struct stackpulse_raw_frame *rf)
+{
+	char name[96];
+	switch (rf->kind) {
+	case STACKPULSE_FRAME_PYTHON: {
+		const struct stackpulse_pycode *pc = stackpulse_spool_pycode(b->spool, rf->pycode);
+		uint32_t line = rf->line > 0 ? (uint32_t)rf->line : 0;
+		return add_frame(b, rf->kind, pc ? pc->qualname : "[unknown]",
+		                 pc ? pc->filename : NULL, NULL, line, rf->offset, 0);
+	}
+	case STACKPULSE_FRAME_KERNEL: {
+		const char *ks = NULL, *kmod = NULL;
+		uint64_t start = 0;
+		if (stackpulse_spool_ksym_lookup(b->spool, rf->offset, &ks, &start, &kmod) != 0)
+			ks = NULL;
+		char modbuf[80];
+		const char *mod = "[kernel.kallsyms]";
+		if (ks && kmod && *kmod) {
+			snprintf(modbuf, sizeof(modbuf), "[%s]", kmod);
+			mod = modbuf;
+		}
+		return add_frame(b, rf->kind, ks ? ks : "[unknown]", NULL, mod, 0, rf->offset, 0);
+	}
+	case STACKPULSE_FRAME_NATIVE: {
+		const struct stackpulse_module *m = stackpulse_spool_module(b->spool, rf->module);
+		const char *path = m ? m->path : NULL;
+		snprintf(name, sizeof(name), "%.60s+0x%" PRIx64,
+		         path ? sp_basename(path) : "[unknown]", rf->offset);
+		return add_frame(b, rf->kind, name, NULL, path, 0, rf->offset, 0);
+	}
+	case STACKPULSE_FRAME_TRUNCATED:
+		return add_frame(b, rf->kind, "[truncated]", NULL, NULL, 0, 0, 0);
+	case STACKPULSE_FRAME_JIT:
+		snprintf(name, sizeof(name), "[jit]+0x%" PRIx64, rf->offset);
+		return add_frame(b, rf->kind, name, NULL, NULL, 0, rf->offset, 0);
+	default:
+		return add_frame(b, STACKPULSE_FRAME_UNKNOWN, "[unknown]", NULL, NULL, 0,
+		                 rf->offset, 0);
+	}
+}
+
+/* Resolves raw frame @p id at a stack position (leaf: the sampled IP, else
+ * a return address) once per position; its frames land in the pool
+ * root-first and *first / *count receive the range. JIT frames depend on
+ * the process's perf map, so they are resolved per call instead. */
+static int expand(builder *b, uint32_t id, int leaf, uint32_t process, uint32_t *first,
+                  uint32_t *count)
+{
+	if (id >= b->nraw)
+		return sp_error(STACKPULSE_EFORMAT, "stack refers to frame %u of %u", id, b->nraw);
+	size_t slot = 2 * (size_t)id + (leaf ? 1 : 0);
+	if (b->exp_start[slot] != SP_NONE) {
+		*first = b->exp_start[slot];
+		*count = b->exp_count[slot];
+		return 0;
+	}
+	const struct stackpulse_raw_frame *rf = stackpulse_spool_frame(b->spool, id);
+	if (!rf)
+		return sp_error(STACKPULSE_EFORMAT, "frame %u missing", id);
+	uint32_t start = b->npool;
+	int rc = 0;
+	if (b->sym && rf->kind != STACKPULSE_FRAME_TRUNCATED) {
+		b->cb_err = 0;
+		rc = sp_symbolizer_resolve_frame_at(b->sym, id, leaf, process, sym_cb, b);
+		if (b->cb_err)
+			return b->cb_err;
+		if (rc) {
+			/* The symbolizer could not name it: fall back, drop partial output. */
+			b->npool = start;
+			if (rc == -ENOMEM)
+				return rc;
+			rc = add_raw(b, rf);
+		}
+	} else {
+		rc = add_raw(b, rf);
+	}
+	if (rc)
+		return rc;
+	/* The symbolizer and add_raw give innermost first; store root-first. */
+	for (uint32_t i = start, j = b->npool; i + 1 < j; i++, j--) {
+		uint32_t t = b->pool[i];
+		b->pool[i] = b->pool[j - 1];
+		b->pool[j - 1] = t;
+	}
+	*first = start;
+	*count = b->npool - start;
+	if (rf->kind != STACKPULSE_FRAME_JIT) {
+		b->exp_start[slot] = start;
+		b->exp_count[slot] = b->npool - start;
+	}
+	return 0;
+}
+
+/* Cache keys: (root | role, spool stack, process). Role SP_AS_SAMPLE marks a
+ * whole sample stack (its first user frame resolved as the leaf); without it
+ * the stack is a prefix of a longer one (every frame a return address). */
+#define SP_AS_SAMPLE (1u << 31)
+
+static int cache_lookup(builder *b, uint32_t root, uint32_t stack, uint32_t process, uint32_t *node,
+                        sp_itab_probe *pr)
+{
+	int rc = sp_itab_reserve(&b->cache_tab);
+	if (rc)
+		return rc;
+	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(root), stack), process);
+	sp_itab_probe_start(&b->cache_tab, h, pr);
+	uint32_t cand;
+	while ((cand = sp_itab_probe_next(&b->cache_tab, pr)) != SP_NONE) {
+		if (b->c_root[cand] == root && b->c_stack[cand] == stack &&
+		    b->c_proc[cand] == process) {
+			*node = b->c_node[cand];
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int cache_insert(builder *b, uint32_t root, uint32_t stack, uint32_t process, uint32_t node)
+{
+	sp_itab_probe pr;
+	uint32_t dummy;
+	int rc = cache_lookup(b, root, stack, process, &dummy, &pr);
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
+	uint32_t need = b->ncache + 1, cap = b->cap_cache;
+	rc = grow((void **)&b->c_root, &cap, need, sizeof(uint32_t));
+	if (!rc) {
+		cap = b->cap_cache;
+		rc = grow((void **)&b->c_stack, &cap, need, sizeof(uint32_t));
+	}
+	if (!rc) {
+		cap = b->cap_cache;
+		rc = grow((void **)&b->c_proc, &cap, need, sizeof(uint32_t));
+	}
+	if (!rc) {
+		cap = b->cap_cache;
+		rc = grow((void **)&b->c_node, &cap, need, sizeof(uint32_t));
+	}
+	if (rc)
+		return rc;
+	b->cap_cache = cap;
+	b->c_root[b->ncache] = root;
+	b->c_stack[b->ncache] = stack;
+	b->c_proc[b->ncache] = process;
+	b->c_node[b->ncache] = node;
+	sp_itab_insert(&b->cache_tab, &pr, b->ncache++);
+	return 0;
+}
+
+/* Remembers (spool stack, frame) while walking toward the root. */
+static int walk_push(builder *b, uint32_t n, uint32_t stack, uint32_t frame)
+{
+	uint32_t cap = b->cap_walk;
+	int rc = grow((void **)&b->walk_stack, &cap, n + 1, sizeof(uint32_t));
+	if (!rc) {
+		cap = b->cap_walk;
+		rc = grow((void **)&b->walk_frame, &cap, n + 1, sizeof(uint32_t));
+	}
+	if (rc)
+		return rc;
+	b->cap_walk = cap;
+	b->walk_stack[n] = stack;
+	b->walk_frame[n] = frame;
+	return 0;
+}
+
+/* Appends the frames of raw frame @p fid to @p node. */
+static int extend(builder *b, uint32_t *node, uint32_t fid, int leaf, uint32_t process)
+{
+	uint32_t first, count;
+	int rc = expand(b, fid, leaf, process, &first, &count);
+	for (uint32_t i = 0; i < count && !rc; i++)
+		rc = intern_stack(b->p, *node, b->pool[first + i], node);
+	return rc;
+}
+
+/* Translates spool stack @p stack, used as a prefix (every frame a return
+ * address), under @p root into a profile node. */
+static int translate_prefix(builder *b, uint32_t root, uint32_t stack, uint32_t process,
+                            uint32_t *out)
+{
+	uint32_t n = 0, node = root, cur = stack;
+	uint32_t limit = stackpulse_spool_stack_count(b->spool);
+	sp_itab_probe pr;
+	while (cur != 0) {
+		int hit = cache_lookup(b, root, cur, process, &node, &pr);
+		if (hit < 0)
+			return hit;
+		if (hit)
+			break;
+		uint32_t frame, parent;
+		if (stackpulse_spool_stack_node(b->spool, cur, &frame, &parent) != 0)
+			return sp_error(STACKPULSE_EFORMAT, "unknown stack id %u", cur);
+		if (n >= limit)
+			return sp_error(STACKPULSE_EFORMAT, "stack %u loops", stack);
+		int rc = walk_push(b, n++, cur, frame);
+		if (rc)
+			return rc;
+		cur = parent;
+		node = root;
+	}
+	while (n > 0) {
+		n--;
+		int rc = extend(b, &node, b->walk_frame[n], 0, process);
+		if (!rc)
+			rc = cache_insert(b, root, b->walk_stack[n], process, node);
+		if (rc)
+			return rc;
+	}
+	*out = node;
+	return 0;
+}
+
+/* Translates a sample's stack. Kernel frames sit at the leaf end; the first
+ * user frame below them is the sampled IP, looked up at its exact address,
+ * everything further up as a return address. */
+static int translate(builder *b, uint32_t root, uint32_t stack, uint32_t process, uint32_t *out)
+{
+	sp_itab_probe pr;
+	uint32_t node = root;
+	if (stack == 0) {
+		*out = root;
+		return 0;
+	}
+	int hit = cache_lookup(b, root | SP_AS_SAMPLE, stack, process, &node, &pr);
+	if (hit) {
+		*out = node;
+		return hit < 0 ? hit : 0;
+	}
+	/* The leaf part: kernel frames, then the first user frame. */
+	uint32_t kframes[64], nk = 0, user_frame = SP_NONE, cur = stack;
+	while (cur != 0) {
+		uint32_t frame, parent;
+		if (stackpulse_spool_stack_node(b->spool, cur, &frame, &parent) != 0)
+			return sp_error(STACKPULSE_EFORMAT, "unknown stack id %u", cur);
+		const struct stackpulse_raw_frame *rf = stackpulse_spool_frame(b->spool, frame);
+		cur = parent;
+		if (!rf || rf->kind != STACKPULSE_FRAME_KERNEL || nk == 64) {
+			user_frame = frame; /* (Very deep kernel parts end here too.) */
+			break;
+		}
+		kframes[nk++] = frame;
+	}
+	int rc = translate_prefix(b, root, cur, process, &node);
+	if (!rc && user_frame != SP_NONE)
+		rc = extend(b, &node, user_frame, 1, process);
+	while (!rc && nk > 0)
+		rc = extend(b, &node, kframes[--nk], 0, process);
+	if (!rc)
+		rc = cache_insert(b, root | SP_AS_SAMPLE, stack, process, node);
+	if (!rc)
+		*out = node;
+	return rc;
+}
+
+/* A synthetic root frame naming a process or thread. */
+static int synthetic_root(builder *b, uint32_t parent, const char *name, pid_t id, uint32_t *out)
+{
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%.200s [%ld]", name && *name ? name : "?", (long)id);
+	struct stackpulse_profile *p = b->p;
+	uint32_t sn, fn, fr;
+	int rc = sp_profile_intern(p, buf, &sn);
+	if (!rc)
+		rc = intern_func(p, sn, 0, 0, STACKPULSE_FRAME_UNKNOWN, &fn);
+	if (!rc)
+		rc = intern_frame(p, fn, 0, 0, 0, &fr);
+	if (!rc)
+		rc = intern_stack(p, parent, fr, out);
+	return rc;
+}
+
+static int root_for_thread(builder *b, uint32_t thread, uint32_t *out)
+{
+	uint32_t flags =
+	        b->opts.flags & (STACKPULSE_PROFILE_BY_PROCESS | STACKPULSE_PROFILE_BY_THREAD);
+	if (!flags) {
+		*out = 0;
+		return 0;
+	}
+	if (b->thread_root[thread] != SP_NONE) {
+		*out = b->thread_root[thread];
+		return 0;
+	}
+	struct stackpulse_profile *p = b->p;
+	const struct stackpulse_profile_thread *t = &p->threads[thread];
+	uint32_t node = 0;
+	int rc = 0;
+	if ((flags & STACKPULSE_PROFILE_BY_PROCESS) && t->process < p->nprocesses) {
+		const struct stackpulse_profile_process *pr = &p->processes[t->process];
+		rc = synthetic_root(b, node, sp_pstr(p, pr->name), pr->pid, &node);
+	}
+	if (!rc && (flags & STACKPULSE_PROFILE_BY_THREAD))
+		rc = synthetic_root(b, node, sp_pstr(p, t->name), t->tid, &node);
+	if (rc)
+		return rc;
+	b->thread_root[thread] = node;
+	*out = node;
+	return 0;
+}
+
+static int copy_tables(builder *b)
+{
+	struct stackpulse_profile *p = b->p;
+	const stackpulse_spool *s = b->spool;
+	uint32_t np = stackpulse_spool_process_count(s);
+	uint32_t nt = stackpulse_spool_thread_count(s);
+	uint32_t nm = stackpulse_spool_module_count(s);
+	p->processes = sp_calloc(np ? np : 1, sizeof(*p->processes));
+	p->threads = sp_calloc(nt ? nt : 1, sizeof(*p->threads));
+	p->modules = sp_calloc(nm ? nm : 1, sizeof(*p->modules));
+	b->thread_root = sp_malloc((nt ? nt : 1) * sizeof(uint32_t));
+	if (!p->processes || !p->threads || !p->modules || !b->thread_root)
+		return sp_error(-ENOMEM, "profile tables for %u threads", nt);
+	memset(b->thread_root, 0xff, (nt ? nt : 1) * sizeof(uint32_t));
+	int rc = 0;
+	for (uint32_t i = 0; i < np && !rc; i++) {
+		const struct stackpulse_process *sp = stackpulse_spool_process(s, i);
+		if (!sp)
+			return sp_error(STACKPULSE_EFORMAT, "process %u missing", i);
+		struct stackpulse_profile_process *pp = &p->processes[i];
+		pp->pid = sp->pid;
+		pp->parent = sp->parent < np ? sp->parent : UINT32_MAX;
+		rc = sp_profile_intern(p, sp->name, &pp->name);
+		if (!rc)
+			rc = sp_profile_intern(p, sp->cmdline, &pp->cmdline);
+		p->nprocesses = i + 1;
+	}
+	for (uint32_t i = 0; i < nt && !rc; i++) {
+		const struct stackpulse_thread *st = stackpulse_spool_thread(s, i);
+		if (!st)
+			return sp_error(STACKPULSE_EFORMAT, "thread %u missing", i);
+		struct stackpulse_profile_thread *pt = &p->threads[i];
+		pt->tid = st->tid;
+		pt->process = st->process < np ? st->process : UINT32_MAX;
+		rc = sp_profile_intern(p, st->name, &pt->name);
+		p->nthreads = i + 1;
+	}
+	for (uint32_t i = 0; i < nm && !rc; i++) {
+		const struct stackpulse_module *m = stackpulse_spool_module(s, i);
+		if (!m)
+			return sp_error(STACKPULSE_EFORMAT, "module %u missing", i);
+		char hex[129];
+		uint32_t len = m->build_id_len <= 64 ? m->build_id_len : 64;
+		for (uint32_t k = 0; m->build_id && k < len; k++)
+			snprintf(hex + 2 * k, 3, "%02x", m->build_id[k]);
+		hex[m->build_id ? 2 * len : 0] = '\0';
+		rc = sp_profile_intern(p, m->path, &p->modules[i].path);
+		if (!rc)
+			rc = sp_profile_intern(p, hex, &p->modules[i].build_id);
+		p->nmodules = i + 1;
+	}
+	return rc;
+}
+
+static void builder_free(builder *b)
+{
+	sp_free(b->exp_start);
+	sp_free(b->exp_count);
+	sp_free(b->pool);
+	sp_free(b->c_root);
+	sp_free(b->c_stack);
+	sp_free(b->c_proc);
+	sp_free(b->c_node);
+	sp_itab_free(&b->cache_tab);
+	sp_free(b->walk_stack);
+	sp_free(b->walk_frame);
+	sp_free(b->thread_root);
+}
+
+static int keep_sample(const builder *b, const struct stackpulse_sample *s)
+{
+	const stackpulse_profile_opts *o = &b->opts;
+	if (o->pid && s->pid != o->pid)
+		return 0;
+	if (o->tid && s->tid != o->tid)
+		return 0;
+	if (o->start_ns && s->time_ns < o->start_ns)
+		return 0;
+	if (o->end_ns && s->time_ns >= o->end_ns)
+		return 0;
+	return 1;
+}
+
+static int run_samples(builder *b)
+{
+	struct stackpulse_profile *p = b->p;
+	stackpulse_sample_iter *it = NULL;
+	int rc = stackpulse_sample_iter_new(b->spool, &it);
+	if (rc)
+		return rc;
+	const struct stackpulse_sample *s;
+	while ((rc = stackpulse_sample_iter_next(it, &s)) == 1) {
+		if (!keep_sample(b, s))
+			continue;
+		if (s->thread >= p->nthreads) {
+			rc = sp_error(STACKPULSE_EFORMAT, "sample of unknown thread %u", s->thread);
+			break;
+		}
+		uint32_t root, node;
+		rc = root_for_thread(b, s->thread, &root);
+		if (!rc)
+			rc = translate(b, root, s->stack, s->process, &node);
+		if (rc)
+			break;
+		/* A Python-only view has nothing to show for purely native samples. */
+		if (node == root && b->opts.view == STACKPULSE_VIEW_PYTHON_ONLY)
+			continue;
+		if (p->nsamples == p->cap_samples) {
+			uint64_t ncap = p->cap_samples ? p->cap_samples * 2 : 1024;
+			if (ncap > ((uint64_t)1 << 40)) {
+				rc = sp_error(STACKPULSE_ELIMIT, "too many samples");
+				break;
+			}
+			void *n = sp_realloc_array(p->samples, (size_t)ncap, sizeof(*p->samples));
+			if (!n) {
+				rc = sp_error(-ENOMEM, "%" PRIu64 " samples", ncap);
+				break;
+			}
+			p->samples = n;
+			p->cap_samples = ncap;
+		}
+		p->samples[p->nsamples++] =
+		        (struct stackpulse_profile_sample){ s->time_ns, s->thread, node,
+			                                    s->weight ? s->weight : 1 };
+		if (p->nsamples == 1 || s->time_ns < p->first_ns)
+			p->first_ns = s->time_ns;
+		if (s->time_ns > p->last_ns)
+			p->last_ns = s->time_ns;
+	}
+	stackpulse_sample_iter_free(it);
+	return rc < 0 ? rc : 0;
+}
+
+int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
+                             const stackpulse_profile_opts *opts, stackpulse_profile **out)
+{
+	if (!out)
+		return sp_error(-EINVAL, "profile_build: out is NULL");
+	*out = NULL;
+	if (!spool)
+		return sp_error(-EINVAL, "profile_build: spool is NULL");
+	builder b;
+	memset(&b, 0, sizeof(b));
+	b.opts = STACKPULSE_PROFILE_OPTS;
+	if (opts) {
+		if (opts->sz < sizeof(size_t))
+			return sp_error(-EINVAL, "profile_build: opts->sz %zu too small", opts->sz);
+		size_t n = opts->sz < sizeof(b.opts) ? opts->sz : sizeof(b.opts);
+		memcpy(&b.opts, opts, n);
+		b.opts.sz = sizeof(b.opts);
+	}
+	if (b.opts.view < STACKPULSE_VIEW_MIXED || b.opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
+		return sp_error(-EINVAL, "profile_build: unknown view %d", b.opts.view);
+	if (b.opts.flags & ~0xfu)
+		return sp_error(-EINVAL, "profile_build: unknown flags 0x%x", b.opts.flags);
+	if (b.opts.end_ns && b.opts.end_ns <= b.opts.start_ns)
+		return sp_error(-EINVAL, "profile_build: empty time range");
+
+	struct stackpulse_profile *p = sp_calloc(1, sizeof(*p));
+	if (!p)
+		return sp_error(-ENOMEM, "profile");
+	b.p = p;
+	b.spool = spool;
+	b.sym = sym;
+	p->flags = b.opts.flags;
+	p->view = b.opts.view;
+	uint32_t zero;
+	int rc = sp_profile_intern(p, "", &zero);
+	if (!rc)
+		rc = grow((void **)&p->stacks, &p->cap_stacks, 1, sizeof(*p->stacks));
+	if (rc)
+		goto fail;
+	p->stacks[0] = (struct stackpulse_profile_stack){ 0, SP_NONE };
+	p->nstacks = 1;
+
+	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(spool);
+	p->start_wall_ns = meta->start_time_ns;
+	p->frequency = meta->frequency;
+	rc = sp_profile_intern(p, meta->event, &p->event);
+	if (!rc)
+		rc = sp_profile_intern(p, meta->machine, &p->machine);
+	if (!rc)
+		rc = sp_profile_intern(p, meta->hostname, &p->hostname);
+	if (!rc)
+		rc = copy_tables(&b);
+	if (rc)
+		goto fail;
+
+	b.nraw = stackpulse_spool_frame_count(spool);
+	/* Two entries per raw frame: as a return address and as the leaf. */
+	size_t nexp = 2 * (size_t)(b.nraw ? b.nraw : 1);
+	b.exp_start = sp_malloc(nexp * sizeof(uint32_t));
+	b.exp_count = sp_calloc(nexp, sizeof(uint32_t));
+	if (!b.exp_start || !b.exp_count) {
+		rc = sp_error(-ENOMEM, "profile frame map of %u", b.nraw);
+		goto fail;
+	}
+	memset(b.exp_start, 0xff, nexp * sizeof(uint32_t));
+	rc = run_samples(&b);
+	if (rc)
+		goto fail;
+	builder_free(&b);
+	*out = p;
+	return 0;
+fail:
+	builder_free(&b);
+	stackpulse_profile_free(p);
+	return rc;
+}
+
+void stackpulse_profile_free(stackpulse_profile *p)
+{
+	if (!p)
+		return;
+	for (uint32_t i = 0; i < p->nstrings; i++)
+		sp_free(p->strings[i]);
+	sp_free(p->strings);
+	sp_itab_free(&p->string_tab);
+	sp_free(p->funcs);
+	sp_itab_free(&p->func_tab);
+	sp_free(p->frames);
+	sp_itab_free(&p->frame_tab);
+	sp_free(p->stacks);
+	sp_itab_free(&p->stack_tab);
+	sp_free(p->samples);
+	sp_free(p->threads);
+	sp_free(p->processes);
+	sp_free(p->modules);
+	sp_free(p);
+}
+
+/* Accessors: NULL profiles and out-of-range indexes give 0 / NULL. */
+uint32_t stackpulse_profile_string_count(const stackpulse_profile *p)
+{
+	return p ? p->nstrings : 0;
+}
+
+const char *stackpulse_profile_string(const stackpulse_profile *p, uint32_t i)
+{
+	return p && i < p->nstrings ? p->strings[i] : NULL;
+}
+
+uint32_t stackpulse_profile_func_count(const stackpulse_profile *p)
+{
+	return p ? p->nfuncs : 0;
+}
+
+const struct stackpulse_profile_func *stackpulse_profile_func(const stackpulse_profile *p,
+                                                              uint32_t i)
+{
+	return p && i < p->nfuncs ? &p->funcs[i] : NULL;
+}
+
+uint32_t stackpulse_profile_frame_count(const stackpulse_profile *p)
+{
+	return p ? p->nframes : 0;
+}
+
+const struct stackpulse_profile_frame *stackpulse_profile_frame(const stackpulse_profile *p,
+                                                                uint32_t i)
+{
+	return p && i < p->nframes ? &p->frames[i] : NULL;
+}
+
+uint32_t stackpulse_profile_stack_count(const stackpulse_profile *p)
+{
+	return p ? p->nstacks : 0;
+}
+
+const struct stackpulse_profile_stack *stackpulse_profile_stack(const stackpulse_profile *p,
+                                                                uint32_t i)
+{
+	return p && i < p->nstacks ? &p->stacks[i] : NULL;
+}
+
+uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p)
+{
+	return p ? p->nsamples : 0;
+}
+
+const struct stackpulse_profile_sample *stackpulse_profile_sample(const stackpulse_profile *p,
+                                                                  uint64_t i)
+{
+	return p && i < p->nsamples ? &p->samples[i] : NULL;
+}
+
+uint32_t stackpulse_profile_thread_count(const stackpulse_profile *p)
+{
+	return p ? p->nthreads : 0;
+}
+
+const struct stackpulse_profile_thread *stackpulse_profile_thread(const stackpulse_profile *p,
+                                                                  uint32_t i)
+{
+	return p && i < p->nthreads ? &p->threads[i] : NULL;
+}
+
+uint32_t stackpulse_profile_process_count(const stackpulse_profile *p)
+{
+	return p ? p->nprocesses : 0;
+}
+
+const struct stackpulse_profile_process *stackpulse_profile_process(const stackpulse_profile *p,
+                                                                    uint32_t i)
+{
+	return p && i < p->nprocesses ? &p->processes[i] : NULL;
+}

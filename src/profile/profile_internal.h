@@ -1,0 +1,106 @@
+/* Internal shape of a built profile, shared by the builder and exporters.
+ *
+ * Ownership: a stackpulse_profile owns every array and string below; nothing
+ * points into the spool or the symbolizer once stackpulse_profile_build has
+ * returned. Exporters only read it. */
+#ifndef SP_PROFILE_INTERNAL_H
+#define SP_PROFILE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stackpulse.h"
+
+#define SP_NONE UINT32_MAX
+
+/* Open-addressing index set: slots hold indices into a caller's array; the
+ * caller compares entries. Hashes are cached so probes rarely touch entries. */
+typedef struct sp_itab {
+	uint32_t *idx;  /* Entry index per slot, SP_NONE when empty. */
+	uint32_t *hash; /* Low 32 bits of the entry's hash. */
+	uint32_t cap;   /* Power of two, or 0 before first insert. */
+	uint32_t count; /* Occupied slots. */
+} sp_itab;
+
+/* Probe state: call sp_itab_probe_start, then sp_itab_probe_next until it
+ * returns SP_NONE (absent: insert at *slot) or a candidate to compare. */
+typedef struct sp_itab_probe {
+	uint32_t pos, h, slot;
+} sp_itab_probe;
+
+void sp_itab_free(sp_itab *t);
+/* Makes room for one more entry (rehashing). 0 or -ENOMEM / ELIMIT. */
+int sp_itab_reserve(sp_itab *t);
+void sp_itab_probe_start(const sp_itab *t, uint64_t hash, sp_itab_probe *pr);
+uint32_t sp_itab_probe_next(const sp_itab *t, sp_itab_probe *pr);
+/* Stores @p index in the empty slot the last probe ended at. */
+void sp_itab_insert(sp_itab *t, const sp_itab_probe *pr, uint32_t index);
+
+/* Module info kept for pprof mappings. */
+struct sp_profile_module {
+	uint32_t path;     /* String index. */
+	uint32_t build_id; /* String index of lowercase hex, 0 when none. */
+};
+
+struct stackpulse_profile {
+	char **strings; /* Owned NUL-terminated strings; strings[0] = "". */
+	uint32_t nstrings, cap_strings;
+	sp_itab string_tab;
+
+	struct stackpulse_profile_func *funcs;
+	uint32_t nfuncs, cap_funcs;
+	sp_itab func_tab;
+
+	struct stackpulse_profile_frame *frames;
+	uint32_t nframes, cap_frames;
+	sp_itab frame_tab;
+
+	/* Prefix tree; node 0 is the root. Parents are always created before
+	 * their children, so parent < child for every node but the root. */
+	struct stackpulse_profile_stack *stacks;
+	uint32_t nstacks, cap_stacks;
+	sp_itab stack_tab;
+
+	struct stackpulse_profile_sample *samples;
+	uint64_t nsamples, cap_samples;
+
+	struct stackpulse_profile_thread *threads;
+	uint32_t nthreads;
+	struct stackpulse_profile_process *processes;
+	uint32_t nprocesses;
+
+	struct sp_profile_module *modules;
+	uint32_t nmodules;
+
+	/* Recording facts the exporters print. */
+	uint64_t start_wall_ns; /* Wall clock at recording start. */
+	uint64_t first_ns;      /* Earliest kept sample time (perf clock). */
+	uint64_t last_ns;       /* Latest kept sample time. */
+	uint32_t frequency;     /* Requested Hz (0 when unknown). */
+	uint32_t event;         /* String index of the event name. */
+	uint32_t machine;       /* String index of uname -m. */
+	uint32_t hostname;      /* String index. */
+	uint32_t flags;         /* stackpulse_profile_flag bits used. */
+	int view;
+};
+
+/* Interns a string (NULL reads as ""); *out receives its index. */
+int sp_profile_intern(struct stackpulse_profile *p, const char *s, uint32_t *out);
+/* Interns a string of @p len bytes (not NUL-terminated). */
+int sp_profile_intern_n(struct stackpulse_profile *p, const char *s, size_t len, uint32_t *out);
+
+static inline const char *sp_pstr(const struct stackpulse_profile *p, uint32_t i)
+{
+	return i < p->nstrings ? p->strings[i] : "";
+}
+
+/* Nanoseconds per sample for pprof and Firefox (from the frequency). */
+static inline uint64_t sp_profile_period_ns(const struct stackpulse_profile *p)
+{
+	return p->frequency ? 1000000000ull / p->frequency : 10000000ull;
+}
+
+/* Last path component of @p path. */
+const char *sp_basename(const char *path);
+
+#endif

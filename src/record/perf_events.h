@@ -1,0 +1,55 @@
+/* perf_event attribute setup and opening with automatic fallbacks (cycles
+ * to cpu-clock, kernel to user-only, build-id mmap2 to plain mmap2). */
+#ifndef SP_RECORD_PERF_EVENTS_H
+#define SP_RECORD_PERF_EVENTS_H
+
+#include <linux/perf_event.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* PERF_SAMPLE_* bits of every sampling event; the parser in recorder.c
+ * depends on this exact set. */
+#define SP_PERF_SAMPLE_TYPE                                                                  \
+	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |      \
+	 PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER |                   \
+	 PERF_SAMPLE_STACK_USER)
+
+typedef struct sp_perf_config {
+	int event;          /* stackpulse_event requested. */
+	int kernel;         /* stackpulse_feature for kernel frames. */
+	uint32_t frequency; /* Hz. */
+	uint32_t stack_size;
+	uint64_t regs_mask; /* sample_regs_user. */
+	int enable_on_exec; /* spawn: start disabled, enable at exec. */
+} sp_perf_config;
+
+/* The attribute chosen by sp_perf_probe, used for every other open. */
+typedef struct sp_perf_setup {
+	struct perf_event_attr attr;
+	int event;           /* stackpulse_event used. */
+	int kernel_frames;   /* 1 when exclude_kernel is 0. */
+	int build_id_mmap;   /* 1 when MMAP2 records carry build-ids. */
+	char kernel_note[256];
+} sp_perf_setup;
+
+int sp_perf_event_open(struct perf_event_attr *attr, pid_t tid, int cpu, int group);
+
+/* Opens the first sampling event (thread @p tid, cpu @p cpu), trying the
+ * fallbacks in order, and fills @p out with the attribute that worked.
+ * Returns the fd or a negative code with a detailed message (for EACCES it
+ * names perf_event_paranoid and what would allow the open). */
+int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *out);
+
+/* Opens the per-CPU ring owner: a dummy event on the calling thread with
+ * the same clock as the sampling events, waking readers every
+ * @p watermark bytes. */
+int sp_perf_open_ring_owner(int cpu, uint32_t watermark);
+
+/* Reads a sysctl under /proc/sys/kernel as an integer (or @p dflt). */
+long sp_perf_sysctl(const char *name, long dflt);
+
+/* Appends the permission explanation used in error details. */
+void sp_perf_permission_hint(char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,297 @@
+/* Bounded /proc readers. Every line and file is length-capped so a hostile
+ * or huge /proc entry cannot exhaust memory. */
+#include "record/proc_scan.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/error.h"
+
+#define MAP_LINE_MAX 8192 /* Longer maps lines (absurd paths) are skipped. */
+
+long sp_proc_read_small(const char *path, char *buf, size_t cap)
+{
+	if (cap == 0)
+		return -EINVAL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t len = 0;
+	while (len + 1 < cap) {
+		ssize_t n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return (long)len;
+}
+
+int sp_proc_state(pid_t pid, char *state, uid_t *uid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	long n = sp_proc_read_small(path, buf, sizeof(buf));
+	if (n < 0)
+		return -ESRCH;
+	/* comm may contain ')' and spaces: the state follows the last ')'. */
+	char *rp = strrchr(buf, ')');
+	if (!rp || rp[1] != ' ' || rp[2] == '\0')
+		return -ESRCH;
+	*state = rp[2];
+	if (uid) {
+		struct stat st;
+		snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+		*uid = stat(path, &st) == 0 ? st.st_uid : (uid_t)-1;
+	}
+	return 0;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	*tids = NULL;
+	*count = 0;
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	pid_t *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	int rc = 0;
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		long t = strtol(de->d_name, &end, 10);
+		if (*end != '\0' || end == de->d_name || t <= 0 || t > INT_MAX)
+			continue;
+		if (n == SP_PROC_MAX_TASKS) {
+			rc = sp_error(STACKPULSE_ELIMIT, "pid %d has more than %u threads", (int)pid,
+			              SP_PROC_MAX_TASKS);
+			break;
+		}
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			pid_t *nv = sp_realloc_array(v, nc, sizeof(*v));
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = nc;
+		}
+		v[n++] = (pid_t)t;
+	}
+	closedir(d);
+	if (rc < 0) {
+		sp_free(v);
+		return rc;
+	}
+	if (n == 0) {
+		sp_free(v);
+		return -ESRCH;
+	}
+	qsort(v, n, sizeof(*v), cmp_pid);
+	*tids = v;
+	*count = n;
+	return 0;
+}
+
+void sp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t cap)
+{
+	char path[96];
+	if (pid > 0)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)tid);
+	long n = sp_proc_read_small(path, buf, cap);
+	if (n < 0) {
+		if (cap)
+			buf[0] = '\0';
+		return;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		buf[--n] = '\0';
+}
+
+int sp_proc_cmdline(pid_t pid, char **out)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	char *buf = sp_malloc(SP_PROC_CMDLINE_MAX + 1);
+	if (!buf)
+		return -ENOMEM;
+	long n = sp_proc_read_small(path, buf, SP_PROC_CMDLINE_MAX + 1);
+	if (n < 0) {
+		sp_free(buf);
+		return -ESRCH;
+	}
+	while (n > 0 && buf[n - 1] == '\0')
+		n--;
+	for (long i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	*out = buf;
+	return 0;
+}
+
+static int parse_hex(const char **s, uint64_t *v)
+{
+	const char *p = *s;
+	uint64_t x = 0;
+	int digits = 0;
+	for (;; p++) {
+		int d;
+		if (*p >= '0' && *p <= '9')
+			d = *p - '0';
+		else if (*p >= 'a' && *p <= 'f')
+			d = *p - 'a' + 10;
+		else if (*p >= 'A' && *p <= 'F')
+			d = *p - 'A' + 10;
+		else
+			break;
+		if (++digits > 16)
+			return -1; /* More than 64 bits. */
+		x = (x << 4) | (uint64_t)d;
+	}
+	if (digits == 0)
+		return -1;
+	*v = x;
+	*s = p;
+	return 0;
+}
+
+static int parse_dec(const char **s, uint64_t *v)
+{
+	const char *p = *s;
+	uint64_t x = 0;
+	int digits = 0;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (x > (UINT64_MAX - 9) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(*p - '0');
+		digits++;
+	}
+	if (digits == 0)
+		return -1;
+	*v = x;
+	*s = p;
+	return 0;
+}
+
+/* "start-end perms offset dev inode   path" */
+int sp_proc_parse_map_line(char *line, sp_proc_map *m)
+{
+	const char *p = line;
+	uint64_t dummy;
+	if (parse_hex(&p, &m->start) || *p++ != '-' || parse_hex(&p, &m->end) || *p++ != ' ')
+		return sp_error(STACKPULSE_EFORMAT, "maps: bad address range");
+	if (m->end < m->start)
+		return sp_error(STACKPULSE_EFORMAT, "maps: end before start");
+	if (strlen(p) < 5 || p[4] != ' ')
+		return sp_error(STACKPULSE_EFORMAT, "maps: bad permissions");
+	m->exec = p[2] == 'x';
+	p += 5;
+	if (parse_hex(&p, &m->pgoff) || *p++ != ' ')
+		return sp_error(STACKPULSE_EFORMAT, "maps: bad offset");
+	if (parse_hex(&p, &dummy) || *p++ != ':' || parse_hex(&p, &dummy) || *p++ != ' ')
+		return sp_error(STACKPULSE_EFORMAT, "maps: bad device");
+	if (parse_dec(&p, &m->inode))
+		return sp_error(STACKPULSE_EFORMAT, "maps: bad inode");
+	while (*p == ' ')
+		p++;
+	m->path = p;
+	return 0;
+}
+
+int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	char *buf = sp_malloc(MAP_LINE_MAX + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	size_t len = 0;   /* Bytes in buf. */
+	int skipping = 0; /* Inside an over-long line. */
+	unsigned seen = 0;
+	int rc = 0, eof = 0;
+	while (!eof && rc == 0) {
+		ssize_t n = read(fd, buf + len, MAP_LINE_MAX - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		if (n == 0) {
+			eof = 1;
+			if (len == 0)
+				break;
+			buf[len++] = '\n'; /* Last line without newline; room reserved by +1. */
+		}
+		len += (size_t)n;
+		size_t pos = 0;
+		for (;;) {
+			char *nl = memchr(buf + pos, '\n', len - pos);
+			if (!nl)
+				break;
+			*nl = '\0';
+			if (!skipping) {
+				sp_proc_map m;
+				if (sp_proc_parse_map_line(buf + pos, &m) == 0 && m.exec) {
+					if (++seen > SP_PROC_MAX_MAPS) {
+						rc = sp_error(STACKPULSE_ELIMIT,
+						              "pid %d: more than %u executable mappings",
+						              (int)pid, SP_PROC_MAX_MAPS);
+						break;
+					}
+					rc = fn(ctx, &m);
+					if (rc)
+						break;
+				}
+			}
+			skipping = 0;
+			pos = (size_t)(nl - buf) + 1;
+		}
+		if (rc)
+			break;
+		memmove(buf, buf + pos, len - pos);
+		len -= pos;
+		if (len == MAP_LINE_MAX) {
+			/* A line longer than the buffer: drop it up to its newline. */
+			skipping = 1;
+			len = 0;
+		}
+	}
+	sp_free(buf);
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,53 @@
+/* Bounded readers of /proc for the recorder: process state, thread lists,
+ * names, command lines and executable mappings. /proc text is treated as
+ * untrusted (paths may hold any byte but NUL and newline). */
+#ifndef SP_RECORD_PROC_SCAN_H
+#define SP_RECORD_PROC_SCAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SP_PROC_MAX_TASKS 65536u  /* Threads listed per process. */
+#define SP_PROC_MAX_MAPS 65536u   /* Executable mappings read per process. */
+#define SP_PROC_NAME_MAX 64       /* comm fits 16; leave room. */
+#define SP_PROC_CMDLINE_MAX 4096  /* Longer command lines are cut. */
+
+/* Reads at most @p cap - 1 bytes of a small file into @p buf (NUL-ended).
+ * Returns the length or a negative errno. */
+long sp_proc_read_small(const char *path, char *buf, size_t cap);
+
+/* The state letter of /proc/PID/stat ('R', 'S', 'Z', ...) and the uid of
+ * the process. Returns 0 or -ESRCH. */
+int sp_proc_state(pid_t pid, char *state, uid_t *uid);
+
+/* The thread ids of @p pid (sorted ascending). Caller frees *tids. */
+int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count);
+
+/* comm of thread @p tid of @p pid (pid 0: /proc/TID/comm). Empty string
+ * when unreadable; never fails. */
+void sp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t cap);
+
+/* Arguments separated by spaces, cut at SP_PROC_CMDLINE_MAX. Caller frees.
+ * Returns 0, -ENOMEM or -ESRCH. */
+int sp_proc_cmdline(pid_t pid, char **out);
+
+/* One line of /proc/PID/maps. path points into a buffer valid only during
+ * the callback. */
+typedef struct sp_proc_map {
+	uint64_t start, end, pgoff;
+	int exec;         /* 'x' permission. */
+	uint64_t inode;   /* 0 for anonymous and special mappings. */
+	const char *path; /* "" when anonymous. */
+} sp_proc_map;
+typedef int (*sp_proc_map_fn)(void *ctx, const sp_proc_map *m);
+
+/* Calls @p fn for every executable mapping of @p pid; a nonzero return
+ * stops the walk and is returned. */
+int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx);
+
+/* Parses one maps line (without the newline); exposed for tests. Returns 0
+ * or STACKPULSE_EFORMAT. */
+int sp_proc_parse_map_line(char *line, sp_proc_map *m);
+
+#endif

@@ -1,0 +1,583 @@
+/* Process and thread bookkeeping for the recorder. Spool indexes come from
+ * the writer; this file keeps the pid/tid maps, mapping tables and unwind
+ * spaces consistent with them through fork, exec, exit and pid reuse. */
+#include "record/process_table.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/hash.h"
+#include "record/build_id.h"
+#include "record/proc_scan.h"
+
+#define MAX_PROCESSES (1u << 20)
+#define MAX_THREADS (1u << 22)
+#define MAX_MAPS_PER_PROCESS (1u << 16)
+
+/* (path, inode) -> spool module, so build-ids are read once per file. */
+struct sp_module_cache {
+	uint64_t hash;
+	uint64_t inode;
+	char *path;
+	uint32_t module;
+	uint8_t build_id[SP_BUILD_ID_MAX];
+	uint32_t build_id_len;
+};
+
+/* ---- integer map ---- */
+
+static int imap_grow(sp_imap *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64;
+	int32_t *nk = sp_calloc(ncap, sizeof(*nk));
+	uint32_t *nv = sp_calloc(ncap, sizeof(*nv));
+	if (!nk || !nv) {
+		sp_free(nk);
+		sp_free(nv);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (m->keys[i] <= 0)
+			continue;
+		size_t j = (size_t)sp_hash64((uint64_t)m->keys[i]) & (ncap - 1);
+		while (nk[j] != 0)
+			j = (j + 1) & (ncap - 1);
+		nk[j] = m->keys[i];
+		nv[j] = m->vals[i];
+	}
+	sp_free(m->keys);
+	sp_free(m->vals);
+	m->keys = nk;
+	m->vals = nv;
+	m->cap = ncap;
+	m->used = 0;
+	for (size_t i = 0; i < ncap; i++)
+		m->used += nk[i] != 0;
+	return 0;
+}
+
+/* Deleted slots hold -1 so probe chains stay intact. */
+static uint32_t *imap_find(const sp_imap *m, int32_t key)
+{
+	if (!m->cap)
+		return NULL;
+	size_t j = (size_t)sp_hash64((uint64_t)key) & (m->cap - 1);
+	for (size_t n = 0; n < m->cap && m->keys[j] != 0; n++) {
+		if (m->keys[j] == key)
+			return &m->vals[j];
+		j = (j + 1) & (m->cap - 1);
+	}
+	return NULL;
+}
+
+static int imap_put(sp_imap *m, int32_t key, uint32_t val)
+{
+	uint32_t *v = imap_find(m, key);
+	if (v) {
+		*v = val;
+		return 0;
+	}
+	if ((m->used + 1) * 2 > m->cap) {
+		int rc = imap_grow(m);
+		if (rc)
+			return rc;
+	}
+	size_t j = (size_t)sp_hash64((uint64_t)key) & (m->cap - 1);
+	while (m->keys[j] > 0)
+		j = (j + 1) & (m->cap - 1);
+	if (m->keys[j] == 0)
+		m->used++;
+	m->keys[j] = key;
+	m->vals[j] = val;
+	return 0;
+}
+
+static void imap_del(sp_imap *m, int32_t key)
+{
+	uint32_t *v = imap_find(m, key);
+	if (v)
+		m->keys[v - m->vals] = -1;
+}
+
+static void imap_free(sp_imap *m)
+{
+	sp_free(m->keys);
+	sp_free(m->vals);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- table ---- */
+
+void sp_ptable_init(sp_ptable *t, sp_writer *w, sp_unwinder *u)
+{
+	memset(t, 0, sizeof(*t));
+	t->w = w;
+	t->u = u;
+}
+
+static void process_free(sp_process *p)
+{
+	if (!p)
+		return;
+	sp_unwind_space_free(p->space);
+	sp_free(p->maps);
+	sp_free(p);
+}
+
+void sp_ptable_free(sp_ptable *t)
+{
+	for (size_t i = 0; i < t->nprocs; i++)
+		process_free(t->procs[i]);
+	sp_free(t->procs);
+	sp_free(t->threads);
+	imap_free(&t->by_pid);
+	imap_free(&t->by_tid);
+	for (size_t i = 0; i < t->nmodcache; i++)
+		sp_free(t->modules[i].path);
+	sp_free(t->modules);
+	memset(t, 0, sizeof(*t));
+}
+
+sp_process *sp_ptable_find(sp_ptable *t, pid_t pid)
+{
+	uint32_t *slot = imap_find(&t->by_pid, (int32_t)pid);
+	return slot ? t->procs[*slot] : NULL;
+}
+
+sp_thread *sp_ptable_find_thread(sp_ptable *t, pid_t tid)
+{
+	uint32_t *slot = imap_find(&t->by_tid, (int32_t)tid);
+	return slot ? &t->threads[*slot] : NULL;
+}
+
+uint32_t sp_ptable_slot(const sp_ptable *t, const sp_process *p)
+{
+	for (size_t i = t->nprocs; i-- > 0;)
+		if (t->procs[i] == p)
+			return (uint32_t)i;
+	return SP_NONE;
+}
+
+size_t sp_ptable_live(const sp_ptable *t)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->nprocs; i++)
+		n += !t->procs[i]->exited;
+	return n;
+}
+
+/* Registers @p p (already holding its spool index) under its pid. */
+static int insert_process(sp_ptable *t, sp_process *p)
+{
+	if (t->nprocs >= MAX_PROCESSES)
+		return sp_error(STACKPULSE_ELIMIT, "more than %u processes", MAX_PROCESSES);
+	if (t->nprocs == t->cap_procs) {
+		size_t nc = t->cap_procs ? t->cap_procs * 2 : 8;
+		sp_process **np = sp_realloc_array(t->procs, nc, sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		t->procs = np;
+		t->cap_procs = nc;
+	}
+	int rc = imap_put(&t->by_pid, (int32_t)p->pid, (uint32_t)t->nprocs);
+	if (rc)
+		return rc;
+	t->procs[t->nprocs++] = p;
+	return 0;
+}
+
+/* Marks a live process with @p pid as gone (exit or a reused pid). */
+static int retire_pid(sp_ptable *t, pid_t pid, uint64_t time_ns)
+{
+	sp_process *old = sp_ptable_find(t, pid);
+	if (!old)
+		return 0;
+	imap_del(&t->by_pid, (int32_t)pid);
+	if (old->exited)
+		return 0;
+	old->exited = 1;
+	return sp_writer_exit(t->w, old->index, SP_NONE, time_ns);
+}
+
+static int new_process(sp_ptable *t, pid_t pid, uint32_t parent_slot, uint64_t time_ns,
+                       const char *name, const char *cmdline, sp_process **out)
+{
+	int rc = retire_pid(t, pid, time_ns);
+	if (rc)
+		return rc;
+	sp_process *p = sp_calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->pid = pid;
+	uint32_t parent = parent_slot == SP_NONE ? SP_NONE : t->procs[parent_slot]->index;
+	rc = sp_writer_process(t->w, pid, parent, time_ns, name ? name : "",
+	                       cmdline ? cmdline : "", &p->index);
+	if (rc == 0)
+		rc = insert_process(t, p);
+	if (rc) {
+		process_free(p);
+		return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+int sp_ptable_add(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, const char *name,
+                  const char *cmdline, sp_process **out)
+{
+	sp_process *p;
+	int rc = new_process(t, pid, parent, time_ns, name, cmdline, &p);
+	if (rc)
+		return rc;
+	rc = sp_unwind_space_new(t->u, pid, &p->space);
+	if (rc)
+		return rc;
+	*out = p;
+	return 0;
+}
+
+int sp_ptable_thread(sp_ptable *t, sp_process *p, pid_t tid, uint64_t time_ns, const char *name,
+                     sp_thread **out)
+{
+	sp_thread *th = sp_ptable_find_thread(t, tid);
+	uint32_t pslot = sp_ptable_slot(t, p);
+	if (th && th->process == pslot && !th->exited) {
+		*out = th;
+		return 0;
+	}
+	if (t->nthreads >= MAX_THREADS)
+		return sp_error(STACKPULSE_ELIMIT, "more than %u threads", MAX_THREADS);
+	if (t->nthreads == t->cap_threads) {
+		size_t nc = t->cap_threads ? t->cap_threads * 2 : 16;
+		sp_thread *nt = sp_realloc_array(t->threads, nc, sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		t->threads = nt;
+		t->cap_threads = nc;
+	}
+	char comm[SP_PROC_NAME_MAX];
+	if (!name) {
+		sp_proc_comm(p->pid, tid, comm, sizeof(comm));
+		name = comm;
+	}
+	sp_thread *nt = &t->threads[t->nthreads];
+	memset(nt, 0, sizeof(*nt));
+	nt->tid = tid;
+	nt->process = pslot;
+	int rc = sp_writer_thread(t->w, p->index, tid, time_ns, name, &nt->index);
+	if (rc)
+		return rc;
+	rc = imap_put(&t->by_tid, (int32_t)tid, (uint32_t)t->nthreads);
+	if (rc)
+		return rc;
+	t->nthreads++;
+	*out = nt;
+	return 0;
+}
+
+int sp_ptable_rename(sp_ptable *t, sp_process *p, pid_t tid, const char *name, uint64_t time_ns)
+{
+	sp_thread *th = sp_ptable_find_thread(t, tid);
+	if (!th || th->process != sp_ptable_slot(t, p))
+		return sp_ptable_thread(t, p, tid, time_ns, name, &th);
+	return sp_writer_thread_name(t->w, th->index, time_ns, name);
+}
+
+/* ---- mappings ---- */
+
+/* Finds or creates the module of a mapping; the build-id pointer and length end up pointing
+ * at the build-id (from the record, else read from the file once). */
+static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, const char *path,
+                      const uint8_t **bidp, uint32_t *bid_lenp, uint64_t inode,
+                      uint32_t *module)
+{
+	const uint8_t *bid = *bidp;
+	uint32_t bid_len = *bid_lenp;
+	uint64_t h = sp_hash_combine(sp_hash_bytes(path, strlen(path)), inode);
+	for (size_t i = 0; i < t->nmodcache; i++) {
+		sp_module_cache *c = &t->modules[i];
+		if (c->hash == h && c->inode == inode && strcmp(c->path, path) == 0) {
+			*module = c->module;
+			*bidp = c->build_id_len ? c->build_id : NULL;
+			*bid_lenp = c->build_id_len;
+			return 0;
+		}
+	}
+	uint8_t buf[SP_BUILD_ID_MAX];
+	if (!bid || bid_len == 0) {
+		bid_len = 0;
+		if (path[0] == '/' &&
+		    sp_build_id_for_mapping(pid, start, end, path, buf, &bid_len) == 0)
+			bid = buf;
+		else
+			bid_len = 0;
+	}
+	int rc = sp_writer_module(t->w, path, bid_len ? bid : NULL, bid_len, module);
+	if (rc)
+		return rc;
+	if (t->nmodcache == t->capmodcache) {
+		size_t nc = t->capmodcache ? t->capmodcache * 2 : 16;
+		sp_module_cache *nm = sp_realloc_array(t->modules, nc, sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		t->modules = nm;
+		t->capmodcache = nc;
+	}
+	char *copy = sp_strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	sp_module_cache *c = &t->modules[t->nmodcache++];
+	c->hash = h;
+	c->inode = inode;
+	c->path = copy;
+	c->module = *module;
+	c->build_id_len = bid_len;
+	if (bid_len)
+		memcpy(c->build_id, bid, bid_len);
+	*bidp = c->build_id_len ? c->build_id : NULL;
+	*bid_lenp = c->build_id_len;
+	return 0;
+}
+
+/* Anonymous code (JIT, //anon, heap) has no module. */
+static int is_anonymous(const char *path)
+{
+	return path[0] == '\0' || strncmp(path, "//anon", 6) == 0 ||
+	       strcmp(path, "[heap]") == 0 || strncmp(path, "[stack", 6) == 0 ||
+	       strncmp(path, "[anon", 5) == 0;
+}
+
+/* Inserts [start, end) into the sorted table, cutting what it overlaps.
+ * The table must have room for two more entries (one split plus the new). */
+static void maps_insert(sp_process *p, const sp_mapping *m)
+{
+	sp_mapping *v = p->maps;
+	size_t n = p->nmaps, w = 0;
+	sp_mapping tail = {0, 0, 0, SP_NONE};
+	int have_tail = 0;
+	for (size_t i = 0; i < n; i++) {
+		sp_mapping o = v[i];
+		if (o.end <= m->start || o.start >= m->end) {
+			v[w++] = o;
+			continue;
+		}
+		if (o.end > m->end) {
+			/* At most one old mapping can stick out on the right. */
+			tail = o;
+			tail.pgoff = o.pgoff + (m->end - o.start);
+			tail.start = m->end;
+			have_tail = 1;
+		}
+		if (o.start < m->start) {
+			o.end = m->start;
+			v[w++] = o;
+		}
+	}
+	n = w;
+	size_t pos = 0;
+	while (pos < n && v[pos].start < m->start)
+		pos++;
+	memmove(&v[pos + 1], &v[pos], (n - pos) * sizeof(*v));
+	v[pos] = *m;
+	n++;
+	if (have_tail) {
+		memmove(&v[pos + 2], &v[pos + 1], (n - pos - 1) * sizeof(*v));
+		v[pos + 1] = tail;
+		n++;
+	}
+	p->nmaps = n;
+}
+
+int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, uint64_t pgoff,
+                   const char *path, const uint8_t *build_id, uint32_t build_id_len,
+                   uint64_t inode, uint64_t time_ns)
+{
+	if (len == 0 || start + len < start)
+		return 0;
+	uint64_t end = start + len;
+	sp_mapping m = {start, end, pgoff, SP_NONE};
+	int rc;
+	const uint8_t *bid = build_id;
+	uint32_t bid_len = build_id_len;
+	if (!is_anonymous(path)) {
+		rc = module_for(t, p->pid, start, end, path, &bid, &bid_len, inode, &m.module);
+		if (rc)
+			return rc;
+		rc = sp_writer_mapping(t->w, p->index, m.module, start, end, pgoff, time_ns);
+		if (rc)
+			return rc;
+	}
+	if (p->nmaps + 2 > p->cap) {
+		if (p->cap >= MAX_MAPS_PER_PROCESS)
+			return sp_error(STACKPULSE_ELIMIT, "pid %d: more than %u mappings",
+			                (int)p->pid, MAX_MAPS_PER_PROCESS);
+		size_t nc = p->cap ? p->cap * 2 : 32;
+		sp_mapping *nm = sp_realloc_array(p->maps, nc, sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		p->maps = nm;
+		p->cap = nc;
+	}
+	maps_insert(p, &m);
+	if (p->space)
+		return sp_unwind_space_map(p->space, start, end, pgoff, path, bid, bid_len);
+	return 0;
+}
+
+void sp_ptable_frame(const sp_process *p, uint64_t pc, struct stackpulse_raw_frame *f)
+{
+	f->kind = STACKPULSE_FRAME_UNKNOWN;
+	f->module = SP_NONE;
+	f->offset = pc;
+	f->pycode = SP_NONE;
+	f->line = 0;
+	size_t lo = 0, hi = p->nmaps;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->maps[mid].end <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < p->nmaps && p->maps[lo].start <= pc && pc < p->maps[lo].end &&
+	    p->maps[lo].module != SP_NONE) {
+		f->kind = STACKPULSE_FRAME_NATIVE;
+		f->module = p->maps[lo].module;
+		f->offset = pc - p->maps[lo].start + p->maps[lo].pgoff;
+	}
+}
+
+/* ---- /proc snapshot ---- */
+
+typedef struct scan_ctx {
+	sp_ptable *t;
+	sp_process *p;
+	uint64_t time_ns;
+} scan_ctx;
+
+static int scan_map(void *ctx, const sp_proc_map *m)
+{
+	scan_ctx *s = ctx;
+	char path[4096];
+	/* Deleted files keep their name with " (deleted)"; the unwinder and the
+	 * build-id reader go through map_files, so keep the name as shown. */
+	snprintf(path, sizeof(path), "%s", m->path);
+	return sp_ptable_mmap(s->t, s->p, m->start, m->end - m->start, m->pgoff, path, NULL, 0,
+	                      m->inode, s->time_ns);
+}
+
+int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns,
+                   sp_process **out)
+{
+	char comm[SP_PROC_NAME_MAX];
+	char *cmdline = NULL;
+	sp_proc_comm(0, pid, comm, sizeof(comm));
+	int rc = sp_proc_cmdline(pid, &cmdline);
+	if (rc == -ENOMEM)
+		return rc;
+	sp_process *p;
+	rc = sp_ptable_add(t, pid, parent, time_ns, comm, cmdline ? cmdline : "", &p);
+	sp_free(cmdline);
+	if (rc)
+		return rc;
+	scan_ctx s = {t, p, time_ns};
+	rc = sp_proc_maps(pid, scan_map, &s);
+	if (rc && rc != -ESRCH)
+		return rc;
+	pid_t *tids = NULL;
+	size_t n = 0;
+	if (sp_proc_tasks(pid, &tids, &n) == 0) {
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			sp_thread *th;
+			rc = sp_ptable_thread(t, p, tids[i], time_ns, NULL, &th);
+		}
+		sp_free(tids);
+		if (rc)
+			return rc;
+	}
+	*out = p;
+	return 0;
+}
+
+/* ---- life cycle ---- */
+
+int sp_ptable_fork(sp_ptable *t, pid_t ppid, pid_t pid, pid_t tid, uint64_t time_ns)
+{
+	sp_process *parent = sp_ptable_find(t, ppid);
+	if (!parent)
+		return 0; /* Not followed; the child is scanned if it ever samples. */
+	uint32_t pslot = sp_ptable_slot(t, parent);
+	/* The writer copies strings, so the parent's current name is reused by
+	 * reading it back through /proc would race; the child starts unnamed
+	 * and takes the parent's comm from its first COMM or scan. */
+	char comm[SP_PROC_NAME_MAX];
+	sp_proc_comm(0, pid, comm, sizeof(comm));
+	if (!comm[0])
+		sp_proc_comm(0, ppid, comm, sizeof(comm));
+	char *cmdline = NULL;
+	if (sp_proc_cmdline(pid, &cmdline) == -ENOMEM)
+		return -ENOMEM;
+	sp_process *p;
+	int rc = new_process(t, pid, pslot, time_ns, comm, cmdline ? cmdline : "", &p);
+	sp_free(cmdline);
+	if (rc)
+		return rc;
+	parent = t->procs[pslot]; /* The array may have moved; the pointer did not. */
+	if (parent->space)
+		rc = sp_unwind_space_fork(parent->space, pid, &p->space);
+	else
+		rc = sp_unwind_space_new(t->u, pid, &p->space);
+	if (rc)
+		return rc;
+	if (parent->nmaps) {
+		p->maps = sp_calloc(parent->nmaps + 2, sizeof(*p->maps));
+		if (!p->maps)
+			return -ENOMEM;
+		memcpy(p->maps, parent->maps, parent->nmaps * sizeof(*p->maps));
+		p->nmaps = parent->nmaps;
+		p->cap = parent->nmaps + 2;
+	}
+	rc = sp_writer_fork(t->w, parent->index, p->index, time_ns);
+	if (rc)
+		return rc;
+	sp_thread *th;
+	return sp_ptable_thread(t, p, tid, time_ns, comm, &th);
+}
+
+int sp_ptable_exec(sp_ptable *t, pid_t pid, pid_t tid, const char *comm, uint64_t time_ns)
+{
+	sp_process *p = sp_ptable_find(t, pid);
+	if (!p)
+		return 0;
+	p->nmaps = 0;
+	if (p->space)
+		sp_unwind_space_clear(p->space);
+	char *cmdline = NULL;
+	if (sp_proc_cmdline(pid, &cmdline) == -ENOMEM)
+		return -ENOMEM;
+	int rc = sp_writer_process_exec(t->w, p->index, time_ns, comm, cmdline ? cmdline : "");
+	sp_free(cmdline);
+	if (rc)
+		return rc;
+	return sp_ptable_rename(t, p, tid, comm, time_ns);
+}
+
+int sp_ptable_exit(sp_ptable *t, pid_t pid, pid_t tid, uint64_t time_ns)
+{
+	sp_thread *th = sp_ptable_find_thread(t, tid);
+	if (th && !th->exited && t->procs[th->process]->pid == pid) {
+		th->exited = 1;
+		imap_del(&t->by_tid, (int32_t)tid);
+		if (pid != tid) {
+			int rc = sp_writer_exit(t->w, t->procs[th->process]->index, th->index, time_ns);
+			if (rc)
+				return rc;
+		}
+	}
+	if (pid == tid)
+		return retire_pid(t, pid, time_ns);
+	return 0;
+}

@@ -1,0 +1,101 @@
+/* Followed processes and threads: pid/tid to spool indexes, each process's
+ * executable mappings (for pc -> module + file offset) and unwind space,
+ * and the fork / exec / exit / pid-reuse life cycle. */
+#ifndef SP_RECORD_PROCESS_TABLE_H
+#define SP_RECORD_PROCESS_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "format/spool_writer.h"
+#include "stackpulse.h"
+#include "unwind/unwind.h"
+
+#define SP_NONE UINT32_MAX
+
+typedef struct sp_mapping {
+	uint64_t start, end, pgoff;
+	uint32_t module; /* Spool module index, or SP_NONE for anonymous code. */
+} sp_mapping;
+
+typedef struct sp_process {
+	pid_t pid;
+	uint32_t index;         /* Spool process index. */
+	int exited;
+	sp_unwind_space *space; /* Owned. */
+	sp_mapping *maps;       /* Sorted by start, non-overlapping. */
+	size_t nmaps, cap;
+} sp_process;
+
+typedef struct sp_thread {
+	pid_t tid;
+	uint32_t process; /* Slot in the process array (not the spool index). */
+	uint32_t index;   /* Spool thread index. */
+	int exited;
+} sp_thread;
+
+/* Integer-keyed open-addressing map: key (pid/tid) -> slot. */
+typedef struct sp_imap {
+	int32_t *keys;   /* 0 means empty (pids are > 0). */
+	uint32_t *vals;
+	size_t cap, used;
+} sp_imap;
+
+typedef struct sp_module_cache sp_module_cache;
+
+typedef struct sp_ptable {
+	sp_writer *w;
+	sp_unwinder *u;
+	sp_process **procs; /* Every process ever seen, in spool order. */
+	size_t nprocs, cap_procs;
+	sp_thread *threads;
+	size_t nthreads, cap_threads;
+	sp_imap by_pid;  /* Live pid -> procs slot. */
+	sp_imap by_tid;  /* Live tid -> threads slot. */
+	sp_module_cache *modules;
+	size_t nmodcache, capmodcache;
+} sp_ptable;
+
+void sp_ptable_init(sp_ptable *t, sp_writer *w, sp_unwinder *u);
+void sp_ptable_free(sp_ptable *t);
+
+/* The live process with @p pid, or NULL. */
+sp_process *sp_ptable_find(sp_ptable *t, pid_t pid);
+sp_thread *sp_ptable_find_thread(sp_ptable *t, pid_t tid);
+uint32_t sp_ptable_slot(const sp_ptable *t, const sp_process *p);
+
+/* Adds a process found in /proc (attach, or a pid first seen in a
+ * sample): name, command line, threads and executable mappings with their
+ * build-ids. @p parent is a process slot or SP_NONE. */
+int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns,
+                   sp_process **out);
+/* Adds an empty process (spawn: mappings arrive as MMAP2 after exec). */
+int sp_ptable_add(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, const char *name,
+                  const char *cmdline, sp_process **out);
+/* PERF_RECORD_FORK of a new process: copies the parent's mappings and
+ * unwind space. A pid already known (reuse) gets a new process. */
+int sp_ptable_fork(sp_ptable *t, pid_t ppid, pid_t pid, pid_t tid, uint64_t time_ns);
+/* An exec (COMM with the exec flag): mappings dropped, new name/cmdline. */
+int sp_ptable_exec(sp_ptable *t, pid_t pid, pid_t tid, const char *comm, uint64_t time_ns);
+/* PERF_RECORD_EXIT of a thread; pid == tid ends the process. */
+int sp_ptable_exit(sp_ptable *t, pid_t pid, pid_t tid, uint64_t time_ns);
+/* The thread @p tid of @p p, created on first sight with @p name (NULL:
+ * read from /proc). */
+int sp_ptable_thread(sp_ptable *t, sp_process *p, pid_t tid, uint64_t time_ns, const char *name,
+                     sp_thread **out);
+/* A COMM without exec: thread renamed. */
+int sp_ptable_rename(sp_ptable *t, sp_process *p, pid_t tid, const char *name, uint64_t time_ns);
+/* An executable mapping (MMAP2 or /proc). build_id may be NULL: it is then
+ * read from the file as the target sees it. */
+int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, uint64_t pgoff,
+                   const char *path, const uint8_t *build_id, uint32_t build_id_len,
+                   uint64_t inode, uint64_t time_ns);
+
+/* The raw frame for user address @p pc of @p p. */
+void sp_ptable_frame(const sp_process *p, uint64_t pc, struct stackpulse_raw_frame *f);
+
+/* Counts processes that have not exited. */
+size_t sp_ptable_live(const sp_ptable *t);
+
+#endif

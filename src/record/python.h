@@ -1,0 +1,101 @@
+/* CPython support for the recorder: find the interpreter in a target
+ * process, read a thread's Python stack at sample time, merge it into the
+ * native stack, and read perf maps.
+ *
+ * Use, per target process (and again after exec, or for a forked child):
+ *   sp_python_probe(pid, &py)          -> STACKPULSE_ENOTFOUND: not CPython
+ *   per sample of thread tid:
+ *     sp_python_read_stack(py, tid, stack copy..., frames, ...)
+ *     sp_python_eval_ranges(py, ...) + sp_py_merge(...)   (python_merge.h)
+ *     sp_python_code(py, frame.code) -> qualname/filename/first_line, and
+ *       its `user` field to remember the spool's pycode index
+ *   sp_python_free(py)
+ *
+ * Not thread-safe: one sp_python is used by one thread at a time. */
+#ifndef SP_RECORD_PYTHON_H
+#define SP_RECORD_PYTHON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "record/python_memory.h"
+#include "record/python_merge.h"
+
+typedef struct sp_python sp_python;
+
+/* 1 when a mapped file's path could hold CPython (a python* executable or
+ * a libpython3.*.so); a cheap filter before sp_python_probe_file. */
+int sp_python_candidate(const char *path);
+
+/* Looks for CPython in the executable mappings of @p pid (/proc/PID/maps),
+ * trying each candidate file. Returns 0, STACKPULSE_ENOTFOUND (not a
+ * CPython process: costs one read of the maps file),
+ * STACKPULSE_EUNSUPPORTED (a CPython we cannot read, e.g. 3.9 or a
+ * free-threaded build; the detail says which) or -errno. */
+int sp_python_probe(pid_t pid, sp_python **out);
+
+/* Like sp_python_probe for one executable mapping [start, ...) of @p path
+ * at file offset @p pgoff, as seen in an MMAP2 event. The file is opened
+ * as the target sees it (/proc/PID/map_files, else /proc/PID/root/PATH). */
+int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
+                         sp_python **out);
+
+void sp_python_free(sp_python *py);
+
+/* PY_VERSION_HEX of the target (e.g. 0x030b07f0 for 3.11.7). */
+uint32_t sp_python_version(const sp_python *py);
+
+/* Address ranges of _PyEval_EvalFrameDefault (and its .cold part) in the
+ * target, for sp_py_merge. Owned by @p py. */
+const sp_py_range *sp_python_eval_ranges(const sp_python *py, uint32_t *n);
+
+/* Reads the Python stack of thread @p tid now, leaf first. @p stack is the
+ * sample's copy of the user stack (@p stack_len bytes from target address
+ * @p stack_start), or NULL: reads that fall inside it are served from it,
+ * so C-stack frame state is seen as it was at sample time. Returns 0 with
+ * *n frames (possibly 0 and *truncated set), STACKPULSE_ENOTFOUND when
+ * @p tid has no Python thread state (yet), -ESRCH when the process is gone,
+ * or -ENOMEM. */
+int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t stack_len,
+                         uint64_t stack_start, sp_py_frame *out, uint32_t max, uint32_t *n,
+                         int *truncated);
+
+/* The interned code object @p id of a frame returned by
+ * sp_python_read_stack, or NULL. Its strings stay valid until
+ * sp_python_free; the pointer itself only until the next read. */
+sp_py_code *sp_python_code(sp_python *py, uint32_t id);
+
+/* Reading costs, for statistics and benchmarks. */
+typedef struct sp_python_stats {
+	uint64_t stacks;      /* sp_python_read_stack calls. */
+	uint64_t frames;      /* Frames returned. */
+	uint64_t truncated;   /* Stacks returned truncated. */
+	uint64_t read_calls;  /* process_vm_readv (or pread) calls. */
+	uint64_t rescans;     /* Thread-list rescans. */
+	uint64_t ns;          /* Time spent in sp_python_read_stack. */
+	uint32_t codes;       /* Code objects interned. */
+} sp_python_stats;
+void sp_python_get_stats(const sp_python *py, sp_python_stats *out);
+
+/* ---- perf maps (/tmp/perf-PID.map) ---------------------------------- */
+
+/* Receives one perf-map entry; return nonzero to stop. */
+typedef int (*sp_perfmap_fn)(void *ctx, uint64_t start, uint64_t size, const char *name);
+
+#define SP_PERFMAP_MAX_LINE 4096u /* Longer lines are skipped. */
+
+/* Parses complete lines "START SIZE name" (hex START and SIZE, with or
+ * without 0x) of @p data. Malformed lines are skipped. Returns the number
+ * of bytes consumed (complete lines only, so a growing file can be read
+ * again from there) or the callback's nonzero value when negative. Pure. */
+long sp_perfmap_parse(const char *data, size_t len, sp_perfmap_fn fn, void *ctx);
+
+/* Reads the perf map of @p pid from byte *@p offset (0 at first), calling
+ * @p fn for each new complete entry, and advances *@p offset. The map is
+ * looked up as the target sees it (/proc/PID/root/tmp/perf-NSPID.map),
+ * then in /tmp. Returns 0, STACKPULSE_ENOTFOUND when there is no map, or
+ * -errno. */
+int sp_perfmap_read(pid_t pid, uint64_t *offset, sp_perfmap_fn fn, void *ctx);
+
+#endif

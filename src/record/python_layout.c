@@ -1,0 +1,310 @@
+/* Per-version CPython layouts: tables for 3.10-3.12 and the _Py_DebugOffsets
+ * parser for 3.13+. The table values come from each version's
+ * Include/internal/pycore_{runtime,interp,frame,code}.h and
+ * Include/cpython/{pystate,code,frameobject,unicodeobject}.h, and were checked
+ * with offsetof() against the installed headers (see docs/python.md). */
+#include "record/python_layout.h"
+
+#include <string.h>
+
+#include "common/bytes.h"
+#include "common/error.h"
+
+#define PY_VER(maj, min) ((uint32_t)(((maj) << 24) | ((min) << 16)))
+
+static void base_objects(sp_py_layout *l)
+{
+	l->ob_type = 8;
+	l->var_size = 16;
+	l->bytes_data = 32;
+	l->str_length = 16;
+	l->str_state = 32;
+}
+
+int sp_py_layout_from_table(uint32_t hexversion, sp_py_layout *l)
+{
+	uint32_t minor = (hexversion >> 16) & 0xff;
+	if ((hexversion >> 24) != 3 || minor < 10 || minor > 12)
+		return sp_error(STACKPULSE_EUNSUPPORTED, "python %u.%u has no offset table",
+		                hexversion >> 24, minor);
+	memset(l, 0, sizeof(*l));
+	l->version = hexversion;
+	base_objects(l);
+	l->frame_type = SP_PY_NONE;
+	l->frame_owner = SP_PY_NONE;
+	l->frame_is_entry = SP_PY_NONE;
+	l->code_qualname = SP_PY_NONE;
+	l->code_adaptive = SP_PY_NONE;
+	l->cframe_current_frame = SP_PY_NONE;
+	l->tstate_native_thread_id = SP_PY_NONE;
+	l->owner_first_c = 0xff;
+	l->code_filename = 112;
+	l->code_name = 120;
+	l->code_qualname = 128;
+	l->code_linetable = 136;
+	l->linetable = SP_PY_LINETABLE_311;
+	l->interp_next = 0;
+	l->tstate_next = 8;
+	switch (minor) {
+	case 10: /* PyFrameObject chain; one eval activation per frame. */
+		l->runtime_interpreters_head = 32;
+		l->interp_threads_head = 8; /* tstate_head */
+		l->tstate_thread_id = 176;
+		l->tstate_frame = 24;
+		l->tstate_read = 184;
+		l->frame_type = 8;
+		l->frame_previous = 24; /* f_back */
+		l->frame_code = 32;
+		l->frame_instr = 96; /* f_lasti, in code units */
+		l->instr_is_lasti = 1;
+		l->frame_read = 104;
+		l->code_firstlineno = 40;
+		l->code_filename = 104;
+		l->code_name = 112;
+		l->code_qualname = SP_PY_NONE;
+		l->code_linetable = 120;
+		l->code_read = 128;
+		l->linetable = SP_PY_LINETABLE_310;
+		l->str_ascii = 48;
+		l->str_compact = 72;
+		break;
+	case 11:
+		l->runtime_interpreters_head = 40;
+		l->interp_threads_head = 16;
+		l->tstate_thread_id = 152;
+		l->tstate_native_thread_id = 160;
+		l->tstate_frame = 56; /* cframe */
+		l->cframe_current_frame = 8;
+		l->tstate_read = 168;
+		l->frame_code = 32;
+		l->frame_previous = 48;
+		l->frame_instr = 56; /* prev_instr */
+		l->instr_is_prev = 1;
+		l->frame_is_entry = 68;
+		l->frame_owner = 69;
+		l->frame_read = 72;
+		l->code_firstlineno = 72;
+		l->code_adaptive = 184;
+		l->code_read = 144;
+		l->str_ascii = 48;
+		l->str_compact = 72;
+		break;
+	default: /* 12 */
+		l->runtime_interpreters_head = 40;
+		l->interp_threads_head = 72;
+		l->tstate_thread_id = 136;
+		l->tstate_native_thread_id = 144;
+		l->tstate_frame = 56; /* cframe */
+		l->cframe_current_frame = 0;
+		l->tstate_read = 152;
+		l->frame_code = 0;
+		l->frame_previous = 8;
+		l->frame_instr = 56; /* prev_instr */
+		l->instr_is_prev = 1;
+		l->frame_owner = 70;
+		l->owner_first_c = 3; /* FRAME_OWNED_BY_CSTACK: the <shim> entry frame */
+		l->frame_read = 72;
+		l->code_firstlineno = 68;
+		l->code_adaptive = 192;
+		l->code_read = 144;
+		l->str_ascii = 40;
+		l->str_compact = 56;
+		break;
+	}
+	return sp_py_layout_check(l);
+}
+
+int sp_py_has_debug_cookie(const uint8_t *buf, size_t len)
+{
+	return len >= 24 && memcmp(buf, "xdebugpy", 8) == 0;
+}
+
+/* Byte positions of the fields we use inside _Py_DebugOffsets, per minor.
+ * Each block starts with its struct's size. */
+typedef struct dbg_map {
+	uint32_t minor;
+	uint32_t rt_size, rt_interp_head;
+	uint32_t is_size, is_next, is_threads_head;
+	uint32_t ts_size, ts_next, ts_current_frame, ts_thread_id, ts_native_thread_id;
+	uint32_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_owner;
+	uint32_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno,
+	    co_adaptive;
+	uint32_t ob_size, ob_type;
+	uint32_t by_size, by_ob_size, by_sval;
+	uint32_t un_size, un_state, un_length, un_ascii_size;
+	uint32_t end; /* Bytes of the struct we need. */
+} dbg_map;
+
+/* 3.13: Include/internal/pycore_runtime.h. 3.14: pycore_debug_offsets.h,
+ * which adds threads_main, code_object_generation, tlbc_generation,
+ * stackpointer, tlbc_index, co_tlbc and a set_object block. */
+static const dbg_map dbg_maps[] = {
+    {13, 24, 40, 48, 64, 72, 152, 168, 184, 192, 200, 224, 232, 240, 248, 264, 272, 280, 288,
+     296, 304, 312, 344, 352, 360, 512, 520, 528, 536, 544, 552, 560, 568},
+    {14, 24, 40, 48, 64, 72, 176, 192, 208, 216, 224, 248, 256, 264, 272, 288, 312, 320, 328,
+     336, 344, 352, 384, 400, 408, 592, 600, 608, 616, 624, 632, 640, 648},
+};
+
+static uint64_t rd(const uint8_t *buf, uint32_t pos)
+{
+	return sp_le64(buf + pos);
+}
+
+/* Reads field @p pos of a block whose size sits at @p size_pos; the field
+ * must leave @p width bytes inside the block. */
+static int field(const uint8_t *buf, uint32_t size_pos, uint32_t pos, uint32_t width,
+                 uint64_t limit, uint32_t *out, const char *what)
+{
+	uint64_t size = rd(buf, size_pos), v = rd(buf, pos);
+	if (size > limit || v > size || size - v < width)
+		return sp_error(STACKPULSE_EFORMAT,
+		                "debug offsets: %s = %llu outside its block of %llu bytes", what,
+		                (unsigned long long)v, (unsigned long long)size);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
+{
+	if (!sp_py_has_debug_cookie(buf, len))
+		return sp_error(STACKPULSE_EFORMAT, "no _Py_DebugOffsets cookie");
+	uint64_t version = sp_le64(buf + 8), free_threaded = sp_le64(buf + 16);
+	uint32_t major = (uint32_t)(version >> 24) & 0xff, minor = (uint32_t)(version >> 16) & 0xff;
+	if (major != 3 || minor < 13 || version > 0xffffffffu)
+		return sp_error(STACKPULSE_EUNSUPPORTED, "debug offsets of version 0x%llx",
+		                (unsigned long long)version);
+	if (free_threaded != 0)
+		return sp_error(STACKPULSE_EUNSUPPORTED, "free-threaded CPython is not supported");
+	const dbg_map *m = &dbg_maps[sizeof(dbg_maps) / sizeof(dbg_maps[0]) - 1];
+	for (size_t i = 0; i < sizeof(dbg_maps) / sizeof(dbg_maps[0]); i++)
+		if (dbg_maps[i].minor == minor)
+			m = &dbg_maps[i];
+	if (len < m->end)
+		return sp_error(STACKPULSE_ETRUNCATED, "debug offsets: %zu of %u bytes", len, m->end);
+
+	memset(l, 0, sizeof(*l));
+	l->version = (uint32_t)version;
+	const uint64_t big = 1u << 24; /* Runtime and interpreter are large structs. */
+	int rc = 0;
+	if ((rc = field(buf, m->rt_size, m->rt_interp_head, 8, big, &l->runtime_interpreters_head,
+	                "runtime.interpreters_head")) ||
+	    (rc = field(buf, m->is_size, m->is_next, 8, big, &l->interp_next, "interp.next")) ||
+	    (rc = field(buf, m->is_size, m->is_threads_head, 8, big, &l->interp_threads_head,
+	                "interp.threads_head")) ||
+	    (rc = field(buf, m->ts_size, m->ts_next, 8, big, &l->tstate_next, "tstate.next")) ||
+	    (rc = field(buf, m->ts_size, m->ts_current_frame, 8, big, &l->tstate_frame,
+	                "tstate.current_frame")) ||
+	    (rc = field(buf, m->ts_size, m->ts_thread_id, 8, big, &l->tstate_thread_id,
+	                "tstate.thread_id")) ||
+	    (rc = field(buf, m->ts_size, m->ts_native_thread_id, 8, big,
+	                &l->tstate_native_thread_id, "tstate.native_thread_id")) ||
+	    (rc = field(buf, m->fr_size, m->fr_previous, 8, SP_PY_MAX_BLOCK, &l->frame_previous,
+	                "frame.previous")) ||
+	    (rc = field(buf, m->fr_size, m->fr_executable, 8, SP_PY_MAX_BLOCK, &l->frame_code,
+	                "frame.executable")) ||
+	    (rc = field(buf, m->fr_size, m->fr_instr_ptr, 8, SP_PY_MAX_BLOCK, &l->frame_instr,
+	                "frame.instr_ptr")) ||
+	    (rc = field(buf, m->fr_size, m->fr_owner, 1, SP_PY_MAX_BLOCK, &l->frame_owner,
+	                "frame.owner")) ||
+	    (rc = field(buf, m->co_size, m->co_filename, 8, SP_PY_MAX_BLOCK, &l->code_filename,
+	                "code.filename")) ||
+	    (rc = field(buf, m->co_size, m->co_name, 8, SP_PY_MAX_BLOCK, &l->code_name,
+	                "code.name")) ||
+	    (rc = field(buf, m->co_size, m->co_qualname, 8, SP_PY_MAX_BLOCK, &l->code_qualname,
+	                "code.qualname")) ||
+	    (rc = field(buf, m->co_size, m->co_linetable, 8, SP_PY_MAX_BLOCK, &l->code_linetable,
+	                "code.linetable")) ||
+	    (rc = field(buf, m->co_size, m->co_firstlineno, 4, SP_PY_MAX_BLOCK,
+	                &l->code_firstlineno, "code.firstlineno")) ||
+	    (rc = field(buf, m->co_size, m->co_adaptive, 1, SP_PY_MAX_BLOCK, &l->code_adaptive,
+	                "code.co_code_adaptive")) ||
+	    (rc = field(buf, m->ob_size, m->ob_type, 8, 64, &l->ob_type, "object.ob_type")) ||
+	    (rc = field(buf, m->by_size, m->by_ob_size, 8, 256, &l->var_size, "bytes.ob_size")) ||
+	    (rc = field(buf, m->by_size, m->by_sval, 1, 256, &l->bytes_data, "bytes.ob_sval")) ||
+	    (rc = field(buf, m->un_size, m->un_state, 4, 256, &l->str_state, "str.state")) ||
+	    (rc = field(buf, m->un_size, m->un_length, 8, 256, &l->str_length, "str.length")) ||
+	    (rc = field(buf, m->un_size, m->un_ascii_size, 0, 256, &l->str_ascii,
+	                "str.asciiobject_size")))
+		return rc;
+
+	/* The thread-state fields we read must fit one bounded block. */
+	uint32_t ts_end = l->tstate_next;
+	if (l->tstate_frame > ts_end)
+		ts_end = l->tstate_frame;
+	if (l->tstate_thread_id > ts_end)
+		ts_end = l->tstate_thread_id;
+	if (l->tstate_native_thread_id > ts_end)
+		ts_end = l->tstate_native_thread_id;
+	l->tstate_read = ts_end + 8;
+	uint32_t fr_end = l->frame_previous;
+	if (l->frame_code > fr_end)
+		fr_end = l->frame_code;
+	if (l->frame_instr > fr_end)
+		fr_end = l->frame_instr;
+	l->frame_read = (fr_end + 8 > l->frame_owner + 1 ? fr_end + 8 : l->frame_owner + 1);
+	l->frame_read = (l->frame_read + 7u) & ~7u;
+	uint32_t co_end = l->code_filename;
+	const uint32_t co_fields[] = {l->code_name, l->code_qualname, l->code_linetable};
+	for (size_t i = 0; i < 3; i++)
+		if (co_fields[i] > co_end)
+			co_end = co_fields[i];
+	co_end += 8;
+	if (l->code_firstlineno + 4 > co_end)
+		co_end = l->code_firstlineno + 4;
+	l->code_read = (co_end + 7u) & ~7u;
+
+	l->frame_type = SP_PY_NONE;
+	l->frame_is_entry = SP_PY_NONE;
+	l->cframe_current_frame = SP_PY_NONE;
+	/* 3.13: owner 3 is the C-stack entry frame. 3.14+: 3 is the interpreter's
+	 * base frame and 4 the C-stack entry frame. */
+	l->owner_first_c = 3;
+	l->code_tagged = minor >= 14;
+	l->linetable = SP_PY_LINETABLE_311;
+	/* PyCompactUnicodeObject adds utf8_length and utf8 (3.12+). */
+	l->str_compact = l->str_ascii + 16;
+	return sp_py_layout_check(l);
+}
+
+static int fits(uint32_t off, uint32_t width, uint32_t block)
+{
+	return off != SP_PY_NONE && off <= block && block - off >= width;
+}
+
+int sp_py_layout_check(const sp_py_layout *l)
+{
+	const char *bad = NULL;
+	if (l->tstate_read == 0 || l->tstate_read > SP_PY_MAX_BLOCK ||
+	    l->frame_read == 0 || l->frame_read > SP_PY_MAX_BLOCK ||
+	    l->code_read == 0 || l->code_read > SP_PY_MAX_BLOCK)
+		bad = "read size";
+	else if (!fits(l->tstate_next, 8, l->tstate_read) ||
+	         !fits(l->tstate_frame, 8, l->tstate_read) ||
+	         !fits(l->tstate_thread_id, 8, l->tstate_read) ||
+	         (l->tstate_native_thread_id != SP_PY_NONE &&
+	          !fits(l->tstate_native_thread_id, 4, l->tstate_read)))
+		bad = "thread state";
+	else if (!fits(l->frame_previous, 8, l->frame_read) ||
+	         !fits(l->frame_code, 8, l->frame_read) ||
+	         !fits(l->frame_instr, l->instr_is_lasti ? 4 : 8, l->frame_read) ||
+	         (l->frame_owner != SP_PY_NONE && !fits(l->frame_owner, 1, l->frame_read)) ||
+	         (l->frame_is_entry != SP_PY_NONE && !fits(l->frame_is_entry, 1, l->frame_read)) ||
+	         (l->frame_type != SP_PY_NONE && !fits(l->frame_type, 8, l->frame_read)))
+		bad = "frame";
+	else if (!fits(l->code_filename, 8, l->code_read) || !fits(l->code_name, 8, l->code_read) ||
+	         (l->code_qualname != SP_PY_NONE && !fits(l->code_qualname, 8, l->code_read)) ||
+	         !fits(l->code_linetable, 8, l->code_read) ||
+	         !fits(l->code_firstlineno, 4, l->code_read) ||
+	         !fits(l->ob_type, 8, l->code_read) || !fits(l->var_size, 8, l->code_read) ||
+	         (l->code_adaptive != SP_PY_NONE && l->code_adaptive > SP_PY_MAX_BLOCK))
+		bad = "code object";
+	else if (l->str_ascii < l->str_state + 4 || l->str_ascii < l->str_length + 8 ||
+	         l->str_ascii > 256 || l->str_compact < l->str_ascii || l->str_compact > 256 ||
+	         l->bytes_data > 256 || l->bytes_data < l->var_size + 8)
+		bad = "str/bytes";
+	else if (l->linetable != SP_PY_LINETABLE_310 && l->linetable != SP_PY_LINETABLE_311)
+		bad = "line table format";
+	if (bad)
+		return sp_error(STACKPULSE_EFORMAT, "python layout: inconsistent %s offsets", bad);
+	return 0;
+}

@@ -1,0 +1,159 @@
+/* Pure decoders of CPython memory: thread states, frame chains, code
+ * objects, strings and line tables. All target memory comes through a read
+ * callback, so the same code serves live processes and the fuzzer's
+ * synthetic images. Target memory is hostile: every pointer, type, length
+ * and count is checked, and a walk that meets something invalid stops with
+ * a truncation flag instead of returning garbage. No syscalls. */
+#ifndef SP_RECORD_PYTHON_MEMORY_H
+#define SP_RECORD_PYTHON_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record/python_layout.h"
+
+#define SP_PY_MAX_DEPTH 256u          /* Python frames per stack. */
+#define SP_PY_MAX_STR 1024u           /* Characters kept of a name or file. */
+#define SP_PY_MAX_LINETABLE 65536u    /* Larger line tables are not kept. */
+#define SP_PY_MAX_CODES (1u << 20)    /* Code objects interned per process. */
+#define SP_PY_MAX_THREADS 4096u       /* Thread states listed per process. */
+#define SP_PY_MAX_INTERPS 64u         /* Interpreters listed per process. */
+#define SP_PY_MAX_IOV 16u             /* Reads per sp_py_mem_read. */
+#define SP_PY_MAX_LIVE 32u            /* Reads per callback call. */
+
+/* One read of target memory: @p len bytes at @p addr into @p buf. The
+ * callback sets @p ok to 1 for each read it completed in full. */
+typedef struct sp_py_iov {
+	uint64_t addr;
+	void *buf;
+	uint32_t len;
+	uint8_t ok;
+} sp_py_iov;
+/* Performs @p n reads (n <= SP_PY_MAX_LIVE). Returns 0, or a negative code
+ * when the target is gone; individual failures only leave ok == 0. */
+typedef int (*sp_py_read_fn)(void *ctx, sp_py_iov *iov, uint32_t n);
+
+/* Target memory: a read callback plus an optional copy of the sampled
+ * stack. Reads that fall entirely inside the copy are served from it, so
+ * C-stack objects (3.11/3.12 _PyCFrame, 3.12+ entry frames) are seen as
+ * they were at sample time. */
+#define SP_PY_PAGE 4096u
+#define SP_PY_PAGES 16u
+typedef struct sp_py_mem {
+	sp_py_read_fn read;
+	void *ctx;
+	const uint8_t *stack; /* Stack copy, or NULL. */
+	size_t stack_len;     /* Bytes in the copy. */
+	uint64_t stack_start; /* Target address of stack[0]. */
+	uint64_t calls;       /* Callback calls made (for cost statistics). */
+	/* Optional page cache (SP_PY_PAGES * SP_PY_PAGE bytes, owned by the
+	 * caller, NULL: off). Small reads fetch whole pages, so neighbouring
+	 * frames (3.11+ keeps them contiguous in its data stack) and the
+	 * objects a walk revisits cost no further calls, and one walk sees
+	 * one snapshot of each page. Reset it between walks. */
+	uint8_t *pages;
+	uint64_t page_addr[SP_PY_PAGES];
+	uint32_t page_used; /* Valid slots. */
+	uint32_t page_next; /* Next slot to replace. */
+} sp_py_mem;
+
+/* Performs the reads; returns 0 when all completed, else STACKPULSE_ENOTFOUND
+ * (some iov->ok are 0) or the callback's error. */
+int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n);
+/* Forgets cached pages (the target has moved on). */
+void sp_py_mem_reset(sp_py_mem *m);
+
+/* Addresses of type objects in the target; 0 skips that check, except
+ * @p code, which every frame's code object must match. */
+typedef struct sp_py_types {
+	uint64_t code;         /* PyCode_Type. */
+	uint64_t frame;        /* PyFrame_Type (3.10 frames). */
+	uint64_t unicode;      /* PyUnicode_Type. */
+	uint64_t bytes;        /* PyBytes_Type. */
+	uint64_t init_cleanup; /* _Py_InitCleanup (3.13+ synthetic frame). */
+} sp_py_types;
+
+/* An interned code object. Immutable in CPython; an address that comes back
+ * with a different fingerprint gets a new entry. */
+typedef struct sp_py_code {
+	uint64_t addr;
+	char *qualname;         /* co_qualname (co_name on 3.10), UTF-8. */
+	char *filename;         /* co_filename, UTF-8. */
+	int32_t first_line;     /* co_firstlineno. */
+	uint8_t *linetable;     /* co_linetable bytes, or NULL when not kept. */
+	uint32_t linetable_len;
+	uint32_t code_units;    /* Bytecode length in 2-byte units (3.11+), else 0. */
+	uint64_t fingerprint[4];
+	uint8_t synthetic;      /* 1: 3.13+ __init__ cleanup shim (never shown). */
+	uint32_t user;          /* Free for the caller (e.g. a spool index);
+	                         * UINT32_MAX when new. */
+} sp_py_code;
+
+typedef struct sp_py_codes sp_py_codes;
+int sp_py_codes_new(sp_py_codes **out);
+void sp_py_codes_free(sp_py_codes *c);
+uint32_t sp_py_codes_count(const sp_py_codes *c);
+/* Entry @p id, or NULL when out of range. Valid until the next insert. */
+sp_py_code *sp_py_codes_get(sp_py_codes *c, uint32_t id);
+
+/* Line of the instruction at byte offset @p offset, from a line table of
+ * format @p format (enum sp_py_linetable). Returns @p first_line for a
+ * negative offset and 0 when unknown (no location, malformed table, offset
+ * past the end). Never reads outside @p table. */
+int32_t sp_py_line(int format, const uint8_t *table, size_t len, int32_t first_line,
+                   int64_t offset);
+
+/* One Python frame, leaf first in a walk. */
+enum sp_py_frame_flag {
+	SP_PY_FRAME_ENTRY = 1u, /* Outermost frame of one eval activation: the
+	                         * frames up to and including it ran in one
+	                         * _PyEval_EvalFrameDefault call. */
+};
+typedef struct sp_py_frame {
+	uint32_t code;   /* Code id in the sp_py_codes. */
+	uint32_t flags;  /* enum sp_py_frame_flag. */
+	uint32_t offset; /* Bytecode byte offset of the current instruction. */
+	int32_t line;    /* Line, or 0 when unknown. */
+} sp_py_frame;
+
+/* Everything a walk needs. */
+typedef struct sp_py_walker {
+	const sp_py_layout *layout;
+	sp_py_types types;
+	sp_py_codes *codes;
+	sp_py_mem mem;
+	uint32_t pthread_tid; /* 3.10: offset of the tid in glibc's struct
+	                       * pthread (thread_id points at it); 0: unknown. */
+} sp_py_walker;
+
+/* A thread state as read. */
+typedef struct sp_py_tstate {
+	uint64_t addr;
+	uint64_t next;
+	uint64_t thread_id; /* pthread_t. */
+	int64_t tid;        /* Kernel tid, or -1 when it cannot be known. */
+	uint64_t frame;     /* Top frame (already through 3.11/3.12's cframe). */
+} sp_py_tstate;
+
+/* Reads the thread state at @p addr. Returns 0 or a negative code. */
+int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out);
+
+/* Lists thread states of every interpreter reachable from @p runtime
+ * (the address of _PyRuntime). Returns 0 (also when the interpreter is not
+ * initialised yet: *n == 0), or STACKPULSE_ELIMIT / a read error. */
+int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint32_t max,
+                       uint32_t *n);
+
+/* Walks the frame chain from @p top (a _PyInterpreterFrame, or 3.10's
+ * PyFrameObject), leaf first, into @p out. Sets *truncated to 1 when the
+ * walk stopped early (invalid frame, unreadable memory, depth or @p max).
+ * Returns 0 (the frames written are valid even when truncated) or -ENOMEM. */
+int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
+               int *truncated);
+
+/* Decodes (or finds) the code object at @p addr; exposed for tests.
+ * Returns 0 and its id, STACKPULSE_EFORMAT for an invalid object, or
+ * another negative code. */
+int sp_py_code_intern(sp_py_walker *w, uint64_t addr, uint32_t *id);
+
+#endif

@@ -1,0 +1,118 @@
+/* Native + Python stack merge (see python_merge.h). */
+#include "record/python_merge.h"
+
+int sp_py_in_eval(const sp_py_range *eval, uint32_t neval, uint64_t pc, int leaf)
+{
+	/* A return address points after the call; the call itself is at pc-1. */
+	uint64_t a = leaf || pc == 0 ? pc : pc - 1;
+	for (uint32_t i = 0; i < neval; i++)
+		if (a >= eval[i].start && a < eval[i].end)
+			return 1;
+	return 0;
+}
+
+typedef struct emitter {
+	sp_py_merge_item *out;
+	uint32_t max, n;
+	uint32_t *flags;
+} emitter;
+
+static void emit(emitter *e, uint32_t kind, uint32_t index)
+{
+	if (e->n >= e->max) {
+		*e->flags |= SP_PY_MERGE_OUT_FULL;
+		return;
+	}
+	e->out[e->n].kind = kind;
+	e->out[e->n].index = index;
+	e->n++;
+}
+
+/* Start of group @p g (frames [start, end)) of @p py. */
+static void group_bounds(const sp_py_frame *py, uint32_t npy, uint32_t g, uint32_t *start,
+                         uint32_t *end)
+{
+	uint32_t k = 0, s = 0;
+	for (uint32_t i = 0; i < npy; i++) {
+		if ((py[i].flags & SP_PY_FRAME_ENTRY) || i + 1 == npy) {
+			if (k == g) {
+				*start = s;
+				*end = i + 1;
+				return;
+			}
+			k++;
+			s = i + 1;
+		}
+	}
+	*start = *end = npy;
+}
+
+static uint32_t group_count(const sp_py_frame *py, uint32_t npy)
+{
+	uint32_t g = 0;
+	for (uint32_t i = 0; i < npy; i++)
+		if ((py[i].flags & SP_PY_FRAME_ENTRY) || i + 1 == npy)
+			g++;
+	return g;
+}
+
+static void emit_group(emitter *e, const sp_py_frame *py, uint32_t npy, uint32_t g)
+{
+	uint32_t s, end;
+	group_bounds(py, npy, g, &s, &end);
+	for (uint32_t i = s; i < end; i++)
+		emit(e, SP_PY_MERGE_PYTHON, i);
+}
+
+int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, uint32_t *n,
+                uint32_t *flags)
+{
+	emitter e = {out, max, 0, flags};
+	*flags = 0;
+	uint32_t E = 0;
+	for (uint32_t i = 0; i < in->npcs; i++)
+		E += (uint32_t)sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0);
+	uint32_t G = group_count(in->py, in->npy);
+	int leaf_aligned = E == G || in->native_truncated || in->py_truncated;
+	/* Activation k (from the leaf) runs group k + shift. */
+	int64_t shift = leaf_aligned ? 0 : (int64_t)G - (int64_t)E;
+	if ((E > G && !in->py_truncated) || (G > E && !in->native_truncated))
+		*flags |= SP_PY_MERGE_MISMATCH;
+	if (in->py_truncated)
+		*flags |= SP_PY_MERGE_PY_CUT;
+
+	int marker_done = !in->py_truncated;
+	uint32_t k = 0, last_group = UINT32_MAX;
+	for (uint32_t i = 0; i < in->npcs; i++) {
+		if (!sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0)) {
+			emit(&e, SP_PY_MERGE_NATIVE, i);
+			continue;
+		}
+		int64_t g = (int64_t)k++ + shift;
+		if (g >= 0 && g < (int64_t)G) {
+			emit_group(&e, in->py, in->npy, (uint32_t)g);
+			last_group = (uint32_t)g;
+			if (!marker_done && (uint32_t)g + 1 == G) {
+				emit(&e, SP_PY_MERGE_TRUNCATED, 0);
+				marker_done = 1;
+			}
+		} else {
+			/* Where the Python walk gave out: mark it once, keep the
+			 * native frame. */
+			if (!marker_done && (last_group == UINT32_MAX || last_group + 1 >= G)) {
+				emit(&e, SP_PY_MERGE_TRUNCATED, 0);
+				marker_done = 1;
+			}
+			emit(&e, SP_PY_MERGE_NATIVE, i);
+		}
+	}
+	/* Groups whose activations were cut off with the native stack. */
+	if (leaf_aligned) {
+		for (int64_t g = (int64_t)E + shift; g < (int64_t)G; g++)
+			emit_group(&e, in->py, in->npy, (uint32_t)g);
+	}
+	if (!marker_done && in->npy > 0)
+		emit(&e, SP_PY_MERGE_TRUNCATED, 0);
+	*n = e.n;
+	return 0;
+}

@@ -1,0 +1,567 @@
+/* Finding CPython in a live process and reading its thread stacks with
+ * process_vm_readv (fallback: /proc/PID/mem). See python.h. */
+#include "record/python.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/bytes.h"
+#include "common/error.h"
+
+#define MAX_EVAL_RANGES 8
+#define MAX_SYMBOLS (16u << 20)   /* Symbols scanned per table. */
+#define RESCAN_NS 20000000ull    /* Least time between thread rescans. */
+#define GLIBC_X86_64_PTHREAD_TID 720 /* offsetof(struct pthread, tid), glibc 2.x */
+#define MAPS_LINE 4352u          /* A maps line: fields plus PATH_MAX. */
+#define MAX_MAPS_LINES 1000000u
+
+typedef struct tid_entry {
+	int64_t tid;
+	uint64_t tstate;
+} tid_entry;
+
+struct sp_python {
+	pid_t pid;
+	uint64_t runtime; /* Address of _PyRuntime. */
+	sp_py_layout layout;
+	sp_py_walker w;
+	int mem_fd; /* /proc/PID/mem after process_vm_readv was refused; else -1. */
+	int use_mem_fd;
+	sp_py_range eval[MAX_EVAL_RANGES];
+	uint32_t neval;
+	tid_entry *threads;
+	uint32_t nthreads;
+	uint64_t last_scan_ns;
+	int scanned;
+	sp_python_stats stats;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- target memory ----------------------------------------------------------- */
+
+static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n)
+{
+	if (py->mem_fd < 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/mem", (int)py->pid);
+		py->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (py->mem_fd < 0)
+			return -errno;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		py->stats.read_calls++;
+		ssize_t r = pread(py->mem_fd, iov[i].buf, iov[i].len, (off_t)iov[i].addr);
+		iov[i].ok = r == (ssize_t)iov[i].len;
+	}
+	return 0;
+}
+
+/* The sp_py_read_fn of a live process: one process_vm_readv for the batch;
+ * after a failed element, the rest are retried (the call stops at the first
+ * element it cannot read). */
+static int read_live(void *ctx, sp_py_iov *iov, uint32_t n)
+{
+	sp_python *py = ctx;
+	if (py->use_mem_fd)
+		return read_memfd(py, iov, n);
+	struct iovec local[SP_PY_MAX_LIVE], remote[SP_PY_MAX_LIVE];
+	if (n > SP_PY_MAX_LIVE)
+		return STACKPULSE_ELIMIT;
+	uint32_t first = 0;
+	while (first < n) {
+		uint32_t cnt = n - first;
+		for (uint32_t i = 0; i < cnt; i++) {
+			local[i].iov_base = iov[first + i].buf;
+			local[i].iov_len = iov[first + i].len;
+			remote[i].iov_base = (void *)(uintptr_t)iov[first + i].addr;
+			remote[i].iov_len = iov[first + i].len;
+		}
+		py->stats.read_calls++;
+		ssize_t r = process_vm_readv(py->pid, local, cnt, remote, cnt, 0);
+		if (r < 0) {
+			int e = errno;
+			if (e == ESRCH)
+				return -ESRCH;
+			if (e == EPERM || e == ENOSYS) {
+				py->use_mem_fd = 1;
+				return read_memfd(py, iov + first, n - first);
+			}
+			r = 0; /* EFAULT: the first element is unreadable. */
+		}
+		size_t done = (size_t)r;
+		uint32_t i = 0;
+		for (; i < cnt && done >= iov[first + i].len; i++) {
+			iov[first + i].ok = 1;
+			done -= iov[first + i].len;
+		}
+		if (i < cnt)
+			iov[first + i].ok = 0; /* Skip the element that failed. */
+		first += i + 1;
+	}
+	return 0;
+}
+
+/* ---- ELF ------------------------------------------------------------------------ */
+
+typedef struct elf_syms {
+	uint64_t runtime, runtime_section, version, code_type, frame_type, unicode_type,
+	    bytes_type, init_cleanup;
+	sp_py_range eval[MAX_EVAL_RANGES];
+	uint32_t neval;
+	GElf_Phdr load[16];
+	uint32_t nload;
+} elf_syms;
+
+static void take_symbol(elf_syms *s, const char *name, const GElf_Sym *sym)
+{
+	if (sym->st_shndx == SHN_UNDEF || sym->st_value == 0)
+		return;
+	if (strcmp(name, "_PyRuntime") == 0)
+		s->runtime = sym->st_value;
+	else if (strcmp(name, "Py_Version") == 0)
+		s->version = sym->st_value;
+	else if (strcmp(name, "PyCode_Type") == 0)
+		s->code_type = sym->st_value;
+	else if (strcmp(name, "PyFrame_Type") == 0)
+		s->frame_type = sym->st_value;
+	else if (strcmp(name, "PyUnicode_Type") == 0)
+		s->unicode_type = sym->st_value;
+	else if (strcmp(name, "PyBytes_Type") == 0)
+		s->bytes_type = sym->st_value;
+	else if (strcmp(name, "_Py_InitCleanup") == 0)
+		s->init_cleanup = sym->st_value;
+	else if ((strcmp(name, "_PyEval_EvalFrameDefault") == 0 ||
+	          strcmp(name, "_PyEval_EvalFrameDefault.cold") == 0) &&
+	         GELF_ST_TYPE(sym->st_info) == STT_FUNC && sym->st_size > 0) {
+		for (uint32_t i = 0; i < s->neval; i++)
+			if (s->eval[i].start == sym->st_value)
+				return;
+		if (s->neval < MAX_EVAL_RANGES) {
+			s->eval[s->neval].start = sym->st_value;
+			s->eval[s->neval].end = sym->st_value + sym->st_size;
+			s->neval++;
+		}
+	}
+}
+
+static int elf_scan(int fd, elf_syms *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return sp_error(STACKPULSE_EINTERNAL, "libelf: %s", elf_errmsg(-1));
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e)
+		return sp_error(STACKPULSE_EFORMAT, "not an ELF file: %s", elf_errmsg(-1));
+	int rc = 0;
+	GElf_Ehdr eh;
+	if (elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) || eh.e_ident[EI_CLASS] != ELFCLASS64) {
+		rc = sp_error(STACKPULSE_EUNSUPPORTED, "not a 64-bit ELF file");
+		goto out;
+	}
+	size_t nph = 0;
+	if (elf_getphdrnum(e, &nph) == 0) {
+		for (size_t i = 0; i < nph && s->nload < 16; i++) {
+			GElf_Phdr ph;
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD)
+				s->load[s->nload++] = ph;
+		}
+	}
+	size_t shstrndx;
+	if (elf_getshdrstrndx(e, &shstrndx) != 0) {
+		rc = sp_error(STACKPULSE_EFORMAT, "ELF without section names");
+		goto out;
+	}
+	for (Elf_Scn *scn = elf_nextscn(e, NULL); scn; scn = elf_nextscn(e, scn)) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		const char *sname = elf_strptr(e, shstrndx, sh.sh_name);
+		if (sname && strcmp(sname, ".PyRuntime") == 0)
+			s->runtime_section = sh.sh_addr;
+		if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || sh.sh_entsize == 0)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (!d)
+			continue;
+		size_t count = sh.sh_size / sh.sh_entsize;
+		if (count > MAX_SYMBOLS)
+			count = MAX_SYMBOLS;
+		for (size_t i = 0; i < count; i++) {
+			GElf_Sym sym;
+			if (!gelf_getsym(d, (int)i, &sym))
+				break;
+			const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
+			if (name && (name[0] == '_' || name[0] == 'P'))
+				take_symbol(s, name, &sym);
+		}
+	}
+out:
+	elf_end(e);
+	return rc;
+}
+
+/* Load bias of a mapping at @p start of file offset @p pgoff. */
+static int load_bias(const elf_syms *s, uint64_t start, uint64_t pgoff, uint64_t *bias)
+{
+	for (uint32_t i = 0; i < s->nload; i++) {
+		const GElf_Phdr *ph = &s->load[i];
+		uint64_t align = ph->p_align > 1 ? ph->p_align : 4096;
+		uint64_t seg_off = ph->p_offset & ~(align - 1);
+		if (pgoff >= seg_off && pgoff < ph->p_offset + ph->p_filesz) {
+			/* vaddr of file offset pgoff, in this segment. */
+			uint64_t vaddr = ph->p_vaddr - (ph->p_offset - pgoff);
+			*bias = start - vaddr;
+			return 0;
+		}
+	}
+	return sp_error(STACKPULSE_EFORMAT, "mapping offset 0x%" PRIx64 " is in no segment", pgoff);
+}
+
+/* ---- probing ------------------------------------------------------------------------ */
+
+int sp_python_candidate(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	return strncmp(base, "python", 6) == 0 || strncmp(base, "libpython3", 10) == 0;
+}
+
+/* The minor version from a file name like ".../libpython3.10.so.1.0". */
+static uint32_t version_from_name(const char *path)
+{
+	const char *p = strstr(path, "python3.");
+	if (!p)
+		return 0;
+	p += 8;
+	uint32_t minor = 0;
+	int digits = 0;
+	while (*p >= '0' && *p <= '9' && digits < 3) {
+		minor = minor * 10 + (uint32_t)(*p++ - '0');
+		digits++;
+	}
+	return digits ? (3u << 24) | (minor << 16) : 0;
+}
+
+static int open_mapped(pid_t pid, const char *path, uint64_t start, uint64_t pgoff)
+{
+	char buf[4200];
+	(void)pgoff;
+	int fd = -1;
+	/* map_files names the exact mapping; its END is unknown here, so fall
+	 * back to the path as the target sees it. */
+	snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
+	if (path[0] == '/')
+		fd = open(buf, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	(void)start;
+	return fd < 0 ? -errno : fd;
+}
+
+static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const char *path)
+{
+	sp_py_mem *m = &py->w.mem;
+	uint64_t rt = s->runtime ? s->runtime : s->runtime_section;
+	if (!rt || !s->code_type)
+		return sp_error(STACKPULSE_ENOTFOUND, "%s: no _PyRuntime or PyCode_Type", path);
+	py->runtime = bias + rt;
+	uint8_t dbg[SP_PY_DEBUG_OFFSETS_READ];
+	memset(dbg, 0, sizeof(dbg));
+	sp_py_iov iov = {py->runtime, dbg, sizeof(dbg), 0};
+	int rc = sp_py_mem_read(m, &iov, 1);
+	if (rc == -ESRCH)
+		return rc;
+	if (rc)
+		return sp_error(STACKPULSE_ENOTFOUND, "%s: _PyRuntime unreadable", path);
+	uint32_t version = 0;
+	if (s->version) {
+		uint8_t v[4];
+		sp_py_iov vi = {bias + s->version, v, 4, 0};
+		if (sp_py_mem_read(m, &vi, 1) == 0)
+			version = sp_le32(v);
+	}
+	if (!version && sp_py_has_debug_cookie(dbg, sizeof(dbg)))
+		version = (uint32_t)sp_le64(dbg + 8);
+	if (!version)
+		version = version_from_name(path);
+	if ((version >> 24) != 3 || ((version >> 16) & 0xff) < 10)
+		return sp_error(STACKPULSE_EUNSUPPORTED, "%s: CPython version 0x%x is not supported",
+		                path, version);
+	if (((version >> 16) & 0xff) >= 13)
+		rc = sp_py_layout_from_debug(dbg, sizeof(dbg), &py->layout);
+	else
+		rc = sp_py_layout_from_table(version, &py->layout);
+	if (rc)
+		return sp_error_context(rc, "%s", path);
+	py->layout.version = version;
+	py->w.types.code = bias + s->code_type;
+	py->w.types.frame = s->frame_type ? bias + s->frame_type : 0;
+	py->w.types.unicode = s->unicode_type ? bias + s->unicode_type : 0;
+	py->w.types.bytes = s->bytes_type ? bias + s->bytes_type : 0;
+	py->w.types.init_cleanup = s->init_cleanup ? bias + s->init_cleanup : 0;
+	py->neval = s->neval;
+	for (uint32_t i = 0; i < s->neval; i++) {
+		py->eval[i].start = s->eval[i].start + bias;
+		py->eval[i].end = s->eval[i].end + bias;
+	}
+	if (py->layout.tstate_native_thread_id == SP_PY_NONE) {
+#if defined(__x86_64__)
+		py->w.pthread_tid = GLIBC_X86_64_PTHREAD_TID;
+#endif
+	}
+	return 0;
+}
+
+int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
+                         sp_python **out)
+{
+	*out = NULL;
+	int fd = open_mapped(pid, path, start, pgoff);
+	if (fd < 0)
+		return sp_error(fd, "open %s of process %d", path, (int)pid);
+	elf_syms s;
+	int rc = elf_scan(fd, &s);
+	close(fd);
+	if (rc)
+		return rc == STACKPULSE_EFORMAT || rc == STACKPULSE_EUNSUPPORTED
+		           ? sp_error(STACKPULSE_ENOTFOUND, "%s: not a CPython ELF", path)
+		           : rc;
+	if (!(s.runtime || s.runtime_section) || !s.code_type)
+		return sp_error(STACKPULSE_ENOTFOUND, "%s: no CPython symbols", path);
+	uint64_t bias;
+	if ((rc = load_bias(&s, start, pgoff, &bias)) != 0)
+		return rc;
+	sp_python *py = sp_calloc(1, sizeof(*py));
+	if (!py)
+		return sp_error(-ENOMEM, "python reader");
+	py->pid = pid;
+	py->mem_fd = -1;
+	py->w.layout = &py->layout;
+	py->w.mem.read = read_live;
+	py->w.mem.ctx = py;
+	py->w.mem.pages = sp_malloc((size_t)SP_PY_PAGES * SP_PY_PAGE);
+	if (!py->w.mem.pages) {
+		sp_python_free(py);
+		return sp_error(-ENOMEM, "python reader pages");
+	}
+	if ((rc = sp_py_codes_new(&py->w.codes)) != 0 ||
+	    (rc = probe_runtime(py, &s, bias, path)) != 0) {
+		sp_python_free(py);
+		return rc;
+	}
+	*out = py;
+	return 0;
+}
+
+/* Parses "start-end perms offset dev inode path" of /proc/PID/maps. */
+static int parse_maps_line(char *line, uint64_t *start, uint64_t *pgoff, int *exec, char **path)
+{
+	unsigned long long s, e, off, inode;
+	char perms[8];
+	int consumed = 0;
+	if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &s, &e, perms, &off, &inode,
+	           &consumed) != 5 || consumed <= 0)
+		return -1;
+	*start = s;
+	*pgoff = off;
+	*exec = perms[2] == 'x' && inode != 0;
+	*path = line + consumed;
+	return 0;
+}
+
+int sp_python_probe(pid_t pid, sp_python **out)
+{
+	*out = NULL;
+	char mpath[64];
+	snprintf(mpath, sizeof(mpath), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(mpath, "re");
+	if (!f)
+		return sp_error(errno == ENOENT ? -ESRCH : -errno, "open %s", mpath);
+	char *line = sp_malloc(MAPS_LINE);
+	if (!line) {
+		fclose(f);
+		return sp_error(-ENOMEM, "maps line");
+	}
+	int rc = STACKPULSE_ENOTFOUND, best = STACKPULSE_ENOTFOUND;
+	char last[MAPS_LINE / 4] = "";
+	for (unsigned lines = 0; lines < MAX_MAPS_LINES && fgets(line, MAPS_LINE, f); lines++) {
+		size_t len = strlen(line);
+		if (len && line[len - 1] == '\n')
+			line[--len] = 0;
+		else if (!feof(f)) {
+			/* Over-long line: skip the rest of it. */
+			int c;
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+			continue;
+		}
+		uint64_t start, pgoff;
+		int exec;
+		char *path;
+		if (parse_maps_line(line, &start, &pgoff, &exec, &path) != 0 || !exec ||
+		    path[0] != '/' || !sp_python_candidate(path) || strcmp(path, last) == 0)
+			continue;
+		snprintf(last, sizeof(last), "%s", path); /* one try per file */
+		rc = sp_python_probe_file(pid, path, start, pgoff, out);
+		if (rc == 0 || rc == -ESRCH || rc == -ENOMEM)
+			break;
+		if (best == STACKPULSE_ENOTFOUND)
+			best = rc; /* e.g. EUNSUPPORTED says more than "not found" */
+	}
+	sp_free(line);
+	fclose(f);
+	if (rc == 0 || rc == -ESRCH || rc == -ENOMEM)
+		return rc;
+	return best == STACKPULSE_ENOTFOUND
+	           ? sp_error(STACKPULSE_ENOTFOUND, "process %d is not CPython", (int)pid)
+	           : best;
+}
+
+void sp_python_free(sp_python *py)
+{
+	if (!py)
+		return;
+	if (py->mem_fd >= 0)
+		close(py->mem_fd);
+	sp_py_codes_free(py->w.codes);
+	sp_free(py->w.mem.pages);
+	sp_free(py->threads);
+	sp_free(py);
+}
+
+uint32_t sp_python_version(const sp_python *py)
+{
+	return py->layout.version;
+}
+
+const sp_py_range *sp_python_eval_ranges(const sp_python *py, uint32_t *n)
+{
+	*n = py->neval;
+	return py->eval;
+}
+
+sp_py_code *sp_python_code(sp_python *py, uint32_t id)
+{
+	return sp_py_codes_get(py->w.codes, id);
+}
+
+void sp_python_get_stats(const sp_python *py, sp_python_stats *out)
+{
+	*out = py->stats;
+	out->codes = sp_py_codes_count(py->w.codes);
+}
+
+/* ---- threads and stacks ------------------------------------------------------------ */
+
+/* Rebuilds the tid -> thread state map from the interpreters' lists. */
+static int rescan(sp_python *py)
+{
+	uint64_t *addrs = sp_malloc(SP_PY_MAX_THREADS * sizeof(*addrs));
+	if (!addrs)
+		return -ENOMEM;
+	uint32_t n = 0;
+	py->stats.rescans++;
+	py->last_scan_ns = now_ns();
+	py->scanned = 1;
+	py->w.mem.stack = NULL;
+	sp_py_mem_reset(&py->w.mem);
+	int rc = sp_py_list_tstates(&py->w, py->runtime, addrs, SP_PY_MAX_THREADS, &n);
+	if (rc == -ESRCH || rc == -ENOMEM) {
+		sp_free(addrs);
+		return rc;
+	}
+	/* A list torn by a concurrent thread exit still yields its prefix. */
+	tid_entry *t = n ? sp_malloc(n * sizeof(*t)) : NULL;
+	if (n && !t) {
+		sp_free(addrs);
+		return -ENOMEM;
+	}
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		sp_py_tstate ts;
+		if (sp_py_read_tstate(&py->w, addrs[i], &ts) == 0 && ts.tid > 0) {
+			t[k].tid = ts.tid;
+			t[k].tstate = addrs[i];
+			k++;
+		}
+	}
+	sp_free(addrs);
+	sp_free(py->threads);
+	py->threads = t;
+	py->nthreads = k;
+	return 0;
+}
+
+static uint64_t lookup(const sp_python *py, pid_t tid)
+{
+	for (uint32_t i = 0; i < py->nthreads; i++)
+		if (py->threads[i].tid == tid)
+			return py->threads[i].tstate;
+	return 0;
+}
+
+int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t stack_len,
+                         uint64_t stack_start, sp_py_frame *out, uint32_t max, uint32_t *n,
+                         int *truncated)
+{
+	uint64_t t0 = now_ns();
+	*n = 0;
+	*truncated = 0;
+	py->stats.stacks++;
+	uint64_t ts_addr = lookup(py, tid);
+	int rc = 0;
+	sp_py_tstate ts;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!ts_addr) {
+			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS) {
+				rc = STACKPULSE_ENOTFOUND;
+				goto done;
+			}
+			if ((rc = rescan(py)) != 0)
+				goto done;
+			ts_addr = lookup(py, tid);
+			if (!ts_addr) {
+				rc = STACKPULSE_ENOTFOUND;
+				goto done;
+			}
+		}
+		sp_py_mem_reset(&py->w.mem);
+		py->w.mem.stack = stack;
+		py->w.mem.stack_len = stack ? stack_len : 0;
+		py->w.mem.stack_start = stack_start;
+		rc = sp_py_read_tstate(&py->w, ts_addr, &ts);
+		if (rc == -ESRCH)
+			goto done;
+		if (rc == 0 && ts.tid == tid)
+			break;
+		/* The thread state was freed or reused: rescan once. */
+		ts_addr = 0;
+		py->last_scan_ns = 0;
+		rc = STACKPULSE_ENOTFOUND;
+	}
+	if (rc)
+		goto done;
+	if (ts.frame)
+		rc = sp_py_walk(&py->w, ts.frame, out, max, n, truncated);
+	py->stats.frames += *n;
+	py->stats.truncated += (uint64_t)(*truncated != 0);
+done:
+	py->w.mem.stack = NULL;
+	py->stats.ns += now_ns() - t0;
+	return rc;
+}

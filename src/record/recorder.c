@@ -1,0 +1,759 @@
+/* The public recorder API: option checks, attach/spawn orchestration,
+ * per-CPU rings, the event loop and finish. Runs entirely in the caller's
+ * thread. Memory: one ring per CPU (mapped, sized from
+ * perf_event_mlock_kb), a 64 KiB copy buffer per ring, the process and
+ * module tables, the kernel-address set (8 bytes per distinct kernel pc)
+ * and the writer's current chunk (about chunk_bytes). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "io/file.h"
+#include "record/attach.h"
+#include "record/kallsyms.h"
+#include "record/proc_scan.h"
+#include "record/recorder.h"
+
+#define MAX_STACK_SIZE 65528u /* perf's limit: u16 record size minus headers. */
+#define WAIT_SLICE_MS 100     /* Liveness re-check period inside wait(). */
+
+static uint64_t clock_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- options ---- */
+
+static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opts *o)
+{
+	*o = STACKPULSE_RECORDER_OPTS;
+	if (in) {
+		if (in->sz < sizeof(size_t))
+			return sp_error(-EINVAL, "opts.sz is %zu", in->sz);
+		size_t n = in->sz < sizeof(*o) ? in->sz : sizeof(*o);
+		memcpy(o, in, n); /* Fields beyond the caller's size keep defaults. */
+		o->sz = sizeof(*o);
+	}
+	long max_rate = sp_perf_sysctl("perf_event_max_sample_rate", 100000);
+	if (o->frequency == 0 || (long)o->frequency > max_rate)
+		return sp_error(-EINVAL,
+		                "frequency %u Hz is outside 1..%ld "
+		                "(kernel.perf_event_max_sample_rate)",
+		                o->frequency, max_rate);
+	if (o->stack_size == 0 || o->stack_size > MAX_STACK_SIZE || o->stack_size % 8)
+		return sp_error(-EINVAL, "stack_size %u must be a multiple of 8 in 8..%u",
+		                o->stack_size, MAX_STACK_SIZE);
+	if (o->kernel < STACKPULSE_FEATURE_AUTO || o->kernel > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "kernel option %d is not a stackpulse_feature", o->kernel);
+	if (o->python < STACKPULSE_FEATURE_AUTO || o->python > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "python option %d is not a stackpulse_feature", o->python);
+	if (o->event < STACKPULSE_EVENT_AUTO || o->event > STACKPULSE_EVENT_CPU_CLOCK)
+		return sp_error(-EINVAL, "event %d is not a stackpulse_event", o->event);
+	if (o->zstd_level < 0 || o->zstd_level > 19)
+		return sp_error(-EINVAL, "zstd_level %d is outside 0..19", o->zstd_level);
+	if (o->ring_kb > (1u << 20))
+		return sp_error(-EINVAL, "ring_kb %u is above 1 GiB", o->ring_kb);
+	return 0;
+}
+
+/* ---- setup and teardown ---- */
+
+static void recorder_free(stackpulse_recorder *rec)
+{
+	if (!rec)
+		return;
+	for (size_t i = 0; i < rec->nfds; i++)
+		close(rec->fds[i]);
+	for (int c = 0; rec->rings && c < rec->ncpu; c++)
+		sp_ring_unmap(&rec->rings[c]);
+	if (rec->epfd >= 0)
+		close(rec->epfd);
+	if (rec->pidfd >= 0)
+		close(rec->pidfd);
+	sp_ptable_free(&rec->pt);
+	sp_writer_free(rec->w);
+	sp_unwinder_free(rec->u);
+	if (rec->sink.fd >= 0)
+		sp_file_sink_close(&rec->sink);
+	sp_free(rec->rings);
+	sp_free(rec->fds);
+	sp_free(rec->ids);
+	sp_free(rec->direct);
+	sp_free(rec->kaddrs);
+	sp_free(rec->pcs);
+	sp_free(rec->frames);
+	sp_free(rec);
+}
+
+/* Creates the recorder: options, spool file, writer, unwinder, scratch. */
+static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
+                        stackpulse_recorder **out)
+{
+	stackpulse_recorder_opts o;
+	int rc = read_opts(opts, &o);
+	if (rc)
+		return rc;
+	if (!path || !path[0])
+		return sp_error(-EINVAL, "no spool path");
+	stackpulse_recorder *rec = sp_calloc(1, sizeof(*rec));
+	if (!rec)
+		return -ENOMEM;
+	rec->opts = o;
+	rec->sink.fd = rec->epfd = rec->pidfd = -1;
+	rec->last_flush_ns = clock_ns(CLOCK_MONOTONIC);
+	rc = sp_file_sink_open(&rec->sink, path);
+	if (rc) {
+		rc = sp_error(rc, "cannot create the spool file %s", path);
+		rec->sink.fd = -1;
+		goto fail;
+	}
+	rec->pcs = sp_calloc(SP_MAX_USER_FRAMES, sizeof(uint64_t));
+	rec->frames = sp_calloc(SP_MAX_USER_FRAMES + SP_MAX_KERNEL_FRAMES + 1, sizeof(uint32_t));
+	if (!rec->pcs || !rec->frames) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	sp_writer_opts wo = {o.zstd_level, o.chunk_bytes};
+	if ((rc = sp_writer_new(&wo, sp_file_sink_write, &rec->sink, &rec->w)) != 0)
+		goto fail;
+	if ((rc = sp_unwinder_new(&rec->u)) != 0)
+		goto fail;
+	sp_ptable_init(&rec->pt, rec->w, rec->u);
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+	rec->ncpu = n > 0 && n < 4096 ? (int)n : 1;
+	rec->rings = sp_calloc((size_t)rec->ncpu, sizeof(sp_ring));
+	if (!rec->rings) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (int c = 0; c < rec->ncpu; c++)
+		rec->rings[c].fd = -1;
+	rec->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (rec->epfd < 0) {
+		rc = sp_error(-errno, "epoll_create1 failed");
+		goto fail;
+	}
+	*out = rec;
+	return 0;
+fail:
+	recorder_free(rec);
+	return rc;
+}
+
+/* Ring bytes per CPU: the caller's ring_kb, else our share of
+ * perf_event_mlock_kb (which the kernel grants per CPU) minus the control
+ * page; sp_ring_map halves it if the mlock limit still refuses. */
+static size_t ring_bytes(const stackpulse_recorder *rec)
+{
+	if (rec->opts.ring_kb)
+		return (size_t)rec->opts.ring_kb * 1024;
+	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t bytes = kb > 0 ? (size_t)kb * 1024 : 516 * 1024;
+	if (geteuid() == 0)
+		bytes = 4u << 20; /* CAP_IPC_LOCK: not bound by the limit. */
+	return bytes > page ? bytes - page : page;
+}
+
+static int open_rings(stackpulse_recorder *rec)
+{
+	size_t bytes = ring_bytes(rec);
+	int opened = 0;
+	for (int c = 0; c < rec->ncpu; c++) {
+		int fd = sp_perf_open_ring_owner(c, (uint32_t)(bytes / 4));
+		if (fd == -ENODEV || fd == -EINVAL)
+			continue; /* Offline or absent CPU. */
+		if (fd < 0)
+			return fd;
+		int rc = sp_ring_map(&rec->rings[c], fd, c, bytes);
+		if (rc) {
+			sp_ring_unmap(&rec->rings[c]);
+			return rc;
+		}
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)c};
+		if (epoll_ctl(rec->epfd, EPOLL_CTL_ADD, rec->rings[c].fd, &ev) != 0)
+			return sp_error(-errno, "epoll_ctl failed");
+		opened++;
+	}
+	return opened ? 0 : sp_error(-ENODEV, "no CPU accepted a perf ring");
+}
+
+static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
+{
+	if (rec->nfds == rec->capfds) {
+		size_t nc = rec->capfds ? rec->capfds * 2 : 32;
+		int *nf = sp_realloc_array(rec->fds, nc, sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		rec->fds = nf;
+		rec->capfds = nc;
+	}
+	rec->fds[rec->nfds++] = fd;
+	uint64_t id = 0;
+	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) != 0)
+		return sp_error(-errno, "PERF_EVENT_IOC_ID failed");
+	if (rec->nids == rec->capids) {
+		size_t nc = rec->capids ? rec->capids * 2 : 32;
+		sp_event_id *ni = sp_realloc_array(rec->ids, nc, sizeof(*ni));
+		if (!ni)
+			return -ENOMEM;
+		rec->ids = ni;
+		rec->capids = nc;
+	}
+	size_t pos = rec->nids;
+	while (pos > 0 && rec->ids[pos - 1].id > id)
+		pos--; /* Keep sorted for lookups. */
+	memmove(&rec->ids[pos + 1], &rec->ids[pos], (rec->nids - pos) * sizeof(*rec->ids));
+	rec->ids[pos] = (sp_event_id){id, tid};
+	rec->nids++;
+	return 0;
+}
+
+static int add_direct(stackpulse_recorder *rec, pid_t tid)
+{
+	if (rec->ndirect == rec->capdirect) {
+		size_t nc = rec->capdirect ? rec->capdirect * 2 : 16;
+		pid_t *nd = sp_realloc_array(rec->direct, nc, sizeof(*nd));
+		if (!nd)
+			return -ENOMEM;
+		rec->direct = nd;
+		rec->capdirect = nc;
+	}
+	size_t pos = rec->ndirect;
+	while (pos > 0 && rec->direct[pos - 1] > tid)
+		pos--;
+	memmove(&rec->direct[pos + 1], &rec->direct[pos], (rec->ndirect - pos) * sizeof(pid_t));
+	rec->direct[pos] = tid;
+	rec->ndirect++;
+	return 0;
+}
+
+static int has_direct(const stackpulse_recorder *rec, pid_t tid)
+{
+	for (size_t i = 0; i < rec->ndirect; i++)
+		if (rec->direct[i] == tid)
+			return 1;
+	return 0;
+}
+
+/* Opens the sampling events of thread @p tid on every CPU with a ring and
+ * redirects them into it. A thread that exited meanwhile is skipped. */
+static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
+{
+	int any = 0;
+	for (int c = 0; c < rec->ncpu; c++) {
+		if (rec->rings[c].fd < 0)
+			continue;
+		int fd;
+		if (*probe_fd < 0 && rec->nfds == 0) {
+			sp_perf_config cfg = {rec->opts.event, rec->opts.kernel, rec->opts.frequency,
+			                      rec->opts.stack_size, sp_unwind_regs_mask(),
+			                      rec->spawned};
+			fd = sp_perf_probe(&cfg, tid, c, &rec->setup);
+		} else {
+			fd = sp_perf_event_open(&rec->setup.attr, tid, c, -1);
+			if (fd == -ESRCH)
+				return 0;
+			if (fd < 0)
+				return sp_error(fd, "perf_event_open for thread %d on cpu %d failed",
+				                (int)tid, c);
+		}
+		if (fd < 0)
+			return fd;
+		*probe_fd = fd;
+		int rc = push_fd(rec, fd, tid);
+		if (rc)
+			return rc;
+		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rec->rings[c].fd) != 0)
+			return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", c);
+		any = 1;
+	}
+	return any ? add_direct(rec, tid) : 0;
+}
+
+/* Opens events on every thread of the target; with @p rescan, repeats
+ * until a pass finds no new thread (live attach). */
+static int open_all_threads(stackpulse_recorder *rec, int rescan)
+{
+	int probe = -1;
+	for (int round = 0; round < 100; round++) {
+		pid_t *tids;
+		size_t n;
+		int rc = sp_proc_tasks(rec->target, &tids, &n);
+		if (rc)
+			return rc == -ESRCH ? sp_error(-ESRCH, "pid %d exited during attach",
+			                               (int)rec->target)
+			                    : rc;
+		int added = 0;
+		for (size_t i = 0; i < n && rc == 0; i++) {
+			if (has_direct(rec, tids[i]))
+				continue;
+			rc = open_thread(rec, tids[i], &probe);
+			added = 1;
+		}
+		sp_free(tids);
+		if (rc)
+			return rc;
+		if (rec->nfds == 0)
+			return sp_error(-ESRCH, "pid %d exited during attach", (int)rec->target);
+		if (!added || !rescan)
+			return 0;
+	}
+	return 0;
+}
+
+static int enable_all(stackpulse_recorder *rec)
+{
+	for (size_t i = 0; i < rec->nfds; i++)
+		if (ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
+			return sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
+	return 0;
+}
+
+static void kptr_check(stackpulse_recorder *rec)
+{
+	char buf[128];
+	long n = sp_proc_read_small("/proc/kallsyms", buf, sizeof(buf));
+	if (n > 0 && strncmp(buf, "0000000000000000 ", 17) == 0)
+		rec->kptr_zeroed = 1;
+}
+
+static int write_meta(stackpulse_recorder *rec)
+{
+	struct utsname u;
+	if (uname(&u) != 0)
+		memset(&u, 0, sizeof(u));
+	const char *note = rec->setup.kernel_note;
+	if (rec->setup.kernel_frames && rec->kptr_zeroed)
+		note = "kallsyms addresses are hidden (kernel.kptr_restrict); kernel frames stay "
+		       "unnamed";
+	snprintf(rec->kernel_note, sizeof(rec->kernel_note), "%s", note);
+	sp_meta m = {
+	    .start_time_ns = clock_ns(CLOCK_REALTIME),
+	    .start_mono_ns = clock_ns(CLOCK_MONOTONIC),
+	    .frequency = rec->opts.frequency,
+	    .stack_size = rec->opts.stack_size,
+	    .event = rec->setup.event == STACKPULSE_EVENT_CYCLES ? "cycles" : "cpu-clock",
+	    .machine = u.machine,
+	    .kernel_release = u.release,
+	    .hostname = u.nodename,
+	    .kernel_frames = rec->setup.kernel_frames,
+	    .kernel_note = rec->kernel_note,
+	};
+	return sp_writer_meta(rec->w, &m);
+}
+
+static int open_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	long fd = syscall(SYS_pidfd_open, pid, 0);
+	return fd < 0 ? -1 : (int)fd;
+#else
+	(void)pid;
+	return -1;
+#endif
+}
+
+static void watch_pidfd(stackpulse_recorder *rec)
+{
+	rec->pidfd = open_pidfd(rec->target);
+	if (rec->pidfd >= 0) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
+		if (epoll_ctl(rec->epfd, EPOLL_CTL_ADD, rec->pidfd, &ev) != 0) {
+			close(rec->pidfd);
+			rec->pidfd = -1;
+		}
+	}
+}
+
+/* ---- public: attach and spawn ---- */
+
+int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
+                               const stackpulse_recorder_opts *opts,
+                               stackpulse_recorder **out)
+{
+	if (!out)
+		return sp_error(-EINVAL, "out is NULL");
+	*out = NULL;
+	if (mode != STACKPULSE_ATTACH_STOP_ENABLE_RESUME && mode != STACKPULSE_ATTACH_LIVE)
+		return sp_error(-EINVAL, "attach mode %d is unknown", mode);
+	stackpulse_recorder_opts o;
+	int rc = read_opts(opts, &o);
+	if (rc)
+		return rc;
+	if ((rc = sp_attach_check_pid(pid)) != 0)
+		return rc;
+	stackpulse_recorder *rec;
+	if ((rc = recorder_new(opts, path, &rec)) != 0)
+		return rc;
+	rec->target = pid;
+	watch_pidfd(rec);
+	kptr_check(rec);
+	if ((rc = open_rings(rec)) != 0)
+		goto fail;
+
+	sigset_t old;
+	sp_stopped st;
+	memset(&st, 0, sizeof(st));
+	sp_attach_block_signals(&old);
+	if (mode == STACKPULSE_ATTACH_STOP_ENABLE_RESUME) {
+		rc = sp_attach_stop(pid, &st);
+		if (rc == 0)
+			rc = open_all_threads(rec, 0);
+		if (rc == 0)
+			rc = write_meta(rec);
+		sp_process *p;
+		if (rc == 0)
+			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, clock_ns(CLOCK_MONOTONIC), &p);
+		if (rc == 0)
+			rc = enable_all(rec);
+		sp_attach_resume(&st); /* On every path: the target never stays stopped. */
+	} else {
+		rc = open_all_threads(rec, 1);
+		if (rc == 0)
+			rc = write_meta(rec);
+		/* Enable before the snapshot: an mmap in between then shows up
+		 * twice (harmless) instead of never. */
+		if (rc == 0)
+			rc = enable_all(rec);
+		sp_process *p;
+		if (rc == 0)
+			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, clock_ns(CLOCK_MONOTONIC), &p);
+		if (rc == 0)
+			rc = open_all_threads(rec, 1);
+		if (rc == 0)
+			rc = enable_all(rec);
+	}
+	sp_attach_restore_signals(&old);
+	if (rc)
+		goto fail;
+	*out = rec;
+	return 0;
+fail:
+	recorder_free(rec);
+	return rc;
+}
+
+int stackpulse_recorder_spawn(char *const argv[], const char *path,
+                              const stackpulse_recorder_opts *opts, stackpulse_recorder **out,
+                              pid_t *pid_out)
+{
+	if (!out)
+		return sp_error(-EINVAL, "out is NULL");
+	*out = NULL;
+	if (!argv || !argv[0] || !argv[0][0])
+		return sp_error(-EINVAL, "argv is empty");
+	stackpulse_recorder *rec;
+	int rc = recorder_new(opts, path, &rec);
+	if (rc)
+		return rc;
+	rec->spawned = 1;
+	kptr_check(rec);
+	if ((rc = open_rings(rec)) != 0)
+		goto fail;
+	sigset_t mask;
+	sigprocmask(SIG_SETMASK, NULL, &mask);
+	pid_t child;
+	int go, status_fd;
+	if ((rc = sp_spawn_prepare(argv, &mask, &child, &go, &status_fd)) != 0)
+		goto fail;
+	rec->target = child;
+	watch_pidfd(rec);
+	rc = open_all_threads(rec, 0);
+	if (rc == 0)
+		rc = write_meta(rec);
+	sp_process *p;
+	if (rc == 0) {
+		char *cmd = NULL;
+		size_t len = 1;
+		for (size_t i = 0; argv[i] && len < SP_PROC_CMDLINE_MAX; i++)
+			len += strlen(argv[i]) + 1;
+		cmd = sp_malloc(len);
+		if (!cmd) {
+			rc = -ENOMEM;
+		} else {
+			cmd[0] = '\0';
+			size_t at = 0;
+			for (size_t i = 0; argv[i] && at + strlen(argv[i]) + 2 <= len; i++)
+				at += (size_t)snprintf(cmd + at, len - at, "%s%s", i ? " " : "", argv[i]);
+			const char *base = strrchr(argv[0], '/');
+			char name[16];
+			snprintf(name, sizeof(name), "%s", base ? base + 1 : argv[0]);
+			rc = sp_ptable_add(&rec->pt, child, SP_NONE, clock_ns(CLOCK_MONOTONIC), name,
+			                   cmd, &p);
+			sp_thread *th;
+			if (rc == 0)
+				rc = sp_ptable_thread(&rec->pt, p, child, clock_ns(CLOCK_MONOTONIC),
+				                      name, &th);
+			sp_free(cmd);
+		}
+	}
+	if (rc) {
+		sp_spawn_abort(child, go, status_fd);
+		goto fail;
+	}
+	/* enable_on_exec starts sampling at the exec itself. */
+	if ((rc = sp_spawn_release(child, go, status_fd, argv[0])) != 0)
+		goto fail;
+	if (pid_out)
+		*pid_out = child;
+	*out = rec;
+	return 0;
+fail:
+	recorder_free(rec);
+	return rc;
+}
+
+/* ---- event loop ---- */
+
+#define ORDER_SLACK_NS 2000000ull /* Records commit within microseconds. */
+#define FLUSH_NS 1000000000ull     /* Longest time a completed sample stays unwritten. */
+
+/* 2 when some ring holds a record old enough to be consumed now, 1 when
+ * the rings only hold records younger than the ordering slack, 0 when
+ * they are empty. */
+static int rings_state(stackpulse_recorder *rec)
+{
+	uint64_t cut = clock_ns(CLOCK_MONOTONIC) - ORDER_SLACK_NS;
+	int st = 0;
+	for (int c = 0; c < rec->ncpu; c++) {
+		struct perf_event_header h;
+		const uint8_t *p;
+		size_t l;
+		if (sp_ring_peek(&rec->rings[c], &h, &p, &l) != 1)
+			continue;
+		if (sp_recorder_record_time(&h, p, l) <= cut)
+			return 2;
+		st = 1;
+	}
+	return st;
+}
+
+/* 1 when @p pid is alive (not a zombie). */
+static int pid_alive(pid_t pid)
+{
+	char st;
+	return sp_proc_state(pid, &st, NULL) == 0 && st != 'Z' && st != 'X';
+}
+
+static int target_alive(stackpulse_recorder *rec)
+{
+	if (rec->target_gone)
+		return 0;
+	if (rec->pidfd >= 0) {
+		/* The pidfd turns readable at exit, even before reaping. */
+		struct epoll_event ev;
+		int ep = epoll_create1(EPOLL_CLOEXEC);
+		int readable = 0;
+		if (ep >= 0) {
+			struct epoll_event in = {.events = EPOLLIN};
+			if (epoll_ctl(ep, EPOLL_CTL_ADD, rec->pidfd, &in) == 0)
+				readable = epoll_wait(ep, &ev, 1, 0) > 0;
+			close(ep);
+		}
+		if (!readable)
+			return 1;
+	} else if (pid_alive(rec->target)) {
+		return 1;
+	}
+	rec->target_gone = 1;
+	if (rec->pidfd >= 0)
+		epoll_ctl(rec->epfd, EPOLL_CTL_DEL, rec->pidfd, NULL);
+	return 0;
+}
+
+static int any_alive(stackpulse_recorder *rec)
+{
+	if (target_alive(rec))
+		return 1;
+	if (!rec->opts.children)
+		return 0;
+	for (size_t i = 0; i < rec->pt.nprocs; i++) {
+		sp_process *p = rec->pt.procs[i];
+		if (!p->exited && p->pid != rec->target && pid_alive(p->pid))
+			return 1;
+	}
+	return 0;
+}
+
+int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
+{
+	if (!rec)
+		return sp_error(-EINVAL, "recorder is NULL");
+	uint64_t start = clock_ns(CLOCK_MONOTONIC);
+	for (;;) {
+		int st = rings_state(rec);
+		if (st == 2)
+			return 1;
+		if (st == 0 && !any_alive(rec))
+			return 0;
+		/* Young records become consumable within the slack. */
+		int slice = st == 1 ? 3 : WAIT_SLICE_MS;
+		if (timeout_ms >= 0) {
+			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
+			if (spent >= (uint64_t)timeout_ms)
+				return 0;
+			if ((uint64_t)timeout_ms - spent < (uint64_t)slice)
+				slice = (int)((uint64_t)timeout_ms - spent);
+		}
+		struct epoll_event ev[8];
+		int n = epoll_wait(rec->epfd, ev, 8, slice);
+		if (n < 0) {
+			if (errno == EINTR)
+				return -EINTR;
+			return sp_error(-errno, "epoll_wait failed");
+		}
+	}
+}
+
+/* Merges the per-CPU rings by timestamp so that a fork is handled before
+ * its child's first records (which may sit in another CPU's ring). Records
+ * newer than @p cut stay in the rings for the next call: an older record
+ * may still be being written on another CPU. */
+static int drain_merged(stackpulse_recorder *rec, uint64_t cut)
+{
+	int nr = rec->ncpu;
+	for (;;) {
+		int best = -1;
+		uint64_t best_t = 0;
+		struct perf_event_header bh;
+		const uint8_t *bp = NULL;
+		size_t bl = 0;
+		for (int c = 0; c < nr; c++) {
+			struct perf_event_header h;
+			const uint8_t *p;
+			size_t l;
+			if (sp_ring_peek(&rec->rings[c], &h, &p, &l) != 1)
+				continue;
+			uint64_t t = sp_recorder_record_time(&h, p, l);
+			if (t > cut)
+				continue;
+			if (best < 0 || t < best_t) {
+				best = c;
+				best_t = t;
+			}
+		}
+		if (best < 0)
+			return 0;
+		/* Peek again: other rings' peeks may not disturb it, but the copy
+		 * buffer is per ring so the pointers stay valid. */
+		if (sp_ring_peek(&rec->rings[best], &bh, &bp, &bl) != 1)
+			continue;
+		int rc = sp_recorder_record(rec, &bh, bp, bl);
+		sp_ring_release(&rec->rings[best]);
+		if (rc)
+			return rc;
+	}
+}
+
+static int consume(stackpulse_recorder *rec, int all)
+{
+	if (rec->error)
+		return rec->error;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	uint64_t cut = all ? UINT64_MAX : now - ORDER_SLACK_NS;
+	int rc = drain_merged(rec, cut);
+	/* Bound what a crash can lose on a quiet target: close the chunk
+	 * at least once per FLUSH_NS even when it is not full. */
+	if (rc == 0 && now - rec->last_flush_ns > FLUSH_NS) {
+		rc = sp_writer_flush(rec->w);
+		rec->last_flush_ns = now;
+	}
+	if (rc)
+		rec->error = rc;
+	return rc;
+}
+
+int stackpulse_recorder_consume_available(stackpulse_recorder *rec)
+{
+	if (!rec)
+		return sp_error(-EINVAL, "recorder is NULL");
+	return consume(rec, 0);
+}
+
+int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
+{
+	if (!rec)
+		return 0;
+	if (pid == 0)
+		return any_alive(rec);
+	if (pid == rec->target)
+		return target_alive(rec);
+	if (!rec->opts.children)
+		return 0;
+	sp_process *p = sp_ptable_find(&rec->pt, pid);
+	return p && !p->exited && pid_alive(pid);
+}
+
+int stackpulse_recorder_fd(const stackpulse_recorder *rec)
+{
+	return rec ? rec->epfd : -1;
+}
+
+int stackpulse_recorder_stats(const stackpulse_recorder *rec,
+                              struct stackpulse_recorder_stats *stats)
+{
+	if (!rec || !stats)
+		return sp_error(-EINVAL, "NULL argument");
+	if (stats->sz < sizeof(size_t))
+		return sp_error(-EINVAL, "stats->sz is %zu", stats->sz);
+	struct stackpulse_recorder_stats s;
+	memset(&s, 0, sizeof(s));
+	sp_writer_counts wc;
+	sp_writer_get_counts(rec->w, &wc);
+	s.sz = stats->sz < sizeof(s) ? stats->sz : sizeof(s);
+	s.samples = wc.samples;
+	s.lost = rec->lost;
+	s.truncated_stacks = rec->truncated;
+	s.bytes_written = wc.bytes;
+	s.chunks = wc.chunks;
+	s.processes = wc.processes;
+	s.threads = wc.threads;
+	s.modules = wc.modules;
+	s.unique_stacks = wc.stacks;
+	s.kernel_frames = rec->setup.kernel_frames;
+	s.python_frames = 0;
+	s.event = rec->setup.event;
+	s.python_samples = 0;
+	memcpy(stats, &s, s.sz);
+	return 0;
+}
+
+int stackpulse_recorder_finish(stackpulse_recorder *rec)
+{
+	if (!rec)
+		return sp_error(-EINVAL, "recorder is NULL");
+	/* Stop producing, then drain what the rings still hold. */
+	for (size_t i = 0; i < rec->nfds; i++)
+		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+	int rc = rec->error;
+	rec->error = 0;
+	int rc2 = consume(rec, 1);
+	if (rc == 0)
+		rc = rc2;
+	if (rc == 0)
+		rc = sp_recorder_write_ksyms(rec);
+	if (rc == 0)
+		rc = sp_writer_finish(rec->w);
+	if (rc == 0)
+		rc = sp_file_sink_sync(&rec->sink);
+	rc2 = sp_file_sink_close(&rec->sink);
+	if (rc == 0)
+		rc = rc2;
+	rec->sink.fd = -1;
+	recorder_free(rec);
+	return rc;
+}

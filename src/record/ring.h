@@ -1,0 +1,45 @@
+/* One mmapped perf ring per CPU; records are copied out when they wrap and
+ * checked against what is left before the callback sees them. */
+#ifndef SP_RECORD_RING_H
+#define SP_RECORD_RING_H
+
+#include <linux/perf_event.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sp_ring {
+	int fd;                             /* Owner event; -1 when unused. */
+	int cpu;
+	struct perf_event_mmap_page *meta;  /* Control page. */
+	uint8_t *data;                      /* Data area, size bytes. */
+	uint64_t size;                      /* Power of two. */
+	size_t map_len;                     /* meta page + data. */
+	uint8_t *copy;                      /* Scratch for wrapped records (64 KiB). */
+	uint64_t corrupt;                   /* Records skipped as malformed. */
+	uint64_t peeked;                    /* Size of the record under peek. */
+} sp_ring;
+
+/* Maps @p data_bytes (a power-of-two number of pages) of ring on @p fd,
+ * halving on EPERM/ENOMEM down to 8 pages (mlock limits). Takes @p fd. */
+int sp_ring_map(sp_ring *r, int fd, int cpu, size_t data_bytes);
+void sp_ring_unmap(sp_ring *r);
+
+/* 1 when the ring holds unread bytes. */
+int sp_ring_pending(const sp_ring *r);
+
+/* Peeks at the next unread record without releasing it: 1 with
+ * hdr, rec and len set (valid until sp_ring_release or the next peek), 0 when
+ * the ring is empty. Malformed space is skipped and counted. */
+int sp_ring_peek(sp_ring *r, struct perf_event_header *hdr, const uint8_t **rec, size_t *len);
+/* Releases the record returned by the last peek. */
+void sp_ring_release(sp_ring *r);
+
+/* Called per record; @p rec (header included) holds @p len bytes. */
+typedef int (*sp_ring_fn)(void *ctx, const struct perf_event_header *hdr, const uint8_t *rec,
+                          size_t len);
+
+/* Hands every complete record to @p fn and releases its space. Stops at
+ * the first nonzero return (the record is still consumed) and returns it. */
+int sp_ring_drain(sp_ring *r, sp_ring_fn fn, void *ctx);
+
+#endif

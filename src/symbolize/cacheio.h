@@ -1,0 +1,28 @@
+/* The on-disk symbol cache: one validated symcache table per build-id in
+ * <dir>/<hex build-id>.spsym, written to a temporary file and renamed. */
+#ifndef SP_SYMBOLIZE_CACHEIO_H
+#define SP_SYMBOLIZE_CACHEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "symcache/symcache.h"
+
+#define SP_SYMCACHE_MAX_FILE (256u << 20)
+
+/* The cache directory: @p opt, else STACKPULSE_SYMBOL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/stackpulse, else $HOME/.cache/stackpulse. Returns an
+ * sp_malloc'd path, or NULL when none can be formed (or out of memory). */
+char *sp_cacheio_dir(const char *opt);
+
+/* Loads and validates the table of @p bid. Returns 0 with *data (sp_free
+ * it) and *table, STACKPULSE_ENOTFOUND when absent, or another code for an
+ * unreadable or invalid file (which callers treat as absent). */
+int sp_cacheio_read(const char *dir, const uint8_t *bid, uint32_t bid_len, uint8_t **data,
+                    sp_symcache *table);
+
+/* Writes @p data as the table of @p bid, creating @p dir when missing. */
+int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, const uint8_t *data,
+                     size_t len);
+
+#endif

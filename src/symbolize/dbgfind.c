@@ -1,0 +1,223 @@
+/* Debug file search. Order: <root>/.build-id/xx/rest.debug under each
+ * debug root; then .gnu_debuglink (next to the binary, in its .debug/
+ * folder, and under each root) with its CRC checked; then debuginfod, only
+ * when built in and DEBUGINFOD_URLS is set. Every candidate is opened as a
+ * regular file only, and one whose build-id differs is never used. libdwfl
+ * falls back to the binary itself when this finds nothing. */
+#include "dbgmod.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef SP_HAVE_DEBUGINFOD
+#include <elfutils/debuginfod.h>
+#endif
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "symbolize/elfid.h"
+
+#define DEFAULT_ROOT "/usr/lib/debug"
+#define MAX_ROOTS 32
+
+int sp_dbg_config_init(sp_dbg_config *cfg, const char *debug_dirs, int allow_network,
+                       sp_symbolize_counters *counters)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->counters = counters;
+	if (!debug_dirs)
+		debug_dirs = getenv("STACKPULSE_DEBUG_DIRS");
+	if (!debug_dirs)
+		debug_dirs = DEFAULT_ROOT;
+	cfg->roots = sp_calloc(MAX_ROOTS, sizeof(char *));
+	if (!cfg->roots)
+		return sp_error(-ENOMEM, "symbolizer: out of memory");
+	const char *p = debug_dirs;
+	while (*p && cfg->nroots < MAX_ROOTS) {
+		const char *e = strchr(p, ':');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		/* Relative roots would depend on the cwd: ignore them. */
+		if (n > 0 && p[0] == '/' && n < 4096) {
+			cfg->roots[cfg->nroots] = sp_strndup(p, n);
+			if (!cfg->roots[cfg->nroots]) {
+				sp_dbg_config_free(cfg);
+				return sp_error(-ENOMEM, "symbolizer: out of memory");
+			}
+			cfg->nroots++;
+		}
+		if (!e)
+			break;
+		p = e + 1;
+	}
+#ifdef SP_HAVE_DEBUGINFOD
+	const char *urls = getenv("DEBUGINFOD_URLS");
+	cfg->debuginfod = allow_network && urls && *urls;
+	cfg->debuginfod_cache = getenv("STACKPULSE_DEBUGINFOD_CACHE_DIR");
+#else
+	(void)allow_network;
+#endif
+	return 0;
+}
+
+void sp_dbg_config_free(sp_dbg_config *cfg)
+{
+	if (cfg->roots) {
+		for (size_t i = 0; i < cfg->nroots; i++)
+			sp_free(cfg->roots[i]);
+		sp_free(cfg->roots);
+	}
+	cfg->roots = NULL;
+	cfg->nroots = 0;
+}
+
+static int same_build_id(const sp_elf_info *info, const uint8_t *bid, uint32_t bid_len)
+{
+	return info->build_id_len == bid_len && memcmp(info->build_id, bid, bid_len) == 0;
+}
+
+/* Opens a candidate; returns the fd when it is a regular ELF file whose
+ * build-id matches (and whose CRC matches when @p want_crc). */
+static int try_candidate(const sp_dbg_config *cfg, const char *path, const uint8_t *bid,
+                         uint32_t bid_len, int want_crc, uint32_t crc)
+{
+	uint64_t size;
+	int fd = sp_elf_open_regular(path, &size);
+	if (fd < 0)
+		return -1;
+	sp_elf_info info;
+	if (sp_elf_read_info(fd, size, &info) != 0)
+		goto reject;
+	/* A debuglink target without a build-id is accepted on its CRC alone. */
+	if (bid_len && (info.build_id_len || !want_crc) && !same_build_id(&info, bid, bid_len))
+		goto reject;
+	if (want_crc) {
+		uint32_t got;
+		if (sp_elf_file_crc32(fd, size, &got) != 0 || got != crc)
+			goto reject;
+	}
+	if (cfg->counters)
+		cfg->counters->debug_files++;
+	return fd;
+reject:
+	close(fd);
+	return -1;
+}
+
+static int found(int fd, const char *path, char **out)
+{
+	/* libdwfl frees this name with free(). */
+	*out = strdup(path);
+	return fd;
+}
+
+#ifdef SP_HAVE_DEBUGINFOD
+static int query_debuginfod(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
+                            char **out)
+{
+	if (cfg->counters)
+		cfg->counters->debuginfod_queries++;
+	/* The client reads its settings from the environment; set ours only for
+	 * the duration of the call. */
+	char *old_cache = NULL;
+	int had_cache = 0;
+	if (cfg->debuginfod_cache && *cfg->debuginfod_cache) {
+		const char *o = getenv("DEBUGINFOD_CACHE_PATH");
+		had_cache = o != NULL;
+		old_cache = o ? strdup(o) : NULL;
+		setenv("DEBUGINFOD_CACHE_PATH", cfg->debuginfod_cache, 1);
+	}
+	int set_timeout = getenv("DEBUGINFOD_TIMEOUT") == NULL;
+	if (set_timeout)
+		setenv("DEBUGINFOD_TIMEOUT", "10", 1);
+	int set_maxtime = getenv("DEBUGINFOD_MAXTIME") == NULL;
+	if (set_maxtime)
+		setenv("DEBUGINFOD_MAXTIME", "60", 1);
+	int fd = -1;
+	char *path = NULL;
+	debuginfod_client *c = debuginfod_begin();
+	if (c) {
+		fd = debuginfod_find_debuginfo(c, bid, (int)bid_len, &path);
+		debuginfod_end(c);
+	}
+	if (set_timeout)
+		unsetenv("DEBUGINFOD_TIMEOUT");
+	if (set_maxtime)
+		unsetenv("DEBUGINFOD_MAXTIME");
+	if (cfg->debuginfod_cache && *cfg->debuginfod_cache) {
+		if (had_cache && old_cache)
+			setenv("DEBUGINFOD_CACHE_PATH", old_cache, 1);
+		else
+			unsetenv("DEBUGINFOD_CACHE_PATH");
+	}
+	free(old_cache);
+	if (fd < 0) {
+		free(path);
+		return -1;
+	}
+	close(fd);
+	/* Reopen through the same checks as any other candidate. */
+	int vfd = path ? try_candidate(cfg, path, bid, bid_len, 0, 0) : -1;
+	if (vfd >= 0) {
+		*out = path;
+		return vfd;
+	}
+	free(path);
+	return -1;
+}
+#endif
+
+int sp_dbg_find_debuginfo(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
+                          const char *binary, const char *debuglink, uint32_t crc, char **out)
+{
+	char path[4096];
+	char hex[129];
+	*out = NULL;
+	if (bid_len >= 2) {
+		sp_hex(bid, bid_len, hex);
+		for (size_t i = 0; i < cfg->nroots; i++) {
+			int n = snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", cfg->roots[i],
+			                 hex, hex + 2);
+			if (n <= 0 || (size_t)n >= sizeof(path))
+				continue;
+			int fd = try_candidate(cfg, path, bid, bid_len, 0, 0);
+			if (fd >= 0)
+				return found(fd, path, out);
+		}
+	}
+	/* A debuglink is a plain file name: anything with a slash is refused. */
+	if (debuglink && *debuglink && !strchr(debuglink, '/') && strcmp(debuglink, "..") != 0 &&
+	    binary && binary[0] == '/') {
+		const char *slash = strrchr(binary, '/');
+		int dirlen = (int)(slash - binary);
+		int n;
+		n = snprintf(path, sizeof(path), "%.*s/%s", dirlen, binary, debuglink);
+		if (n > 0 && (size_t)n < sizeof(path) && strcmp(path, binary) != 0) {
+			int fd = try_candidate(cfg, path, bid, bid_len, 1, crc);
+			if (fd >= 0)
+				return found(fd, path, out);
+		}
+		n = snprintf(path, sizeof(path), "%.*s/.debug/%s", dirlen, binary, debuglink);
+		if (n > 0 && (size_t)n < sizeof(path)) {
+			int fd = try_candidate(cfg, path, bid, bid_len, 1, crc);
+			if (fd >= 0)
+				return found(fd, path, out);
+		}
+		for (size_t i = 0; i < cfg->nroots; i++) {
+			n = snprintf(path, sizeof(path), "%s%.*s/%s", cfg->roots[i], dirlen, binary,
+			             debuglink);
+			if (n <= 0 || (size_t)n >= sizeof(path))
+				continue;
+			int fd = try_candidate(cfg, path, bid, bid_len, 1, crc);
+			if (fd >= 0)
+				return found(fd, path, out);
+		}
+	}
+#ifdef SP_HAVE_DEBUGINFOD
+	if (cfg->debuginfod && bid_len > 0)
+		return query_debuginfod(cfg, bid, bid_len, out);
+#endif
+	return -1;
+}

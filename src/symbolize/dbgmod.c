@@ -1,0 +1,454 @@
+#include "dbgmod.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <gelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "symbolize/demangle.h"
+#include "symbolize/elfid.h"
+
+#define MAX_SYMBOLS (1u << 24)
+#define MAX_CU_RANGES (1u << 22)
+
+typedef struct sym {
+	uint64_t addr, size;
+	const char *name; /* Owned by libdwfl (lives as long as the Dwfl). */
+	int rank;         /* Preference among symbols at one address. */
+} sym;
+
+typedef struct cu_range {
+	uint64_t lo, hi; /* [lo, hi) in DWARF addresses. */
+	Dwarf_Die cu;
+} cu_range;
+
+struct sp_dbgmod {
+	char *path;
+	uint8_t bid[64];
+	uint32_t bid_len;
+	sp_elf_info info;
+	const sp_dbg_config *cfg;
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	int syms_built;
+	sym *syms;
+	size_t nsyms;
+	int dwarf_tried;
+	Dwarf *dw;
+	int cu_index_built;
+	cu_range *cus;
+	size_t ncus;
+};
+
+static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
+                         char **file_name, Elf **elfp)
+{
+	(void)mod, (void)ud, (void)name, (void)base, (void)file_name, (void)elfp;
+	return -1;
+}
+
+/* Replaces libdwfl's standard search (which would also reach debuginfod by
+ * itself whenever DEBUGINFOD_URLS is set) with ours. */
+static int find_debuginfo_cb(Dwfl_Module *mod, void **ud, const char *modname, Dwarf_Addr base,
+                             const char *file_name, const char *debuglink_file,
+                             GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	(void)mod, (void)modname, (void)base;
+	sp_dbgmod *m = ud ? *ud : NULL;
+	if (!m)
+		return -1;
+	return sp_dbg_find_debuginfo(m->cfg, m->bid, m->bid_len, file_name ? file_name : m->path,
+	                             debuglink_file, debuglink_crc, debuginfo_file_name);
+}
+
+static const Dwfl_Callbacks callbacks = {
+	.find_elf = find_elf_none,
+	.find_debuginfo = find_debuginfo_cb,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = NULL,
+};
+
+int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len,
+                   const sp_dbg_config *cfg, sp_dbgmod **out)
+{
+	uint64_t size;
+	if (bid_len > 64)
+		return sp_error(-EINVAL, "%s: build-id of %u bytes", path, bid_len);
+	int fd = sp_elf_open_regular(path, &size);
+	if (fd < 0)
+		return fd;
+	sp_dbgmod *m = sp_calloc(1, sizeof(*m));
+	if (!m) {
+		close(fd);
+		return sp_error(-ENOMEM, "symbolizer: out of memory");
+	}
+	m->cfg = cfg;
+	int rc = sp_elf_read_info(fd, size, &m->info);
+	if (rc) {
+		sp_error_context(rc, "%s", path);
+		goto fail;
+	}
+	/* Verify before libelf or libdw parse anything more of the file. */
+	if (bid_len && (m->info.build_id_len != bid_len ||
+	                memcmp(m->info.build_id, bid, bid_len) != 0)) {
+		char want[129], have[129];
+		sp_hex(bid, bid_len, want);
+		sp_hex(m->info.build_id, m->info.build_id_len, have);
+		if (cfg->counters)
+			cfg->counters->build_id_mismatch++;
+		rc = sp_error(STACKPULSE_EBUILDID, "%s: build-id %s differs from recorded %s", path,
+		              m->info.build_id_len ? have : "(none)", want);
+		goto fail;
+	}
+	memcpy(m->bid, bid, bid_len);
+	m->bid_len = bid_len;
+	m->path = sp_strdup(path);
+	m->dwfl = dwfl_begin(&callbacks);
+	if (!m->path || !m->dwfl) {
+		rc = sp_error(-ENOMEM, "symbolizer: out of memory");
+		goto fail;
+	}
+	dwfl_report_begin(m->dwfl);
+	const char *base = strrchr(path, '/');
+	/* base 0 with add_p_vaddr: module addresses are the ELF's own vaddrs. */
+	m->mod = dwfl_report_elf(m->dwfl, base ? base + 1 : path, path, fd, 0, true);
+	dwfl_report_end(m->dwfl, NULL, NULL);
+	if (!m->mod) {
+		rc = sp_error(STACKPULSE_EFORMAT, "%s: libdwfl: %s", path, dwfl_errmsg(-1));
+		goto fail; /* fd not consumed on failure. */
+	}
+	fd = -1; /* Owned by libdwfl now. */
+	void **ud = NULL;
+	dwfl_module_info(m->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+	if (ud)
+		*ud = m;
+	if (cfg->counters)
+		cfg->counters->binaries_opened++;
+	*out = m;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	sp_dbgmod_free(m);
+	return rc;
+}
+
+void sp_dbgmod_free(sp_dbgmod *m)
+{
+	if (!m)
+		return;
+	if (m->dwfl)
+		dwfl_end(m->dwfl);
+	sp_free(m->syms);
+	sp_free(m->cus);
+	sp_free(m->path);
+	sp_free(m);
+}
+
+/* ------------------------------------------------------------------ */
+/* Symbol table: one sorted array per binary (dwfl_module_addrinfo scans
+ * linearly). Covers .symtab, the debug file's, MiniDebugInfo and .dynsym. */
+
+static int sym_cmp(const void *pa, const void *pb)
+{
+	const sym *a = pa, *b = pb;
+	if (a->addr != b->addr)
+		return a->addr < b->addr ? -1 : 1;
+	return b->rank - a->rank; /* Best first. */
+}
+
+static int build_syms(sp_dbgmod *m)
+{
+	m->syms_built = 1;
+	int n = dwfl_module_getsymtab(m->mod);
+	if (n <= 0)
+		return 0;
+	if ((unsigned)n > MAX_SYMBOLS)
+		n = (int)MAX_SYMBOLS;
+	m->syms = sp_calloc((size_t)n, sizeof(sym));
+	if (!m->syms)
+		return sp_error(-ENOMEM, "symbolizer: out of memory");
+	size_t k = 0;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym s;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		Elf *elf;
+		Dwarf_Addr bias;
+		const char *name =
+		    dwfl_module_getsym_info(m->mod, i, &s, &addr, &shndx, &elf, &bias);
+		if (!name || !*name || shndx == SHN_UNDEF)
+			continue;
+		int type = GELF_ST_TYPE(s.st_info);
+		if (type != STT_FUNC && type != STT_GNU_IFUNC)
+			continue;
+		int bind = GELF_ST_BIND(s.st_info);
+		m->syms[k].addr = addr;
+		m->syms[k].size = s.st_size;
+		m->syms[k].name = name;
+		m->syms[k].rank = (s.st_size ? 4 : 0) + (bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0);
+		k++;
+	}
+	qsort(m->syms, k, sizeof(sym), sym_cmp);
+	/* One symbol per address: the best ranked (first after sorting). */
+	size_t w = 0;
+	for (size_t i = 0; i < k; i++)
+		if (w == 0 || m->syms[w - 1].addr != m->syms[i].addr)
+			m->syms[w++] = m->syms[i];
+	m->nsyms = w;
+	return 0;
+}
+
+static const char *sym_lookup(sp_dbgmod *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->syms[mid].addr <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	const sym *s = &m->syms[lo - 1];
+	if (s->size && addr - s->addr >= s->size)
+		return NULL;
+	return s->name;
+}
+
+/* ------------------------------------------------------------------ */
+/* DWARF */
+
+static int cu_cmp(const void *pa, const void *pb)
+{
+	const cu_range *a = pa, *b = pb;
+	return a->lo < b->lo ? -1 : a->lo > b->lo ? 1 : 0;
+}
+
+/* For CUs without .debug_aranges (clang's default): every CU's ranges,
+ * sorted, built once. */
+static int build_cu_index(sp_dbgmod *m)
+{
+	m->cu_index_built = 1;
+	size_t cap = 0;
+	Dwarf_Die *cu = NULL;
+	Dwarf_Addr bias;
+	while ((cu = dwfl_module_nextcu(m->mod, cu, &bias)) != NULL) {
+		ptrdiff_t o = 0;
+		Dwarf_Addr base, lo, hi;
+		while ((o = dwarf_ranges(cu, o, &base, &lo, &hi)) > 0) {
+			if (hi <= lo)
+				continue;
+			if (m->ncus == cap) {
+				if (cap >= MAX_CU_RANGES)
+					goto done;
+				size_t ncap = cap ? cap * 2 : 64;
+				cu_range *n = sp_realloc_array(m->cus, ncap, sizeof(*n));
+				if (!n)
+					return sp_error(-ENOMEM, "symbolizer: out of memory");
+				m->cus = n;
+				cap = ncap;
+			}
+			m->cus[m->ncus].lo = lo;
+			m->cus[m->ncus].hi = hi;
+			m->cus[m->ncus].cu = *cu;
+			m->ncus++;
+		}
+	}
+done:
+	if (m->ncus)
+		qsort(m->cus, m->ncus, sizeof(*m->cus), cu_cmp);
+	return 0;
+}
+
+static Dwarf_Die *cu_index_find(sp_dbgmod *m, uint64_t a)
+{
+	size_t lo = 0, hi = m->ncus;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->cus[mid].lo <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Ranges of different CUs may nest (rare): look back a little. */
+	for (size_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++)
+		if (a < m->cus[i - 1].hi)
+			return &m->cus[i - 1].cu;
+	return NULL;
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute attr;
+	const char *n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+	if (!n)
+		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+	if (!n)
+		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+	return n;
+}
+
+/* Pools a name, demangled unless raw; NULL stays NULL. */
+static int pool_name(sp_strpool *pool, const char *raw, int raw_names, const char **out)
+{
+	*out = NULL;
+	if (!raw)
+		return 0;
+	*out = sp_demangle(pool, raw, raw_names);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int pool_str(sp_strpool *pool, const char *s, const char **out)
+{
+	*out = NULL;
+	if (!s)
+		return 0;
+	*out = sp_strpool_intern(pool, s);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* Fills frames from DWARF for module address @p a. Returns the count, 0
+ * when DWARF knows nothing of @p a, or -ENOMEM. */
+static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_names,
+                        sp_symcache_frame *frames, uint32_t max)
+{
+	Dwarf_Addr bias = 0;
+	if (!m->dwarf_tried) {
+		m->dwarf_tried = 1;
+		m->dw = dwfl_module_getdwarf(m->mod, &bias);
+		if (m->dw && m->cfg->counters)
+			m->cfg->counters->dwarf_loads++;
+	}
+	if (!m->dw)
+		return 0;
+	if (m->cfg->counters)
+		m->cfg->counters->dwarf_lookups++;
+	Dwarf_Die *cudie = dwfl_module_addrdie(m->mod, a, &bias);
+	if (!cudie) {
+		if (!m->cu_index_built) {
+			int rc = build_cu_index(m);
+			if (rc)
+				return rc;
+		}
+		dwfl_module_getdwarf(m->mod, &bias);
+		cudie = cu_index_find(m, a - bias);
+		if (!cudie)
+			return 0;
+	}
+	uint64_t da = a - bias;
+	const char *file = NULL;
+	int line = 0;
+	Dwarf_Line *ln = dwarf_getsrc_die(cudie, da);
+	if (ln) {
+		file = dwarf_linesrc(ln, NULL, NULL);
+		if (dwarf_lineno(ln, &line) != 0)
+			line = 0;
+	}
+	uint32_t n = 0;
+	int rc = 0;
+	Dwarf_Die *scopes = NULL;
+	int nscopes = dwarf_getscopes(cudie, da, &scopes);
+	if (nscopes > 0) {
+		/* dwarf_getscopes loses the outer levels of nested inlines: redo the
+		 * walk from the innermost DIE, as eu-addr2line -i does. */
+		Dwarf_Die inner;
+		Dwarf_Off off = dwarf_dieoffset(&scopes[0]);
+		free(scopes);
+		scopes = NULL;
+		nscopes = dwarf_offdie(dwarf_cu_getdwarf(cudie->cu), off, &inner)
+		              ? dwarf_getscopes_die(&inner, &scopes)
+		              : -1;
+	}
+	Dwarf_Files *files = NULL;
+	if (nscopes > 0) {
+		Dwarf_Die cu;
+		if (!dwarf_diecu(&scopes[0], &cu, NULL, NULL) ||
+		    dwarf_getsrcfiles(&cu, &files, NULL) != 0)
+			files = NULL;
+	}
+	const char *loc_file = file;
+	uint32_t loc_line = line > 0 ? (uint32_t)line : 0;
+	int have_func = 0;
+	for (int i = 0; i < nscopes && !rc; i++) {
+		Dwarf_Die *die = &scopes[i];
+		int tag = dwarf_tag(die);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		/* Keep the physical frame even when the chain is too deep. */
+		if (tag == DW_TAG_inlined_subroutine && n + 1 >= max)
+			continue;
+		const char *name = die_name(die);
+		rc = pool_name(pool, name ? name : "[unknown]", raw_names, &frames[n].name);
+		if (!rc)
+			rc = pool_str(pool, loc_file, &frames[n].file);
+		frames[n].line = loc_line;
+		n++;
+		if (tag == DW_TAG_subprogram) {
+			have_func = 1;
+			break;
+		}
+		Dwarf_Attribute attr;
+		Dwarf_Word val;
+		loc_file = NULL;
+		loc_line = 0;
+		if (files && dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &attr), &val) == 0)
+			loc_file = dwarf_filesrc(files, val, NULL, NULL);
+		if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &attr), &val) == 0 &&
+		    val <= UINT32_MAX)
+			loc_line = (uint32_t)val;
+	}
+	free(scopes);
+	if (rc)
+		return rc;
+	if (!have_func) {
+		/* No subprogram DIE: the symbol table names the physical frame. */
+		if (n >= max)
+			n = max - 1;
+		if (!m->syms_built && (rc = build_syms(m)) != 0)
+			return rc;
+		const char *s = sym_lookup(m, a);
+		if (!s && n == 0 && !file)
+			return 0;
+		rc = pool_name(pool, s, raw_names, &frames[n].name);
+		if (!rc)
+			rc = pool_str(pool, loc_file, &frames[n].file);
+		if (rc)
+			return rc;
+		frames[n].line = loc_line;
+		n++;
+	}
+	return (int)n;
+}
+
+int sp_dbgmod_resolve(sp_dbgmod *m, uint64_t off, sp_strpool *pool, int raw_names,
+                      sp_symcache_frame *frames, uint32_t max)
+{
+	if (max == 0)
+		return sp_error(-EINVAL, "symbolizer: no room for frames");
+	frames[0].name = NULL;
+	frames[0].file = NULL;
+	frames[0].line = 0;
+	uint64_t a;
+	if (sp_elf_offset_to_vaddr(&m->info, off, &a) != 0)
+		return 1;
+	int n = dwarf_frames(m, a, pool, raw_names, frames, max);
+	if (n != 0)
+		return n;
+	if (!m->syms_built) {
+		int rc = build_syms(m);
+		if (rc)
+			return rc;
+	}
+	const char *s = sym_lookup(m, a);
+	if (s && pool_name(pool, s, raw_names, &frames[0].name) != 0)
+		return -ENOMEM;
+	return 1;
+}

@@ -1,0 +1,18 @@
+/* Symbol name demangling: C++ (Itanium, via __cxa_demangle from
+ * libstdc++), Rust legacy (hash suffix and $-escapes removed) and Rust v0
+ * (our own bounded demangler). Names that fail to demangle stay raw. */
+#ifndef SP_SYMBOLIZE_DEMANGLE_H
+#define SP_SYMBOLIZE_DEMANGLE_H
+
+#include <stddef.h>
+
+#include "strpool.h"
+
+/* Returns the pooled display name of @p raw (demangled unless @p keep_raw),
+ * or NULL on allocation failure. */
+const char *sp_demangle(sp_strpool *pool, const char *raw, int keep_raw);
+
+/* Demangles a Rust v0 symbol into @p out (@p cap bytes). 0 or -1. */
+int sp_rust_v0_demangle(const char *sym, char *out, size_t cap);
+
+#endif

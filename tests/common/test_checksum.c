@@ -1,0 +1,55 @@
+/* CRC-32C known vectors (RFC 3720 appendix B.4) and chaining. */
+#include "harness.h"
+
+#include "common/checksum.h"
+
+SP_TEST(crc32c_check_value)
+{
+	CHECK(sp_crc32c(0, "123456789", 9) == 0xE3069283u);
+}
+
+SP_TEST(crc32c_empty_input_is_identity)
+{
+	CHECK(sp_crc32c(0, NULL, 0) == 0);
+	CHECK(sp_crc32c(0xE3069283u, "", 0) == 0xE3069283u);
+}
+
+SP_TEST(crc32c_rfc3720_vectors)
+{
+	uint8_t b[32];
+	memset(b, 0, sizeof(b));
+	CHECK(sp_crc32c(0, b, sizeof(b)) == 0x8A9136AAu);
+	memset(b, 0xff, sizeof(b));
+	CHECK(sp_crc32c(0, b, sizeof(b)) == 0x62A8AB43u);
+	for (int i = 0; i < 32; i++)
+		b[i] = (uint8_t)i;
+	CHECK(sp_crc32c(0, b, sizeof(b)) == 0x46DD794Eu);
+	for (int i = 0; i < 32; i++)
+		b[i] = (uint8_t)(31 - i);
+	CHECK(sp_crc32c(0, b, sizeof(b)) == 0x113FDB5Cu);
+}
+
+SP_TEST(crc32c_chains_across_splits)
+{
+	uint8_t b[257];
+	for (size_t i = 0; i < sizeof(b); i++)
+		b[i] = (uint8_t)(i * 31 + 7);
+	uint32_t whole = sp_crc32c(0, b, sizeof(b));
+	for (size_t cut = 0; cut <= sizeof(b); cut++) {
+		uint32_t part = sp_crc32c(sp_crc32c(0, b, cut), b + cut, sizeof(b) - cut);
+		CHECK(part == whole);
+	}
+}
+
+SP_TEST(crc32c_detects_every_single_bit_flip)
+{
+	uint8_t b[64];
+	for (size_t i = 0; i < sizeof(b); i++)
+		b[i] = (uint8_t)i;
+	uint32_t good = sp_crc32c(0, b, sizeof(b));
+	for (size_t bit = 0; bit < sizeof(b) * 8; bit++) {
+		b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		CHECK(sp_crc32c(0, b, sizeof(b)) != good);
+		b[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+}

@@ -1,0 +1,454 @@
+/* Spool round trips: every record kind written by the encoder reads back
+ * through the public API with the same values; re-encoding is canonical. */
+#include "format/spool_copy.h"
+#include "spool_fixture.h"
+
+static memsink rich_file(rich_ids *ids, const sp_writer_opts *opts)
+{
+	memsink m = { 0 };
+	sp_writer *w = NULL;
+	REQUIRE_OK(sp_writer_new(opts, memsink_write, &m, &w));
+	int rc = write_rich(w, ids, 1);
+	sp_writer_free(w);
+	REQUIRE_OK(rc);
+	return m;
+}
+
+SP_TEST(every_record_kind_round_trips)
+{
+	rich_ids ids;
+	memsink m = rich_file(&ids, NULL);
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+
+	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(s);
+	CHECK_EQ(meta->format_version, 1);
+	CHECK_EQ(meta->start_time_ns, 1700000000123456789ull);
+	CHECK_EQ(sp_spool_start_mono_ns(s), 5000);
+	CHECK_EQ(meta->frequency, 99);
+	CHECK_EQ(meta->stack_size, 32768);
+	CHECK_STR(meta->event, "cpu-clock");
+	CHECK_STR(meta->machine, "x86_64");
+	CHECK_STR(meta->kernel_release, "6.1.0-test");
+	CHECK_STR(meta->hostname, "host");
+	CHECK_EQ(meta->kernel_frames, 1);
+	CHECK_STR(meta->kernel_note, "");
+	CHECK_EQ(meta->truncated, 0);
+	CHECK_EQ(meta->samples, 5);
+	CHECK_EQ(meta->lost, 10);
+	CHECK_EQ(meta->chunks, 2);
+	CHECK_EQ(meta->duration_ns, 3000 - 990);
+
+	REQUIRE_EQ(stackpulse_spool_process_count(s), 2);
+	const struct stackpulse_process *p = stackpulse_spool_process(s, ids.proc1);
+	REQUIRE(p != NULL);
+	CHECK_EQ(p->index, 1);
+	CHECK_EQ(p->pid, 200);
+	CHECK_EQ(p->parent, ids.proc0);
+	CHECK_STR(p->name, "python3");
+	CHECK_STR(p->cmdline, "python3 app.py");
+	CHECK_EQ(p->start_ns, 20);
+	CHECK_EQ(p->end_ns, 3200);
+	p = stackpulse_spool_process(s, ids.proc0);
+	CHECK_EQ(p->parent, UINT32_MAX);
+	CHECK_EQ(p->end_ns, 0);
+	CHECK_STR(p->cmdline, "init --flag");
+	CHECK(stackpulse_spool_process(s, 2) == NULL);
+
+	REQUIRE_EQ(stackpulse_spool_thread_count(s), 3);
+	CHECK_STR(stackpulse_spool_thread(s, ids.thr1)->name, "renamed");
+	CHECK_EQ(stackpulse_spool_thread(s, ids.thr1)->tid, 101);
+	CHECK_EQ(stackpulse_spool_thread(s, ids.thr2)->process, ids.proc1);
+	CHECK(stackpulse_spool_thread(s, 3) == NULL);
+
+	REQUIRE_EQ(stackpulse_spool_module_count(s), 2);
+	const struct stackpulse_module *mod = stackpulse_spool_module(s, ids.mod_exe);
+	CHECK_STR(mod->path, "/usr/bin/app");
+	REQUIRE_EQ(mod->build_id_len, 20);
+	CHECK(memcmp(mod->build_id, rich_build_id, 20) == 0);
+	CHECK_EQ(mod->has_symbols, 1);
+	mod = stackpulse_spool_module(s, ids.mod_libc);
+	CHECK(mod->build_id == NULL);
+	CHECK_EQ(mod->build_id_len, 0);
+	CHECK_EQ(mod->has_symbols, 0);
+	const uint8_t *tab;
+	size_t tab_len;
+	REQUIRE_OK(sp_spool_module_symtab(s, ids.mod_exe, &tab, &tab_len));
+	CHECK_EQ(tab_len, sizeof(rich_symtab));
+	CHECK(memcmp(tab, rich_symtab, tab_len) == 0);
+	CHECK_EQ(sp_spool_module_symtab(s, ids.mod_libc, &tab, &tab_len), STACKPULSE_ENOTFOUND);
+
+	REQUIRE_EQ(sp_spool_mapping_count(s), 1);
+	const struct sp_mapping *map = sp_spool_mapping(s, 0);
+	CHECK_EQ(map->start, 0x400000);
+	CHECK_EQ(map->end, 0x401000);
+	CHECK_EQ(map->module, ids.mod_exe);
+	CHECK_EQ(map->time_ns, 12);
+
+	REQUIRE_EQ(stackpulse_spool_pycode_count(s), 1);
+	CHECK_STR(stackpulse_spool_pycode(s, 0)->qualname, "App.run");
+	CHECK_STR(stackpulse_spool_pycode(s, 0)->filename, "/srv/app.py");
+	CHECK_EQ(stackpulse_spool_pycode(s, 0)->first_line, 42);
+
+	REQUIRE_EQ(stackpulse_spool_frame_count(s), 7);
+	const struct stackpulse_raw_frame *f = stackpulse_spool_frame(s, ids.f_native);
+	CHECK_EQ(f->kind, STACKPULSE_FRAME_NATIVE);
+	CHECK_EQ(f->module, ids.mod_exe);
+	CHECK_EQ(f->offset, 0x1234);
+	CHECK_EQ(f->pycode, UINT32_MAX);
+	f = stackpulse_spool_frame(s, ids.f_kernel);
+	CHECK_EQ(f->kind, STACKPULSE_FRAME_KERNEL);
+	CHECK_EQ(f->offset, 0xffffffff81000100ull);
+	CHECK_EQ(f->module, UINT32_MAX);
+	f = stackpulse_spool_frame(s, ids.f_python);
+	CHECK_EQ(f->kind, STACKPULSE_FRAME_PYTHON);
+	CHECK_EQ(f->pycode, ids.py0);
+	CHECK_EQ(f->offset, 16);
+	CHECK_EQ(f->line, 44);
+	CHECK_EQ(stackpulse_spool_frame(s, ids.f_jit)->kind, STACKPULSE_FRAME_JIT);
+	CHECK_EQ(stackpulse_spool_frame(s, ids.f_unknown)->offset, 0xdead);
+	CHECK_EQ(stackpulse_spool_frame(s, ids.f_trunc)->kind, STACKPULSE_FRAME_TRUNCATED);
+	CHECK(stackpulse_spool_frame(s, 7) == NULL);
+
+	/* Stacks: 4 nodes for the native chain (shared prefix), 3 for Python. */
+	CHECK_EQ(stackpulse_spool_stack_count(s), 8);
+	CHECK_EQ(stackpulse_spool_stack_depth(s, ids.s_leaf), 4);
+	CHECK_EQ(stackpulse_spool_stack_depth(s, ids.s_mid), 2);
+	CHECK_EQ(stackpulse_spool_stack_depth(s, 0), 0);
+	CHECK_EQ(stackpulse_spool_stack_depth(s, 999), 0);
+	uint32_t frames[8];
+	CHECK_EQ(stackpulse_spool_stack_frames(s, ids.s_leaf, frames, 8), 4);
+	CHECK_EQ(frames[0], ids.f_kernel);
+	CHECK_EQ(frames[1], ids.f_libc);
+	CHECK_EQ(frames[2], ids.f_native);
+	CHECK_EQ(frames[3], ids.f_trunc);
+	frames[1] = 77;
+	CHECK_EQ(stackpulse_spool_stack_frames(s, ids.s_leaf, frames, 1), 4);
+	CHECK_EQ(frames[1], 77);
+	uint32_t leaf, parent;
+	REQUIRE_OK(stackpulse_spool_stack_node(s, ids.s_leaf, &leaf, &parent));
+	CHECK_EQ(leaf, ids.f_kernel);
+	CHECK_EQ(stackpulse_spool_stack_depth(s, parent), 3);
+	CHECK_EQ(stackpulse_spool_stack_node(s, 0, &leaf, &parent), STACKPULSE_ENOTFOUND);
+	CHECK_EQ(stackpulse_spool_stack_node(s, 8, &leaf, &parent), STACKPULSE_ENOTFOUND);
+
+	/* Events come sorted by time. */
+	REQUIRE_EQ(stackpulse_spool_event_count(s), 7);
+	static const int kinds[] = { STACKPULSE_EV_FORK, STACKPULSE_EV_EXEC, STACKPULSE_EV_COMM,
+		                     STACKPULSE_EV_LOST, STACKPULSE_EV_LOST, STACKPULSE_EV_EXIT,
+		                     STACKPULSE_EV_EXIT };
+	uint64_t prev = 0;
+	for (uint32_t i = 0; i < 7; i++) {
+		const struct stackpulse_spool_event *e = stackpulse_spool_event(s, i);
+		CHECK_EQ(e->kind, kinds[i]);
+		CHECK(e->time_ns >= prev);
+		prev = e->time_ns;
+	}
+	const struct stackpulse_spool_event *e = stackpulse_spool_event(s, 0);
+	CHECK_EQ(e->process, ids.proc0);
+	CHECK_EQ(e->other, ids.proc1);
+	e = stackpulse_spool_event(s, 3);
+	CHECK_EQ(e->count, 7);
+	CHECK_EQ(e->thread, ids.thr1);
+	CHECK_EQ(e->process, ids.proc0);
+	e = stackpulse_spool_event(s, 4);
+	CHECK_EQ(e->thread, UINT32_MAX);
+	CHECK_EQ(e->process, UINT32_MAX);
+	e = stackpulse_spool_event(s, 5);
+	CHECK_EQ(e->thread, ids.thr2);
+	CHECK(stackpulse_spool_event(s, 7) == NULL);
+
+	/* Kernel symbols. */
+	CHECK_EQ(stackpulse_spool_ksym_count(s), 3);
+	const char *name, *kmod;
+	uint64_t start;
+	REQUIRE_OK(stackpulse_spool_ksym_lookup(s, 0xffffffff81000100ull, &name, &start, &kmod));
+	CHECK_STR(name, "_stext");
+	CHECK_EQ(start, 0xffffffff81000000ull);
+	CHECK_STR(kmod, "");
+	REQUIRE_OK(stackpulse_spool_ksym_lookup(s, 0xffffffff81000200ull, &name, NULL, NULL));
+	CHECK_STR(name, "do_syscall_64");
+	REQUIRE_OK(stackpulse_spool_ksym_lookup(s, 0xffffffffc0001000ull, &name, NULL, &kmod));
+	CHECK_STR(name, "ext4_read");
+	CHECK_STR(kmod, "ext4");
+	CHECK_EQ(stackpulse_spool_ksym_lookup(s, 0x1000, &name, NULL, NULL), STACKPULSE_ENOTFOUND);
+
+	/* JIT symbols. */
+	REQUIRE_OK(sp_spool_jitsym_lookup(s, ids.proc1, 0x7f00000010ffull, &name, &start));
+	CHECK_STR(name, "jit_fn");
+	CHECK_EQ(start, 0x7f0000001000ull);
+	CHECK_EQ(sp_spool_jitsym_lookup(s, ids.proc1, 0x7f0000001100ull, &name, &start),
+	         STACKPULSE_ENOTFOUND);
+	CHECK_EQ(sp_spool_jitsym_lookup(s, ids.proc0, 0x7f0000001000ull, &name, &start),
+	         STACKPULSE_ENOTFOUND);
+
+	uint64_t v;
+	REQUIRE_OK(sp_spool_stat(s, SP_STAT_TRUNCATED_STACKS, &v));
+	CHECK_EQ(v, 5);
+	CHECK_EQ(sp_spool_stat(s, SP_STAT_UNWIND_ERRORS, &v), STACKPULSE_ENOTFOUND);
+
+	/* Samples in file order, with times restored from signed deltas. */
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(s, &it));
+	const struct stackpulse_sample *x;
+	static const uint64_t times[] = { 1000, 990, 2000, 2500, 3000 };
+	uint32_t n = 0;
+	int rc;
+	while ((rc = stackpulse_sample_iter_next(it, &x)) == 1) {
+		if (n < 5)
+			CHECK_EQ(x->time_ns, times[n]);
+		if (n == 1) {
+			CHECK_EQ(x->weight, 2);
+			CHECK_EQ(x->cpu, 1);
+			CHECK_EQ(x->tid, 101);
+			CHECK_EQ(x->pid, 100);
+			CHECK_EQ(x->stack, ids.s_mid);
+		}
+		if (n == 2) {
+			CHECK_EQ(x->process, ids.proc1);
+			CHECK_EQ(x->pid, 200);
+		}
+		if (n == 3)
+			CHECK_EQ(x->stack, 0);
+		n++;
+	}
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(n, 5);
+	CHECK_EQ(stackpulse_sample_iter_next(it, &x), 0);
+	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(s);
+	memsink_free(&m);
+}
+
+SP_TEST(interning_returns_the_same_ids)
+{
+	memsink m = { 0 };
+	sp_writer *w;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	uint32_t a, b, f1, f2, s1, s2;
+	REQUIRE_OK(sp_writer_module(w, "/bin/x", rich_build_id, 4, &a));
+	REQUIRE_OK(sp_writer_module(w, "/bin/x", rich_build_id, 4, &b));
+	CHECK_EQ(a, b);
+	REQUIRE_OK(sp_writer_module(w, "/bin/x", rich_build_id, 5, &b));
+	CHECK(a != b);
+	/* Fields a kind does not use do not split frames. */
+	struct stackpulse_raw_frame f = { STACKPULSE_FRAME_KERNEL, 3, 0x10, 9, 9 };
+	REQUIRE_OK(sp_writer_frame(w, &f, &f1));
+	f.module = 7;
+	REQUIRE_OK(sp_writer_frame(w, &f, &f2));
+	CHECK_EQ(f1, f2);
+	REQUIRE_OK(sp_writer_stack(w, 0, f1, &s1));
+	REQUIRE_OK(sp_writer_stack(w, 0, f1, &s2));
+	CHECK_EQ(s1, s2);
+	CHECK_EQ(s1, 1);
+	sp_writer_counts c;
+	sp_writer_get_counts(w, &c);
+	CHECK_EQ(c.modules, 2);
+	CHECK_EQ(c.frames, 1);
+	CHECK_EQ(c.stacks, 2);
+	/* Bad references are refused before anything is written. */
+	CHECK_EQ(sp_writer_stack(w, 5, f1, &s1), -22);
+	CHECK_EQ(sp_writer_sample(w, 1, 0, 0, 1, 0), -22);
+	f.kind = STACKPULSE_FRAME_INLINE;
+	CHECK_EQ(sp_writer_frame(w, &f, &f1), -22);
+	f = (struct stackpulse_raw_frame){ STACKPULSE_FRAME_NATIVE, 9, 0, 0, 0 };
+	CHECK_EQ(sp_writer_frame(w, &f, &f1), -22);
+	REQUIRE_OK(sp_writer_finish(w));
+	CHECK_EQ(sp_writer_sample(w, 1, 0, 0, 1, 0), STACKPULSE_ESTATE);
+	CHECK_EQ(sp_writer_finish(w), STACKPULSE_ESTATE);
+	sp_writer_free(w);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	CHECK_EQ(stackpulse_spool_module_count(s), 2);
+	CHECK_EQ(stackpulse_spool_frame_count(s), 1);
+	stackpulse_spool_close(s);
+	memsink_free(&m);
+}
+
+SP_TEST(copy_is_canonical)
+{
+	rich_ids ids;
+	sp_writer_opts small = { 1, 64 }; /* Tiny chunks: many chunk boundaries. */
+	memsink a = rich_file(&ids, &small);
+	stackpulse_spool *sa, *sb, *sc;
+	REQUIRE_OK(stackpulse_spool_open_memory(a.data, a.len, &sa));
+	CHECK(stackpulse_spool_meta(sa)->chunks > 5);
+	memsink b = { 0 }, c = { 0 };
+	sp_writer *w;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &b, &w));
+	REQUIRE_OK(sp_spool_copy(sa, w));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	REQUIRE_OK(stackpulse_spool_open_memory(b.data, b.len, &sb));
+	char why[128];
+	CHECK_EQ(sp_spool_equal(sa, sb, why, sizeof(why)), 1);
+	if (why[0])
+		fprintf(stderr, "    %s\n", why);
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &c, &w));
+	REQUIRE_OK(sp_spool_copy(sb, w));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	REQUIRE_EQ(b.len, c.len);
+	CHECK(memcmp(b.data, c.data, b.len) == 0);
+	REQUIRE_OK(stackpulse_spool_open_memory(c.data, c.len, &sc));
+	CHECK_EQ(sp_spool_equal(sb, sc, why, sizeof(why)), 1);
+	/* A change is noticed. */
+	sp_spool_equal(sa, sc, why, sizeof(why));
+	stackpulse_spool_close(sa);
+	stackpulse_spool_close(sb);
+	stackpulse_spool_close(sc);
+	memsink_free(&a);
+	memsink_free(&b);
+	memsink_free(&c);
+}
+
+SP_TEST(equal_notices_differences)
+{
+	rich_ids ids;
+	memsink a = rich_file(&ids, NULL);
+	memsink b = { 0 };
+	sp_writer *w;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &b, &w));
+	REQUIRE_OK(write_rich(w, &ids, 0));
+	REQUIRE_OK(sp_writer_sample(w, 4000, ids.thr0, ids.s_leaf, 1, 0));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *sa, *sb;
+	REQUIRE_OK(stackpulse_spool_open_memory(a.data, a.len, &sa));
+	REQUIRE_OK(stackpulse_spool_open_memory(b.data, b.len, &sb));
+	char why[128];
+	CHECK_EQ(sp_spool_equal(sa, sb, why, sizeof(why)), 0);
+	CHECK(why[0] != '\0');
+	stackpulse_spool_close(sa);
+	stackpulse_spool_close(sb);
+	memsink_free(&a);
+	memsink_free(&b);
+}
+
+SP_TEST(unfinished_writer_reads_as_truncated)
+{
+	rich_ids ids;
+	memsink m = { 0 };
+	sp_writer *w;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	REQUIRE_OK(write_rich(w, &ids, 0));
+	REQUIRE_OK(sp_writer_flush(w));
+	sp_writer_free(w);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
+	CHECK_EQ(stackpulse_spool_meta(s)->samples, 5);
+	CHECK_EQ(stackpulse_spool_meta(s)->chunks, 2);
+	stackpulse_spool_close(s);
+	memsink_free(&m);
+}
+
+SP_TEST(symtab_split_into_parts)
+{
+	memsink m = { 0 };
+	sp_writer *w;
+	sp_writer_opts opts = { 1, 0 };
+	REQUIRE_OK(sp_writer_new(&opts, memsink_write, &m, &w));
+	uint32_t mod;
+	REQUIRE_OK(sp_writer_module(w, "/big", NULL, 0, &mod));
+	size_t len = 2 * SP_SYMTAB_PART_MAX + 12345;
+	uint8_t *tab = malloc(len);
+	REQUIRE(tab != NULL);
+	uint64_t seed = 1;
+	for (size_t i = 0; i < len; i++)
+		tab[i] = (uint8_t)fixture_rand(&seed);
+	REQUIRE_OK(sp_writer_symtab(w, mod, tab, len));
+	CHECK_EQ(sp_writer_symtab(w, mod, tab, len), STACKPULSE_ESTATE);
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	const uint8_t *got;
+	size_t got_len;
+	REQUIRE_OK(sp_spool_module_symtab(s, mod, &got, &got_len));
+	CHECK_EQ(got_len, len);
+	CHECK(memcmp(got, tab, len) == 0);
+	/* Random bytes do not compress: chunks fall back to stored. */
+	CHECK(stackpulse_spool_meta(s)->chunks >= 3);
+	stackpulse_spool_close(s);
+	/* Cut inside the second part: the half table is dropped, not kept. */
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len - SP_SYMTAB_PART_MAX, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
+	CHECK_EQ(stackpulse_spool_module(s, mod)->has_symbols, 0);
+	CHECK_EQ(sp_spool_module_symtab(s, mod, &got, &got_len), STACKPULSE_ENOTFOUND);
+	stackpulse_spool_close(s);
+	free(tab);
+	memsink_free(&m);
+}
+
+SP_TEST(deep_stacks_are_capped)
+{
+	memsink m = { 0 };
+	sp_writer *w;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	uint32_t frames[SP_STACK_DEPTH_MAX + 1];
+	for (uint32_t i = 0; i <= SP_STACK_DEPTH_MAX; i++) {
+		struct stackpulse_raw_frame f = { STACKPULSE_FRAME_KERNEL, 0, i, 0, 0 };
+		REQUIRE_OK(sp_writer_frame(w, &f, &frames[i]));
+	}
+	uint32_t id;
+	REQUIRE_OK(sp_writer_stack_frames(w, frames, SP_STACK_DEPTH_MAX, &id));
+	CHECK_EQ(sp_writer_stack_frames(w, frames, SP_STACK_DEPTH_MAX + 1, &id), STACKPULSE_ELIMIT);
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	uint32_t top = stackpulse_spool_stack_count(s) - 1;
+	CHECK_EQ(stackpulse_spool_stack_depth(s, top), SP_STACK_DEPTH_MAX);
+	uint32_t got[SP_STACK_DEPTH_MAX];
+	CHECK_EQ(stackpulse_spool_stack_frames(s, top, got, SP_STACK_DEPTH_MAX),
+	         SP_STACK_DEPTH_MAX);
+	CHECK_EQ(got[0], frames[0]);
+	CHECK_EQ(got[SP_STACK_DEPTH_MAX - 1], frames[SP_STACK_DEPTH_MAX - 1]);
+	stackpulse_spool_close(s);
+	memsink_free(&m);
+}
+
+/* The compactness goal: a steady workload costs ~2 bytes per sample. */
+SP_TEST(steady_workload_is_compact)
+{
+	memsink m = { 0 };
+	sp_writer *w;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	REQUIRE_OK(write_steady(w, 100000, 50, 4));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	double per = (double)m.len / 100000.0;
+	printf("    100000 samples, 50 stacks, 4 threads: %zu bytes, %.2f bytes/sample\n", m.len,
+	       per);
+	CHECK(per < 3.0);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->samples, 100000);
+	stackpulse_spool_close(s);
+	memsink_free(&m);
+}
+
+SP_TEST(sink_errors_stop_the_writer)
+{
+	memsink m = { 0 };
+	m.fail_at = 200;
+	sp_writer *w;
+	sp_writer_opts opts = { 1, 64 };
+	REQUIRE_OK(sp_writer_new(&opts, memsink_write, &m, &w));
+	rich_ids ids;
+	CHECK_EQ(write_rich(w, &ids, 1), -28);
+	CHECK_EQ(sp_writer_sample(w, 1, 0, 0, 1, 0), STACKPULSE_ESTATE);
+	sp_writer_free(w);
+	/* What reached the sink reads back, flagged truncated. */
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
+	stackpulse_spool_close(s);
+	memsink_free(&m);
+	/* A sink failing on the file header fails the constructor. */
+	m.fail_at = 1;
+	CHECK_EQ(sp_writer_new(NULL, memsink_write, &m, &w), -28);
+	CHECK(w == NULL);
+	memsink_free(&m);
+}

@@ -1,0 +1,246 @@
+/* The file layer: spools written through sp_file_sink and read back with
+ * stackpulse_spool_open, refusal of non-regular files, write errors, files
+ * that change under an open spool, and a writer killed mid-recording. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "io/file.h"
+#include "../format/spool_fixture.h"
+
+static const char *tmp_path(const char *name)
+{
+	static char buf[8][512];
+	static int next;
+	char *p = buf[next++ % 8];
+	snprintf(p, 512, "%s/%s", sp_test_tmpdir(), name);
+	return p;
+}
+
+static void write_rich_file(const char *path, uint32_t chunk_bytes)
+{
+	sp_file_sink sink;
+	REQUIRE_OK(sp_file_sink_open(&sink, path));
+	sp_writer *w;
+	sp_writer_opts opts = { 1, chunk_bytes };
+	REQUIRE_OK(sp_writer_new(&opts, sp_file_sink_write, &sink, &w));
+	rich_ids ids;
+	REQUIRE_OK(write_rich(w, &ids, 1));
+	sp_writer_counts c;
+	sp_writer_get_counts(w, &c);
+	CHECK_EQ(c.bytes, sink.written);
+	sp_writer_free(w);
+	REQUIRE_OK(sp_file_sink_sync(&sink));
+	REQUIRE_OK(sp_file_sink_close(&sink));
+}
+
+static uint64_t count_samples(stackpulse_spool *s, int *rc_out)
+{
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(s, &it));
+	const struct stackpulse_sample *x;
+	uint64_t n = 0;
+	int rc;
+	while ((rc = stackpulse_sample_iter_next(it, &x)) == 1)
+		n++;
+	stackpulse_sample_iter_free(it);
+	*rc_out = rc;
+	return n;
+}
+
+SP_TEST(file_round_trip)
+{
+	const char *path = tmp_path("rich.spool");
+	write_rich_file(path, 0);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open(path, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->samples, 5);
+	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 0);
+	CHECK_STR(stackpulse_spool_process(s, 1)->name, "python3");
+	int rc;
+	CHECK_EQ(count_samples(s, &rc), 5);
+	CHECK_EQ(rc, 0);
+	stackpulse_spool_close(s);
+	/* Through a symlink: reading follows links. */
+	const char *link = tmp_path("link.spool");
+	REQUIRE(symlink(path, link) == 0);
+	REQUIRE_OK(stackpulse_spool_open(link, &s));
+	stackpulse_spool_close(s);
+	/* Whole-file reads. */
+	uint8_t *data;
+	size_t len;
+	REQUIRE_OK(sp_file_read_all(path, 0, &data, &len));
+	REQUIRE_OK(stackpulse_spool_open_memory(data, len, &s));
+	stackpulse_spool_close(s);
+	sp_free(data);
+	CHECK_EQ(sp_file_read_all(path, 100, &data, &len), STACKPULSE_ELIMIT);
+	CHECK(data == NULL);
+}
+
+SP_TEST(open_refuses_what_is_not_a_regular_file)
+{
+	stackpulse_spool *s = (stackpulse_spool *)1;
+	CHECK_EQ(stackpulse_spool_open(tmp_path("missing"), &s), -ENOENT);
+	CHECK(s == NULL);
+	CHECK(strstr(stackpulse_last_error(), "missing") != NULL);
+	CHECK_EQ(stackpulse_spool_open(sp_test_tmpdir(), &s), -EISDIR);
+	CHECK_EQ(stackpulse_spool_open("/dev/null", &s), -EINVAL);
+	CHECK_EQ(stackpulse_spool_open("", &s), -EINVAL);
+	/* A FIFO with no writer would block a plain open(); we must not. */
+	const char *fifo = tmp_path("fifo");
+	REQUIRE(mkfifo(fifo, 0600) == 0);
+	CHECK_EQ(stackpulse_spool_open(fifo, &s), -EINVAL);
+	/* An empty file is a clean error. */
+	const char *empty = tmp_path("empty");
+	int fd = open(empty, O_CREAT | O_WRONLY, 0600);
+	REQUIRE(fd >= 0);
+	close(fd);
+	CHECK_EQ(stackpulse_spool_open(empty, &s), STACKPULSE_ETRUNCATED);
+}
+
+SP_TEST(sink_refuses_links_and_special_files)
+{
+	const char *target = tmp_path("target");
+	int fd = open(target, O_CREAT | O_WRONLY, 0600);
+	REQUIRE(fd >= 0);
+	REQUIRE(write(fd, "keep", 4) == 4);
+	close(fd);
+	const char *link = tmp_path("sink-link");
+	REQUIRE(symlink(target, link) == 0);
+	sp_file_sink sink;
+	CHECK_EQ(sp_file_sink_open(&sink, link), -ELOOP);
+	struct stat st;
+	REQUIRE(stat(target, &st) == 0);
+	CHECK_EQ(st.st_size, 4); /* The link's target was not truncated. */
+	const char *fifo = tmp_path("sink-fifo");
+	REQUIRE(mkfifo(fifo, 0600) == 0);
+	CHECK(sp_file_sink_open(&sink, fifo) < 0);
+	CHECK(sp_file_sink_open(&sink, sp_test_tmpdir()) < 0);
+	/* An existing regular file is truncated. */
+	REQUIRE_OK(sp_file_sink_open(&sink, target));
+	REQUIRE(stat(target, &st) == 0);
+	CHECK_EQ(st.st_size, 0);
+	REQUIRE_OK(sp_file_sink_close(&sink));
+	CHECK_EQ(sp_file_sink_write(&sink, "x", 1), -EBADF);
+}
+
+/* A full disk, simulated with RLIMIT_FSIZE in a child: the writer reports
+ * the error and the file keeps every chunk completed before it. */
+SP_TEST(write_errors_are_reported)
+{
+	const char *path = tmp_path("full.spool");
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		signal(SIGXFSZ, SIG_IGN);
+		struct rlimit rl = { 3000, 3000 };
+		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+			_exit(10);
+		sp_file_sink sink;
+		if (sp_file_sink_open(&sink, path) != 0)
+			_exit(11);
+		sp_writer *w;
+		sp_writer_opts opts = { 1, 512 };
+		if (sp_writer_new(&opts, sp_file_sink_write, &sink, &w) != 0)
+			_exit(12);
+		int rc = write_steady(w, 5000, 30, 2);
+		if (rc == 0)
+			rc = sp_writer_finish(w);
+		int again = sp_writer_sample(w, 1, 0, 0, 1, 0);
+		sp_writer_free(w);
+		int crc = sp_file_sink_close(&sink);
+		_exit(rc == -EFBIG && again == STACKPULSE_ESTATE && crc == -EFBIG ? 0 : 13);
+	}
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	REQUIRE(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), 0);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open(path, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
+	CHECK(stackpulse_spool_meta(s)->chunks > 0);
+	int rc;
+	CHECK_EQ(count_samples(s, &rc), stackpulse_spool_meta(s)->samples);
+	CHECK_EQ(rc, 0);
+	stackpulse_spool_close(s);
+}
+
+/* A recorder killed at any moment leaves its complete chunks readable. */
+SP_TEST(killed_writer_leaves_a_readable_file)
+{
+	const char *path = tmp_path("killed.spool");
+	int pipefd[2];
+	REQUIRE(pipe(pipefd) == 0);
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		close(pipefd[0]);
+		sp_file_sink sink;
+		sp_writer *w;
+		sp_writer_opts opts = { 1, 4096 };
+		if (sp_file_sink_open(&sink, path) != 0 ||
+		    sp_writer_new(&opts, sp_file_sink_write, &sink, &w) != 0 ||
+		    write_steady(w, 20000, 30, 2) != 0)
+			_exit(1);
+		sp_writer_counts c;
+		sp_writer_get_counts(w, &c);
+		/* Tell the parent how many samples are safely on disk, then die
+		 * with a chunk half built in memory. */
+		uint64_t flushed_chunks = c.chunks;
+		if (write(pipefd[1], &flushed_chunks, sizeof(flushed_chunks)) < 0)
+			_exit(2);
+		raise(SIGKILL);
+		_exit(3);
+	}
+	close(pipefd[1]);
+	uint64_t chunks = 0;
+	CHECK(read(pipefd[0], &chunks, sizeof(chunks)) == (ssize_t)sizeof(chunks));
+	close(pipefd[0]);
+	int status;
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open(path, &s));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
+	CHECK_EQ(m->truncated, 1);
+	CHECK_EQ(m->chunks, chunks);
+	CHECK(m->samples > 0 && m->samples < 20000);
+	int rc;
+	CHECK_EQ(count_samples(s, &rc), m->samples);
+	CHECK_EQ(rc, 0);
+	stackpulse_spool_close(s);
+}
+
+/* The iterator re-reads chunks: a file changed on disk gives an error. */
+SP_TEST(file_changed_after_open)
+{
+	const char *path = tmp_path("changing.spool");
+	write_rich_file(path, 64);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open(path, &s));
+	/* Flip a payload byte of the last chunk that holds samples. */
+	struct stat st;
+	REQUIRE(stat(path, &st) == 0);
+	int fd = open(path, O_RDWR);
+	REQUIRE(fd >= 0);
+	off_t at = st.st_size - SP_FOOTER_LEN - 2;
+	uint8_t byte;
+	REQUIRE(pread(fd, &byte, 1, at) == 1);
+	byte ^= 0xff;
+	REQUIRE(pwrite(fd, &byte, 1, at) == 1);
+	int rc;
+	count_samples(s, &rc);
+	CHECK(rc == STACKPULSE_ECHECKSUM || rc == STACKPULSE_EFORMAT || rc == 0);
+	/* Cut it short: chunks past the end can no longer be read. */
+	REQUIRE(ftruncate(fd, SP_FILE_HEADER_LEN) == 0);
+	close(fd);
+	count_samples(s, &rc);
+	CHECK(rc < 0);
+	CHECK(stackpulse_last_error()[0] != '\0');
+	stackpulse_spool_close(s);
+}

@@ -1,0 +1,340 @@
+/* End to end with the example programs: build a workload with cc, record it
+ * with zig-out/bin/record (SP_BIN_DIR), and check report's outputs: the
+ * folded stacks of the ladder are exact, `go tool pprof` agrees with our top
+ * table, the SVG and the Firefox JSON parse, and named threads root their
+ * stacks. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "stackpulse.h"
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 65536, n = 0, k;
+	char *buf = malloc(cap);
+	while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+		n += k;
+		if (cap - n < 2) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	if (buf)
+		buf[n] = '\0';
+	return buf;
+}
+
+static int run(const char *cmd)
+{
+	int st = system(cmd);
+	if (st == -1 || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+/* Paths of record and report, or a skip. */
+static void tools(char *record, char *report, size_t n)
+{
+	const char *bin = getenv("SP_BIN_DIR");
+	if (!bin || !*bin)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	snprintf(record, n, "%s/record", bin);
+	snprintf(report, n, "%s/report", bin);
+	if (access(record, X_OK) != 0 || access(report, X_OK) != 0)
+		sp_test_skip("record/report are not built (zig build examples)");
+}
+
+/* Compiles examples/workloads/NAME.c at -O2 (no frame pointers) into tmp. */
+static void build_workload(const char *name, char *exe, size_t n)
+{
+	char cmd[2048];
+	snprintf(exe, n, "%s/%s", sp_test_tmpdir(), name);
+	snprintf(cmd, sizeof(cmd),
+	         "cc -O2 -g -fomit-frame-pointer -pthread -o %s %s/examples/workloads/%s.c", exe,
+	         sp_test_source_root(), name);
+	REQUIRE_EQ(run(cmd), 0);
+}
+
+/* Records @p args into @p spool; skips when this machine cannot sample. */
+static void record_cmd(const char *record, const char *spool, const char *args)
+{
+	char cmd[4096], log[512];
+	snprintf(log, sizeof(log), "%s.record.log", spool);
+	snprintf(cmd, sizeof(cmd), "%s -F 499 --kernel=off -o %s -- %s >%s 2>&1", record, spool,
+	         args, log);
+	int rc = run(cmd);
+	char *text = slurp(log);
+	if (rc != 0) {
+		fprintf(stderr, "    record failed (%d): %s\n", rc, text ? text : "");
+		if (text && (strstr(text, "perf_event_paranoid") || strstr(text, "not permitted") ||
+		             strstr(text, "Permission denied"))) {
+			free(text);
+			sp_test_skip("perf events are not allowed here");
+		}
+	}
+	free(text);
+	REQUIRE_EQ(rc, 0);
+}
+
+SP_TEST(ladder_folded_exact_stacks)
+{
+	char record[512], report[512], exe[512], spool[512], out[512], cmd[4096];
+	tools(record, report, sizeof(record));
+	build_workload("ladder", exe, sizeof(exe));
+	snprintf(spool, sizeof(spool), "%s/ladder.spool", sp_test_tmpdir());
+	snprintf(out, sizeof(out), "%s/ladder.folded", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s 2", exe);
+	record_cmd(record, spool, cmd);
+	snprintf(cmd, sizeof(cmd), "%s %s --folded >%s", report, spool, out);
+	REQUIRE_EQ(run(cmd), 0);
+	char *text = slurp(out);
+	REQUIRE(text != NULL);
+
+	static const char *const tails[3] = { ";main;ladder_run;work_a", ";main;ladder_run;work_b",
+		                              ";main;ladder_run;work_c" };
+	long long count[3] = { 0, 0, 0 }, in_run = 0, all = 0;
+	char prefix[3][1024] = { "", "", "" };
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		REQUIRE(sp != NULL);
+		*sp = '\0';
+		long long n = atoll(sp + 1);
+		CHECK(n > 0);
+		all += n;
+		CHECK(strncmp(line, "ladder;", 7) == 0); /* Rooted at the process name. */
+		if (!strstr(line, ";ladder_run"))
+			continue;
+		in_run += n;
+		size_t len = strlen(line);
+		for (int k = 0; k < 3; k++) {
+			size_t tl = strlen(tails[k]);
+			if (len >= tl && strcmp(line + len - tl, tails[k]) == 0) {
+				count[k] += n;
+				/* Each leaf has exactly one stack: the same path every time. */
+				CHECK(prefix[k][0] == '\0');
+				snprintf(prefix[k], sizeof(prefix[k]), "%.*s", (int)(len - tl),
+				         line);
+			} else if (strstr(line, tails[k])) {
+				fprintf(stderr, "    unexpected stack: %s\n", line);
+				CHECK(0);
+			}
+		}
+	}
+	long long exact = count[0] + count[1] + count[2];
+	fprintf(stderr, "    %lld samples, %lld in ladder_run: a=%lld b=%lld c=%lld\n", all, in_run,
+	        count[0], count[1], count[2]);
+	REQUIRE(in_run >= 100);
+	CHECK(exact * 100 >= in_run * 97); /* Nearly all are the three exact stacks. */
+	CHECK(in_run * 100 >= all * 90);   /* And the run dominates the process. */
+	CHECK(strcmp(prefix[0], prefix[1]) == 0 && strcmp(prefix[1], prefix[2]) == 0);
+	double a = (double)count[0] / (double)exact, b = (double)count[1] / (double)exact,
+	       c = (double)count[2] / (double)exact;
+	CHECK(a > 0.40 && a < 0.60);
+	CHECK(b > 0.20 && b < 0.40);
+	CHECK(c > 0.10 && c < 0.30);
+	free(text);
+
+	/* --pid and --tid name the root "ladder-PID/TID". */
+	snprintf(cmd, sizeof(cmd), "%s %s --folded --pid --tid >%s", report, spool, out);
+	REQUIRE_EQ(run(cmd), 0);
+	text = slurp(out);
+	REQUIRE(text != NULL);
+	int pid = 0, tid = 0;
+	CHECK(sscanf(text, "ladder-%d/%d;", &pid, &tid) == 2 && pid > 0 && pid == tid);
+	free(text);
+}
+
+/* Our top table (report --top) against `go tool pprof -top` of report --pprof. */
+SP_TEST(ladder_pprof_agrees_with_top)
+{
+	char record[512], report[512], exe[512], spool[512], cmd[4096];
+	tools(record, report, sizeof(record));
+	if (run("command -v go >/dev/null 2>&1") != 0)
+		sp_test_skip("go is not installed (Debian golang-go)");
+	const char *tmp = sp_test_tmpdir();
+	build_workload("ladder", exe, sizeof(exe));
+	snprintf(spool, sizeof(spool), "%s/ladder2.spool", tmp);
+	snprintf(cmd, sizeof(cmd), "%s 1.5", exe);
+	record_cmd(record, spool, cmd);
+	snprintf(cmd, sizeof(cmd),
+	         "%s %s --top 10 >%s/top.txt && %s %s --pprof %s/l.pb.gz >/dev/null && "
+	         "%s %s --svg %s/l.svg >/dev/null && %s %s --firefox %s/l.json >/dev/null",
+	         report, spool, tmp, report, spool, tmp, report, spool, tmp, report, spool, tmp);
+	REQUIRE_EQ(run(cmd), 0);
+	snprintf(
+	        cmd, sizeof(cmd),
+	        "cd %s && mkdir -p home gocache && HOME=%s/home GOCACHE=%s/gocache "
+	        "GOPATH=%s/home/go "
+	        "GOTOOLCHAIN=local go tool pprof -top -nodecount=20 l.pb.gz >pprof.txt 2>pprof.err",
+	        tmp, tmp, tmp, tmp);
+	REQUIRE_EQ(run(cmd), 0);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/top.txt", tmp);
+	char *ours = slurp(path);
+	snprintf(path, sizeof(path), "%s/pprof.txt", tmp);
+	char *theirs = slurp(path);
+	REQUIRE(ours && theirs);
+	/* Each of our rows: "SELF SELF% TOTAL TOTAL%  NAME[ tag]". */
+	int rows = 0;
+	char *save = NULL;
+	for (char *line = strtok_r(ours, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		long long self, total;
+		char sp1[32], sp2[32];
+		int at = 0;
+		if (sscanf(line, "%lld %31s %lld %31s %n", &self, sp1, &total, sp2, &at) != 4 ||
+		    !at)
+			continue;
+		char *name = line + at;
+		char *tag = strstr(name, " [");
+		if (tag)
+			*tag = '\0';
+		if (self == 0)
+			continue;
+		/* Find the pprof row for the same name and compare flat and cum. */
+		int found = 0;
+		char *copy = strdup(theirs), *save2 = NULL;
+		for (char *l2 = strtok_r(copy, "\n", &save2); l2;
+		     l2 = strtok_r(NULL, "\n", &save2)) {
+			long long flat, cum;
+			char a[32], b[32], c[32];
+			int at2 = 0;
+			if (sscanf(l2, "%lld %31s %31s %lld %31s %n", &flat, a, b, &cum, c, &at2) !=
+			            5 ||
+			    !at2)
+				continue;
+			char *n2 = l2 + at2, *inl = strstr(n2, " (inline)");
+			if (inl)
+				*inl = '\0';
+			if (strcmp(n2, name) == 0) {
+				found = 1;
+				CHECK_EQ(flat, self);
+				CHECK_EQ(cum, total);
+			}
+		}
+		free(copy);
+		if (!found)
+			fprintf(stderr, "    %s is in our top table but not in pprof's\n", name);
+		CHECK(found);
+		rows++;
+	}
+	CHECK(rows >= 3);
+	CHECK(strstr(theirs, "work_a") != NULL);
+	free(ours);
+	free(theirs);
+	snprintf(cmd, sizeof(cmd),
+	         "python3 -c 'import json,sys,xml.etree.ElementTree as E; E.parse(sys.argv[1]); "
+	         "d=json.load(open(sys.argv[2])); assert d[\"threads\"] and "
+	         "d[\"meta\"][\"version\"]' "
+	         "%s/l.svg %s/l.json",
+	         tmp, tmp);
+	CHECK_EQ(run(cmd), 0);
+}
+
+SP_TEST(threads_rooted_at_thread_names)
+{
+	char record[512], report[512], exe[512], spool[512], out[512], cmd[4096];
+	tools(record, report, sizeof(record));
+	build_workload("threads", exe, sizeof(exe));
+	snprintf(spool, sizeof(spool), "%s/threads.spool", sp_test_tmpdir());
+	snprintf(out, sizeof(out), "%s/threads.folded", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s 1.5", exe);
+	record_cmd(record, spool, cmd);
+	snprintf(cmd, sizeof(cmd), "%s %s --folded --thread-names >%s", report, spool, out);
+	REQUIRE_EQ(run(cmd), 0);
+	char *text = slurp(out);
+	REQUIRE(text != NULL);
+	long long per[3] = { 0, 0, 0 };
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		if (!sp)
+			continue;
+		long long n = atoll(sp + 1);
+		*sp = '\0';
+		for (int k = 0; k < 3; k++) {
+			char root[32], fn[32];
+			snprintf(root, sizeof(root), "crunch-%d;", k);
+			snprintf(fn, sizeof(fn), ";crunch_%d;", k);
+			if (strncmp(line, root, strlen(root)) == 0 && strstr(line, fn))
+				per[k] += n;
+			/* Never another thread's function under this root. */
+			for (int j = 0; j < 3; j++) {
+				char other[32];
+				snprintf(other, sizeof(other), ";crunch_%d;", j);
+				if (j != k && strncmp(line, root, strlen(root)) == 0)
+					CHECK(strstr(line, other) == NULL);
+			}
+		}
+	}
+	fprintf(stderr, "    crunch-0 %lld, crunch-1 %lld, crunch-2 %lld\n", per[0], per[1],
+	        per[2]);
+	for (int k = 0; k < 3; k++)
+		CHECK(per[k] >= 20);
+	free(text);
+}
+
+/* A Python script: its functions appear by qualified name, in call order,
+ * when the recorder stored Python frames. */
+SP_TEST(python_workload_named_frames)
+{
+	char record[512], report[512], spool[512], out[512], cmd[4096];
+	tools(record, report, sizeof(record));
+	const char *py = access("/usr/bin/python3.11", X_OK) == 0 ? "/usr/bin/python3.11" : NULL;
+	if (!py)
+		sp_test_skip("/usr/bin/python3.11 is not installed");
+	snprintf(spool, sizeof(spool), "%s/py.spool", sp_test_tmpdir());
+	snprintf(out, sizeof(out), "%s/py.folded", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s %s/examples/workloads/workload.py 2", py,
+	         sp_test_source_root());
+	record_cmd(record, spool, cmd);
+
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(stackpulse_spool_open(spool, &s));
+	uint32_t python = 0;
+	for (uint32_t i = 0; i < stackpulse_spool_frame_count(s); i++)
+		python += stackpulse_spool_frame(s, i)->kind == STACKPULSE_FRAME_PYTHON;
+	stackpulse_spool_close(s);
+	if (!python)
+		sp_test_skip("the recorder stored no Python frames for this interpreter");
+
+	snprintf(cmd, sizeof(cmd), "%s %s --folded >%s", report, spool, out);
+	REQUIRE_EQ(run(cmd), 0);
+	char *text = slurp(out);
+	REQUIRE(text != NULL);
+	long long fib = 0, matrix = 0, all = 0;
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		if (!sp)
+			continue;
+		long long n = atoll(sp + 1);
+		all += n;
+		char *main_at = strstr(line, ";main (");
+		char *pf = strstr(line, ";phase_fib (");
+		char *pm = strstr(line, ";phase_matrix (");
+		if (pf && main_at && main_at < pf && strstr(pf, ";fib ("))
+			fib += n;
+		if (pm && main_at && main_at < pm && strstr(pm, ";Matrix.multiply ("))
+			matrix += n;
+	}
+	fprintf(stderr, "    %lld samples: phase_fib>fib %lld, phase_matrix>Matrix.multiply %lld\n",
+	        all, fib, matrix);
+	REQUIRE(fib + matrix >= 50);
+	double share = (double)fib / (double)(fib + matrix);
+	CHECK(share > 0.45 && share < 0.75); /* The script splits its time 60/40. */
+	free(text);
+}

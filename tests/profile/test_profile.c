@@ -1,0 +1,268 @@
+/* Profile model and folded output against a synthetic spool with a known
+ * call tree (tests/profile/synth.h). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "harness.h"
+#include "stackpulse.h"
+#include "synth.h"
+
+static const char *const FOLDED_PLAIN =
+        "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
+        "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1300 3\n"
+        "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400 2\n"
+        "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400;entry_SYSCALL_64_[k];do_syscall_64_[k] "
+        "1\n"
+        "ladder;python3+0x500;<module> (/tmp/app.py);fib (/tmp/app.py);fib (/tmp/app.py) 4\n";
+
+static void check_folded(stackpulse_profile *p, uint32_t flags, const char *want)
+{
+	char *got = syn_export(p, STACKPULSE_EXPORT_FOLDED, flags, NULL);
+	CHECK_STR(got, want);
+	sp_free(got);
+}
+
+SP_TEST(folded_exact_tree)
+{
+	sp_buf mem;
+	stackpulse_spool *s = syn_spool(&mem, NULL);
+	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
+	check_folded(p, 0, FOLDED_PLAIN);
+	check_folded(p, STACKPULSE_EXPORT_LINES,
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1300 3\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400 2\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400;entry_SYSCALL_64_[k];"
+	             "do_syscall_64_[k] 1\n"
+	             "ladder;python3+0x500;<module> (/tmp/app.py:10);fib (/tmp/app.py:5);"
+	             "fib (/tmp/app.py:3) 4\n");
+	check_folded(
+	        p, STACKPULSE_EXPORT_PID | STACKPULSE_EXPORT_TID,
+	        "ladder-100/100;ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
+	        "ladder-100/100;ladder+0x1000;ladder+0x1100;ladder+0x1300 3\n"
+	        "ladder-100/100;ladder+0x1000;ladder+0x1100;ladder+0x1400 2\n"
+	        "ladder-100/100;ladder+0x1000;ladder+0x1100;ladder+0x1400;entry_SYSCALL_64_[k];"
+	        "do_syscall_64_[k] 1\n"
+	        "ladder-100/101;python3+0x500;<module> (/tmp/app.py);fib (/tmp/app.py);"
+	        "fib (/tmp/app.py) 4\n");
+	check_folded(p, STACKPULSE_EXPORT_THREAD_NAMES,
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1300 3\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400 2\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400;entry_SYSCALL_64_[k];"
+	             "do_syscall_64_[k] 1\n"
+	             "worker;python3+0x500;<module> (/tmp/app.py);fib (/tmp/app.py);"
+	             "fib (/tmp/app.py) 4\n");
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}
+
+SP_TEST(folded_names_are_sanitized)
+{
+	sp_buf mem;
+	stackpulse_spool *s = syn_spool(&mem, "we;ird\nname");
+	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
+	char *got = syn_export(p, STACKPULSE_EXPORT_FOLDED, 0, NULL);
+	/* One line per stack, the ';' inside the name replaced. */
+	int lines = 0;
+	for (char *c = got; *c; c++)
+		lines += *c == '\n';
+	CHECK_EQ(lines, 5);
+	CHECK(strncmp(got, "we:ird name;", 12) == 0);
+	sp_free(got);
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}
+
+SP_TEST(tables_and_accessors)
+{
+	sp_buf mem;
+	stackpulse_spool *s = syn_spool(&mem, NULL);
+	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
+	CHECK_STR(stackpulse_profile_string(p, 0), "");
+	CHECK(stackpulse_profile_string(p, stackpulse_profile_string_count(p)) == NULL);
+	CHECK_EQ(stackpulse_profile_sample_count(p), 15);
+	CHECK_EQ(stackpulse_profile_thread_count(p), 2);
+	CHECK_EQ(stackpulse_profile_process_count(p), 1);
+	/* 5 native + 2 kernel + 1 python3 native + 3 Python frames (fib twice). */
+	CHECK_EQ(stackpulse_profile_frame_count(p), 11);
+	CHECK_EQ(stackpulse_profile_func_count(p), 10);
+	/* Root + main, run, a, b, c, 2 kernel, python3, <module>, fib, fib. */
+	CHECK_EQ(stackpulse_profile_stack_count(p), 12);
+	const struct stackpulse_profile_stack *root = stackpulse_profile_stack(p, 0);
+	REQUIRE(root != NULL);
+	CHECK_EQ(root->parent, 0);
+	CHECK(stackpulse_profile_stack(p, 12) == NULL);
+	CHECK(stackpulse_profile_sample(p, 15) == NULL);
+	const struct stackpulse_profile_process *pr = stackpulse_profile_process(p, 0);
+	REQUIRE(pr != NULL);
+	CHECK_EQ(pr->pid, 100);
+	CHECK_STR(stackpulse_profile_string(p, pr->name), "ladder");
+	CHECK_STR(stackpulse_profile_string(p, pr->cmdline), "ladder --run");
+	CHECK_EQ(pr->parent, UINT32_MAX);
+	const struct stackpulse_profile_thread *t1 = stackpulse_profile_thread(p, 1);
+	REQUIRE(t1 != NULL);
+	CHECK_EQ(t1->tid, 101);
+	CHECK_STR(stackpulse_profile_string(p, t1->name), "worker");
+	/* Every node's parent precedes it, and every sample's leaf has a frame. */
+	for (uint32_t i = 1; i < stackpulse_profile_stack_count(p); i++) {
+		const struct stackpulse_profile_stack *st = stackpulse_profile_stack(p, i);
+		CHECK(st->parent < i);
+		CHECK(st->frame < stackpulse_profile_frame_count(p));
+	}
+	/* The last sample is the Python leaf fib at line 3. */
+	const struct stackpulse_profile_sample *sm = stackpulse_profile_sample(p, 14);
+	REQUIRE(sm != NULL);
+	CHECK_EQ(sm->thread, 1);
+	CHECK_EQ(sm->time_ns, SYN_BASE + 14 * SYN_STEP);
+	const struct stackpulse_profile_frame *fr =
+	        stackpulse_profile_frame(p, stackpulse_profile_stack(p, sm->stack)->frame);
+	const struct stackpulse_profile_func *fn = stackpulse_profile_func(p, fr->func);
+	CHECK_STR(stackpulse_profile_string(p, fn->name), "fib");
+	CHECK_STR(stackpulse_profile_string(p, fn->file), "/tmp/app.py");
+	CHECK_EQ(fn->kind, STACKPULSE_FRAME_PYTHON);
+	CHECK_EQ(fr->line, 3);
+	/* The profile owns everything: it outlives the spool. */
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+	char *got = syn_export(p, STACKPULSE_EXPORT_FOLDED, 0, NULL);
+	CHECK_STR(got, FOLDED_PLAIN);
+	sp_free(got);
+	stackpulse_profile_free(p);
+	stackpulse_profile_free(NULL);
+}
+
+SP_TEST(filters_and_views)
+{
+	sp_buf mem;
+	stackpulse_spool *s = syn_spool(&mem, NULL);
+	stackpulse_profile *p =
+	        syn_profile(s, STACKPULSE_PROFILE_HIDE_KERNEL, STACKPULSE_VIEW_MIXED);
+	check_folded(p, 0,
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1300 3\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400 3\n"
+	             "ladder;python3+0x500;<module> (/tmp/app.py);fib (/tmp/app.py);"
+	             "fib (/tmp/app.py) 4\n");
+	stackpulse_profile_free(p);
+
+	p = syn_profile(s, 0, STACKPULSE_VIEW_PYTHON_ONLY);
+	CHECK_EQ(stackpulse_profile_sample_count(p), 4);
+	check_folded(p, 0, "ladder;<module> (/tmp/app.py);fib (/tmp/app.py);fib (/tmp/app.py) 4\n");
+	stackpulse_profile_free(p);
+
+	p = syn_profile(s, 0, STACKPULSE_VIEW_NATIVE_ONLY);
+	check_folded(p, 0,
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1300 3\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400 2\n"
+	             "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1400;entry_SYSCALL_64_[k];"
+	             "do_syscall_64_[k] 1\n"
+	             "ladder;python3+0x500 4\n");
+	stackpulse_profile_free(p);
+
+	p = syn_profile(s, STACKPULSE_PROFILE_BY_PROCESS | STACKPULSE_PROFILE_BY_THREAD,
+	                STACKPULSE_VIEW_MIXED);
+	check_folded(
+	        p, STACKPULSE_EXPORT_PID,
+	        "ladder-100;ladder [100];ladder [100];ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
+	        "ladder-100;ladder [100];ladder [100];ladder+0x1000;ladder+0x1100;ladder+0x1300 3\n"
+	        "ladder-100;ladder [100];ladder [100];ladder+0x1000;ladder+0x1100;ladder+0x1400 2\n"
+	        "ladder-100;ladder [100];ladder [100];ladder+0x1000;ladder+0x1100;ladder+0x1400;"
+	        "entry_SYSCALL_64_[k];do_syscall_64_[k] 1\n"
+	        "ladder-100;ladder [100];worker [101];python3+0x500;<module> (/tmp/app.py);"
+	        "fib (/tmp/app.py);fib (/tmp/app.py) 4\n");
+	stackpulse_profile_free(p);
+
+	stackpulse_profile_opts o = STACKPULSE_PROFILE_OPTS;
+	o.tid = 101;
+	REQUIRE_OK(stackpulse_profile_build(s, NULL, &o, &p));
+	check_folded(p, 0,
+	             "ladder;python3+0x500;<module> (/tmp/app.py);fib (/tmp/app.py);"
+	             "fib (/tmp/app.py) 4\n");
+	stackpulse_profile_free(p);
+
+	o = STACKPULSE_PROFILE_OPTS;
+	o.pid = 999;
+	REQUIRE_OK(stackpulse_profile_build(s, NULL, &o, &p));
+	CHECK_EQ(stackpulse_profile_sample_count(p), 0);
+	check_folded(p, 0, "");
+	stackpulse_profile_free(p);
+
+	/* Time range [t=5, t=8): the three work_b samples. */
+	o = STACKPULSE_PROFILE_OPTS;
+	o.start_ns = SYN_BASE + 5 * SYN_STEP;
+	o.end_ns = SYN_BASE + 8 * SYN_STEP;
+	REQUIRE_OK(stackpulse_profile_build(s, NULL, &o, &p));
+	check_folded(p, 0, "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1300 3\n");
+	stackpulse_profile_free(p);
+
+	/* Bad options are refused with a detail, never crash. */
+	o = STACKPULSE_PROFILE_OPTS;
+	o.view = 7;
+	CHECK_EQ(stackpulse_profile_build(s, NULL, &o, &p), -EINVAL);
+	CHECK(p == NULL);
+	CHECK(strlen(stackpulse_last_error()) > 0);
+	o = STACKPULSE_PROFILE_OPTS;
+	o.start_ns = 10;
+	o.end_ns = 5;
+	CHECK_EQ(stackpulse_profile_build(s, NULL, &o, &p), -EINVAL);
+	CHECK_EQ(stackpulse_profile_build(NULL, NULL, NULL, &p), -EINVAL);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}
+
+/* An old caller's smaller opts struct reads only the fields it has. */
+SP_TEST(opts_size_compat)
+{
+	sp_buf mem;
+	stackpulse_spool *s = syn_spool(&mem, NULL);
+	stackpulse_profile_opts o = STACKPULSE_PROFILE_OPTS;
+	o.tid = 101; /* Beyond sz: ignored. */
+	o.sz = offsetof(stackpulse_profile_opts, pid);
+	stackpulse_profile *p = NULL;
+	REQUIRE_OK(stackpulse_profile_build(s, NULL, &o, &p));
+	CHECK_EQ(stackpulse_profile_sample_count(p), 15);
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}
+
+/* Every allocation failure is reported, nothing leaks or crashes. */
+SP_TEST(allocation_failures)
+{
+	sp_buf mem;
+	stackpulse_spool *s = syn_spool(&mem, NULL);
+	int ok = 0;
+	for (long n = 0; n < 400 && !ok; n++) {
+		stackpulse_profile *p = NULL;
+		sp_alloc_fail_after(n);
+		int rc = stackpulse_profile_build(s, NULL, NULL, &p);
+		if (rc == 0) {
+			sp_buf out;
+			sp_buf_init(&out);
+			for (int f = STACKPULSE_EXPORT_FOLDED; f <= STACKPULSE_EXPORT_SVG; f++) {
+				sp_buf_reset(&out);
+				int e = stackpulse_export(p, f, NULL, syn_collect, &out);
+				CHECK(e == 0 || e == -ENOMEM);
+			}
+			sp_alloc_fail_after(-1);
+			sp_buf_free(&out);
+			stackpulse_profile_free(p);
+			ok = n > 50; /* Past the build; exports above ran with failures too. */
+		} else {
+			sp_alloc_fail_after(-1);
+			CHECK(rc == -ENOMEM);
+			CHECK(p == NULL);
+		}
+	}
+	sp_alloc_fail_after(-1);
+	CHECK(ok);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}

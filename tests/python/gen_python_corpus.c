@@ -1,0 +1,99 @@
+/* Writes the seed corpus of fuzz/python_frames: valid synthetic images of
+ * every layout (plain chains, shims on the C stack, several threads, a deep
+ * chain) and mutated copies. Build and run from the repository root:
+ *   cc -std=c17 -D_GNU_SOURCE -Iinclude -Isrc tests/python/gen_python_corpus.c \
+ *      src/record/python_layout.c src/common/error.c -o /tmp/gen && /tmp/gen corpus/python_frames */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "py_image.h"
+
+static py_img im;
+static uint8_t out[IMG_HDR + IMG_MAX];
+
+static void save(const char *dir, const char *name, int v, int flags, uint32_t len)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	out[0] = (uint8_t)v;
+	out[1] = (uint8_t)flags;
+	sp_put_le32(out + 2, 4242);
+	memcpy(out + IMG_HDR, im.mem, len);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(out, 1, IMG_HDR + len, f) != IMG_HDR + len) {
+		perror(path);
+		exit(1);
+	}
+	fclose(f);
+}
+
+static const int32_t lines_a[] = {3, 4, 4, 5, 5, 5};
+static const int32_t lines_b[] = {9, 10, 11, 11};
+
+/* kind 0: plain chain, 1: with a shim frame on the stack, 2: two threads,
+ * 3: a chain of 60 frames whose root loops back to its top (depth limit). */
+static int build(int v, int kind)
+{
+	if (img_init(&im, v) != 0)
+		return -1;
+	uint64_t a = img_code(&im, "fib", "/t/demo.py", 2, lines_a, 6);
+	uint64_t b = img_code(&im, "Worker.run", "/t/demo.py", 8, lines_b, 4);
+	uint64_t m = img_code(&im, "<module>", "/t/demo.py", 1, lines_b, 4);
+	if (!a || !b || !m)
+		return -1;
+	uint64_t root = img_frame(&im, m, 1, 0, 1, 0, 0);
+	uint64_t below = root;
+	if (kind == 1 && im.l.owner_first_c != 0xff)
+		below = img_frame(&im, 0, 0, root, 0, 3, IMG_BASE + IMG_MAX - IMG_STACK_LEN + 256);
+	uint64_t mid = img_frame(&im, b, 2, below, kind == 1, 0, 0);
+	uint64_t top = mid;
+	int depth = kind == 3 ? 60 : 2;
+	for (int i = 0; i < depth && top; i++)
+		top = img_frame(&im, a, (uint32_t)(i % 6), top, 0, 0, 0);
+	if (!top)
+		return -1;
+	if (kind == 3)
+		img_put64(&im, root + im.l.frame_previous, top);
+	uint64_t ts = img_runtime(&im, 4242, top);
+	if (!ts)
+		return -1;
+	if (kind == 2) {
+		uint64_t ts2 = img_alloc(&im, im.l.tstate_read);
+		uint64_t top2 = img_frame(&im, b, 1, root, 0, 0, 0);
+		if (!ts2 || !top2)
+			return -1;
+		img_put64(&im, ts + im.l.tstate_next, ts2);
+		if (im.l.tstate_native_thread_id != SP_PY_NONE)
+			img_put64(&im, ts2 + im.l.tstate_native_thread_id, 4243);
+		img_put64(&im, ts2 + im.l.tstate_frame,
+		          im.l.cframe_current_frame != SP_PY_NONE ? 0 : top2);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : "corpus/python_frames";
+	const char *names[] = {"310", "311", "312", "313", "314"};
+	srand(12345);
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		for (int kind = 0; kind < 4; kind++) {
+			if (build(v, kind) != 0) {
+				fprintf(stderr, "build %d/%d failed\n", v, kind);
+				continue;
+			}
+			char name[64];
+			snprintf(name, sizeof(name), "valid_%s_%d", names[v], kind);
+			save(dir, name, v, 1 | 2, IMG_MAX);
+			/* Mutations: flipped bytes in the used part. */
+			for (int k = 0; k < 1; k++) {
+				for (int j = 0; j < 8; j++)
+					im.mem[(unsigned)rand() % im.used] ^= (uint8_t)(1u << (rand() % 8));
+				snprintf(name, sizeof(name), "mutated_%s_%d_%d", names[v], kind, k);
+				save(dir, name, v, k ? 3 : 0, IMG_MAX);
+			}
+		}
+	}
+	return 0;
+}

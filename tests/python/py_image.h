@@ -1,0 +1,278 @@
+/* Builds synthetic CPython memory images for the decoder tests and the
+ * fuzz corpus: a byte buffer standing for target memory at IMG_BASE, laid
+ * out with a given sp_py_layout (runtime, interpreter, thread state,
+ * frames, code objects, strings, line tables).
+ *
+ * Image file format (also the fuzz input): byte 0 = version selector
+ * (IMG_V310..IMG_V314; 3.13+ images start with _Py_DebugOffsets), byte 1 = flags (bit 0: serve the stack region
+ * from a "stack copy"), bytes 2..5 = tid (LE), then the image bytes. */
+#ifndef SP_TESTS_PY_IMAGE_H
+#define SP_TESTS_PY_IMAGE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "common/bytes.h"
+#include "record/python_layout.h"
+#include "record/python_memory.h"
+
+#define IMG_BASE 0x10000000ull
+#define IMG_MAX (24u * 1024u)
+#define IMG_HDR 6u
+#define IMG_T_CODE 0x7f0000001000ull
+#define IMG_T_STR 0x7f0000002000ull
+#define IMG_T_BYTES 0x7f0000003000ull
+#define IMG_T_FRAME 0x7f0000004000ull
+/* The runtime sits at IMG_BASE; the "stack copy" is the last 4 KiB. */
+#define IMG_STACK_LEN 4096u
+
+enum { IMG_V310, IMG_V311, IMG_V312, IMG_V313, IMG_V314, IMG_NVERSIONS };
+
+typedef struct py_img {
+	uint8_t mem[IMG_MAX];
+	uint32_t used;
+	sp_py_layout l;
+} py_img;
+
+static inline void img_put64(py_img *im, uint64_t addr, uint64_t v)
+{
+	sp_put_le64(im->mem + (addr - IMG_BASE), v);
+}
+static inline void img_put32(py_img *im, uint64_t addr, uint32_t v)
+{
+	sp_put_le32(im->mem + (addr - IMG_BASE), v);
+}
+
+/* Bump allocation, 16-aligned; 0 when full. */
+static inline uint64_t img_alloc(py_img *im, uint32_t size)
+{
+	uint32_t at = (im->used + 15u) & ~15u;
+	if (at + size > IMG_MAX - IMG_STACK_LEN)
+		return 0;
+	im->used = at + size;
+	memset(im->mem + at, 0, size);
+	return IMG_BASE + at;
+}
+
+static inline uint64_t img_str(py_img *im, const char *s)
+{
+	uint32_t n = (uint32_t)strlen(s);
+	uint64_t a = img_alloc(im, im->l.str_ascii + n + 1);
+	if (!a)
+		return 0;
+	img_put64(im, a + im->l.ob_type, IMG_T_STR);
+	img_put64(im, a + im->l.str_length, n);
+	img_put32(im, a + im->l.str_state, (1u << 2) | (1u << 5) | (1u << 6));
+	memcpy(im->mem + (a - IMG_BASE) + im->l.str_ascii, s, n);
+	return a;
+}
+
+static inline uint64_t img_bytes(py_img *im, const uint8_t *d, uint32_t n)
+{
+	uint64_t a = img_alloc(im, im->l.bytes_data + n + 1);
+	if (!a)
+		return 0;
+	img_put64(im, a + im->l.ob_type, IMG_T_BYTES);
+	img_put64(im, a + im->l.var_size, n);
+	if (n)
+		memcpy(im->mem + (a - IMG_BASE) + im->l.bytes_data, d, n);
+	return a;
+}
+
+/* A 3.11+ line table: one entry per 2-unit step, code 13 (line delta only). */
+static inline uint32_t img_linetable311(uint8_t *out, const int32_t *lines, uint32_t n,
+                                        int32_t first)
+{
+	uint32_t o = 0;
+	int32_t cur = first;
+	for (uint32_t i = 0; i < n; i++) {
+		int32_t d = lines[i] - cur;
+		cur = lines[i];
+		out[o++] = (uint8_t)(0x80 | (13u << 3) | 1u); /* 2 code units */
+		uint32_t v = d < 0 ? ((uint32_t)(-d) << 1) | 1u : (uint32_t)d << 1;
+		do {
+			uint8_t b = v & 63;
+			v >>= 6;
+			out[o++] = (uint8_t)(b | (v ? 64 : 0));
+		} while (v);
+	}
+	return o;
+}
+
+/* A 3.10 line table: (4 bytes, line delta) pairs. */
+static inline uint32_t img_linetable310(uint8_t *out, const int32_t *lines, uint32_t n,
+                                        int32_t first)
+{
+	uint32_t o = 0;
+	int32_t cur = first;
+	for (uint32_t i = 0; i < n; i++) {
+		out[o++] = 4;
+		out[o++] = (uint8_t)(int8_t)(lines[i] - cur);
+		cur = lines[i];
+	}
+	return o;
+}
+
+/* A code object of @p nsteps 4-byte steps whose step i is on lines[i]. */
+static inline uint64_t img_code(py_img *im, const char *qualname, const char *file,
+                                int32_t first, const int32_t *lines, uint32_t nsteps)
+{
+	uint8_t lt[512];
+	if (nsteps > 64)
+		return 0;
+	uint32_t ltn = im->l.linetable == SP_PY_LINETABLE_310
+	                   ? img_linetable310(lt, lines, nsteps, first)
+	                   : img_linetable311(lt, lines, nsteps, first);
+	uint64_t q = img_str(im, qualname), f = img_str(im, file), t = img_bytes(im, lt, ltn);
+	uint32_t size = im->l.code_read;
+	if (im->l.code_adaptive != SP_PY_NONE && im->l.code_adaptive + 4 * nsteps > size)
+		size = im->l.code_adaptive + 4 * nsteps;
+	uint64_t c = img_alloc(im, size);
+	if (!q || !f || !t || !c)
+		return 0;
+	img_put64(im, c + im->l.ob_type, IMG_T_CODE);
+	img_put64(im, c + im->l.var_size, im->l.code_adaptive != SP_PY_NONE ? 2 * nsteps : 0);
+	img_put32(im, c + im->l.code_firstlineno, (uint32_t)first);
+	img_put64(im, c + im->l.code_filename, f);
+	img_put64(im, c + im->l.code_name, q);
+	if (im->l.code_qualname != SP_PY_NONE)
+		img_put64(im, c + im->l.code_qualname, q);
+	img_put64(im, c + im->l.code_linetable, t);
+	return c;
+}
+
+/* A frame running @p code at step @p step; @p owner is 0 for Python frames
+ * or the shim owner. Frames may be placed in the stack region (@p on_stack). */
+static inline uint64_t img_frame(py_img *im, uint64_t code, uint32_t step, uint64_t prev,
+                                 int entry, uint8_t owner, uint64_t at)
+{
+	uint64_t f = at ? at : img_alloc(im, im->l.frame_read);
+	if (!f)
+		return 0;
+	memset(im->mem + (f - IMG_BASE), 0, im->l.frame_read);
+	img_put64(im, f + im->l.frame_previous, prev);
+	img_put64(im, f + im->l.frame_code, code | (im->l.code_tagged && code ? 1u : 0u));
+	if (im->l.instr_is_lasti) {
+		img_put64(im, f + im->l.frame_type, IMG_T_FRAME);
+		img_put32(im, f + im->l.frame_instr, 2 * step);
+	} else {
+		/* prev_instr points at the instruction; instr_ptr likewise. */
+		img_put64(im, f + im->l.frame_instr, code + im->l.code_adaptive + 4 * step);
+	}
+	if (im->l.frame_owner != SP_PY_NONE)
+		im->mem[f - IMG_BASE + im->l.frame_owner] = owner;
+	if (im->l.frame_is_entry != SP_PY_NONE)
+		im->mem[f - IMG_BASE + im->l.frame_is_entry] = (uint8_t)entry;
+	return f;
+}
+
+/* Writes a _Py_DebugOffsets block for @p minor (13 or 14) at the image
+ * start, with the values of the 3.13.0 build here (3.14: same offsets,
+ * new block layout). Returns its size. */
+static inline uint32_t img_debug_offsets(uint8_t *d, uint32_t minor)
+{
+	memset(d, 0, 700);
+	memcpy(d, "xdebugpy", 8);
+	sp_put_le64(d + 8, minor == 13 ? 0x030d00f0u : 0x030e00f0u);
+	/* field positions: runtime, interp, tstate, frame, code, object, bytes, unicode */
+	uint32_t rt = 24, is = 48, ts = minor == 13 ? 152 : 176, fr = minor == 13 ? 224 : 248,
+	         co = minor == 13 ? 272 : 312, ob = minor == 13 ? 352 : 400,
+	         by = minor == 13 ? 512 : 592, un = minor == 13 ? 536 : 616;
+	sp_put_le64(d + rt, 1600);
+	sp_put_le64(d + rt + 16, minor == 13 ? 632 : 1024); /* interpreters.head */
+	sp_put_le64(d + is, 194968);
+	sp_put_le64(d + is + 16, 7264);             /* next */
+	sp_put_le64(d + is + 24, 7344);             /* threads.head */
+	sp_put_le64(d + ts, 304);
+	sp_put_le64(d + ts + 16, 8);                /* next */
+	sp_put_le64(d + ts + 32, 72);               /* current_frame */
+	sp_put_le64(d + ts + 40, 152);              /* thread_id */
+	sp_put_le64(d + ts + 48, 160);              /* native_thread_id */
+	sp_put_le64(d + fr, 80);
+	sp_put_le64(d + fr + 8, 8);                 /* previous */
+	sp_put_le64(d + fr + 16, 0);                /* executable */
+	sp_put_le64(d + fr + 24, 56);               /* instr_ptr */
+	sp_put_le64(d + fr + 40, 70);               /* owner */
+	sp_put_le64(d + co, 224);
+	sp_put_le64(d + co + 8, 112);               /* filename */
+	sp_put_le64(d + co + 16, 120);              /* name */
+	sp_put_le64(d + co + 24, 128);              /* qualname */
+	sp_put_le64(d + co + 32, 136);              /* linetable */
+	sp_put_le64(d + co + 40, 68);               /* firstlineno */
+	sp_put_le64(d + co + 72, 200);              /* co_code_adaptive */
+	sp_put_le64(d + ob, 16);
+	sp_put_le64(d + ob + 8, 8);                 /* ob_type */
+	sp_put_le64(d + by, 40);
+	sp_put_le64(d + by + 8, 16);                /* ob_size */
+	sp_put_le64(d + by + 16, 32);               /* ob_sval */
+	sp_put_le64(d + un, 56);
+	sp_put_le64(d + un + 8, 32);                /* state */
+	sp_put_le64(d + un + 16, 16);               /* length */
+	sp_put_le64(d + un + 24, 40);               /* asciiobject_size */
+	return minor == 13 ? 568 : 648;
+}
+
+/* Sets up an empty image whose layout is that of selector @p v. */
+static inline int img_init(py_img *im, int v)
+{
+	memset(im, 0, sizeof(*im));
+	int rc;
+	if (v <= IMG_V312) {
+		rc = sp_py_layout_from_table((3u << 24) | ((uint32_t)(10 + v) << 16), &im->l);
+		im->used = 2048; /* room for the runtime */
+	} else {
+		uint32_t n = img_debug_offsets(im->mem, v == IMG_V313 ? 13 : 14);
+		rc = sp_py_layout_from_debug(im->mem, n, &im->l);
+		im->used = 2048;
+	}
+	return rc;
+}
+
+/* A single-interpreter, single-thread runtime whose thread @p tid has the
+ * top frame @p top. Returns the thread state address. */
+static inline uint64_t img_runtime(py_img *im, int32_t tid, uint64_t top)
+{
+	uint64_t interp = img_alloc(im, 8192), ts = img_alloc(im, im->l.tstate_read);
+	if (!interp || !ts)
+		return 0;
+	/* The interpreter state is big (3.13: threads.head at 7344); only the
+	 * fields read are set. */
+	img_put64(im, IMG_BASE + im->l.runtime_interpreters_head, interp);
+	img_put64(im, interp + im->l.interp_next, 0);
+	img_put64(im, interp + im->l.interp_threads_head, ts);
+	img_put64(im, ts + im->l.tstate_next, 0);
+	if (im->l.tstate_native_thread_id != SP_PY_NONE)
+		img_put64(im, ts + im->l.tstate_native_thread_id, (uint64_t)tid);
+	if (im->l.cframe_current_frame != SP_PY_NONE) {
+		/* _PyCFrame lives on the C stack: put it in the stack region. */
+		uint64_t cf = IMG_BASE + IMG_MAX - IMG_STACK_LEN + 64;
+		img_put64(im, ts + im->l.tstate_frame, cf);
+		img_put64(im, cf + im->l.cframe_current_frame, top);
+	} else {
+		img_put64(im, ts + im->l.tstate_frame, top);
+	}
+	return ts;
+}
+
+/* Memory reader over an image (also used by the fuzz harness). */
+typedef struct img_reader {
+	const uint8_t *mem;
+	size_t len;
+	uint64_t base;
+} img_reader;
+
+static inline int img_read(void *ctx, sp_py_iov *iov, uint32_t n)
+{
+	const img_reader *r = ctx;
+	for (uint32_t i = 0; i < n; i++) {
+		iov[i].ok = 0;
+		if (iov[i].addr >= r->base && iov[i].addr - r->base <= r->len &&
+		    r->len - (iov[i].addr - r->base) >= iov[i].len) {
+			memcpy(iov[i].buf, r->mem + (iov[i].addr - r->base), iov[i].len);
+			iov[i].ok = 1;
+		}
+	}
+	return 0;
+}
+
+#endif

@@ -1,0 +1,538 @@
+/* Pure tests of the CPython decoders: layouts and debug offsets, line
+ * tables, frame walks over synthetic memory images (valid, shimmed, torn),
+ * the code cache and the native+Python merge. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "stackpulse.h"
+
+/* The decoders are pure but live in src/record, which the pure test
+ * library does not contain: compile them in. */
+#include "record/python_layout.c"
+#include "record/python_memory.c"
+#include "record/python_merge.c"
+
+#include "py_image.h"
+
+/* ---- layouts ------------------------------------------------------------------ */
+
+SP_TEST(layout_tables_match_measured_offsets)
+{
+	/* Values measured with offsetof() against each build's internal
+	 * headers and on live processes (shared/notes/cpython-frames.md). */
+	sp_py_layout l;
+	REQUIRE_OK(sp_py_layout_from_table(0x030b07f0, &l));
+	CHECK_EQ(l.runtime_interpreters_head, 40);
+	CHECK_EQ(l.interp_threads_head, 16);
+	CHECK_EQ(l.tstate_frame, 56);
+	CHECK_EQ(l.cframe_current_frame, 8);
+	CHECK_EQ(l.tstate_native_thread_id, 160);
+	CHECK_EQ(l.frame_code, 32);
+	CHECK_EQ(l.frame_previous, 48);
+	CHECK_EQ(l.frame_instr, 56);
+	CHECK_EQ(l.frame_is_entry, 68);
+	CHECK_EQ(l.frame_owner, 69);
+	CHECK_EQ(l.code_firstlineno, 72);
+	CHECK_EQ(l.code_filename, 112);
+	CHECK_EQ(l.code_qualname, 128);
+	CHECK_EQ(l.code_linetable, 136);
+	CHECK_EQ(l.code_adaptive, 184);
+	CHECK_EQ(l.str_ascii, 48);
+
+	REQUIRE_OK(sp_py_layout_from_table(0x030c01f0, &l));
+	CHECK_EQ(l.runtime_interpreters_head, 40);
+	CHECK_EQ(l.interp_threads_head, 72);
+	CHECK_EQ(l.cframe_current_frame, 0);
+	CHECK_EQ(l.tstate_native_thread_id, 144);
+	CHECK_EQ(l.frame_code, 0);
+	CHECK_EQ(l.frame_previous, 8);
+	CHECK_EQ(l.frame_owner, 70);
+	CHECK_EQ(l.code_firstlineno, 68);
+	CHECK_EQ(l.code_adaptive, 192);
+	CHECK_EQ(l.str_ascii, 40);
+	CHECK_EQ(l.owner_first_c, 3);
+
+	REQUIRE_OK(sp_py_layout_from_table(0x030a0df0, &l));
+	CHECK_EQ(l.runtime_interpreters_head, 32);
+	CHECK_EQ(l.interp_threads_head, 8);
+	CHECK_EQ(l.tstate_frame, 24);
+	CHECK_EQ(l.tstate_thread_id, 176);
+	CHECK_EQ(l.tstate_native_thread_id, SP_PY_NONE);
+	CHECK_EQ(l.frame_previous, 24);
+	CHECK_EQ(l.frame_code, 32);
+	CHECK_EQ(l.frame_instr, 96);
+	CHECK_EQ(l.code_firstlineno, 40);
+	CHECK_EQ(l.code_filename, 104);
+	CHECK_EQ(l.code_name, 112);
+	CHECK_EQ(l.code_linetable, 120);
+	CHECK_EQ(l.linetable, SP_PY_LINETABLE_310);
+
+	CHECK_EQ(sp_py_layout_from_table(0x03090000, &l), STACKPULSE_EUNSUPPORTED);
+	CHECK_EQ(sp_py_layout_from_table(0x030d0000, &l), STACKPULSE_EUNSUPPORTED);
+}
+
+SP_TEST(debug_offsets_313_and_314)
+{
+	uint8_t d[1024];
+	sp_py_layout l;
+	uint32_t n = img_debug_offsets(d, 13);
+	REQUIRE_OK(sp_py_layout_from_debug(d, n, &l));
+	CHECK_EQ(l.version, 0x030d00f0);
+	CHECK_EQ(l.runtime_interpreters_head, 632);
+	CHECK_EQ(l.interp_threads_head, 7344);
+	CHECK_EQ(l.tstate_next, 8);
+	CHECK_EQ(l.tstate_frame, 72);
+	CHECK_EQ(l.cframe_current_frame, SP_PY_NONE);
+	CHECK_EQ(l.tstate_native_thread_id, 160);
+	CHECK_EQ(l.frame_code, 0);
+	CHECK_EQ(l.frame_previous, 8);
+	CHECK_EQ(l.frame_instr, 56);
+	CHECK_EQ(l.frame_owner, 70);
+	CHECK_EQ(l.code_firstlineno, 68);
+	CHECK_EQ(l.code_filename, 112);
+	CHECK_EQ(l.code_name, 120);
+	CHECK_EQ(l.code_qualname, 128);
+	CHECK_EQ(l.code_linetable, 136);
+	CHECK_EQ(l.code_adaptive, 200);
+	CHECK_EQ(l.str_ascii, 40);
+	CHECK_EQ(l.str_state, 32);
+	CHECK_EQ(l.code_tagged, 0);
+
+	n = img_debug_offsets(d, 14);
+	REQUIRE_OK(sp_py_layout_from_debug(d, n, &l));
+	CHECK_EQ(l.version, 0x030e00f0);
+	CHECK_EQ(l.code_tagged, 1);
+	CHECK_EQ(l.interp_threads_head, 7344);
+	CHECK_EQ(l.code_adaptive, 200);
+
+	/* Too short, no cookie, free-threaded, too old, offset past its block. */
+	CHECK_EQ(sp_py_layout_from_debug(d, 100, &l), STACKPULSE_ETRUNCATED);
+	n = img_debug_offsets(d, 13);
+	d[0] = 'X';
+	CHECK_EQ(sp_py_layout_from_debug(d, n, &l), STACKPULSE_EFORMAT);
+	n = img_debug_offsets(d, 13);
+	sp_put_le64(d + 16, 1);
+	CHECK_EQ(sp_py_layout_from_debug(d, n, &l), STACKPULSE_EUNSUPPORTED);
+	n = img_debug_offsets(d, 13);
+	sp_put_le64(d + 8, 0x030c01f0);
+	CHECK_EQ(sp_py_layout_from_debug(d, n, &l), STACKPULSE_EUNSUPPORTED);
+	n = img_debug_offsets(d, 13);
+	sp_put_le64(d + 224 + 8, 80); /* frame.previous == frame size */
+	CHECK_EQ(sp_py_layout_from_debug(d, n, &l), STACKPULSE_EFORMAT);
+	n = img_debug_offsets(d, 13);
+	sp_put_le64(d + 272, 1u << 20); /* code object block larger than allowed */
+	CHECK_EQ(sp_py_layout_from_debug(d, n, &l), STACKPULSE_EFORMAT);
+	n = img_debug_offsets(d, 13);
+	sp_put_le64(d + 544, 60); /* str.state past sizeof(PyASCIIObject) */
+	CHECK_EQ(sp_py_layout_from_debug(d, n, &l), STACKPULSE_EFORMAT);
+	/* A future minor uses the newest layout when it is consistent. */
+	n = img_debug_offsets(d, 14);
+	sp_put_le64(d + 8, 0x030f00a0);
+	CHECK_OK(sp_py_layout_from_debug(d, n, &l));
+}
+
+/* ---- line tables -------------------------------------------------------------------- */
+
+SP_TEST(linetable_311_all_entry_kinds)
+{
+	/* first line 10. Entries (code, units):
+	 *  short form code 3, 1 unit, +1 byte          -> line 10, bytes [0,2)
+	 *  one-line form code 11 (+1), 2 units, +2 b   -> line 11, [2,6)
+	 *  no-column code 13, delta -3 (svarint 7), 1  -> line 8,  [6,8)
+	 *  long form code 14, delta +100 (200: 2 chunks), 3 varints, 1 unit -> 108, [8,10)
+	 *  none code 15, 2 units                        -> 0,   [10,14)
+	 *  one-line code 10 (+0), 8 units               -> 108, [14,30) */
+	const uint8_t t[] = {
+	    0x80 | (3 << 3) | 0, 0x05,
+	    0x80 | (11 << 3) | 1, 0x01, 0x02,
+	    0x80 | (13 << 3) | 0, 7,
+	    0x80 | (14 << 3) | 0, (200 & 63) | 64, 200 >> 6, 1, 2, 3,
+	    0x80 | (15 << 3) | 1,
+	    0x80 | (10 << 3) | 7, 0x00, 0x00,
+	};
+	const int fmt = SP_PY_LINETABLE_311;
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, -1), 10);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 0), 10);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 2), 11);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 4), 11);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 6), 8);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 8), 108);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 10), 0);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 12), 0);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 14), 108);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 28), 108);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, 30), 0); /* past the end */
+	/* Cut inside a varint, empty, NULL, bad start byte: never out of bounds. */
+	for (size_t cut = 0; cut <= sizeof(t); cut++)
+		for (int off = 0; off < 32; off += 2)
+			(void)sp_py_line(fmt, t, cut, 10, off);
+	CHECK_EQ(sp_py_line(fmt, NULL, 0, 10, 4), 0);
+	const uint8_t bad[] = {0x05, 0x80};
+	CHECK_EQ(sp_py_line(fmt, bad, sizeof(bad), 10, 0), 0);
+}
+
+SP_TEST(linetable_310_pairs)
+{
+	/* first line 5: [0,6) +0 -> 5; [6,6) +2 (empty, still counts) ->7;
+	 * [6,10) +1 -> 8; [10,14) no line; [14,16) -3 -> 5;
+	 * [16,271) 255 bytes split: (255,+1)->6 */
+	const uint8_t t[] = {6, 0, 0, 2, 4, 1, 4, (uint8_t)-128, 2, (uint8_t)-3, 255, 1};
+	const int fmt = SP_PY_LINETABLE_310;
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, -1), 5);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, 0), 5);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, 4), 5);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, 6), 8);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, 10), 0);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, 14), 5);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, 200), 6);
+	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, 271), 0);
+	CHECK_EQ(sp_py_line(fmt, t, 11, 5, 14), 5); /* odd length: last half pair ignored */
+}
+
+/* ---- frame walks ---------------------------------------------------------------------- */
+
+typedef struct walk_env {
+	py_img im;
+	img_reader r;
+	sp_py_walker w;
+	uint64_t fib, run, mod;
+} walk_env;
+
+static const int32_t fib_lines[] = {3, 4, 4, 5, 5, 5};
+static const int32_t run_lines[] = {9, 10, 11, 11};
+static const int32_t mod_lines[] = {1, 2, 13, 14};
+
+static void env_init(walk_env *e, int v)
+{
+	REQUIRE_OK(img_init(&e->im, v));
+	e->r = (img_reader){e->im.mem, IMG_MAX, IMG_BASE};
+	memset(&e->w, 0, sizeof(e->w));
+	e->w.layout = &e->im.l;
+	e->w.types = (sp_py_types){IMG_T_CODE, IMG_T_FRAME, IMG_T_STR, IMG_T_BYTES, 0};
+	e->w.mem.read = img_read;
+	e->w.mem.ctx = &e->r;
+	REQUIRE_OK(sp_py_codes_new(&e->w.codes));
+	e->fib = img_code(&e->im, "fib", "/t/demo.py", 2, fib_lines, 6);
+	e->run = img_code(&e->im, "Worker.run", "/t/demo.py", 8, run_lines, 4);
+	e->mod = img_code(&e->im, "<module>", "/t/demo.py", 1, mod_lines, 4);
+	REQUIRE(e->fib && e->run && e->mod);
+}
+
+static void env_free(walk_env *e)
+{
+	sp_py_codes_free(e->w.codes);
+}
+
+static const char *qual(walk_env *e, const sp_py_frame *f)
+{
+	return sp_py_codes_get(e->w.codes, f->code)->qualname;
+}
+
+/* <module> (entry) -> [shim] -> run -> fib -> fib (leaf); run..fib in one
+ * activation on 3.11+ (3.10: one per frame). */
+static uint64_t build_chain(walk_env *e, int with_shim)
+{
+	const sp_py_layout *l = &e->im.l;
+	uint64_t mod = img_frame(&e->im, e->mod, 2, 0, 1, 0, 0);
+	uint64_t below = mod;
+	if (with_shim && l->owner_first_c != 0xff) {
+		/* The shim frame lives on the C stack. */
+		uint64_t at = IMG_BASE + IMG_MAX - IMG_STACK_LEN + 512;
+		below = img_frame(&e->im, 0, 0, mod, 0, 3, at);
+	}
+	uint64_t run = img_frame(&e->im, e->run, 2, below, with_shim && l->frame_is_entry != SP_PY_NONE, 0, 0);
+	uint64_t fib1 = img_frame(&e->im, e->fib, 3, run, 0, 0, 0);
+	return img_frame(&e->im, e->fib, 0, fib1, 0, 0, 0);
+}
+
+SP_TEST(walk_every_version)
+{
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		walk_env e;
+		env_init(&e, v);
+		uint64_t top = build_chain(&e, 1);
+		uint64_t ts = img_runtime(&e.im, 4242, top);
+		REQUIRE(top && ts);
+		/* Thread listing and the tid. */
+		uint64_t addrs[4];
+		uint32_t nt;
+		CHECK_OK(sp_py_list_tstates(&e.w, IMG_BASE, addrs, 4, &nt));
+		REQUIRE_EQ(nt, 1);
+		CHECK_EQ(addrs[0], ts);
+		sp_py_tstate t;
+		/* Serve the stack region from a "copy" so 3.11/3.12's cframe and
+		 * 3.12+ shims come from it. */
+		e.w.mem.stack = e.im.mem + IMG_MAX - IMG_STACK_LEN;
+		e.w.mem.stack_len = IMG_STACK_LEN;
+		e.w.mem.stack_start = IMG_BASE + IMG_MAX - IMG_STACK_LEN;
+		CHECK_OK(sp_py_read_tstate(&e.w, ts, &t));
+		CHECK_EQ(t.frame, top);
+		if (v != IMG_V310)
+			CHECK_EQ(t.tid, 4242);
+		sp_py_frame f[16];
+		uint32_t n;
+		int tr;
+		CHECK_OK(sp_py_walk(&e.w, t.frame, f, 16, &n, &tr));
+		CHECK_EQ(tr, 0);
+		REQUIRE_EQ(n, 4);
+		CHECK_STR(qual(&e, &f[0]), "fib");
+		CHECK_STR(qual(&e, &f[1]), "fib");
+		CHECK_STR(qual(&e, &f[2]), "Worker.run");
+		CHECK_STR(qual(&e, &f[3]), "<module>");
+		CHECK_STR(sp_py_codes_get(e.w.codes, f[0].code)->filename, "/t/demo.py");
+		CHECK_EQ(f[0].line, 3);
+		CHECK_EQ(f[1].line, 5);
+		CHECK_EQ(f[2].line, 11);
+		CHECK_EQ(f[3].line, 13);
+		CHECK_EQ(f[0].offset, 0);
+		CHECK_EQ(f[1].offset, 12);
+		/* Activations: 3.10 one per frame; 3.11+ fib,fib,run | module. */
+		if (v == IMG_V310) {
+			for (int i = 0; i < 4; i++)
+				CHECK_EQ(f[i].flags, SP_PY_FRAME_ENTRY);
+		} else {
+			CHECK_EQ(f[0].flags, 0);
+			CHECK_EQ(f[1].flags, 0);
+			CHECK_EQ(f[2].flags, SP_PY_FRAME_ENTRY);
+			CHECK_EQ(f[3].flags, SP_PY_FRAME_ENTRY);
+		}
+		/* A second walk reuses the interned code objects. */
+		uint32_t codes = sp_py_codes_count(e.w.codes);
+		CHECK_OK(sp_py_walk(&e.w, t.frame, f, 16, &n, &tr));
+		CHECK_EQ(sp_py_codes_count(e.w.codes), codes);
+		CHECK_EQ(codes, 3);
+		/* max cuts cleanly. */
+		CHECK_OK(sp_py_walk(&e.w, t.frame, f, 2, &n, &tr));
+		CHECK_EQ(n, 2);
+		CHECK_EQ(tr, 1);
+		env_free(&e);
+	}
+}
+
+SP_TEST(walk_hides_synthetic_init_frame_313)
+{
+	walk_env e;
+	env_init(&e, IMG_V313);
+	const int32_t none[] = {0};
+	uint64_t init = img_code(&e.im, "__init__", "__init__", 0, none, 0);
+	REQUIRE(init);
+	/* Its line table is empty. */
+	uint64_t lt = sp_le64(e.im.mem + (init - IMG_BASE) + e.im.l.code_linetable);
+	img_put64(&e.im, lt + e.im.l.var_size, 0);
+	uint64_t mod = img_frame(&e.im, e.mod, 2, 0, 0, 0, 0);
+	uint64_t shim = img_frame(&e.im, init, 0, mod, 0, 0, 0);
+	uint64_t leaf = img_frame(&e.im, e.run, 1, shim, 0, 0, 0);
+	sp_py_frame f[8];
+	uint32_t n;
+	int tr;
+	CHECK_OK(sp_py_walk(&e.w, leaf, f, 8, &n, &tr));
+	CHECK_EQ(tr, 0);
+	REQUIRE_EQ(n, 2);
+	CHECK_STR(qual(&e, &f[0]), "Worker.run");
+	CHECK_STR(qual(&e, &f[1]), "<module>");
+	env_free(&e);
+}
+
+SP_TEST(walk_stops_at_first_bad_frame)
+{
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		walk_env e;
+		env_init(&e, v);
+		uint64_t top = build_chain(&e, 0);
+		REQUIRE(top);
+		const sp_py_layout *l = &e.im.l;
+		uint64_t fib1 = sp_le64(e.im.mem + (top - IMG_BASE) + l->frame_previous);
+		uint64_t run = sp_le64(e.im.mem + (fib1 - IMG_BASE) + l->frame_previous);
+		sp_py_frame f[16];
+		uint32_t n;
+		int tr;
+
+		/* The run frame's code points at a non-code object (a str). */
+		uint64_t saved = sp_le64(e.im.mem + (run - IMG_BASE) + l->frame_code);
+		uint64_t s = img_str(&e.im, "not code");
+		img_put64(&e.im, run + l->frame_code, s);
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 2);
+		CHECK_EQ(tr, 1);
+		img_put64(&e.im, run + l->frame_code, saved);
+
+		/* Instruction outside the code object. */
+		if (!l->instr_is_lasti) {
+			saved &= ~(uint64_t)7; /* 3.14 tags f_executable */
+			img_put64(&e.im, run + l->frame_instr, saved + 4096);
+			CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+			CHECK_EQ(n, 2);
+			CHECK_EQ(tr, 1);
+			img_put64(&e.im, run + l->frame_instr, saved + l->code_adaptive + 3);
+			CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+			CHECK_EQ(n, 2); /* odd offset */
+			img_put64(&e.im, run + l->frame_instr, saved + l->code_adaptive);
+		} else {
+			img_put32(&e.im, run + l->frame_instr, (uint32_t)-7);
+			CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+			CHECK_EQ(n, 2);
+			img_put32(&e.im, run + l->frame_instr, 0);
+		}
+
+		/* previous points outside the image, then at itself (a cycle). */
+		img_put64(&e.im, run + l->frame_previous, 0x7ffff0000000ull);
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 3);
+		CHECK_EQ(tr, 1);
+		img_put64(&e.im, run + l->frame_previous, run);
+		sp_py_frame *big = calloc(SP_PY_MAX_DEPTH + 8, sizeof(*big));
+		REQUIRE(big);
+		CHECK_OK(sp_py_walk(&e.w, top, big, SP_PY_MAX_DEPTH + 8, &n, &tr));
+		free(big);
+		CHECK_EQ(n, SP_PY_MAX_DEPTH);
+		CHECK_EQ(tr, 1);
+		img_put64(&e.im, run + l->frame_previous, 1234567); /* misaligned */
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 3);
+		CHECK_EQ(tr, 1);
+
+		/* A broken string in a new code object. */
+		uint64_t bad = img_code(&e.im, "bad", "/t/x.py", 1, fib_lines, 2);
+		uint64_t fn = sp_le64(e.im.mem + (bad - IMG_BASE) + l->code_filename);
+		img_put32(&e.im, fn + l->str_state, 0); /* not compact */
+		img_put64(&e.im, top + l->frame_code, bad);
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 0);
+		CHECK_EQ(tr, 1);
+		env_free(&e);
+	}
+}
+
+SP_TEST(code_cache_notices_reused_address)
+{
+	walk_env e;
+	env_init(&e, IMG_V312);
+	uint32_t a, b, c;
+	REQUIRE_OK(sp_py_code_intern(&e.w, e.fib, &a));
+	REQUIRE_OK(sp_py_code_intern(&e.w, e.fib, &b));
+	CHECK_EQ(a, b);
+	/* Same address, new object: a different name pointer. */
+	uint64_t s = img_str(&e.im, "other");
+	img_put64(&e.im, e.fib + e.im.l.code_qualname, s);
+	REQUIRE_OK(sp_py_code_intern(&e.w, e.fib, &c));
+	CHECK(c != a);
+	CHECK_STR(sp_py_codes_get(e.w.codes, c)->qualname, "other");
+	CHECK_STR(sp_py_codes_get(e.w.codes, a)->qualname, "fib");
+	/* Many objects grow the table. */
+	for (int i = 0; i < 300; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "f%d", i);
+		uint64_t code = img_code(&e.im, name, "/t/m.py", i + 1, fib_lines, 1);
+		if (!code)
+			break;
+		uint32_t id;
+		REQUIRE_OK(sp_py_code_intern(&e.w, code, &id));
+		CHECK_STR(sp_py_codes_get(e.w.codes, id)->qualname, name);
+		CHECK_EQ(sp_py_codes_get(e.w.codes, id)->first_line, i + 1);
+	}
+	REQUIRE_OK(sp_py_code_intern(&e.w, e.run, &a));
+	CHECK_STR(sp_py_codes_get(e.w.codes, a)->qualname, "Worker.run");
+	env_free(&e);
+}
+
+SP_TEST(walk_fails_cleanly_without_memory)
+{
+	for (long k = 0; k < 12; k++) {
+		walk_env e;
+		env_init(&e, IMG_V311);
+		uint64_t top = build_chain(&e, 0);
+		sp_py_frame f[16];
+		uint32_t n;
+		int tr;
+		sp_alloc_fail_after(k);
+		int rc = sp_py_walk(&e.w, top, f, 16, &n, &tr);
+		sp_alloc_fail_after(-1);
+		CHECK(rc == 0 || rc == -ENOMEM);
+		if (rc == 0)
+			CHECK(n <= 4);
+		env_free(&e);
+	}
+}
+
+/* ---- merge ------------------------------------------------------------------------------- */
+
+static const sp_py_range eval_r[] = {{0x1000, 0x2000}};
+
+static void merged(const sp_py_merge_item *m, uint32_t n, char *out)
+{
+	out[0] = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		char b[16];
+		snprintf(b, sizeof(b), "%s%c%u", i ? " " : "",
+		         m[i].kind == SP_PY_MERGE_NATIVE ? 'n' : m[i].kind == SP_PY_MERGE_PYTHON ? 'p' : 'T',
+		         m[i].kind == SP_PY_MERGE_TRUNCATED ? 0 : m[i].index);
+		strcat(out, b);
+	}
+}
+
+SP_TEST(merge_replaces_eval_activations)
+{
+	/* native: leaf libc, eval, C ext, eval, main; return addresses are
+	 * looked up at pc-1 (0x1000 as a return address is outside). */
+	const uint64_t pcs[] = {0x9000, 0x1500, 0x8000, 0x1001, 0x7000};
+	sp_py_frame py[4] = {{0, 0, 0, 0}, {1, SP_PY_FRAME_ENTRY, 0, 0}, {2, 0, 0, 0},
+	                     {3, SP_PY_FRAME_ENTRY, 0, 0}};
+	sp_py_merge_in in = {pcs, 5, 0, eval_r, 1, py, 4, 0};
+	sp_py_merge_item m[32];
+	uint32_t n, fl;
+	char s[256];
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 p0 p1 n2 p2 p3 n4");
+	CHECK_EQ(fl, 0);
+
+	/* More activations than groups, Python complete: align at the root,
+	 * the extra leaf activation stays native. */
+	in.npy = 2;
+	py[1].flags = SP_PY_FRAME_ENTRY;
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 n1 n2 p0 p1 n4");
+	CHECK_EQ(fl, SP_PY_MERGE_MISMATCH);
+
+	/* Python walk truncated after group 0: leaf alignment and a marker. */
+	in.py_truncated = 1;
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 p0 p1 T0 n2 n3 n4");
+	CHECK_EQ(fl, SP_PY_MERGE_PY_CUT);
+
+	/* Walk truncated with no frames at all: marker before the first eval. */
+	in.npy = 0;
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 T0 n1 n2 n3 n4");
+
+	/* Native stack cut: remaining groups go to the root end. */
+	const uint64_t pcs2[] = {0x9000, 0x1500};
+	sp_py_merge_in in2 = {pcs2, 2, 1, eval_r, 1, py, 4, 0};
+	CHECK_OK(sp_py_merge(&in2, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 p0 p1 p2 p3");
+	CHECK_EQ(fl, 0);
+
+	/* More groups than activations, both complete: leaf groups dropped. */
+	const uint64_t pcs3[] = {0x9000, 0x1500, 0x7000};
+	sp_py_merge_in in3 = {pcs3, 3, 0, eval_r, 1, py, 4, 0};
+	CHECK_OK(sp_py_merge(&in3, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 p2 p3 n2");
+	CHECK_EQ(fl, SP_PY_MERGE_MISMATCH);
+
+	/* Output too small. */
+	CHECK_OK(sp_py_merge(&in3, m, 2, &n, &fl));
+	CHECK_EQ(n, 2);
+	CHECK(fl & SP_PY_MERGE_OUT_FULL);
+
+	/* Leaf IP exactly at a range start counts; not as a return address. */
+	CHECK_EQ(sp_py_in_eval(eval_r, 1, 0x1000, 1), 1);
+	CHECK_EQ(sp_py_in_eval(eval_r, 1, 0x1000, 0), 0);
+	CHECK_EQ(sp_py_in_eval(eval_r, 1, 0x2000, 0), 1);
+	CHECK_EQ(sp_py_in_eval(eval_r, 1, 0x2000, 1), 0);
+}

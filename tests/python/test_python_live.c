@@ -1,0 +1,891 @@
+/* Live tests of the CPython reader against every interpreter installed here
+ * (pyenv builds 3.10+ and /usr/bin/python3.1x): stacks in order with the
+ * right files and lines, threads mapped to their own tids, subprocesses,
+ * non-Python processes, a target recursing fast under the reader, line
+ * tables against co_lines(), and perf maps. Needs root (or ptrace rights). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "record/python.h"
+#include "stackpulse.h"
+
+extern char **environ;
+
+/* ---- interpreters ------------------------------------------------------------ */
+
+#define MAX_PYS 16
+static char pys[MAX_PYS][256];
+static int npys = -1;
+
+static int is_exe(const char *p)
+{
+	return access(p, X_OK) == 0;
+}
+
+static void add_py(const char *p)
+{
+	char real[256];
+	if (npys >= MAX_PYS || !is_exe(p) || !realpath(p, real))
+		return;
+	for (int i = 0; i < npys; i++)
+		if (strcmp(pys[i], p) == 0)
+			return;
+	snprintf(pys[npys++], sizeof(pys[0]), "%s", p);
+}
+
+/* Every CPython >= 3.10 present: pyenv versions and /usr/bin/python3.1x. */
+static int find_pythons(void)
+{
+	if (npys >= 0)
+		return npys;
+	npys = 0;
+	char root[200];
+	const char *env = getenv("PYENV_ROOT");
+	snprintf(root, sizeof(root), "%s/versions", env ? env : "/root/.pyenv");
+	DIR *d = opendir(root);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			int major, minor;
+			if (sscanf(e->d_name, "%d.%d", &major, &minor) != 2 || major != 3 || minor < 10)
+				continue;
+			char p[256];
+			snprintf(p, sizeof(p), "%s/%s/bin/python%d.%d", root, e->d_name, major, minor);
+			add_py(p);
+		}
+		closedir(d);
+	}
+	for (int minor = 10; minor <= 14; minor++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/usr/bin/python3.%d", minor);
+		add_py(p);
+	}
+	return npys;
+}
+
+/* ---- child processes ---------------------------------------------------------- */
+
+typedef struct child {
+	pid_t pid;
+	int out; /* read end of its stdout */
+	char buf[4096];
+	size_t len;
+} child;
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	REQUIRE(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int spawn(child *c, char *const argv[])
+{
+	int p[2];
+	if (pipe(p))
+		return -errno;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_addclose(&fa, p[0]);
+	int rc = posix_spawn(&c->pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	c->out = p[0];
+	c->len = 0;
+	return rc ? -rc : 0;
+}
+
+/* Reads one line of the child's output (10 s at most). */
+static int read_line(child *c, char *line, size_t cap)
+{
+	for (int waited = 0; waited < 10000;) {
+		char *nl = memchr(c->buf, '\n', c->len);
+		if (nl) {
+			size_t l = (size_t)(nl - c->buf);
+			snprintf(line, cap, "%.*s", (int)l, c->buf);
+			memmove(c->buf, nl + 1, c->len - l - 1);
+			c->len -= l + 1;
+			return 0;
+		}
+		struct pollfd pfd = {c->out, POLLIN, 0};
+		int r = poll(&pfd, 1, 100);
+		waited += 100;
+		if (r > 0) {
+			ssize_t n = read(c->out, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+			if (n <= 0)
+				return -1;
+			c->len += (size_t)n;
+		}
+	}
+	return -1;
+}
+
+static void stop_child(child *c)
+{
+	if (c->pid > 0) {
+		kill(c->pid, SIGKILL);
+		waitpid(c->pid, NULL, 0);
+	}
+	close(c->out);
+	c->pid = 0;
+}
+
+/* Probes @p pid until the interpreter has started (the script prints
+ * "ready" only after that, so once is normally enough). */
+static sp_python *probe(pid_t pid)
+{
+	sp_python *py = NULL;
+	int rc = sp_python_probe(pid, &py);
+	if (rc != 0)
+		sp_test_fail(__FILE__, __LINE__, "probe %d: %d %s", (int)pid, rc,
+		             stackpulse_last_error());
+	return py;
+}
+
+static const char *qual(sp_python *py, const sp_py_frame *f)
+{
+	return sp_python_code(py, f->code)->qualname;
+}
+
+static const char *file_of(sp_python *py, const sp_py_frame *f)
+{
+	return sp_python_code(py, f->code)->filename;
+}
+
+/* ---- the main script ------------------------------------------------------------ */
+
+static const char demo_py[] =
+    "import sys\n"                          /* 1 */
+    "def fib(n):\n"                         /* 2 */
+    "    if n < 2:\n"                       /* 3 */
+    "        return n\n"                    /* 4 */
+    "    return fib(n - 1) + fib(n - 2)\n"  /* 5 */
+    "class Worker:\n"                       /* 6 */
+    "    def run(self):\n"                  /* 7 */
+    "        def helper():\n"               /* 8 */
+    "            while True:\n"             /* 9 */
+    "                fib(14)\n"             /* 10 */
+    "        helper()\n"                    /* 11 */
+    "print('ready', flush=True)\n"          /* 12 */
+    "Worker().run()\n";                     /* 13 */
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* Checks a stack of the demo script: fib frames (callers on line 5), then
+ * helper (9/10), run (11), <module> (13). A truncated stack must be a
+ * valid prefix. Returns the number of fib frames. */
+static int check_demo_stack(sp_python *py, const char *script, const sp_py_frame *f,
+                            uint32_t n, int truncated)
+{
+	uint32_t i = 0;
+	while (i < n && strcmp(qual(py, &f[i]), "fib") == 0) {
+		CHECK_STR(file_of(py, &f[i]), script);
+		/* The leaf may be anywhere in fib (line 2: RESUME); callers
+		 * are at their call. */
+		int ok = i == 0 ? f[i].line >= 2 && f[i].line <= 5 : f[i].line == 5;
+		if (!ok)
+			sp_test_fail(__FILE__, __LINE__, "fib frame %u of %u on line %d", i, n,
+			             f[i].line);
+		i++;
+	}
+	const char *want[3] = {"helper", "run", "<module>"};
+	const int32_t lines[3] = {10, 11, 13};
+	for (int k = 0; k < 3; k++, i++) {
+		if (i >= n) {
+			CHECK(truncated);
+			return 0;
+		}
+		const char *q = qual(py, &f[i]);
+		/* co_qualname from 3.11; co_name on 3.10. */
+		if (!ends_with(q, want[k]))
+			sp_test_fail(__FILE__, __LINE__, "frame %u is %s, want %s", i, q, want[k]);
+		CHECK_STR(file_of(py, &f[i]), script);
+		if (k == 0 && i == 0)
+			CHECK(f[i].line == 9 || f[i].line == 10);
+		else
+			CHECK_EQ(f[i].line, lines[k]);
+	}
+	if (sp_python_version(py) >= 0x030b0000) {
+		CHECK_STR(qual(py, &f[i - 3]), "Worker.run.<locals>.helper");
+		CHECK_STR(qual(py, &f[i - 2]), "Worker.run");
+	}
+	CHECK_EQ(i, n);
+	CHECK_EQ(truncated, 0);
+	return (int)i - 3;
+}
+
+/* Copies the stopped thread's stack from its stack pointer, as a perf
+ * sample would. Returns the copy length, 0 on failure. */
+static size_t copy_stack(pid_t pid, uint8_t *buf, size_t cap, uint64_t *sp)
+{
+#if defined(__x86_64__)
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &regs) != 0)
+		return 0;
+	*sp = regs.rsp;
+	struct iovec l = {buf, cap}, r = {(void *)(uintptr_t)regs.rsp, cap};
+	ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	for (size_t len = cap; got <= 0 && len >= 4096; len /= 2) {
+		l.iov_len = r.iov_len = len;
+		got = process_vm_readv(pid, &l, 1, &r, 1, 0);
+	}
+	return got > 0 ? (size_t)got : 0;
+#else
+	(void)pid, (void)buf, (void)cap, (void)sp;
+	return 0;
+#endif
+}
+
+SP_TEST(demo_stacks_every_version)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	char script[512];
+	snprintf(script, sizeof(script), "%s/demo.py", sp_test_tmpdir());
+	write_file(script, demo_py);
+	static uint8_t stack[65536];
+	for (int v = 0; v < npys; v++) {
+		child c;
+		char *argv[] = {pys[v], script, NULL};
+		REQUIRE_OK(spawn(&c, argv));
+		char line[256];
+		if (read_line(&c, line, sizeof(line)) != 0 || strcmp(line, "ready") != 0) {
+			sp_test_fail(__FILE__, __LINE__, "%s did not start", pys[v]);
+			stop_child(&c);
+			continue;
+		}
+		usleep(50000); /* into Worker().run() */
+		sp_python *py = probe(c.pid);
+		if (!py) {
+			stop_child(&c);
+			continue;
+		}
+		printf("    %s: version %x\n", pys[v], sp_python_version(py));
+		uint32_t ne;
+		sp_python_eval_ranges(py, &ne);
+		CHECK(ne >= 1);
+		sp_py_frame f[SP_PY_MAX_DEPTH];
+		uint32_t n;
+		int tr, deep = 0;
+		/* Stopped snapshots (ptrace stop): exact checks, with and without
+		 * a stack copy, which must agree. */
+		for (int k = 0; k < 10; k++) {
+			REQUIRE(ptrace(PTRACE_ATTACH, c.pid, NULL, NULL) == 0);
+			int st;
+			waitpid(c.pid, &st, 0);
+			CHECK_OK(sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr));
+			deep += check_demo_stack(py, script, f, n, tr) > 0;
+			uint64_t sp = 0;
+			size_t len = copy_stack(c.pid, stack, sizeof(stack), &sp);
+			if (len) {
+				sp_py_frame g[SP_PY_MAX_DEPTH];
+				uint32_t m;
+				int tr2;
+				CHECK_OK(sp_python_read_stack(py, c.pid, stack, len, sp, g,
+				                              SP_PY_MAX_DEPTH, &m, &tr2));
+				CHECK_EQ(m, n);
+				for (uint32_t i = 0; i < m && i < n; i++) {
+					CHECK_EQ(g[i].code, f[i].code);
+					CHECK_EQ(g[i].line, f[i].line);
+					CHECK_EQ(g[i].flags, f[i].flags);
+				}
+			}
+			ptrace(PTRACE_DETACH, c.pid, NULL, NULL);
+			usleep(3000);
+		}
+		CHECK(deep > 0);
+		/* Live reads of the running target: never a wrong frame. */
+		int ok = 0;
+		for (int k = 0; k < 300; k++) {
+			if (sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr) != 0)
+				continue;
+			for (uint32_t i = 0; i < n; i++) {
+				const char *q = qual(py, &f[i]);
+				CHECK(strcmp(q, "fib") == 0 || ends_with(q, "helper") ||
+				      ends_with(q, "run") || strcmp(q, "<module>") == 0);
+				CHECK_STR(file_of(py, &f[i]), script);
+			}
+			ok += !tr && n >= 3 && strcmp(qual(py, &f[n - 1]), "<module>") == 0;
+		}
+		CHECK(ok > 0);
+		sp_python_stats st;
+		sp_python_get_stats(py, &st);
+		printf("    %s: %llu stacks, %.1f frames, %.1f read calls, %.2f us per stack, "
+		       "%llu truncated, %u code objects\n",
+		       pys[v], (unsigned long long)st.stacks, (double)st.frames / (double)st.stacks,
+		       (double)st.read_calls / (double)st.stacks,
+		       (double)st.ns / 1000.0 / (double)st.stacks, (unsigned long long)st.truncated,
+		       st.codes);
+		CHECK(st.codes <= 8);
+		sp_python_free(py);
+		stop_child(&c);
+	}
+}
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+static const char threads_py[] =
+    "import os, threading, time\n"
+    "def spin_0():\n"
+    "    while True: sum(range(50))\n"
+    "def spin_1():\n"
+    "    while True: sum(range(50))\n"
+    "def spin_2():\n"
+    "    while True: sum(range(50))\n"
+    "def start(f):\n"
+    "    ready = threading.Event()\n"
+    "    def body():\n"
+    "        os.write(1, b'%s %d\\n' % (f.__name__.encode(), threading.get_native_id()))\n"
+    "        f()\n"
+    "    t = threading.Thread(target=body, daemon=True)\n"
+    "    t.start()\n"
+    "for f in (spin_0, spin_1, spin_2):\n"
+    "    start(f)\n"
+    "time.sleep(0.2)\n"
+    "print('ready', flush=True)\n"
+    "def main_wait():\n"
+    "    while True: time.sleep(0.05)\n"
+    "main_wait()\n";
+
+SP_TEST(threads_map_to_their_own_tids)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	char script[512];
+	snprintf(script, sizeof(script), "%s/threads.py", sp_test_tmpdir());
+	write_file(script, threads_py);
+	for (int v = 0; v < npys; v++) {
+		child c;
+		char *argv[] = {pys[v], script, NULL};
+		REQUIRE_OK(spawn(&c, argv));
+		pid_t tids[3] = {0, 0, 0};
+		char line[256];
+		int started = 1;
+		for (int k = 0; k < 4; k++) {
+			if (read_line(&c, line, sizeof(line)) != 0) {
+				started = 0;
+				break;
+			}
+			int idx, tid;
+			if (sscanf(line, "spin_%d %d", &idx, &tid) == 2 && idx >= 0 && idx < 3)
+				tids[idx] = tid;
+		}
+		if (!started || !tids[0] || !tids[1] || !tids[2]) {
+			sp_test_fail(__FILE__, __LINE__, "%s: threads did not start", pys[v]);
+			stop_child(&c);
+			continue;
+		}
+		sp_python *py = probe(c.pid);
+		if (!py) {
+			stop_child(&c);
+			continue;
+		}
+		sp_py_frame f[64];
+		uint32_t n;
+		int tr;
+		for (int t = 0; t < 3; t++) {
+			char want[16];
+			snprintf(want, sizeof(want), "spin_%d", t);
+			int seen = 0;
+			for (int k = 0; k < 20 && !seen; k++) {
+				int rc = sp_python_read_stack(py, tids[t], NULL, 0, 0, f, 64, &n, &tr);
+				CHECK_OK(rc);
+				/* Leaf is spin_N (sum is C), then body, then the
+				 * threading machinery. */
+				if (rc == 0 && n >= 2 && strcmp(qual(py, &f[0]), want) == 0 &&
+				    ends_with(qual(py, &f[1]), "body")) {
+					CHECK_EQ(f[0].line, 3 + 2 * t);
+					seen = 1;
+				}
+				for (uint32_t i = 0; i < n; i++)
+					for (int o = 0; o < 3; o++)
+						if (o != t) {
+							char other[16];
+							snprintf(other, sizeof(other), "spin_%d", o);
+							CHECK(strcmp(qual(py, &f[i]), other) != 0);
+						}
+			}
+			if (!seen)
+				sp_test_fail(__FILE__, __LINE__, "%s: %s not seen on tid %d", pys[v], want,
+				             (int)tids[t]);
+		}
+		/* The main thread sleeps in main_wait. */
+		int main_seen = 0;
+		for (int k = 0; k < 50 && !main_seen; k++) {
+			CHECK_OK(sp_python_read_stack(py, c.pid, NULL, 0, 0, f, 64, &n, &tr));
+			main_seen = n >= 2 && strcmp(qual(py, &f[0]), "main_wait") == 0 &&
+			            strcmp(qual(py, &f[1]), "<module>") == 0;
+			usleep(10000);
+		}
+		CHECK(main_seen);
+		/* A tid that is not a thread of it. */
+		CHECK_EQ(sp_python_read_stack(py, 1, NULL, 0, 0, f, 64, &n, &tr),
+		         STACKPULSE_ENOTFOUND);
+		sp_python_free(py);
+		stop_child(&c);
+	}
+}
+
+/* ---- subprocesses ------------------------------------------------------------------- */
+
+SP_TEST(parent_and_child_processes)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	char demo[512], parent[512], text[2048];
+	snprintf(demo, sizeof(demo), "%s/demo.py", sp_test_tmpdir());
+	write_file(demo, demo_py);
+	snprintf(parent, sizeof(parent), "%s/parent.py", sp_test_tmpdir());
+	snprintf(text, sizeof(text),
+	         "import subprocess, sys\n"
+	         "p = subprocess.Popen([sys.executable, %s%s%s])\n"
+	         "print(p.pid, flush=True)\n"
+	         "def parent_wait():\n"
+	         "    p.wait()\n"
+	         "parent_wait()\n",
+	         "'", demo, "'");
+	write_file(parent, text);
+	int v = npys - 1;
+	child c;
+	char *argv[] = {pys[v], parent, NULL};
+	REQUIRE_OK(spawn(&c, argv));
+	char line[256];
+	REQUIRE(read_line(&c, line, sizeof(line)) == 0);
+	pid_t kid = atoi(line);
+	REQUIRE(kid > 0);
+	REQUIRE(read_line(&c, line, sizeof(line)) == 0); /* the child's "ready" */
+	CHECK_STR(line, "ready");
+	sp_python *pp = probe(c.pid), *kp = probe(kid);
+	sp_py_frame f[SP_PY_MAX_DEPTH];
+	uint32_t n;
+	int tr;
+	if (pp && kp) {
+		int found = 0;
+		for (int k = 0; k < 20 && !found; k++) {
+			CHECK_OK(sp_python_read_stack(pp, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr));
+			for (uint32_t i = 0; i < n; i++)
+				found |= strcmp(qual(pp, &f[i]), "parent_wait") == 0;
+			usleep(10000);
+		}
+		CHECK(found);
+		found = 0;
+		for (int k = 0; k < 50 && !found; k++) {
+			CHECK_OK(sp_python_read_stack(kp, kid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr));
+			found = n > 0 && strcmp(qual(kp, &f[0]), "fib") == 0 &&
+			        strcmp(file_of(kp, &f[0]), demo) == 0;
+			usleep(2000);
+		}
+		CHECK(found);
+	}
+	sp_python_free(pp);
+	sp_python_free(kp);
+	kill(kid, SIGKILL);
+	stop_child(&c);
+}
+
+/* ---- not Python ------------------------------------------------------------------------ */
+
+SP_TEST(non_python_process_is_not_found_fast)
+{
+	child c;
+	char *argv[] = {"/bin/sleep", "5", NULL};
+	REQUIRE_OK(spawn(&c, argv));
+	usleep(20000);
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	sp_python *py = NULL;
+	CHECK_EQ(sp_python_probe(c.pid, &py), STACKPULSE_ENOTFOUND);
+	CHECK_EQ(sp_python_probe(getpid(), &py), STACKPULSE_ENOTFOUND);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	printf("    two probes of non-Python processes: %.2f ms\n", ms);
+	CHECK(ms < 200);
+	CHECK(py == NULL);
+	stop_child(&c);
+	/* A process that is gone. */
+	CHECK_EQ(sp_python_probe(c.pid, &py), -ESRCH);
+}
+
+/* ---- a target that changes under the reader -------------------------------------------- */
+
+static const char churn_py[] =
+    "import sys, random\n"
+    "sys.setrecursionlimit(5000)\n"
+    "def rec(n):\n"
+    "    if n == 0:\n"
+    "        return 0\n"
+    "    return rec(n - 1) + 1\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    rec(random.randint(0, 400))\n";
+
+SP_TEST(fast_recursion_read_live_only_truncates)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	char script[512];
+	snprintf(script, sizeof(script), "%s/churn.py", sp_test_tmpdir());
+	write_file(script, churn_py);
+	for (int v = 0; v < npys; v++) {
+		child c;
+		char *argv[] = {pys[v], script, NULL};
+		REQUIRE_OK(spawn(&c, argv));
+		char line[64];
+		if (read_line(&c, line, sizeof(line)) != 0) {
+			sp_test_fail(__FILE__, __LINE__, "%s did not start", pys[v]);
+			stop_child(&c);
+			continue;
+		}
+		sp_python *py = probe(c.pid);
+		if (!py) {
+			stop_child(&c);
+			continue;
+		}
+		static sp_py_frame f[SP_PY_MAX_DEPTH];
+		uint32_t n;
+		int tr;
+		unsigned truncated = 0, full = 0, frames = 0, deep = 0;
+		for (int k = 0; k < 600; k++) {
+			int rc = sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr);
+			CHECK(rc == 0);
+			for (uint32_t i = 0; i < n; i++) {
+				const char *q = qual(py, &f[i]);
+				int good = strcmp(q, "rec") == 0 || strcmp(q, "<module>") == 0 ||
+				           strcmp(file_of(py, &f[i]), script) != 0; /* random.py */
+				if (!good)
+					sp_test_fail(__FILE__, __LINE__, "garbage frame %s", q);
+				if (strcmp(q, "rec") == 0 && !(f[i].line >= 3 && f[i].line <= 6))
+					sp_test_fail(__FILE__, __LINE__, "rec on line %d", f[i].line);
+			}
+			frames += n;
+			deep += n > 2;
+			truncated += (unsigned)tr;
+			full += !tr && n > 0 && strcmp(qual(py, &f[n - 1]), "<module>") == 0;
+			usleep(200); /* let the target move on (a loaded VM starves it) */
+		}
+		printf("    %s: 600 live reads, %u complete, %u truncated, %.1f frames avg\n",
+		       pys[v], full, truncated, frames / 600.0);
+		CHECK(full + truncated > 0);
+		CHECK(deep > 0);
+		sp_python_free(py);
+		stop_child(&c);
+	}
+}
+
+/* ---- line tables against co_lines() ------------------------------------------------------ */
+
+static const char lines_py[] =
+    "import sys, json, inspect, types\n"
+    "mods = [json, inspect]\n"
+    "def codes(co):\n"
+    "    yield co\n"
+    "    for c in co.co_consts:\n"
+    "        if isinstance(c, types.CodeType):\n"
+    "            yield from codes(c)\n"
+    "out = sys.stdout\n"
+    "n = 0\n"
+    "for m in mods:\n"
+    "    src = open(m.__file__).read()\n"
+    "    for co in codes(compile(src, m.__file__, 'exec')):\n"
+    "        out.write('C %d %s\\n' % (co.co_firstlineno, co.co_linetable.hex() or '-'))\n"
+    "        for s, e, l in co.co_lines():\n"
+    "            out.write('R %d %d %d\\n' % (s, e, l or 0))\n"
+    "        n += 1\n"
+    "out.write('E %d\\n' % n)\n";
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+SP_TEST(linetable_matches_co_lines)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	char script[512], outp[512];
+	snprintf(script, sizeof(script), "%s/lines.py", sp_test_tmpdir());
+	write_file(script, lines_py);
+	static uint8_t table[1 << 20];
+	static char buf[1 << 21];
+	for (int v = 0; v < npys; v++) {
+		snprintf(outp, sizeof(outp), "%s/lines.out", sp_test_tmpdir());
+		char cmd[1200];
+		snprintf(cmd, sizeof(cmd), "%s %s > %s", pys[v], script, outp);
+		REQUIRE(system(cmd) == 0);
+		FILE *fp = fopen(outp, "r");
+		REQUIRE(fp);
+		int fmt = strstr(pys[v], "3.10") ? SP_PY_LINETABLE_310 : SP_PY_LINETABLE_311;
+		size_t tlen = 0;
+		int first = 0;
+		unsigned long checked = 0, bad = 0, codes = 0;
+		while (fgets(buf, sizeof(buf), fp)) {
+			if (buf[0] == 'C') {
+				char *hex = strchr(buf + 2, ' ') + 1;
+				first = atoi(buf + 2);
+				tlen = 0;
+				for (char *h = hex; hexval(h[0]) >= 0 && hexval(h[1]) >= 0; h += 2)
+					table[tlen++] = (uint8_t)(hexval(h[0]) * 16 + hexval(h[1]));
+				codes++;
+			} else if (buf[0] == 'R') {
+				long s, e, l;
+				if (sscanf(buf, "R %ld %ld %ld", &s, &e, &l) != 3)
+					continue;
+				for (long off = s; off < e; off += 2) {
+					int32_t got = sp_py_line(fmt, table, tlen, first, off);
+					checked++;
+					if (got != l && bad++ < 5)
+						sp_test_fail(__FILE__, __LINE__,
+						             "%s: offset %ld line %d, co_lines says %ld",
+						             pys[v], off, got, l);
+				}
+			}
+		}
+		fclose(fp);
+		printf("    %s: %lu code objects, %lu instructions, %lu mismatches\n", pys[v],
+		       codes, checked, bad);
+		CHECK(checked > 10000);
+		CHECK_EQ(bad, 0);
+	}
+}
+
+/* ---- perf maps ------------------------------------------------------------------------ */
+
+typedef struct pm_ctx {
+	int count, fib;
+	uint64_t last_start;
+} pm_ctx;
+
+static int pm_cb(void *ctx, uint64_t start, uint64_t size, const char *name)
+{
+	pm_ctx *p = ctx;
+	(void)size;
+	p->count++;
+	p->last_start = start;
+	if (strstr(name, "fib"))
+		p->fib++;
+	return 0;
+}
+
+SP_TEST(perfmap_parse_lines)
+{
+	const char text[] = "7f00 10 py::fib:/t/demo.py\n"
+	                    "0x7f10 0x20 with spaces in name\n"
+	                    "zz 10 bad\n"
+	                    "7f30 0 zero size\n"
+	                    "7f40 10\n"
+	                    "ffffffffffffffff 10 wraps\n"
+	                    "7f50 10 partial";
+	pm_ctx p = {0, 0, 0};
+	long used = sp_perfmap_parse(text, sizeof(text) - 1, pm_cb, &p);
+	CHECK_EQ(p.count, 2);
+	CHECK_EQ(p.fib, 1);
+	CHECK_EQ(p.last_start, 0x7f10);
+	CHECK_EQ(used, (long)(strstr(text, "7f50") - text));
+}
+
+SP_TEST(perfmap_from_python_x_perf)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	const char *py312 = NULL;
+	for (int v = 0; v < npys; v++)
+		if (strstr(pys[v], "3.12") || strstr(pys[v], "3.13"))
+			py312 = pys[v];
+	if (!py312)
+		sp_test_skip("no CPython 3.12+ for -X perf");
+	char script[512];
+	snprintf(script, sizeof(script), "%s/demo.py", sp_test_tmpdir());
+	write_file(script, demo_py);
+	child c;
+	char *argv[] = {(char *)py312, "-X", "perf", script, NULL};
+	REQUIRE_OK(spawn(&c, argv));
+	char line[64];
+	REQUIRE(read_line(&c, line, sizeof(line)) == 0);
+	usleep(100000);
+	pm_ctx p = {0, 0, 0};
+	uint64_t off = 0;
+	int rc = sp_perfmap_read(c.pid, &off, pm_cb, &p);
+	if (rc == STACKPULSE_ENOTFOUND) {
+		stop_child(&c);
+		sp_test_skip("this CPython build has no perf trampoline");
+	}
+	CHECK_OK(rc);
+	CHECK(p.count > 0);
+	CHECK(p.fib > 0);
+	CHECK(off > 0);
+	/* Reading again from the offset sees only new entries. */
+	pm_ctx q = {0, 0, 0};
+	uint64_t off2 = off;
+	CHECK_OK(sp_perfmap_read(c.pid, &off2, pm_cb, &q));
+	CHECK(off2 >= off);
+	CHECK(q.count < p.count || q.count == 0);
+	char path[64];
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)c.pid);
+	stop_child(&c);
+	unlink(path);
+}
+
+/* ---- merge with real native stacks ------------------------------------------------------ */
+
+#include "unwind/unwind.h"
+
+#if defined(__x86_64__)
+/* The sampled registers in perf order for sp_unwind_regs_mask() on x86_64:
+ * AX BX CX DX SI DI BP SP IP, then R8..R15. */
+static void regs_from_ptrace(const struct user_regs_struct *r, sp_regs *out)
+{
+	const uint64_t v[17] = {r->rax, r->rbx, r->rcx, r->rdx, r->rsi, r->rdi, r->rbp, r->rsp,
+	                        r->rip, r->r8,  r->r9,  r->r10, r->r11, r->r12, r->r13, r->r14,
+	                        r->r15};
+	memset(out, 0, sizeof(*out));
+	out->abi = 2; /* PERF_SAMPLE_REGS_ABI_64 */
+	out->count = 17;
+	memcpy(out->value, v, sizeof(v));
+}
+
+static void map_all(sp_unwind_space *s, pid_t pid)
+{
+	char path[64], line[4400];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	REQUIRE(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a, b, off, inode;
+		char perms[8];
+		int pos = 0;
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &a, &b, perms, &off, &inode, &pos) <
+		        5 ||
+		    perms[2] != 'x')
+			continue;
+		char *p = line + pos;
+		p[strcspn(p, "\n")] = 0;
+		(void)sp_unwind_space_map(s, a, b, off, p[0] ? p : "//anon", NULL, 0);
+	}
+	fclose(f);
+}
+#endif
+
+SP_TEST(merge_with_unwound_native_stack)
+{
+#if !defined(__x86_64__)
+	sp_test_skip("x86_64 only");
+#else
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	char script[512];
+	snprintf(script, sizeof(script), "%s/demo.py", sp_test_tmpdir());
+	write_file(script, demo_py);
+	sp_unwinder *u;
+	REQUIRE_OK(sp_unwinder_new(&u));
+	static uint8_t stack[65528];
+	for (int v = 0; v < npys; v++) {
+		child c;
+		char *argv[] = {pys[v], script, NULL};
+		REQUIRE_OK(spawn(&c, argv));
+		char line[64];
+		if (read_line(&c, line, sizeof(line)) != 0) {
+			stop_child(&c);
+			continue;
+		}
+		usleep(50000);
+		sp_python *py = probe(c.pid);
+		sp_unwind_space *s = NULL;
+		if (!py || sp_unwind_space_new(u, c.pid, &s) != 0) {
+			sp_python_free(py);
+			stop_child(&c);
+			continue;
+		}
+		map_all(s, c.pid);
+		uint32_t neval;
+		const sp_py_range *eval = sp_python_eval_ranges(py, &neval);
+		int exact = 0, tries = 0;
+		for (int k = 0; k < 8; k++) {
+			REQUIRE(ptrace(PTRACE_ATTACH, c.pid, NULL, NULL) == 0);
+			int st;
+			waitpid(c.pid, &st, 0);
+			struct user_regs_struct r;
+			uint64_t sp = 0;
+			size_t len = ptrace(PTRACE_GETREGS, c.pid, NULL, &r) == 0
+			                 ? copy_stack(c.pid, stack, sizeof(stack), &sp)
+			                 : 0;
+			sp_regs regs;
+			regs_from_ptrace(&r, &regs);
+			uint64_t pcs[256];
+			sp_unwind_result ur = {0, 0, 0};
+			sp_py_frame f[SP_PY_MAX_DEPTH];
+			uint32_t n = 0;
+			int tr = 1;
+			if (len) {
+				(void)sp_unwind(s, &regs, stack, len, sp, pcs, 256, &ur);
+				CHECK_OK(sp_python_read_stack(py, c.pid, stack, len, sp, f,
+				                              SP_PY_MAX_DEPTH, &n, &tr));
+			}
+			ptrace(PTRACE_DETACH, c.pid, NULL, NULL);
+			if (!len || ur.count == 0)
+				continue;
+			tries++;
+			sp_py_merge_in in = {pcs, ur.count, ur.truncated, eval, neval, f, n, tr};
+			sp_py_merge_item m[512];
+			uint32_t nm, flags;
+			CHECK_OK(sp_py_merge(&in, m, 512, &nm, &flags));
+			/* Python frames keep their order, natives theirs. */
+			int64_t last_py = -1, last_nat = -1;
+			uint32_t py_seen = 0;
+			for (uint32_t i = 0; i < nm; i++) {
+				if (m[i].kind == SP_PY_MERGE_PYTHON) {
+					CHECK((int64_t)m[i].index > last_py);
+					last_py = m[i].index;
+					py_seen++;
+				} else if (m[i].kind == SP_PY_MERGE_NATIVE) {
+					CHECK((int64_t)m[i].index > last_nat);
+					last_nat = m[i].index;
+				}
+			}
+			if (!ur.truncated && !tr) {
+				/* A complete native stack: one activation per frame group,
+				 * every Python frame placed, no eval frame left. */
+				if (flags != 0)
+					sp_test_fail(__FILE__, __LINE__,
+					             "%s: merge flags %u (%u native, %u python)", pys[v],
+					             flags, ur.count, n);
+				CHECK_EQ(py_seen, n);
+				for (uint32_t i = 0; i < nm; i++)
+					if (m[i].kind == SP_PY_MERGE_NATIVE)
+						CHECK(!sp_py_in_eval(eval, neval, pcs[m[i].index],
+						                     m[i].index == 0));
+				/* The root is native (the C runtime start), the Python
+				 * part ends with <module>. */
+				CHECK_EQ(m[nm - 1].kind, SP_PY_MERGE_NATIVE);
+				exact += flags == 0;
+			}
+			usleep(3000);
+		}
+		printf("    %s: %d stopped samples merged, %d with a complete native stack\n", pys[v],
+		       tries, exact);
+		CHECK(exact > 0);
+		sp_unwind_space_free(s);
+		sp_python_free(py);
+		stop_child(&c);
+	}
+	sp_unwinder_free(u);
+#endif
+}

@@ -1,0 +1,116 @@
+/* Driver mode of a recorder test binary: when SP_REC_DRIVER is set, the
+ * binary records through the public API instead of running tests, so a
+ * test can run the recorder as another user (setpriv) or kill it.
+ *   SP_REC_DRIVER = spawn | attach | attach_pid
+ *   SP_REC_SPOOL, SP_REC_TARGET, SP_REC_ARG, SP_REC_PID, SP_REC_KERNEL,
+ *   SP_REC_CHUNK (chunk_bytes), SP_REC_PIDFILE (writes the target pid)
+ * Prints "rc=N kernel=K note=... err=..." and exits 0 on success. */
+#ifndef SP_TEST_REC_DRIVER_H
+#define SP_TEST_REC_DRIVER_H
+
+#include "rec_util.h"
+
+static inline const char *drv_env(const char *k, const char *d)
+{
+	const char *v = getenv(k);
+	return v ? v : d;
+}
+
+__attribute__((constructor)) static void rec_driver_main(void)
+{
+	const char *mode = getenv("SP_REC_DRIVER");
+	if (!mode)
+		return;
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 499;
+	o.kernel = atoi(drv_env("SP_REC_KERNEL", "0"));
+	o.chunk_bytes = (uint32_t)atoi(drv_env("SP_REC_CHUNK", "0"));
+	if (!o.chunk_bytes)
+		o.chunk_bytes = 1u << 20;
+	const char *spool = drv_env("SP_REC_SPOOL", "/tmp/driver.spool");
+	const char *target = drv_env("SP_REC_TARGET", "/bin/true");
+	char *arg = (char *)drv_env("SP_REC_ARG", "1");
+	stackpulse_recorder *rec = NULL;
+	pid_t pid = 0;
+	int rc;
+	if (strcmp(mode, "spawn") == 0) {
+		char *argv[] = {(char *)target, arg, NULL};
+		rc = stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid);
+	} else {
+		if (strcmp(mode, "attach") == 0) {
+			pid = fork();
+			if (pid == 0) {
+				execl(target, target, arg, (char *)NULL);
+				_exit(127);
+			}
+			usleep(100000);
+		} else {
+			pid = (pid_t)atoi(drv_env("SP_REC_PID", "1"));
+		}
+		rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &o,
+		                                &rec);
+	}
+	const char *pf = getenv("SP_REC_PIDFILE");
+	if (pf && pid > 0) {
+		FILE *f = fopen(pf, "w");
+		if (f) {
+			fprintf(f, "%d\n", (int)pid);
+			fclose(f);
+		}
+	}
+	if (rc) {
+		printf("rc=%d err=%s\n", rc, stackpulse_last_error());
+		fflush(stdout);
+		_exit(1);
+	}
+	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	int r2 = rec_run(rec, 60);
+	stackpulse_recorder_stats(rec, &st);
+	int r3 = stackpulse_recorder_finish(rec);
+	printf("rc=%d run=%d finish=%d kernel=%d samples=%llu lost=%llu err=%s\n", rc, r2, r3,
+	       st.kernel_frames, (unsigned long long)st.samples, (unsigned long long)st.lost,
+	       r3 ? stackpulse_last_error() : "");
+	fflush(stdout);
+	_exit(r2 || r3 ? 1 : 0);
+}
+
+/* Runs this test binary in driver mode with @p env (a shell prefix such as
+ * "SP_REC_DRIVER=spawn SP_REC_SPOOL=..."), optionally as nobody, and
+ * captures the first output line. Returns the exit status. */
+static inline int rec_drive(const char *env, int as_nobody, char *out, size_t cap)
+{
+	char self[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "%s env %s '%s' 2>&1",
+	         as_nobody ? "setpriv --reuid=65534 --regid=65534 --clear-groups" : "", env, self);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	out[0] = '\0';
+	if (!fgets(out, (int)cap, p))
+		out[0] = '\0';
+	char sink[512];
+	while (fgets(sink, sizeof(sink), p))
+		;
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A directory anyone may write, for spools of a driver run as nobody. */
+static inline const char *rec_public_dir(void)
+{
+	static char dir[512];
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "%s/public", sp_test_tmpdir());
+		mkdir(dir, 0777);
+		chmod(dir, 0777);
+		chmod(sp_test_tmpdir(), 0755);
+	}
+	return dir;
+}
+
+#endif

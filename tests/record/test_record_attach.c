@@ -1,0 +1,286 @@
+/* Attaching to running targets: both modes, targets that exit during the
+ * recording or during the attach itself, and the rule that the target is
+ * never left stopped (recorder failure, signals, recorder killed). */
+#include <errno.h>
+#include <sys/time.h>
+
+#include "rec_util.h"
+
+void sp_alloc_fail_after(long n); /* src/common/alloc.h */
+
+static pid_t start(const char *bin, const char *arg)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(bin, bin, arg, (char *)NULL);
+		_exit(127);
+	}
+	REQUIRE(pid > 0);
+	return pid;
+}
+
+/* Waits up to @p secs for @p pid to exit; 1 when it did. */
+static int reap(pid_t pid, double secs)
+{
+	double end = rec_now() + secs;
+	while (rec_now() < end) {
+		int status;
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+static void check_ladder_spool(const char *path, int min_samples)
+{
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(path, &sp));
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	int total = 0, full = 0;
+	const char *seq[] = {"leaf", "middle", "entry", "main"};
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		total++;
+		const char *names[256];
+		uint32_t d = rec_stack_names(sp, s->stack, names, 256);
+		full += rec_has_seq(names, d, seq, 4);
+	}
+	stackpulse_sample_iter_free(it);
+	printf("%s: %d samples, %d full ladders\n", path, total, full);
+	CHECK(total >= min_samples);
+	CHECK(full * 100 > total * 90);
+	stackpulse_spool_close(sp);
+}
+
+static void attach_ladder(int mode, const char *tag)
+{
+	const char *bin = rec_target("ladder", NULL);
+	pid_t pid = start(bin, "1.5");
+	usleep(200000); /* Let it map everything before we come. */
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), tag);
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 999;
+	stackpulse_recorder *rec;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, mode, &o, &rec));
+	CHECK(!rec_any_stopped(pid));
+	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 1);
+	CHECK(stackpulse_recorder_fd(rec) >= 0);
+	/* The target exits in the middle of the recording. */
+	CHECK_OK(rec_run(rec, 20));
+	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 0);
+	CHECK_EQ(stackpulse_recorder_process_is_active(rec, 0), 0);
+	/* Data left after the exit is still reported, then wait says 0. */
+	int w = 1;
+	for (int i = 0; i < 1000 && w == 1; i++) {
+		w = stackpulse_recorder_wait(rec, 1000);
+		CHECK_OK(stackpulse_recorder_consume_available(rec));
+	}
+	CHECK_EQ(w, 0);
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	CHECK(reap(pid, 5));
+	check_ladder_spool(spool, 100);
+}
+
+SP_TEST(attach_stop_enable_resume)
+{
+	attach_ladder(STACKPULSE_ATTACH_STOP_ENABLE_RESUME, "attach_stop");
+}
+
+SP_TEST(attach_live)
+{
+	attach_ladder(STACKPULSE_ATTACH_LIVE, "attach_live");
+}
+
+SP_TEST(attach_live_threads_are_all_followed)
+{
+	const char *bin = rec_target("threads", "-pthread");
+	pid_t pid = start(bin, "1.5");
+	usleep(200000);
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/live_threads.spool", sp_test_tmpdir());
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 499;
+	stackpulse_recorder *rec;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_LIVE, &o, &rec));
+	CHECK_OK(rec_run(rec, 20));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	CHECK(reap(pid, 5));
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	int named = 0;
+	for (uint32_t i = 0; i < stackpulse_spool_thread_count(sp); i++)
+		named += strncmp(stackpulse_spool_thread(sp, i)->name, "t-", 2) == 0;
+	CHECK_EQ(named, 4);
+	stackpulse_spool_close(sp);
+}
+
+/* Every allocation of the attach made to fail in turn: each failure must
+ * return an error and leave the target running. */
+SP_TEST(never_stopped_when_attach_fails_halfway)
+{
+	const char *bin = rec_target("threads", "-pthread");
+	pid_t pid = start(bin, "30");
+	usleep(100000);
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/fail.spool", sp_test_tmpdir());
+	int failures = 0, ok = 0;
+	for (long n = 0; n < 400 && !ok; n += n < 40 ? 1 : 9) {
+		stackpulse_recorder *rec = NULL;
+		sp_alloc_fail_after(n);
+		int rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME,
+		                                    NULL, &rec);
+		sp_alloc_fail_after(-1);
+		if (rc == 0) {
+			ok = 1;
+			CHECK_OK(stackpulse_recorder_finish(rec));
+		} else {
+			failures++;
+			CHECK(rec == NULL);
+		}
+		if (rec_any_stopped(pid)) {
+			sp_test_fail(__FILE__, __LINE__, "target left stopped after failure at %ld",
+			             n);
+			break;
+		}
+	}
+	printf("%d injected failures, then success: %d\n", failures, ok);
+	CHECK(failures > 5);
+	CHECK(ok);
+	kill(pid, SIGKILL);
+	CHECK(reap(pid, 5));
+}
+
+static volatile sig_atomic_t alarms;
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+/* The recorder's process is showered with signals while attaching. */
+SP_TEST(never_stopped_when_the_caller_gets_signals)
+{
+	const char *bin = rec_target("threads", "-pthread");
+	pid_t pid = start(bin, "30");
+	usleep(100000);
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/signals.spool", sp_test_tmpdir());
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = {{0, 500}, {0, 500}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	int ok = 0;
+	for (int i = 0; i < 5; i++) {
+		stackpulse_recorder *rec;
+		int rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME,
+		                                    NULL, &rec);
+		if (rc == 0) {
+			ok++;
+			int w = stackpulse_recorder_wait(rec, 50);
+			CHECK(w == 1 || w == 0 || w == -EINTR);
+			CHECK_OK(stackpulse_recorder_consume_available(rec));
+			CHECK_OK(stackpulse_recorder_finish(rec));
+		}
+		CHECK(!rec_any_stopped(pid));
+	}
+	struct itimerval off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &off, NULL);
+	signal(SIGALRM, SIG_DFL);
+	printf("%d attaches under %d signals\n", ok, (int)alarms);
+	CHECK_EQ(ok, 5);
+	CHECK(alarms > 0);
+	kill(pid, SIGKILL);
+	CHECK(reap(pid, 5));
+}
+
+/* The recorder process is SIGKILLed at random points of repeated
+ * attaches: the kernel's ptrace cleanup must let the target run. */
+SP_TEST(never_stopped_when_the_recorder_is_killed)
+{
+	const char *bin = rec_target("threads", "-pthread");
+	pid_t pid = start(bin, "30");
+	usleep(100000);
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/killed.spool", sp_test_tmpdir());
+	for (int round = 0; round < 6; round++) {
+		pid_t rp = fork();
+		if (rp == 0) {
+			for (;;) {
+				stackpulse_recorder *rec;
+				if (stackpulse_recorder_attach(pid, spool,
+				                               STACKPULSE_ATTACH_STOP_ENABLE_RESUME, NULL,
+				                               &rec) == 0)
+					stackpulse_recorder_finish(rec);
+			}
+		}
+		usleep((useconds_t)(30000 + 23000 * round));
+		kill(rp, SIGKILL);
+		waitpid(rp, NULL, 0);
+		usleep(20000);
+		CHECK(!rec_any_stopped(pid));
+	}
+	kill(pid, SIGKILL);
+	CHECK(reap(pid, 5));
+}
+
+/* Targets that exit while we attach: a churning target that ends on its
+ * own, and a target SIGKILLed at staggered moments of the attach. Attach
+ * either fails with -ESRCH or works; the target always ends and nothing
+ * hangs. */
+SP_TEST(target_exits_during_attach)
+{
+	const char *churn = rec_target("churn", "-pthread");
+	const char *threads = rec_target("threads", "-pthread");
+	int ok = 0, gone = 0;
+	for (int i = 0; i < 24; i++) {
+		int killed = i >= 8;
+		char secs[32];
+		snprintf(secs, sizeof(secs), "%.3f", killed ? 30.0 : 0.005 * i);
+		pid_t pid = start(killed ? threads : churn, secs);
+		usleep(killed ? 50000 : (useconds_t)(1000 * i));
+		pid_t killer = -1;
+		if (killed) {
+			killer = fork();
+			if (killer == 0) {
+				usleep((useconds_t)(250 * (i - 8)));
+				kill(pid, SIGKILL);
+				_exit(0);
+			}
+		}
+		char spool[512];
+		snprintf(spool, sizeof(spool), "%s/exit%d.spool", sp_test_tmpdir(), i);
+		stackpulse_recorder *rec;
+		int mode = i % 3 == 2 ? STACKPULSE_ATTACH_LIVE : STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
+		int rc = stackpulse_recorder_attach(pid, spool, mode, NULL, &rec);
+		if (rc == 0) {
+			ok++;
+			CHECK_OK(rec_run(rec, 40));
+			CHECK_OK(stackpulse_recorder_finish(rec));
+		} else {
+			gone++;
+			if (rc != -ESRCH)
+				sp_test_fail(__FILE__, __LINE__, "round %d: %d %s", i, rc,
+				             stackpulse_last_error());
+		}
+		if (killer > 0)
+			waitpid(killer, NULL, 0);
+		if (!reap(pid, 5)) {
+			char cmd[256];
+			snprintf(cmd, sizeof(cmd), "grep -h -E 'State|Tracer' /proc/%d/task/*/status",
+			         (int)pid);
+			if (system(cmd)) {}
+			sp_test_fail(__FILE__, __LINE__, "round %d (rc %d): target %d did not end", i,
+			             rc, (int)pid);
+			kill(pid, SIGKILL);
+			reap(pid, 5);
+		}
+	}
+	printf("attached %d, target gone %d\n", ok, gone);
+	CHECK(ok > 0);
+}

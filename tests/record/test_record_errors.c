@@ -1,0 +1,196 @@
+/* Every error path of attach and spawn gives a precise code and detail,
+ * and leaves the target running. */
+#include <errno.h>
+
+#include "rec_driver.h"
+
+static void expect_err(int rc, int code, const char *needle)
+{
+	if (rc != code)
+		sp_test_fail(__FILE__, __LINE__, "rc %d (%s), expected %d", rc,
+		             stackpulse_last_error(), code);
+	if (needle && !strstr(stackpulse_last_error(), needle))
+		sp_test_fail(__FILE__, __LINE__, "detail \"%s\" lacks \"%s\"",
+		             stackpulse_last_error(), needle);
+}
+
+static const char *spool_path(const char *tag)
+{
+	static char p[512];
+	snprintf(p, sizeof(p), "%s/%s.spool", sp_test_tmpdir(), tag);
+	return p;
+}
+
+SP_TEST(nonexistent_pid)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0); /* Reaped: the pid is free now. */
+	stackpulse_recorder *rec = (stackpulse_recorder *)1;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("nopid"), 0, NULL, &rec), -ESRCH,
+	           "no process");
+	CHECK(rec == NULL);
+	expect_err(stackpulse_recorder_attach(0, spool_path("nopid"), 0, NULL, &rec), -ESRCH,
+	           NULL);
+	expect_err(stackpulse_recorder_attach(-5, spool_path("nopid"), 1, NULL, &rec), -ESRCH,
+	           NULL);
+}
+
+SP_TEST(zombie)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	/* Not reaped: wait for the zombie state. */
+	siginfo_t si;
+	waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT);
+	stackpulse_recorder *rec;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("zombie"), 0, NULL, &rec), -ESRCH,
+	           "zombie");
+	expect_err(stackpulse_recorder_attach(pid, spool_path("zombie"), 1, NULL, &rec), -ESRCH,
+	           "zombie");
+	waitpid(pid, NULL, 0);
+}
+
+static pid_t sleeper(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(127);
+	}
+	usleep(50000);
+	return pid;
+}
+
+SP_TEST(bad_options)
+{
+	pid_t pid = sleeper();
+	stackpulse_recorder *rec;
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 0;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "frequency 0");
+	o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 100000000;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "perf_event_max_sample_rate");
+	o = STACKPULSE_RECORDER_OPTS;
+	o.stack_size = 65536;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "stack_size 65536");
+	o.stack_size = 1000 + 4;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "multiple of 8");
+	o.stack_size = 0;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           NULL);
+	o = STACKPULSE_RECORDER_OPTS;
+	o.event = 9;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "event");
+	o = STACKPULSE_RECORDER_OPTS;
+	o.kernel = 7;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "kernel");
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 42, NULL, &rec), -EINVAL,
+	           "mode");
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, NULL, NULL), -EINVAL,
+	           NULL);
+	char *argv[] = {"/bin/true", NULL};
+	o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 0;
+	expect_err(stackpulse_recorder_spawn(argv, spool_path("opts"), &o, &rec, NULL), -EINVAL,
+	           "frequency");
+	/* The largest legal values work. */
+	o = STACKPULSE_RECORDER_OPTS;
+	o.stack_size = 65528;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec));
+	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK(!rec_any_stopped(pid));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+SP_TEST(cycles_is_refused_without_a_pmu_but_auto_falls_back)
+{
+	if (access("/sys/bus/event_source/devices/cpu", F_OK) == 0)
+		sp_test_skip("this machine has a CPU PMU");
+	pid_t pid = sleeper();
+	stackpulse_recorder *rec;
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.event = STACKPULSE_EVENT_CYCLES;
+	int rc = stackpulse_recorder_attach(pid, spool_path("cycles"), 0, &o, &rec);
+	CHECK(rc < 0);
+	CHECK(strstr(stackpulse_last_error(), "cycles") != NULL);
+	CHECK(!rec_any_stopped(pid));
+	o.event = STACKPULSE_EVENT_AUTO;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("cycles"), 0, &o, &rec));
+	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	CHECK_EQ(st.event, STACKPULSE_EVENT_CPU_CLOCK);
+	CHECK_OK(stackpulse_recorder_finish(rec));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+SP_TEST(unwritable_spool_path)
+{
+	pid_t pid = sleeper();
+	stackpulse_recorder *rec;
+	expect_err(stackpulse_recorder_attach(pid, "/nonexistent-dir/x.spool", 0, NULL, &rec),
+	           -ENOENT, "/nonexistent-dir/x.spool");
+	int rc = stackpulse_recorder_attach(pid, sp_test_tmpdir(), 0, NULL, &rec);
+	CHECK(rc == -EISDIR || rc == -EINVAL || rc == -EEXIST);
+	expect_err(stackpulse_recorder_attach(pid, "", 0, NULL, &rec), -EINVAL, NULL);
+	char *argv[] = {"/bin/true", NULL};
+	pid_t child = 0;
+	expect_err(stackpulse_recorder_spawn(argv, "/nonexistent-dir/y.spool", NULL, &rec, &child),
+	           -ENOENT, NULL);
+	CHECK(!rec_any_stopped(pid));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+SP_TEST(spawn_of_a_missing_program)
+{
+	char *argv[] = {"/nonexistent/program", "x", NULL};
+	stackpulse_recorder *rec;
+	pid_t child = 0;
+	expect_err(stackpulse_recorder_spawn(argv, spool_path("missing"), NULL, &rec, &child),
+	           -ENOENT, "/nonexistent/program");
+	char *empty[] = {NULL};
+	expect_err(stackpulse_recorder_spawn(empty, spool_path("missing"), NULL, &rec, &child),
+	           -EINVAL, NULL);
+	/* No child is left behind. */
+	CHECK(waitpid(-1, NULL, WNOHANG) <= 0);
+}
+
+SP_TEST(untraceable_pid_as_nobody)
+{
+	if (geteuid() != 0)
+		sp_test_skip("needs root to switch to nobody");
+	char env[1024], out[1024];
+	snprintf(env, sizeof(env), "SP_REC_DRIVER=attach_pid SP_REC_PID=1 SP_REC_SPOOL=%s/x.spool",
+	         rec_public_dir());
+	int st = rec_drive(env, 1, out, sizeof(out));
+	printf("nobody -> pid 1: %s", out);
+	CHECK(st == 1);
+	CHECK(strstr(out, "rc=-1 ") != NULL || strstr(out, "rc=-13 ") != NULL);
+	CHECK(strstr(out, "perf_event_paranoid is") != NULL);
+	CHECK(strstr(out, "uid 0") != NULL);
+}
+
+SP_TEST(spool_in_an_unwritable_directory_as_nobody)
+{
+	if (geteuid() != 0)
+		sp_test_skip("needs root to switch to nobody");
+	char env[1024], out[1024];
+	snprintf(env, sizeof(env), "SP_REC_DRIVER=spawn SP_REC_SPOOL=%s/x.spool", sp_test_tmpdir());
+	int st = rec_drive(env, 1, out, sizeof(out));
+	printf("nobody writes into a root dir: %s", out);
+	CHECK(st == 1);
+	CHECK(strstr(out, "rc=-13 ") != NULL);
+	CHECK(strstr(out, "cannot create the spool") != NULL);
+}

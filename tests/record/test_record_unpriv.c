@@ -1,0 +1,88 @@
+/* The recorder run as an unprivileged user (nobody, perf_event_paranoid
+ * 2) on targets it owns: recording works, kernel frames are reported as
+ * unavailable, and requiring them fails with the reason. */
+#include <errno.h>
+
+#include "rec_driver.h"
+
+static void open_check(const char *spool, int want_samples)
+{
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
+	CHECK_EQ(m->kernel_frames, 0);
+	CHECK(strstr(m->kernel_note, "perf_event_paranoid") != NULL);
+	printf("note: %s; %llu samples\n", m->kernel_note, (unsigned long long)m->samples);
+	CHECK(m->samples >= (uint64_t)want_samples);
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	int total = 0, full = 0, kernel = 0;
+	const char *seq[] = {"leaf", "middle", "entry", "main"};
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		total++;
+		const char *names[256];
+		uint32_t d = rec_stack_names(sp, s->stack, names, 256);
+		full += rec_has_seq(names, d, seq, 4);
+		uint32_t ids[4];
+		if (stackpulse_spool_stack_frames(sp, s->stack, ids, 1) > 0)
+			kernel += stackpulse_spool_frame(sp, ids[0])->kind == STACKPULSE_FRAME_KERNEL;
+	}
+	stackpulse_sample_iter_free(it);
+	CHECK_EQ(kernel, 0);
+	CHECK(full * 100 > total * 90);
+	stackpulse_spool_close(sp);
+}
+
+static void need_nobody(void)
+{
+	if (geteuid() != 0)
+		sp_test_skip("needs root to switch to nobody");
+	if (system("command -v setpriv >/dev/null") != 0)
+		sp_test_skip("setpriv missing");
+}
+
+SP_TEST(unprivileged_spawn)
+{
+	need_nobody();
+	const char *bin = rec_target("ladder", NULL);
+	char env[2048], out[1024], spool[600];
+	snprintf(spool, sizeof(spool), "%s/spawn.spool", rec_public_dir());
+	snprintf(env, sizeof(env), "SP_REC_DRIVER=spawn SP_REC_SPOOL=%s SP_REC_TARGET=%s SP_REC_ARG=1",
+	         spool, bin);
+	int st = rec_drive(env, 1, out, sizeof(out));
+	printf("nobody spawn: %s", out);
+	REQUIRE_EQ(st, 0);
+	CHECK(strstr(out, "kernel=0") != NULL);
+	open_check(spool, 100);
+}
+
+SP_TEST(unprivileged_attach_to_own_target)
+{
+	need_nobody();
+	const char *bin = rec_target("ladder", NULL);
+	char env[2048], out[1024], spool[600];
+	snprintf(spool, sizeof(spool), "%s/attach.spool", rec_public_dir());
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=attach SP_REC_SPOOL=%s SP_REC_TARGET=%s SP_REC_ARG=1.2", spool, bin);
+	int st = rec_drive(env, 1, out, sizeof(out));
+	printf("nobody attach: %s", out);
+	REQUIRE_EQ(st, 0);
+	open_check(spool, 100);
+}
+
+SP_TEST(unprivileged_kernel_required_is_refused)
+{
+	need_nobody();
+	const char *bin = rec_target("ladder", NULL);
+	char env[2048], out[1024];
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=spawn SP_REC_KERNEL=2 SP_REC_SPOOL=%s/req.spool SP_REC_TARGET=%s "
+	         "SP_REC_ARG=0.2",
+	         rec_public_dir(), bin);
+	int st = rec_drive(env, 1, out, sizeof(out));
+	printf("nobody kernel=REQUIRED: %s", out);
+	CHECK_EQ(st, 1);
+	CHECK(strstr(out, "rc=-13") != NULL);
+	CHECK(strstr(out, "kernel frames were required") != NULL);
+}

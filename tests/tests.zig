@@ -1,0 +1,32 @@
+//! Test files, read by build.zig. Each file plus tests/support/harness.c
+//! becomes one executable. No globbing: add each file here.
+
+/// Tests that link only the pure layers (common, format, symcache) and zstd.
+/// They also run under qemu-aarch64 (`zig build test-aarch64`).
+pub const pure = [_][]const u8{
+    "tests/python/test_python_decode.c",
+    "tests/common/test_alloc.c",
+    "tests/common/test_buf.c",
+    "tests/common/test_bytes.c",
+    "tests/common/test_checksum.c",
+    "tests/common/test_cursor.c",
+    "tests/common/test_error.c",
+    "tests/format/test_spool_reject.c",
+    "tests/format/test_spool_robust.c",
+    "tests/format/test_spool_roundtrip.c",
+};
+
+/// Tests that link the whole library (and may use the OS).
+pub const os = [_][]const u8{
+    "tests/record/test_record_parsers.c",
+    "tests/record/test_record_spawn.c",
+    "tests/record/test_record_attach.c",
+    "tests/record/test_record_errors.c",
+    "tests/record/test_record_unpriv.c",
+    "tests/record/test_record_crash.c",
+    "tests/python/test_python_live.c",
+    "tests/io/test_spool_file.c",
+    "tests/unwind/test_unwind_hostile.c",
+    "tests/unwind/test_unwind_real.c",
+    "tests/unwind/test_unwind_self.c",
+};
