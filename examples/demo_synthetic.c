@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	stackpulse_spool *s;
-	if ((rc = stackpulse_spool_open(path, &s))) {
+	if (stackpulse_spool_open(path, &s) != 0) {
 		fprintf(stderr, "demo: %s\n", stackpulse_last_error());
 		return 1;
 	}
@@ -182,9 +182,11 @@ int main(int argc, char **argv)
 	/* Count samples per stack id; the table is small in a synthetic run. */
 	uint32_t nstacks = stackpulse_spool_stack_count(s);
 	uint64_t *count = calloc(nstacks, sizeof(*count));
-	stackpulse_sample_iter *it;
-	if (!count || (rc = stackpulse_sample_iter_new(s, &it))) {
+	stackpulse_sample_iter *it = NULL;
+	if (!count || stackpulse_sample_iter_new(s, &it) != 0) {
 		fprintf(stderr, "demo: out of memory\n");
+		free(count);
+		stackpulse_spool_close(s);
 		return 1;
 	}
 	const struct stackpulse_sample *x;

@@ -6,4 +6,6 @@ pub const names = [_][]const u8{
     "spool_roundtrip",
     "python_frames",
     "common_cursor",
+    "symcache_decode",
+    "symcache_roundtrip",
 };

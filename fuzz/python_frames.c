@@ -23,6 +23,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint8_t pages[SP_PY_PAGES * SP_PY_PAGE];
+static uint8_t verify_buf[SP_PY_MAX_LIVE * SP_PY_PAGE];
 
 static void check_frames(sp_py_walker *w, const sp_py_frame *f, uint32_t n, uint32_t max)
 {
@@ -32,22 +33,22 @@ static void check_frames(sp_py_walker *w, const sp_py_frame *f, uint32_t n, uint
 		const sp_py_code *c = sp_py_codes_get(w->codes, f[i].code);
 		if (!c || !c->qualname || !c->filename || c->synthetic)
 			__builtin_trap();
-		if (strlen(c->qualname) > 4 * SP_PY_MAX_STR || strlen(c->filename) > 4 * SP_PY_MAX_STR)
+		if (strlen(c->qualname) > 4 * SP_PY_MAX_STR ||
+		    strlen(c->filename) > 4 * SP_PY_MAX_STR)
 			__builtin_trap();
 		if (c->linetable_len > SP_PY_MAX_LINETABLE || (f[i].flags & ~1u))
 			__builtin_trap();
 	}
 }
 
-static void merge_check(const uint8_t *data, size_t size, const sp_py_frame *f, uint32_t n,
-                        int tr)
+static void merge_check(const uint8_t *data, size_t size, const sp_py_frame *f, uint32_t n, int tr)
 {
 	uint64_t pcs[24];
 	uint32_t npcs = 0;
 	for (; npcs < 24 && (npcs + 1) * 2 <= size; npcs++)
 		pcs[npcs] = 0x1000 + (uint64_t)(data[npcs * 2] % 8) * 0x100 + data[npcs * 2 + 1];
-	const sp_py_range eval[2] = {{0x1200, 0x1400}, {0x1600, 0x1680}};
-	sp_py_merge_in in = {pcs, npcs, size & 1, eval, 2, f, n, tr};
+	const sp_py_range eval[2] = { { 0x1200, 0x1400 }, { 0x1600, 0x1680 } };
+	sp_py_merge_in in = { pcs, npcs, size & 1, eval, 2, f, n, tr };
 	sp_py_merge_item out[64];
 	uint32_t m, flags;
 	for (uint32_t max = 8; max <= 64; max *= 8) {
@@ -87,16 +88,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (sp_py_layout_check(&l) != 0)
 		__builtin_trap();
 
-	img_reader r = {img, len, IMG_BASE};
+	img_reader r = { img, len, IMG_BASE };
 	sp_py_walker w;
 	memset(&w, 0, sizeof(w));
 	w.layout = &l;
-	w.types = (sp_py_types){IMG_T_CODE, IMG_T_FRAME, IMG_T_STR, IMG_T_BYTES, 0};
+	w.types = (sp_py_types){ IMG_T_CODE, IMG_T_FRAME, IMG_T_STR, IMG_T_BYTES, 0 };
 	w.mem.read = img_read;
 	w.mem.ctx = &r;
 	w.pthread_tid = (flags & 4) ? 720 : 0;
 	if (flags & 2)
 		w.mem.pages = pages;
+	if (flags & 16)
+		w.mem.verify = verify_buf;
 	if ((flags & 1) && len >= IMG_STACK_LEN) {
 		/* The image's last 4 KiB stand for the sampled stack copy. */
 		w.mem.stack = img + len - IMG_STACK_LEN;
@@ -119,7 +122,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (sp_py_read_tstate(&w, ts[i], &t) != 0 || !t.frame)
 			continue;
 		uint32_t max = (flags & 8) ? 5 : SP_PY_MAX_DEPTH;
-		if (sp_py_walk(&w, t.frame, f, max, &n, &tr) != 0)
+		int wrc = sp_py_walk(&w, t.frame, f, max, &n, &tr);
+		if (wrc == STACKPULSE_ESTATE)
+			__builtin_trap(); /* an image does not change */
+		if (wrc != 0)
 			continue;
 		check_frames(&w, f, n, max);
 		merge_check(img, len, f, n, tr);

@@ -17,7 +17,9 @@ pub const format = [_][]const u8{
     "src/format/spool_copy.c",
 };
 
-pub const symcache = [_][]const u8{};
+pub const symcache = [_][]const u8{
+    "src/symcache/symcache.c",
+};
 
 pub const io = [_][]const u8{
     "src/io/file.c",
@@ -47,7 +49,17 @@ pub const unwind = [_][]const u8{
     "src/unwind/unwind.c",
 };
 
-pub const symbolize = [_][]const u8{};
+pub const symbolize = [_][]const u8{
+    "src/symbolize/elfid.c",
+    "src/symbolize/strpool.c",
+    "src/symbolize/demangle.c",
+    "src/symbolize/rustv0.c",
+    "src/symbolize/dbgfind.c",
+    "src/symbolize/dbgmod.c",
+    "src/symbolize/cacheio.c",
+    "src/symbolize/symbolizer.c",
+    "src/symbolize/embed.c",
+};
 
 pub const profile = [_][]const u8{
     "src/profile/itab.c",
@@ -63,4 +75,7 @@ pub const profile = [_][]const u8{
 /// basename; they link the static library.
 pub const examples = [_][]const u8{
     "examples/demo_synthetic.c",
+    "examples/record.c",
+    "examples/report.c",
+    "examples/attach_once.c",
 };

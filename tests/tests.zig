@@ -14,6 +14,7 @@ pub const pure = [_][]const u8{
     "tests/format/test_spool_reject.c",
     "tests/format/test_spool_robust.c",
     "tests/format/test_spool_roundtrip.c",
+    "tests/symcache/test_symcache.c",
 };
 
 /// Tests that link the whole library (and may use the OS).
@@ -29,4 +30,11 @@ pub const os = [_][]const u8{
     "tests/unwind/test_unwind_hostile.c",
     "tests/unwind/test_unwind_real.c",
     "tests/unwind/test_unwind_self.c",
+    "tests/symbolize/test_symbolize.c",
+    "tests/symbolize/test_symbolize_hostile.c",
+    "tests/symbolize/test_debuginfod.c",
+    "tests/symbolize/test_symbolize_record.c",
+    "tests/profile/test_profile.c",
+    "tests/profile/test_export.c",
+    "tests/profile/test_ladder.c",
 };

@@ -51,7 +51,7 @@ __attribute__((noinline)) void main_spin(double end)
 
 static void *worker(void *arg)
 {
-	int id = (int)(intptr_t)arg;
+	int id = *(const int *)arg;
 	char name[16];
 	snprintf(name, sizeof(name), "crunch-%d", id);
 	pthread_setname_np(pthread_self(), name);
@@ -73,9 +73,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: threads [SECONDS]\n");
 		return 2;
 	}
+	static int ids[3] = { 0, 1, 2 };
 	pthread_t t[3];
 	for (int i = 0; i < 3; i++)
-		if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) != 0) {
+		if (pthread_create(&t[i], NULL, worker, &ids[i]) != 0) {
 			fprintf(stderr, "threads: pthread_create failed\n");
 			return 1;
 		}

@@ -305,7 +305,11 @@ struct stackpulse_sample_iter {
 int stackpulse_sample_iter_new(const stackpulse_spool *s, stackpulse_sample_iter **out)
 {
 	sp_error_clear();
+	if (!out)
+		return sp_error(-EINVAL, "no output pointer");
 	*out = NULL;
+	if (!s)
+		return sp_error(-EINVAL, "no spool");
 	stackpulse_sample_iter *it = sp_calloc(1, sizeof(*it));
 	if (!it)
 		return sp_error(-ENOMEM, "cannot allocate a sample iterator");

@@ -215,15 +215,18 @@ static int tables_equal(const stackpulse_spool *a, const stackpulse_spool *b, ch
 		const uint8_t *ta, *tb;
 		size_t la, lb;
 		if (sp_spool_module_symtab(a, i, &ta, &la) == 0 &&
-		    (sp_spool_module_symtab(b, i, &tb, &lb) != 0 || la != lb || memcmp(ta, tb, la)))
+		    (sp_spool_module_symtab(b, i, &tb, &lb) != 0 || la != lb ||
+		     memcmp(ta, tb, la) != 0))
 			DIFF("symbol table of module %u differs", i);
 	}
 	if (sp_spool_mapping_count(a) != sp_spool_mapping_count(b))
 		DIFF("mapping counts differ");
-	for (uint32_t i = 0; i < sp_spool_mapping_count(a); i++)
-		if (memcmp(sp_spool_mapping(a, i), sp_spool_mapping(b, i),
-		           sizeof(struct sp_mapping)))
+	for (uint32_t i = 0; i < sp_spool_mapping_count(a); i++) {
+		const struct sp_mapping *x = sp_spool_mapping(a, i), *y = sp_spool_mapping(b, i);
+		if (x->process != y->process || x->module != y->module || x->start != y->start ||
+		    x->end != y->end || x->pgoff != y->pgoff || x->time_ns != y->time_ns)
 			DIFF("mapping %u differs", i);
+	}
 	if (stackpulse_spool_pycode_count(a) != stackpulse_spool_pycode_count(b))
 		DIFF("Python code counts differ");
 	for (uint32_t i = 0; i < stackpulse_spool_pycode_count(a); i++) {

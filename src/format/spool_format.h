@@ -8,7 +8,10 @@
 #define SP_SPOOL_VERSION 1u
 
 /* File header: magic[8], le16 version, le16 flags, le32 reserved. */
-#define SP_FILE_MAGIC      "\x89SPL\r\n\x1a\n"
+#define SP_FILE_MAGIC_BYTES                                                                        \
+	{                                                                                          \
+		0x89, 'S', 'P', 'L', '\r', '\n', 0x1a, '\n'                                        \
+	}
 #define SP_FILE_MAGIC_LEN  8u
 #define SP_FILE_HEADER_LEN 16u
 

@@ -251,8 +251,9 @@ int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, s
 		rc = sp_error(-ENOMEM, "cannot create zstd context");
 		goto fail;
 	}
+	static const uint8_t magic[SP_FILE_MAGIC_LEN] = SP_FILE_MAGIC_BYTES;
 	uint8_t hdr[SP_FILE_HEADER_LEN];
-	memcpy(hdr, SP_FILE_MAGIC, SP_FILE_MAGIC_LEN);
+	memcpy(hdr, magic, SP_FILE_MAGIC_LEN);
 	sp_put_le16(hdr + 8, SP_SPOOL_VERSION);
 	sp_put_le16(hdr + 10, 0);
 	sp_put_le32(hdr + 12, 0);

@@ -80,8 +80,8 @@ int sp_file_read_all(const char *path, uint64_t max_size, uint8_t **data, size_t
 {
 	*data = NULL;
 	*len = 0;
-	int fd;
-	uint64_t size;
+	int fd = -1;
+	uint64_t size = 0;
 	int rc = sp_file_open_regular(path, 0, max_size, &fd, &size);
 	if (rc)
 		return rc;

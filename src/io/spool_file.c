@@ -30,8 +30,8 @@ int stackpulse_spool_open(const char *path, stackpulse_spool **out)
 	if (!out)
 		return sp_error(-EINVAL, "no output pointer");
 	*out = NULL;
-	int fd;
-	uint64_t size;
+	int fd = -1;
+	uint64_t size = 0;
 	int rc = sp_file_open_regular(path, 0, 0, &fd, &size);
 	if (rc)
 		return rc;

@@ -8,6 +8,7 @@
  * kernel functions name, with their build-ids. */
 #include <errno.h>
 #include <string.h>
+#define ZLIB_CONST /* next_in is const: no cast needed. */
 #include <zlib.h>
 
 #include "common/alloc.h"
@@ -154,7 +155,6 @@ static int stack_locations(pp *x, uint32_t node, uint32_t *n_out)
 {
 	const struct stackpulse_profile *p = x->p;
 	uint32_t n = 0, steps = 0;
-	uint32_t start = x->nseq;
 	/* Leaf-first walk: inline frames gather until their physical frame. */
 	uint32_t pending[256];
 	uint32_t npend = 0;
@@ -174,7 +174,7 @@ static int stack_locations(pp *x, uint32_t node, uint32_t *n_out)
 			int rc = grow32(&x->seq, &x->cap_seq, x->nseq + npend);
 			if (rc)
 				return rc;
-			start = x->nseq;
+			uint32_t start = x->nseq;
 			for (uint32_t k = npend; k > 0; k--)
 				x->seq[x->nseq++] = pending[k - 1];
 			uint32_t id;
@@ -386,7 +386,7 @@ static int gzip_out(const uint8_t *data, size_t len, sp_out *out)
 		size_t in = len - off;
 		if (in > (1u << 30))
 			in = 1u << 30;
-		z.next_in = (Bytef *)(uintptr_t)(data + off);
+		z.next_in = data + off;
 		z.avail_in = (uInt)in;
 		int flush = off + in == len ? Z_FINISH : Z_NO_FLUSH;
 		do {

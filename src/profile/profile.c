@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "format/spool_reader.h"
 #include "profile/profile_internal.h"
 #include "symbolize/symbolize.h"
 
@@ -44,9 +45,11 @@ const char *sp_basename(const char *path)
 
 int sp_profile_intern_n(struct stackpulse_profile *p, const char *s, size_t len, uint32_t *out)
 {
-	if (!s)
+	if (!s) {
+		s = "";
 		len = 0;
-	uint64_t h = sp_hash_bytes(s ? s : "", len);
+	}
+	uint64_t h = sp_hash_bytes(s, len);
 	int rc = sp_itab_reserve(&p->string_tab);
 	if (rc)
 		return rc;
@@ -55,7 +58,7 @@ int sp_profile_intern_n(struct stackpulse_profile *p, const char *s, size_t len,
 	uint32_t cand;
 	while ((cand = sp_itab_probe_next(&p->string_tab, &pr)) != SP_NONE) {
 		const char *c = p->strings[cand];
-		if (strncmp(c, s ? s : "", len) == 0 && c[len] == '\0') {
+		if (strncmp(c, s, len) == 0 && c[len] == '\0') {
 			*out = cand;
 			return 0;
 		}
@@ -63,7 +66,7 @@ int sp_profile_intern_n(struct stackpulse_profile *p, const char *s, size_t len,
 	rc = grow((void **)&p->strings, &p->cap_strings, p->nstrings + 1, sizeof(char *));
 	if (rc)
 		return rc;
-	char *copy = sp_strndup(s ? s : "", len);
+	char *copy = sp_strndup(s, len);
 	if (!copy)
 		return sp_error(-ENOMEM, "profile string of %zu bytes", len);
 	p->strings[p->nstrings] = copy;
@@ -250,7 +253,7 @@ static int sym_cb(const stackpulse_frame *f, void *ctx)
 }
 
 /* Names a raw frame from the spool alone (no symbolizer, or it failed). */
-static int add_raw(builder *b, const struct stackpulse_raw_frame *rf)
+static int add_raw(builder *b, const struct stackpulse_raw_frame *rf, uint32_t process)
 {
 	char name[96];
 	switch (rf->kind) {
@@ -282,9 +285,14 @@ static int add_raw(builder *b, const struct stackpulse_raw_frame *rf)
 	}
 	case STACKPULSE_FRAME_TRUNCATED:
 		return add_frame(b, rf->kind, "[truncated]", NULL, NULL, 0, 0, 0);
-	case STACKPULSE_FRAME_JIT:
-		snprintf(name, sizeof(name), "[jit]+0x%" PRIx64, rf->offset);
-		return add_frame(b, rf->kind, name, NULL, NULL, 0, rf->offset, 0);
+	case STACKPULSE_FRAME_JIT: {
+		/* Perf-map names are stored in the spool, per process. */
+		const char *jn = NULL;
+		uint64_t start = 0;
+		if (sp_spool_jitsym_lookup(b->spool, process, rf->offset, &jn, &start) != 0 || !jn)
+			snprintf(name, sizeof(name), "[jit]+0x%" PRIx64, rf->offset);
+		return add_frame(b, rf->kind, jn ? jn : name, NULL, NULL, 0, rf->offset, 0);
+	}
 	default:
 		return add_frame(b, STACKPULSE_FRAME_UNKNOWN, "[unknown]", NULL, NULL, 0,
 		                 rf->offset, 0);
@@ -321,10 +329,10 @@ static int expand(builder *b, uint32_t id, int leaf, uint32_t process, uint32_t 
 			b->npool = start;
 			if (rc == -ENOMEM)
 				return rc;
-			rc = add_raw(b, rf);
+			rc = add_raw(b, rf, process);
 		}
 	} else {
-		rc = add_raw(b, rf);
+		rc = add_raw(b, rf, process);
 	}
 	if (rc)
 		return rc;
@@ -419,7 +427,7 @@ static int walk_push(builder *b, uint32_t n, uint32_t stack, uint32_t frame)
 /* Appends the frames of raw frame @p fid to @p node. */
 static int extend(builder *b, uint32_t *node, uint32_t fid, int leaf, uint32_t process)
 {
-	uint32_t first, count;
+	uint32_t first = 0, count = 0;
 	int rc = expand(b, fid, leaf, process, &first, &count);
 	for (uint32_t i = 0; i < count && !rc; i++)
 		rc = intern_stack(b->p, *node, b->pool[first + i], node);
@@ -593,13 +601,14 @@ static int copy_tables(builder *b)
 		if (!m)
 			return sp_error(STACKPULSE_EFORMAT, "module %u missing", i);
 		char hex[129];
+		size_t hl = 0;
 		uint32_t len = m->build_id_len <= 64 ? m->build_id_len : 64;
-		for (uint32_t k = 0; m->build_id && k < len; k++)
-			snprintf(hex + 2 * k, 3, "%02x", m->build_id[k]);
-		hex[m->build_id ? 2 * len : 0] = '\0';
+		for (uint32_t k = 0; m->build_id && k < len; k++, hl += 2)
+			snprintf(hex + hl, 3, "%02x", m->build_id[k]);
+		hex[hl] = '\0';
 		rc = sp_profile_intern(p, m->path, &p->modules[i].path);
 		if (!rc)
-			rc = sp_profile_intern(p, hex, &p->modules[i].build_id);
+			rc = sp_profile_intern_n(p, hex, hl, &p->modules[i].build_id);
 		p->nmodules = i + 1;
 	}
 	return rc;
@@ -649,7 +658,7 @@ static int run_samples(builder *b)
 			rc = sp_error(STACKPULSE_EFORMAT, "sample of unknown thread %u", s->thread);
 			break;
 		}
-		uint32_t root, node;
+		uint32_t root = 0, node = 0;
 		rc = root_for_thread(b, s->thread, &root);
 		if (!rc)
 			rc = translate(b, root, s->stack, s->process, &node);

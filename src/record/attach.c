@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +110,9 @@ static int poll_tracee(pid_t tid, int keep_exit, int *status)
  * is dying: reap its traced zombie so its process can be reaped. */
 static void release(pid_t tid, int sig, int keep_exit)
 {
-	if (ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig) == 0)
+	/* ptrace takes the signal number in its pointer argument. */
+	void *data = (void *)(uintptr_t)sig; /* NOLINT(performance-no-int-to-ptr) */
+	if (ptrace(PTRACE_DETACH, tid, NULL, data) == 0)
 		return;
 	long deadline = now_ms() + 2000;
 	for (;;) {

@@ -121,8 +121,10 @@ int sp_build_id_read_fd(int fd, uint8_t out[SP_BUILD_ID_MAX], uint32_t *len)
 	int rc = STACKPULSE_ENOTFOUND;
 	for (uint16_t i = 0; i < phnum; i++) {
 		int r = read_at(&e, phoff + (uint64_t)i * phentsize, ph, want);
-		if (r)
-			return r;
+		if (r) {
+			rc = r;
+			break;
+		}
 		if (rd32(&e, ph) != PT_NOTE)
 			continue;
 		uint64_t off = e.is64 ? rd64(&e, ph + 8) : rd32(&e, ph + 4);

@@ -266,6 +266,7 @@ int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx)
 			*nl = '\0';
 			if (!skipping) {
 				sp_proc_map m;
+				memset(&m, 0, sizeof(m));
 				if (sp_proc_parse_map_line(buf + pos, &m) == 0 && m.exec) {
 					if (++seen > SP_PROC_MAX_MAPS) {
 						rc = sp_error(STACKPULSE_ELIMIT,

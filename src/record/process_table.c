@@ -12,6 +12,7 @@
 #include "common/hash.h"
 #include "record/build_id.h"
 #include "record/proc_scan.h"
+#include "record/python.h"
 
 #define MAX_PROCESSES (1u << 20)
 #define MAX_THREADS (1u << 22)
@@ -123,6 +124,7 @@ static void process_free(sp_process *p)
 	if (!p)
 		return;
 	sp_unwind_space_free(p->space);
+	sp_python_free(p->py);
 	sp_free(p->maps);
 	sp_free(p);
 }
@@ -176,7 +178,7 @@ static int insert_process(sp_ptable *t, sp_process *p)
 		return sp_error(STACKPULSE_ELIMIT, "more than %u processes", MAX_PROCESSES);
 	if (t->nprocs == t->cap_procs) {
 		size_t nc = t->cap_procs ? t->cap_procs * 2 : 8;
-		sp_process **np = sp_realloc_array(t->procs, nc, sizeof(*np));
+		sp_process **np = sp_realloc_array(t->procs, nc, sizeof(sp_process *));
 		if (!np)
 			return -ENOMEM;
 		t->procs = np;
@@ -263,6 +265,8 @@ int sp_ptable_thread(sp_ptable *t, sp_process *p, pid_t tid, uint64_t time_ns, c
 		sp_proc_comm(p->pid, tid, comm, sizeof(comm));
 		name = comm;
 	}
+	if (!t->threads)
+		return sp_error(STACKPULSE_EINTERNAL, "thread table missing");
 	sp_thread *nt = &t->threads[t->nthreads];
 	memset(nt, 0, sizeof(*nt));
 	nt->tid = tid;
@@ -274,6 +278,7 @@ int sp_ptable_thread(sp_ptable *t, sp_process *p, pid_t tid, uint64_t time_ns, c
 	if (rc)
 		return rc;
 	t->nthreads++;
+	p->live_threads++;
 	*out = nt;
 	return 0;
 }
@@ -422,6 +427,8 @@ int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, ui
 		p->cap = nc;
 	}
 	maps_insert(p, &m);
+	if (!p->py && sp_python_candidate(path))
+		p->py_probed = 0; /* libpython may arrive by dlopen. */
 	if (p->space)
 		return sp_unwind_space_map(p->space, start, end, pgoff, path, bid, bid_len);
 	return 0;
@@ -555,6 +562,9 @@ int sp_ptable_exec(sp_ptable *t, pid_t pid, pid_t tid, const char *comm, uint64_
 	p->nmaps = 0;
 	if (p->space)
 		sp_unwind_space_clear(p->space);
+	sp_python_free(p->py); /* A new image: probe again. */
+	p->py = NULL;
+	p->py_probed = 0;
 	char *cmdline = NULL;
 	if (sp_proc_cmdline(pid, &cmdline) == -ENOMEM)
 		return -ENOMEM;
@@ -565,19 +575,29 @@ int sp_ptable_exec(sp_ptable *t, pid_t pid, pid_t tid, const char *comm, uint64_
 	return sp_ptable_rename(t, p, tid, comm, time_ns);
 }
 
+/* The process ends with its last thread: the leader may leave early
+ * (pthread_exit in main) while other threads run on, and the threads of an
+ * exiting group report their exits in any order. */
 int sp_ptable_exit(sp_ptable *t, pid_t pid, pid_t tid, uint64_t time_ns)
 {
+	sp_process *p = sp_ptable_find(t, pid);
 	sp_thread *th = sp_ptable_find_thread(t, tid);
-	if (th && !th->exited && t->procs[th->process]->pid == pid) {
+	if (!p)
+		return 0;
+	if (tid == pid)
+		p->leader_exited = 1;
+	if (th && !th->exited && t->procs[th->process] == p) {
 		th->exited = 1;
 		imap_del(&t->by_tid, (int32_t)tid);
-		if (pid != tid) {
-			int rc = sp_writer_exit(t->w, t->procs[th->process]->index, th->index, time_ns);
+		if (p->live_threads)
+			p->live_threads--;
+		if (!(p->leader_exited && p->live_threads == 0)) {
+			int rc = sp_writer_exit(t->w, p->index, th->index, time_ns);
 			if (rc)
 				return rc;
 		}
 	}
-	if (pid == tid)
+	if (p->leader_exited && p->live_threads == 0)
 		return retire_pid(t, pid, time_ns);
 	return 0;
 }

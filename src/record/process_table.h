@@ -26,6 +26,10 @@ typedef struct sp_process {
 	sp_unwind_space *space; /* Owned. */
 	sp_mapping *maps;       /* Sorted by start, non-overlapping. */
 	size_t nmaps, cap;
+	uint32_t live_threads;  /* Threads seen and not yet exited. */
+	int leader_exited;      /* The pid == tid thread exited (pthread_exit). */
+	struct sp_python *py;   /* CPython reader, or NULL. Owned. */
+	int py_probed;          /* 1 once probed for the current image. */
 } sp_process;
 
 typedef struct sp_thread {

@@ -2,14 +2,32 @@
  * process, read a thread's Python stack at sample time, merge it into the
  * native stack, and read perf maps.
  *
- * Use, per target process (and again after exec, or for a forked child):
- *   sp_python_probe(pid, &py)          -> STACKPULSE_ENOTFOUND: not CPython
- *   per sample of thread tid:
- *     sp_python_read_stack(py, tid, stack copy..., frames, ...)
- *     sp_python_eval_ranges(py, ...) + sp_py_merge(...)   (python_merge.h)
- *     sp_python_code(py, frame.code) -> qualname/filename/first_line, and
- *       its `user` field to remember the spool's pycode index
- *   sp_python_free(py)
+ * Use, per target process:
+ *   - after exec, and for a forked child (its own sp_python: code ids are
+ *     per sp_python): sp_python_probe(pid, &py), or sp_python_probe_file()
+ *     on an MMAP2 event of a file that sp_python_candidate() accepts, since
+ *     libpython is mapped after exec. STACKPULSE_ENOTFOUND: not CPython;
+ *     remember it and probe again only on a new candidate mapping, so
+ *     non-Python targets cost nothing more.
+ *   - per sample of thread tid (after unwinding the native stack):
+ *       sp_python_read_stack(py, tid, stack copy, sp, frames, ...)
+ *         (STACKPULSE_ENOTFOUND: a thread without Python state: keep the
+ *         native stack as it is)
+ *       eval = sp_python_eval_ranges(py, &neval)
+ *       sp_py_merge(&(sp_py_merge_in){pcs, npcs, native_truncated, eval,
+ *                   neval, frames, nframes, py_truncated}, items, ...)
+ *     then, leaf first, each item becomes a spool frame:
+ *       NATIVE    -> the native frame of pcs[index], as without Python
+ *       PYTHON    -> code = sp_python_code(py, frames[index].code); when
+ *                    code->user == UINT32_MAX, sp_writer_pycode(w,
+ *                    code->qualname, code->filename, code->first_line,
+ *                    &code->user); then the raw frame {PYTHON, module
+ *                    UINT32_MAX, offset = frames[index].offset, pycode =
+ *                    code->user, line = frames[index].line}
+ *       TRUNCATED -> a STACKPULSE_FRAME_TRUNCATED marker
+ *   - at finish: sp_python_get_stats() for the cost per sample;
+ *     sp_perfmap_read() (also periodically) to store JIT names with
+ *     sp_writer_jitsym(); sp_python_free(py).
  *
  * Not thread-safe: one sp_python is used by one thread at a time. */
 #ifndef SP_RECORD_PYTHON_H
@@ -68,13 +86,15 @@ sp_py_code *sp_python_code(sp_python *py, uint32_t id);
 
 /* Reading costs, for statistics and benchmarks. */
 typedef struct sp_python_stats {
-	uint64_t stacks;      /* sp_python_read_stack calls. */
-	uint64_t frames;      /* Frames returned. */
-	uint64_t truncated;   /* Stacks returned truncated. */
-	uint64_t read_calls;  /* process_vm_readv (or pread) calls. */
-	uint64_t rescans;     /* Thread-list rescans. */
-	uint64_t ns;          /* Time spent in sp_python_read_stack. */
-	uint32_t codes;       /* Code objects interned. */
+	uint64_t stacks;     /* sp_python_read_stack calls. */
+	uint64_t frames;     /* Frames returned. */
+	uint64_t truncated;  /* Stacks returned truncated. */
+	uint64_t torn;       /* Walks refused because the stack changed while
+	                       * it was read (each is retried once). */
+	uint64_t read_calls; /* process_vm_readv (or pread) calls. */
+	uint64_t rescans;    /* Thread-list rescans. */
+	uint64_t ns;         /* Time spent in sp_python_read_stack. */
+	uint32_t codes;      /* Code objects interned. */
 } sp_python_stats;
 void sp_python_get_stats(const sp_python *py, sp_python_stats *out);
 

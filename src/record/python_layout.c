@@ -128,7 +128,7 @@ typedef struct dbg_map {
 	uint32_t ts_size, ts_next, ts_current_frame, ts_thread_id, ts_native_thread_id;
 	uint32_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_owner;
 	uint32_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno,
-	    co_adaptive;
+	        co_adaptive;
 	uint32_t ob_size, ob_type;
 	uint32_t by_size, by_ob_size, by_sval;
 	uint32_t un_size, un_state, un_length, un_ascii_size;
@@ -138,12 +138,34 @@ typedef struct dbg_map {
 /* 3.13: Include/internal/pycore_runtime.h. 3.14: pycore_debug_offsets.h,
  * which adds threads_main, code_object_generation, tlbc_generation,
  * stackpointer, tlbc_index, co_tlbc and a set_object block. */
+/* clang-format off */
 static const dbg_map dbg_maps[] = {
-    {13, 24, 40, 48, 64, 72, 152, 168, 184, 192, 200, 224, 232, 240, 248, 264, 272, 280, 288,
-     296, 304, 312, 344, 352, 360, 512, 520, 528, 536, 544, 552, 560, 568},
-    {14, 24, 40, 48, 64, 72, 176, 192, 208, 216, 224, 248, 256, 264, 272, 288, 312, 320, 328,
-     336, 344, 352, 384, 400, 408, 592, 600, 608, 616, 624, 632, 640, 648},
+	{
+	    .minor = 13,
+	    .rt_size = 24, .rt_interp_head = 40,
+	    .is_size = 48, .is_next = 64, .is_threads_head = 72,
+	    .ts_size = 152, .ts_next = 168, .ts_current_frame = 184, .ts_thread_id = 192, .ts_native_thread_id = 200,
+	    .fr_size = 224, .fr_previous = 232, .fr_executable = 240, .fr_instr_ptr = 248, .fr_owner = 264,
+	    .co_size = 272, .co_filename = 280, .co_name = 288, .co_qualname = 296, .co_linetable = 304, .co_firstlineno = 312, .co_adaptive = 344,
+	    .ob_size = 352, .ob_type = 360,
+	    .by_size = 512, .by_ob_size = 520, .by_sval = 528,
+	    .un_size = 536, .un_state = 544, .un_length = 552, .un_ascii_size = 560,
+	    .end = 568,
+	},
+	{
+	    .minor = 14,
+	    .rt_size = 24, .rt_interp_head = 40,
+	    .is_size = 48, .is_next = 64, .is_threads_head = 72,
+	    .ts_size = 176, .ts_next = 192, .ts_current_frame = 208, .ts_thread_id = 216, .ts_native_thread_id = 224,
+	    .fr_size = 248, .fr_previous = 256, .fr_executable = 264, .fr_instr_ptr = 272, .fr_owner = 288,
+	    .co_size = 312, .co_filename = 320, .co_name = 328, .co_qualname = 336, .co_linetable = 344, .co_firstlineno = 352, .co_adaptive = 384,
+	    .ob_size = 400, .ob_type = 408,
+	    .by_size = 592, .by_ob_size = 600, .by_sval = 608,
+	    .un_size = 616, .un_state = 624, .un_length = 632, .un_ascii_size = 640,
+	    .end = 648,
+	},
 };
+/* clang-format on */
 
 static uint64_t rd(const uint8_t *buf, uint32_t pos)
 {
@@ -180,7 +202,8 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 		if (dbg_maps[i].minor == minor)
 			m = &dbg_maps[i];
 	if (len < m->end)
-		return sp_error(STACKPULSE_ETRUNCATED, "debug offsets: %zu of %u bytes", len, m->end);
+		return sp_error(STACKPULSE_ETRUNCATED, "debug offsets: %zu of %u bytes", len,
+		                m->end);
 
 	memset(l, 0, sizeof(*l));
 	l->version = (uint32_t)version;
@@ -244,7 +267,7 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 	l->frame_read = (fr_end + 8 > l->frame_owner + 1 ? fr_end + 8 : l->frame_owner + 1);
 	l->frame_read = (l->frame_read + 7u) & ~7u;
 	uint32_t co_end = l->code_filename;
-	const uint32_t co_fields[] = {l->code_name, l->code_qualname, l->code_linetable};
+	const uint32_t co_fields[] = { l->code_name, l->code_qualname, l->code_linetable };
 	for (size_t i = 0; i < 3; i++)
 		if (co_fields[i] > co_end)
 			co_end = co_fields[i];
@@ -274,9 +297,8 @@ static int fits(uint32_t off, uint32_t width, uint32_t block)
 int sp_py_layout_check(const sp_py_layout *l)
 {
 	const char *bad = NULL;
-	if (l->tstate_read == 0 || l->tstate_read > SP_PY_MAX_BLOCK ||
-	    l->frame_read == 0 || l->frame_read > SP_PY_MAX_BLOCK ||
-	    l->code_read == 0 || l->code_read > SP_PY_MAX_BLOCK)
+	if (l->tstate_read == 0 || l->tstate_read > SP_PY_MAX_BLOCK || l->frame_read == 0 ||
+	    l->frame_read > SP_PY_MAX_BLOCK || l->code_read == 0 || l->code_read > SP_PY_MAX_BLOCK)
 		bad = "read size";
 	else if (!fits(l->tstate_next, 8, l->tstate_read) ||
 	         !fits(l->tstate_frame, 8, l->tstate_read) ||

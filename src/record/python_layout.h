@@ -30,7 +30,7 @@ typedef struct sp_py_layout {
 	uint32_t interp_threads_head;
 
 	/* PyThreadState. */
-	uint32_t tstate_read;             /* Bytes read per thread state. */
+	uint32_t tstate_read; /* Bytes read per thread state. */
 	uint32_t tstate_next;
 	uint32_t tstate_thread_id;        /* pthread_t. */
 	uint32_t tstate_native_thread_id; /* gettid(); SP_PY_NONE on 3.10. */
@@ -62,13 +62,13 @@ typedef struct sp_py_layout {
 	uint8_t linetable;      /* enum sp_py_linetable. */
 
 	/* Generic objects. */
-	uint32_t ob_type;      /* PyObject.ob_type. */
-	uint32_t var_size;     /* PyVarObject.ob_size. */
-	uint32_t bytes_data;   /* PyBytesObject.ob_sval. */
-	uint32_t str_length;   /* PyASCIIObject.length. */
-	uint32_t str_state;    /* PyASCIIObject.state (bit field word). */
-	uint32_t str_ascii;    /* sizeof(PyASCIIObject): compact ASCII data. */
-	uint32_t str_compact;  /* sizeof(PyCompactUnicodeObject): other compact data. */
+	uint32_t ob_type;     /* PyObject.ob_type. */
+	uint32_t var_size;    /* PyVarObject.ob_size. */
+	uint32_t bytes_data;  /* PyBytesObject.ob_sval. */
+	uint32_t str_length;  /* PyASCIIObject.length. */
+	uint32_t str_state;   /* PyASCIIObject.state (bit field word). */
+	uint32_t str_ascii;   /* sizeof(PyASCIIObject): compact ASCII data. */
+	uint32_t str_compact; /* sizeof(PyCompactUnicodeObject): other compact data. */
 } sp_py_layout;
 
 /* Fills @p out for 3.10, 3.11 or 3.12 (only major.minor of @p hexversion

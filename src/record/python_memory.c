@@ -28,6 +28,9 @@ static int in_stack(const sp_py_mem *m, uint64_t addr, uint32_t len)
 	       m->stack_len - (addr - m->stack_start) >= len;
 }
 
+/* Marks a slot empty: never equal to a page address (they are aligned). */
+#define PAGE_NONE UINT64_MAX
+
 void sp_py_mem_reset(sp_py_mem *m)
 {
 	m->page_used = 0;
@@ -40,6 +43,20 @@ static const uint8_t *page_find(const sp_py_mem *m, uint64_t page)
 		if (m->page_addr[i] == page)
 			return m->pages + (size_t)i * SP_PY_PAGE;
 	return NULL;
+}
+
+/* Takes the next slot for page @p p, dropping any older copy of it. */
+static uint32_t page_slot(sp_py_mem *m, uint64_t p)
+{
+	for (uint32_t i = 0; i < m->page_used; i++)
+		if (m->page_addr[i] == p)
+			m->page_addr[i] = PAGE_NONE;
+	uint32_t s = m->page_next;
+	m->page_next = (m->page_next + 1) % SP_PY_PAGES;
+	if (m->page_used < SP_PY_PAGES && s == m->page_used)
+		m->page_used++;
+	m->page_addr[s] = PAGE_NONE; /* until read */
+	return s;
 }
 
 /* Copies @p iov from cached pages; 1 when it was fully cached. */
@@ -66,6 +83,7 @@ int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n)
 	sp_py_iov live[LIVE_MAX];
 	uint32_t map[LIVE_MAX], nlive = 0, npages = 0;
 	uint64_t want[LIVE_MAX];
+	uint8_t paged[SP_PY_MAX_IOV] = { 0 }; /* waits for pages of this batch */
 	if (n > SP_PY_MAX_IOV)
 		return STACKPULSE_ELIMIT;
 	for (uint32_t i = 0; i < n; i++) {
@@ -100,26 +118,22 @@ int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n)
 				if (p == p1)
 					break;
 			}
+			paged[i] = 1;
 		} else {
 			live[nlive] = iov[i];
 			map[nlive++] = i;
 		}
 	}
-	uint8_t *slot_of[LIVE_MAX];
 	uint32_t first_page = nlive;
 	for (uint32_t k = 0; k < npages; k++) {
-		uint32_t s = m->page_next;
-		m->page_next = (m->page_next + 1) % SP_PY_PAGES;
-		if (m->page_used < SP_PY_PAGES && s == m->page_used)
-			m->page_used++;
-		m->page_addr[s] = 0; /* invalid until read */
-		slot_of[k] = m->pages + (size_t)s * SP_PY_PAGE;
-		live[nlive] = (sp_py_iov){want[k], slot_of[k], SP_PY_PAGE, 0};
+		uint32_t s = page_slot(m, want[k]);
+		live[nlive] =
+		        (sp_py_iov){ want[k], m->pages + (size_t)s * SP_PY_PAGE, SP_PY_PAGE, 0 };
 		map[nlive++] = s;
 	}
 	if (nlive) {
 		m->calls++;
-		int rc = m->read(m->ctx, live, nlive);
+		int rc = m->read(m->ctx, live, nlive, 0);
 		if (rc < 0)
 			return rc;
 		for (uint32_t i = 0; i < first_page; i++)
@@ -128,7 +142,7 @@ int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n)
 			if (live[i].ok)
 				m->page_addr[map[i]] = live[i].addr;
 		for (uint32_t i = 0; i < n; i++)
-			if (!iov[i].ok && npages && iov[i].len <= SP_PY_PAGE && m->pages)
+			if (paged[i])
 				iov[i].ok = (uint8_t)page_copy(m, &iov[i]);
 	}
 	for (uint32_t i = 0; i < n; i++)
@@ -137,9 +151,56 @@ int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n)
 	return 0;
 }
 
+/* Reads @p k (<= SP_PY_PAGES / 2) pages that are not cached yet into the
+ * cache in one call; unreadable ones are left out. */
+static void fetch_pages(sp_py_mem *m, const uint64_t *pages, uint32_t k, int prefix)
+{
+	sp_py_iov live[SP_PY_PAGES / 2];
+	uint32_t slots[SP_PY_PAGES / 2], n = 0;
+	for (uint32_t i = 0; i < k && n < SP_PY_PAGES / 2; i++) {
+		if (page_find(m, pages[i]) || in_stack(m, pages[i], SP_PY_PAGE))
+			continue;
+		slots[n] = page_slot(m, pages[i]);
+		live[n] = (sp_py_iov){ pages[i], m->pages + (size_t)slots[n] * SP_PY_PAGE,
+			               SP_PY_PAGE, 0 };
+		n++;
+	}
+	if (!n)
+		return;
+	m->calls++;
+	if (m->read(m->ctx, live, n, prefix) < 0)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		if (live[i].ok)
+			m->page_addr[slots[i]] = live[i].addr;
+}
+
+void sp_py_mem_prefetch(sp_py_mem *m, uint64_t addr, uint32_t n)
+{
+	uint64_t pages[SP_PY_PREFETCH];
+	uint32_t k = 0;
+	if (!m->pages || n > SP_PY_PREFETCH || !plausible(addr, 1))
+		return;
+	uint64_t top = addr & ~(uint64_t)(SP_PY_PAGE - 1);
+	for (uint32_t i = 0; i < n && top >= (uint64_t)(i + 1) * SP_PY_PAGE; i++)
+		pages[k++] = top - (uint64_t)i * SP_PY_PAGE;
+	fetch_pages(m, pages, k, 1); /* frames below the chunk start are no use */
+}
+
+/* Copies from the stack copy or cached pages only; 1 when it could. */
+static int mem_peek(const sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
+{
+	if (in_stack(m, addr, len)) {
+		memcpy(buf, m->stack + (addr - m->stack_start), len);
+		return 1;
+	}
+	sp_py_iov iov = { addr, buf, len, 0 };
+	return m->pages && plausible(addr, 1) && USER_MAX - addr >= len && page_copy(m, &iov);
+}
+
 static int read1(sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
 {
-	sp_py_iov iov = {addr, buf, len, 0};
+	sp_py_iov iov = { addr, buf, len, 0 };
 	return sp_py_mem_read(m, &iov, 1);
 }
 
@@ -310,16 +371,16 @@ static int code_decode(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, sp_py
 {
 	const sp_py_layout *l = w->layout;
 	uint64_t fname = sp_le64(hdr + l->code_filename);
-	uint64_t qname = sp_le64(hdr + (l->code_qualname != SP_PY_NONE ? l->code_qualname
-	                                                               : l->code_name));
+	uint64_t qname =
+	        sp_le64(hdr + (l->code_qualname != SP_PY_NONE ? l->code_qualname : l->code_name));
 	uint64_t ltab = sp_le64(hdr + l->code_linetable);
 	if (!plausible(fname, 8) || !plausible(qname, 8) || !plausible(ltab, 8))
 		return STACKPULSE_EFORMAT;
 
 	uint8_t fh[256], qh[256], lh[256];
-	sp_py_iov iov[3] = {{fname, fh, l->str_compact, 0},
-	                    {qname, qh, l->str_compact, 0},
-	                    {ltab, lh, l->bytes_data, 0}};
+	sp_py_iov iov[3] = { { fname, fh, l->str_compact, 0 },
+		             { qname, qh, l->str_compact, 0 },
+		             { ltab, lh, l->bytes_data, 0 } };
 	int rc = sp_py_mem_read(&w->mem, iov, 3);
 	if (rc < 0)
 		return rc == STACKPULSE_ENOTFOUND ? STACKPULSE_EFORMAT : rc;
@@ -338,9 +399,9 @@ static int code_decode(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, sp_py
 	rc = -ENOMEM;
 	if (!fraw || !qraw || (llen <= SP_PY_MAX_LINETABLE && !table))
 		goto out;
-	sp_py_iov d[3] = {{floc.data, fraw, floc.chars * floc.kind, 0},
-	                  {qloc.data, qraw, qloc.chars * qloc.kind, 0},
-	                  {ltab + l->bytes_data, table, table ? (uint32_t)llen : 0, 0}};
+	sp_py_iov d[3] = { { floc.data, fraw, floc.chars * floc.kind, 0 },
+		           { qloc.data, qraw, qloc.chars * qloc.kind, 0 },
+		           { ltab + l->bytes_data, table, table ? (uint32_t)llen : 0, 0 } };
 	rc = sp_py_mem_read(&w->mem, d, 3);
 	if (rc < 0) {
 		rc = rc == STACKPULSE_ENOTFOUND ? STACKPULSE_EFORMAT : rc;
@@ -365,10 +426,10 @@ static int code_decode(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, sp_py
 		uint64_t units = sp_le64(hdr + l->var_size);
 		out->code_units = units > (1u << 28) ? 0 : (uint32_t)units;
 	}
-	out->synthetic = (w->types.init_cleanup && addr == w->types.init_cleanup) ||
-	                 ((l->version >> 16) >= 0x030d && out->linetable_len == 0 &&
-	                  strcmp(out->filename, "__init__") == 0 &&
-	                  strcmp(out->qualname, "__init__") == 0);
+	out->synthetic =
+	        (w->types.init_cleanup && addr == w->types.init_cleanup) ||
+	        ((l->version >> 16) >= 0x030d && out->linetable_len == 0 &&
+	         strcmp(out->filename, "__init__") == 0 && strcmp(out->qualname, "__init__") == 0);
 	rc = 0;
 out:
 	sp_free(fraw);
@@ -547,14 +608,15 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
 		if (ni >= SP_PY_MAX_INTERPS || !plausible(interp, 8))
 			return sp_error(STACKPULSE_ELIMIT, "python: bad interpreter list");
 		uint8_t nx[8], th[8];
-		sp_py_iov iov[2] = {{interp + l->interp_next, nx, 8, 0},
-		                    {interp + l->interp_threads_head, th, 8, 0}};
+		sp_py_iov iov[2] = { { interp + l->interp_next, nx, 8, 0 },
+			             { interp + l->interp_threads_head, th, 8, 0 } };
 		if ((rc = sp_py_mem_read(&w->mem, iov, 2)) != 0)
 			return rc;
 		uint64_t ts = sp_le64(th);
 		while (ts) {
 			if (*n >= max || *n >= SP_PY_MAX_THREADS)
-				return sp_error(STACKPULSE_ELIMIT, "python: more than %u threads", *n);
+				return sp_error(STACKPULSE_ELIMIT, "python: more than %u threads",
+				                *n);
 			sp_py_tstate t;
 			if ((rc = sp_py_read_tstate(w, ts, &t)) != 0)
 				return rc;
@@ -614,19 +676,77 @@ static int resolve(sp_py_walker *w, const pending *p, const uint8_t *hdr, sp_py_
 	return 1;
 }
 
-int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
-               int *truncated)
+/* What a walk read of each frame it used, to check it again. */
+typedef struct frame_rec {
+	uint64_t addr;
+	uint8_t bytes[24]; /* previous, code, instr fields as read */
+} frame_rec;
+
+static void rec_fields(const sp_py_layout *l, const uint8_t *fb, uint8_t *out)
+{
+	memcpy(out, fb + l->frame_previous, 8);
+	memcpy(out + 8, fb + l->frame_code, 8);
+	memcpy(out + 16, fb + l->frame_instr, l->instr_is_lasti ? 4 : 8);
+	if (l->instr_is_lasti)
+		memset(out + 20, 0, 4);
+}
+
+/* Follows the chain through what is already cached (the prefetched data
+ * stack) and fetches the pages of the code objects it names in one call,
+ * so the walk proper finds frames and code headers cached. */
+static void prefetch_codes(sp_py_walker *w, uint64_t top)
+{
+	const sp_py_layout *l = w->layout;
+	uint8_t fb[SP_PY_MAX_BLOCK];
+	uint64_t want[SP_PY_PAGES / 2];
+	uint32_t nw = 0;
+	uint64_t addr = top;
+	for (uint32_t steps = 0; steps < 2 * SP_PY_MAX_DEPTH + 2 && nw + 2 <= SP_PY_PAGES / 2;
+	     steps++) {
+		if (!plausible(addr, 8) || !mem_peek(&w->mem, addr, fb, l->frame_read))
+			break;
+		uint64_t code = sp_le64(fb + l->frame_code);
+		if (l->code_tagged)
+			code &= ~(uint64_t)7;
+		int shim = l->frame_owner != SP_PY_NONE && fb[l->frame_owner] >= l->owner_first_c;
+		if (!shim && plausible(code, 8) && USER_MAX - code >= l->code_read) {
+			uint64_t a = code & ~(uint64_t)(SP_PY_PAGE - 1);
+			uint64_t b = (code + l->code_read - 1) & ~(uint64_t)(SP_PY_PAGE - 1);
+			for (uint64_t p = a;; p += SP_PY_PAGE) {
+				int dup = page_find(&w->mem, p) != NULL;
+				for (uint32_t k = 0; k < nw && !dup; k++)
+					dup = want[k] == p;
+				if (!dup)
+					want[nw++] = p;
+				if (p == b)
+					break;
+			}
+		}
+		addr = sp_le64(fb + l->frame_previous);
+	}
+	fetch_pages(&w->mem, want, nw, 0);
+}
+
+static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
+                     int *truncated, frame_rec *recs, uint32_t *nrecs)
 {
 	const sp_py_layout *l = w->layout;
 	uint8_t fb[SP_PY_MAX_BLOCK], cb[SP_PY_MAX_BLOCK];
 	uint64_t addr = top;
-	pending p = {0, 0, 0};
+	pending p = { 0, 0, 0 };
 	int have = 0;
 	uint32_t count = 0, steps = 0, group_start = 0;
 	*n = 0;
+	*nrecs = 0;
 	*truncated = 0;
 	if (max > SP_PY_MAX_DEPTH)
 		max = SP_PY_MAX_DEPTH;
+	/* 3.11+ frames sit below the top one in the thread's data stack:
+	 * take them in one read, close to one instant. */
+	if (!l->instr_is_lasti && plausible(top, 8))
+		sp_py_mem_prefetch(&w->mem, top, SP_PY_PREFETCH);
+	if (w->mem.pages)
+		prefetch_codes(w, top);
 	for (;;) {
 		if (addr && (!plausible(addr, 8) || ++steps > 2 * SP_PY_MAX_DEPTH + 2)) {
 			*truncated = 1;
@@ -641,11 +761,11 @@ int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, ui
 		sp_py_iov iov[2];
 		uint32_t ni = 0, fi = UINT32_MAX, ci = UINT32_MAX;
 		if (addr) {
-			iov[ni] = (sp_py_iov){addr, fb, l->frame_read, 0};
+			iov[ni] = (sp_py_iov){ addr, fb, l->frame_read, 0 };
 			fi = ni++;
 		}
 		if (have) {
-			iov[ni] = (sp_py_iov){p.code, cb, l->code_read, 0};
+			iov[ni] = (sp_py_iov){ p.code, cb, l->code_read, 0 };
 			ci = ni++;
 		}
 		if (ni == 0)
@@ -675,6 +795,11 @@ int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, ui
 		    sp_le64(fb + l->frame_type) != w->types.frame) {
 			*truncated = 1;
 			break;
+		}
+		if (*nrecs < 2 * SP_PY_MAX_DEPTH + 2 && !in_stack(&w->mem, addr, l->frame_read)) {
+			recs[*nrecs].addr = addr;
+			rec_fields(l, fb, recs[*nrecs].bytes);
+			(*nrecs)++;
 		}
 		uint64_t prev = sp_le64(fb + l->frame_previous);
 		uint64_t code = sp_le64(fb + l->frame_code);
@@ -718,4 +843,79 @@ int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, ui
 		out[count - 1].flags |= SP_PY_FRAME_ENTRY;
 	*n = count;
 	return 0;
+}
+
+/* Reads the pages of @p recs again in one call and compares the fields.
+ * Returns 1 when every frame is unchanged (the stack existed as returned at
+ * the time of this read), 0 when one changed, -1 when it cannot tell. */
+static int verify(sp_py_walker *w, const frame_rec *recs, uint32_t nrecs)
+{
+	const sp_py_layout *l = w->layout;
+	sp_py_iov iov[SP_PY_MAX_LIVE];
+	uint32_t np = 0;
+	for (uint32_t i = 0; i < nrecs; i++) {
+		uint64_t a = recs[i].addr & ~(uint64_t)(SP_PY_PAGE - 1);
+		uint64_t b = (recs[i].addr + l->frame_read - 1) & ~(uint64_t)(SP_PY_PAGE - 1);
+		for (uint64_t p = a;; p += SP_PY_PAGE) {
+			int dup = 0;
+			for (uint32_t k = 0; k < np && !dup; k++)
+				dup = iov[k].addr == p;
+			if (!dup) {
+				if (np == SP_PY_MAX_LIVE)
+					return -1; /* too scattered to check in one call */
+				iov[np] = (sp_py_iov){ p, w->mem.verify + (size_t)np * SP_PY_PAGE,
+					               SP_PY_PAGE, 0 };
+				np++;
+			}
+			if (p == b)
+				break;
+		}
+	}
+	if (!np)
+		return 1;
+	w->mem.calls++;
+	if (w->mem.read(w->mem.ctx, iov, np, 0) < 0)
+		return -1;
+	for (uint32_t i = 0; i < nrecs; i++) {
+		uint8_t fb[SP_PY_MAX_BLOCK], now[24];
+		uint32_t got = 0;
+		for (uint32_t k = 0; k < np && got < l->frame_read; k++) {
+			uint64_t p = iov[k].addr;
+			uint64_t lo = recs[i].addr > p ? recs[i].addr : p;
+			uint64_t hi = recs[i].addr + l->frame_read < p + SP_PY_PAGE
+			                      ? recs[i].addr + l->frame_read
+			                      : p + SP_PY_PAGE;
+			if (lo >= hi)
+				continue;
+			if (!iov[k].ok)
+				return 0; /* unmapped since: the stack shrank */
+			memcpy(fb + (lo - recs[i].addr), (uint8_t *)iov[k].buf + (lo - p), hi - lo);
+			got += (uint32_t)(hi - lo);
+		}
+		if (got != l->frame_read)
+			return -1;
+		rec_fields(l, fb, now);
+		if (memcmp(now, recs[i].bytes, sizeof(now)) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
+               int *truncated)
+{
+	frame_rec *recs = sp_malloc((2 * SP_PY_MAX_DEPTH + 2) * sizeof(*recs));
+	if (!recs)
+		return -ENOMEM;
+	uint32_t nrecs;
+	int rc = walk_once(w, top, out, max, n, truncated, recs, &nrecs);
+	if (rc == 0 && w->mem.verify && verify(w, recs, nrecs) == 0) {
+		/* Changed under the reader: return nothing rather than a mix. */
+		w->mem.torn++;
+		*n = 0;
+		*truncated = 1;
+		rc = STACKPULSE_ESTATE;
+	}
+	sp_free(recs);
+	return rc;
 }

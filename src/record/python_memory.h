@@ -12,14 +12,14 @@
 
 #include "record/python_layout.h"
 
-#define SP_PY_MAX_DEPTH 256u          /* Python frames per stack. */
-#define SP_PY_MAX_STR 1024u           /* Characters kept of a name or file. */
-#define SP_PY_MAX_LINETABLE 65536u    /* Larger line tables are not kept. */
-#define SP_PY_MAX_CODES (1u << 20)    /* Code objects interned per process. */
-#define SP_PY_MAX_THREADS 4096u       /* Thread states listed per process. */
-#define SP_PY_MAX_INTERPS 64u         /* Interpreters listed per process. */
-#define SP_PY_MAX_IOV 16u             /* Reads per sp_py_mem_read. */
-#define SP_PY_MAX_LIVE 32u            /* Reads per callback call. */
+#define SP_PY_MAX_DEPTH     256u       /* Python frames per stack. */
+#define SP_PY_MAX_STR       1024u      /* Characters kept of a name or file. */
+#define SP_PY_MAX_LINETABLE 65536u     /* Larger line tables are not kept. */
+#define SP_PY_MAX_CODES     (1u << 20) /* Code objects interned per process. */
+#define SP_PY_MAX_THREADS   4096u      /* Thread states listed per process. */
+#define SP_PY_MAX_INTERPS   64u        /* Interpreters listed per process. */
+#define SP_PY_MAX_IOV       16u        /* Reads per sp_py_mem_read. */
+#define SP_PY_MAX_LIVE      32u        /* Reads per callback call. */
 
 /* One read of target memory: @p len bytes at @p addr into @p buf. The
  * callback sets @p ok to 1 for each read it completed in full. */
@@ -30,15 +30,18 @@ typedef struct sp_py_iov {
 	uint8_t ok;
 } sp_py_iov;
 /* Performs @p n reads (n <= SP_PY_MAX_LIVE). Returns 0, or a negative code
- * when the target is gone; individual failures only leave ok == 0. */
-typedef int (*sp_py_read_fn)(void *ctx, sp_py_iov *iov, uint32_t n);
+ * when the target is gone; individual failures only leave ok == 0. With
+ * @p prefix set only the leading readable run is wanted: the callback may
+ * leave everything after the first failure unread. */
+typedef int (*sp_py_read_fn)(void *ctx, sp_py_iov *iov, uint32_t n, int prefix);
 
 /* Target memory: a read callback plus an optional copy of the sampled
  * stack. Reads that fall entirely inside the copy are served from it, so
  * C-stack objects (3.11/3.12 _PyCFrame, 3.12+ entry frames) are seen as
  * they were at sample time. */
-#define SP_PY_PAGE 4096u
-#define SP_PY_PAGES 16u
+#define SP_PY_PAGE     4096u
+#define SP_PY_PAGES    32u
+#define SP_PY_PREFETCH 8u /* Pages read below a 3.11+ top frame at once. */
 typedef struct sp_py_mem {
 	sp_py_read_fn read;
 	void *ctx;
@@ -55,6 +58,12 @@ typedef struct sp_py_mem {
 	uint64_t page_addr[SP_PY_PAGES];
 	uint32_t page_used; /* Valid slots. */
 	uint32_t page_next; /* Next slot to replace. */
+	/* Optional buffer of SP_PY_MAX_LIVE * SP_PY_PAGE bytes (NULL: off) for
+	 * checking a walk: the pages holding its frames are read again in one
+	 * call, and the walk is refused when a frame changed, so a stack torn
+	 * by the running target is never returned. */
+	uint8_t *verify;
+	uint64_t torn; /* Walks found torn (statistics). */
 } sp_py_mem;
 
 /* Performs the reads; returns 0 when all completed, else STACKPULSE_ENOTFOUND
@@ -62,6 +71,9 @@ typedef struct sp_py_mem {
 int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n);
 /* Forgets cached pages (the target has moved on). */
 void sp_py_mem_reset(sp_py_mem *m);
+/* Reads the @p n pages ending with the one holding @p addr (downwards) into
+ * the page cache in one call; unreadable ones are skipped. */
+void sp_py_mem_prefetch(sp_py_mem *m, uint64_t addr, uint32_t n);
 
 /* Addresses of type objects in the target; 0 skips that check, except
  * @p code, which every frame's code object must match. */
@@ -77,15 +89,15 @@ typedef struct sp_py_types {
  * with a different fingerprint gets a new entry. */
 typedef struct sp_py_code {
 	uint64_t addr;
-	char *qualname;         /* co_qualname (co_name on 3.10), UTF-8. */
-	char *filename;         /* co_filename, UTF-8. */
-	int32_t first_line;     /* co_firstlineno. */
-	uint8_t *linetable;     /* co_linetable bytes, or NULL when not kept. */
+	char *qualname;     /* co_qualname (co_name on 3.10), UTF-8. */
+	char *filename;     /* co_filename, UTF-8. */
+	int32_t first_line; /* co_firstlineno. */
+	uint8_t *linetable; /* co_linetable bytes, or NULL when not kept. */
 	uint32_t linetable_len;
-	uint32_t code_units;    /* Bytecode length in 2-byte units (3.11+), else 0. */
+	uint32_t code_units; /* Bytecode length in 2-byte units (3.11+), else 0. */
 	uint64_t fingerprint[4];
-	uint8_t synthetic;      /* 1: 3.13+ __init__ cleanup shim (never shown). */
-	uint32_t user;          /* Free for the caller (e.g. a spool index);
+	uint8_t synthetic; /* 1: 3.13+ __init__ cleanup shim (never shown). */
+	uint32_t user;     /* Free for the caller (e.g. a spool index);
 	                         * UINT32_MAX when new. */
 } sp_py_code;
 
@@ -147,7 +159,10 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
 /* Walks the frame chain from @p top (a _PyInterpreterFrame, or 3.10's
  * PyFrameObject), leaf first, into @p out. Sets *truncated to 1 when the
  * walk stopped early (invalid frame, unreadable memory, depth or @p max).
- * Returns 0 (the frames written are valid even when truncated) or -ENOMEM. */
+ * With mem.verify set, the frames are then read again in one call; when one
+ * changed, the walk returns STACKPULSE_ESTATE with *n = 0 (the caller may
+ * start again from a fresh top frame). Returns 0 (the frames written are
+ * valid even when truncated), STACKPULSE_ESTATE or -ENOMEM. */
 int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
                int *truncated);
 

@@ -67,7 +67,7 @@ static void emit_group(emitter *e, const sp_py_frame *py, uint32_t npy, uint32_t
 int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, uint32_t *n,
                 uint32_t *flags)
 {
-	emitter e = {out, max, 0, flags};
+	emitter e = { out, max, 0, flags };
 	*flags = 0;
 	uint32_t E = 0;
 	for (uint32_t i = 0; i < in->npcs; i++)

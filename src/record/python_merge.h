@@ -22,27 +22,27 @@ enum sp_py_merge_kind {
 };
 
 typedef struct sp_py_merge_item {
-	uint32_t kind;  /* enum sp_py_merge_kind */
+	uint32_t kind; /* enum sp_py_merge_kind */
 	uint32_t index;
 } sp_py_merge_item;
 
 enum sp_py_merge_flag {
-	SP_PY_MERGE_MISMATCH = 1u,  /* Activation and group counts disagreed in a
+	SP_PY_MERGE_MISMATCH = 1u, /* Activation and group counts disagreed in a
 	                             * way truncation does not explain. */
-	SP_PY_MERGE_PY_CUT = 2u,    /* Python frames were truncated. */
-	SP_PY_MERGE_OUT_FULL = 4u,  /* @p max items were not enough. */
+	SP_PY_MERGE_PY_CUT = 2u,   /* Python frames were truncated. */
+	SP_PY_MERGE_OUT_FULL = 4u, /* @p max items were not enough. */
 };
 
 typedef struct sp_py_merge_in {
-	const uint64_t *pcs;       /* Native frames, leaf first: pcs[0] is the
+	const uint64_t *pcs; /* Native frames, leaf first: pcs[0] is the
 	                            * sampled IP, the rest return addresses. */
 	uint32_t npcs;
-	int native_truncated;      /* The native unwind stopped early. */
-	const sp_py_range *eval;   /* Eval-loop code ranges. */
+	int native_truncated;    /* The native unwind stopped early. */
+	const sp_py_range *eval; /* Eval-loop code ranges. */
 	uint32_t neval;
-	const sp_py_frame *py;     /* Python frames, leaf first. */
+	const sp_py_frame *py; /* Python frames, leaf first. */
 	uint32_t npy;
-	int py_truncated;          /* The Python walk stopped early. */
+	int py_truncated; /* The Python walk stopped early. */
 } sp_py_merge_in;
 
 /* Writes the merged stack, leaf first, to @p out (at most @p max items).

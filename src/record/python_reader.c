@@ -17,12 +17,12 @@
 #include "common/bytes.h"
 #include "common/error.h"
 
-#define MAX_EVAL_RANGES 8
-#define MAX_SYMBOLS (16u << 20)   /* Symbols scanned per table. */
-#define RESCAN_NS 20000000ull    /* Least time between thread rescans. */
-#define GLIBC_X86_64_PTHREAD_TID 720 /* offsetof(struct pthread, tid), glibc 2.x */
-#define MAPS_LINE 4352u          /* A maps line: fields plus PATH_MAX. */
-#define MAX_MAPS_LINES 1000000u
+#define MAX_EVAL_RANGES          8
+#define MAX_SYMBOLS              (16u << 20) /* Symbols scanned per table. */
+#define RESCAN_NS                20000000ull /* Least time between thread rescans. */
+#define GLIBC_X86_64_PTHREAD_TID 720         /* offsetof(struct pthread, tid), glibc 2.x */
+#define MAPS_LINE                4352u       /* A maps line: fields plus PATH_MAX. */
+#define MAX_MAPS_LINES           1000000u
 
 typedef struct tid_entry {
 	int64_t tid;
@@ -54,7 +54,7 @@ static uint64_t now_ns(void)
 
 /* ---- target memory ----------------------------------------------------------- */
 
-static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n)
+static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n, int prefix)
 {
 	if (py->mem_fd < 0) {
 		char path[64];
@@ -67,6 +67,11 @@ static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n)
 		py->stats.read_calls++;
 		ssize_t r = pread(py->mem_fd, iov[i].buf, iov[i].len, (off_t)iov[i].addr);
 		iov[i].ok = r == (ssize_t)iov[i].len;
+		if (!iov[i].ok && prefix) {
+			for (uint32_t k = i + 1; k < n; k++)
+				iov[k].ok = 0;
+			break;
+		}
 	}
 	return 0;
 }
@@ -74,11 +79,11 @@ static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n)
 /* The sp_py_read_fn of a live process: one process_vm_readv for the batch;
  * after a failed element, the rest are retried (the call stops at the first
  * element it cannot read). */
-static int read_live(void *ctx, sp_py_iov *iov, uint32_t n)
+static int read_live(void *ctx, sp_py_iov *iov, uint32_t n, int prefix)
 {
 	sp_python *py = ctx;
 	if (py->use_mem_fd)
-		return read_memfd(py, iov, n);
+		return read_memfd(py, iov, n, prefix);
 	struct iovec local[SP_PY_MAX_LIVE], remote[SP_PY_MAX_LIVE];
 	if (n > SP_PY_MAX_LIVE)
 		return STACKPULSE_ELIMIT;
@@ -99,7 +104,7 @@ static int read_live(void *ctx, sp_py_iov *iov, uint32_t n)
 				return -ESRCH;
 			if (e == EPERM || e == ENOSYS) {
 				py->use_mem_fd = 1;
-				return read_memfd(py, iov + first, n - first);
+				return read_memfd(py, iov + first, n - first, prefix);
 			}
 			r = 0; /* EFAULT: the first element is unreadable. */
 		}
@@ -112,6 +117,11 @@ static int read_live(void *ctx, sp_py_iov *iov, uint32_t n)
 		if (i < cnt)
 			iov[first + i].ok = 0; /* Skip the element that failed. */
 		first += i + 1;
+		if (i < cnt && prefix) {
+			for (uint32_t k = first; k < n; k++)
+				iov[k].ok = 0;
+			break;
+		}
 	}
 	return 0;
 }
@@ -119,8 +129,9 @@ static int read_live(void *ctx, sp_py_iov *iov, uint32_t n)
 /* ---- ELF ------------------------------------------------------------------------ */
 
 typedef struct elf_syms {
-	uint64_t runtime, runtime_section, version, code_type, frame_type, unicode_type,
-	    bytes_type, init_cleanup;
+	uint64_t runtime, runtime_section, version, code_type, frame_type, unicode_type, bytes_type,
+	        init_cleanup;
+	uint64_t runtime_size; /* st_size of _PyRuntime or the section's size */
 	sp_py_range eval[MAX_EVAL_RANGES];
 	uint32_t neval;
 	GElf_Phdr load[16];
@@ -131,9 +142,10 @@ static void take_symbol(elf_syms *s, const char *name, const GElf_Sym *sym)
 {
 	if (sym->st_shndx == SHN_UNDEF || sym->st_value == 0)
 		return;
-	if (strcmp(name, "_PyRuntime") == 0)
+	if (strcmp(name, "_PyRuntime") == 0) {
 		s->runtime = sym->st_value;
-	else if (strcmp(name, "Py_Version") == 0)
+		s->runtime_size = sym->st_size;
+	} else if (strcmp(name, "Py_Version") == 0)
 		s->version = sym->st_value;
 	else if (strcmp(name, "PyCode_Type") == 0)
 		s->code_type = sym->st_value;
@@ -169,7 +181,8 @@ static int elf_scan(int fd, elf_syms *s)
 		return sp_error(STACKPULSE_EFORMAT, "not an ELF file: %s", elf_errmsg(-1));
 	int rc = 0;
 	GElf_Ehdr eh;
-	if (elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) || eh.e_ident[EI_CLASS] != ELFCLASS64) {
+	if (elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64) {
 		rc = sp_error(STACKPULSE_EUNSUPPORTED, "not a 64-bit ELF file");
 		goto out;
 	}
@@ -191,8 +204,11 @@ static int elf_scan(int fd, elf_syms *s)
 		if (!gelf_getshdr(scn, &sh))
 			continue;
 		const char *sname = elf_strptr(e, shstrndx, sh.sh_name);
-		if (sname && strcmp(sname, ".PyRuntime") == 0)
+		if (sname && strcmp(sname, ".PyRuntime") == 0 && !s->runtime_section) {
 			s->runtime_section = sh.sh_addr;
+			if (!s->runtime_size)
+				s->runtime_size = sh.sh_size;
+		}
 		if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || sh.sh_entsize == 0)
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
@@ -257,19 +273,24 @@ static uint32_t version_from_name(const char *path)
 	return digits ? (3u << 24) | (minor << 16) : 0;
 }
 
-static int open_mapped(pid_t pid, const char *path, uint64_t start, uint64_t pgoff)
+/* Opens a mapped file as the target sees it: the exact mapping through
+ * /proc/PID/map_files when its end is known (works for deleted files and
+ * other mount namespaces), else /proc/PID/root/PATH, else PATH. */
+static int open_mapped(pid_t pid, const char *path, uint64_t start, uint64_t end)
 {
 	char buf[4200];
-	(void)pgoff;
 	int fd = -1;
-	/* map_files names the exact mapping; its END is unknown here, so fall
-	 * back to the path as the target sees it. */
-	snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
-	if (path[0] == '/')
+	if (end > start) {
+		snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
+		         start, end);
 		fd = open(buf, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0 && path[0] == '/') {
+		snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
+		fd = open(buf, O_RDONLY | O_CLOEXEC);
+	}
 	if (fd < 0)
 		fd = open(path, O_RDONLY | O_CLOEXEC);
-	(void)start;
 	return fd < 0 ? -errno : fd;
 }
 
@@ -282,7 +303,11 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 	py->runtime = bias + rt;
 	uint8_t dbg[SP_PY_DEBUG_OFFSETS_READ];
 	memset(dbg, 0, sizeof(dbg));
-	sp_py_iov iov = {py->runtime, dbg, sizeof(dbg), 0};
+	/* Not past the object: 3.10's _PyRuntime is only 672 bytes. */
+	uint32_t dlen = s->runtime_size >= 64 && s->runtime_size < sizeof(dbg)
+	                        ? (uint32_t)s->runtime_size
+	                        : (uint32_t)sizeof(dbg);
+	sp_py_iov iov = { py->runtime, dbg, dlen, 0 };
 	int rc = sp_py_mem_read(m, &iov, 1);
 	if (rc == -ESRCH)
 		return rc;
@@ -291,19 +316,19 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 	uint32_t version = 0;
 	if (s->version) {
 		uint8_t v[4];
-		sp_py_iov vi = {bias + s->version, v, 4, 0};
+		sp_py_iov vi = { bias + s->version, v, 4, 0 };
 		if (sp_py_mem_read(m, &vi, 1) == 0)
 			version = sp_le32(v);
 	}
-	if (!version && sp_py_has_debug_cookie(dbg, sizeof(dbg)))
+	if (!version && sp_py_has_debug_cookie(dbg, dlen))
 		version = (uint32_t)sp_le64(dbg + 8);
 	if (!version)
 		version = version_from_name(path);
 	if ((version >> 24) != 3 || ((version >> 16) & 0xff) < 10)
-		return sp_error(STACKPULSE_EUNSUPPORTED, "%s: CPython version 0x%x is not supported",
-		                path, version);
+		return sp_error(STACKPULSE_EUNSUPPORTED,
+		                "%s: CPython version 0x%x is not supported", path, version);
 	if (((version >> 16) & 0xff) >= 13)
-		rc = sp_py_layout_from_debug(dbg, sizeof(dbg), &py->layout);
+		rc = sp_py_layout_from_debug(dbg, dlen, &py->layout);
 	else
 		rc = sp_py_layout_from_table(version, &py->layout);
 	if (rc)
@@ -327,11 +352,11 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 	return 0;
 }
 
-int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
-                         sp_python **out)
+static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end, uint64_t pgoff,
+                      sp_python **out)
 {
 	*out = NULL;
-	int fd = open_mapped(pid, path, start, pgoff);
+	int fd = open_mapped(pid, path, start, end);
 	if (fd < 0)
 		return sp_error(fd, "open %s of process %d", path, (int)pid);
 	elf_syms s;
@@ -339,8 +364,8 @@ int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t p
 	close(fd);
 	if (rc)
 		return rc == STACKPULSE_EFORMAT || rc == STACKPULSE_EUNSUPPORTED
-		           ? sp_error(STACKPULSE_ENOTFOUND, "%s: not a CPython ELF", path)
-		           : rc;
+		               ? sp_error(STACKPULSE_ENOTFOUND, "%s: not a CPython ELF", path)
+		               : rc;
 	if (!(s.runtime || s.runtime_section) || !s.code_type)
 		return sp_error(STACKPULSE_ENOTFOUND, "%s: no CPython symbols", path);
 	uint64_t bias;
@@ -355,7 +380,8 @@ int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t p
 	py->w.mem.read = read_live;
 	py->w.mem.ctx = py;
 	py->w.mem.pages = sp_malloc((size_t)SP_PY_PAGES * SP_PY_PAGE);
-	if (!py->w.mem.pages) {
+	py->w.mem.verify = sp_malloc((size_t)SP_PY_MAX_LIVE * SP_PY_PAGE);
+	if (!py->w.mem.pages || !py->w.mem.verify) {
 		sp_python_free(py);
 		return sp_error(-ENOMEM, "python reader pages");
 	}
@@ -368,16 +394,25 @@ int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t p
 	return 0;
 }
 
+int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
+                         sp_python **out)
+{
+	return probe_file(pid, path, start, 0, pgoff, out);
+}
+
 /* Parses "start-end perms offset dev inode path" of /proc/PID/maps. */
-static int parse_maps_line(char *line, uint64_t *start, uint64_t *pgoff, int *exec, char **path)
+static int parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff, int *exec,
+                           char **path)
 {
 	unsigned long long s, e, off, inode;
 	char perms[8];
 	int consumed = 0;
 	if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &s, &e, perms, &off, &inode,
-	           &consumed) != 5 || consumed <= 0)
+	           &consumed) != 5 ||
+	    consumed <= 0)
 		return -1;
 	*start = s;
+	*end = e;
 	*pgoff = off;
 	*exec = perms[2] == 'x' && inode != 0;
 	*path = line + consumed;
@@ -410,14 +445,14 @@ int sp_python_probe(pid_t pid, sp_python **out)
 				;
 			continue;
 		}
-		uint64_t start, pgoff;
+		uint64_t start, end, pgoff;
 		int exec;
 		char *path;
-		if (parse_maps_line(line, &start, &pgoff, &exec, &path) != 0 || !exec ||
+		if (parse_maps_line(line, &start, &end, &pgoff, &exec, &path) != 0 || !exec ||
 		    path[0] != '/' || !sp_python_candidate(path) || strcmp(path, last) == 0)
 			continue;
 		snprintf(last, sizeof(last), "%s", path); /* one try per file */
-		rc = sp_python_probe_file(pid, path, start, pgoff, out);
+		rc = probe_file(pid, path, start, end, pgoff, out);
 		if (rc == 0 || rc == -ESRCH || rc == -ENOMEM)
 			break;
 		if (best == STACKPULSE_ENOTFOUND)
@@ -428,8 +463,8 @@ int sp_python_probe(pid_t pid, sp_python **out)
 	if (rc == 0 || rc == -ESRCH || rc == -ENOMEM)
 		return rc;
 	return best == STACKPULSE_ENOTFOUND
-	           ? sp_error(STACKPULSE_ENOTFOUND, "process %d is not CPython", (int)pid)
-	           : best;
+	               ? sp_error(STACKPULSE_ENOTFOUND, "process %d is not CPython", (int)pid)
+	               : best;
 }
 
 void sp_python_free(sp_python *py)
@@ -440,6 +475,7 @@ void sp_python_free(sp_python *py)
 		close(py->mem_fd);
 	sp_py_codes_free(py->w.codes);
 	sp_free(py->w.mem.pages);
+	sp_free(py->w.mem.verify);
 	sp_free(py->threads);
 	sp_free(py);
 }
@@ -464,6 +500,7 @@ void sp_python_get_stats(const sp_python *py, sp_python_stats *out)
 {
 	*out = py->stats;
 	out->codes = sp_py_codes_count(py->w.codes);
+	out->torn = py->w.mem.torn;
 }
 
 /* ---- threads and stacks ------------------------------------------------------------ */
@@ -558,6 +595,22 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 		goto done;
 	if (ts.frame)
 		rc = sp_py_walk(&py->w, ts.frame, out, max, n, truncated);
+	if (rc == STACKPULSE_ESTATE) {
+		/* The stack changed while it was read: once more from the
+		 * thread's current top frame (not the sampled one), else give
+		 * up cleanly. */
+		sp_py_mem_reset(&py->w.mem);
+		py->w.mem.stack = NULL;
+		rc = sp_py_read_tstate(&py->w, ts_addr, &ts);
+		if (rc == 0 && ts.tid == tid && ts.frame)
+			rc = sp_py_walk(&py->w, ts.frame, out, max, n, truncated);
+		if (rc == STACKPULSE_ESTATE || (rc == 0 && ts.tid != tid) ||
+		    (rc != 0 && rc != -ESRCH && rc != -ENOMEM)) {
+			*n = 0;
+			*truncated = 1;
+			rc = 0;
+		}
+	}
 	py->stats.frames += *n;
 	py->stats.truncated += (uint64_t)(*truncated != 0);
 done:

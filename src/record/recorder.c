@@ -1,9 +1,18 @@
 /* The public recorder API: option checks, attach/spawn orchestration,
  * per-CPU rings, the event loop and finish. Runs entirely in the caller's
- * thread. Memory: one ring per CPU (mapped, sized from
- * perf_event_mlock_kb), a 64 KiB copy buffer per ring, the process and
- * module tables, the kernel-address set (8 bytes per distinct kernel pc)
- * and the writer's current chunk (about chunk_bytes). */
+ * thread; starts no threads.
+ *
+ * Memory use:
+ *  - one perf ring per CPU: 4 MiB as root (CAP_IPC_LOCK), else
+ *    perf_event_mlock_kb minus one page (512 KiB by default), halved until
+ *    the kernel accepts it; plus a 64 KiB copy buffer per ring;
+ *  - about 30 KiB of per-sample scratch (pcs, frame ids, Python frames);
+ *  - per process 32 bytes per executable mapping, per thread 16 bytes,
+ *    per mapped file about 100 bytes plus its path;
+ *  - 8 to 16 bytes per distinct kernel pc seen (at most 1 Mi of them);
+ *  - the unwinder's per-binary caches and the writer's intern tables and
+ *    current chunk (about chunk_bytes), which grow with the distinct
+ *    frames and stacks, not with the number of samples. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,6 +32,7 @@
 #include "record/attach.h"
 #include "record/kallsyms.h"
 #include "record/proc_scan.h"
+#include "record/python.h"
 #include "record/recorder.h"
 
 #define MAX_STACK_SIZE 65528u /* perf's limit: u16 record size minus headers. */
@@ -95,6 +105,8 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->kaddrs);
 	sp_free(rec->pcs);
 	sp_free(rec->frames);
+	sp_free(rec->pyframes);
+	sp_free(rec->pymerge);
 	sp_free(rec);
 }
 
@@ -122,7 +134,9 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 	}
 	rec->pcs = sp_calloc(SP_MAX_USER_FRAMES, sizeof(uint64_t));
 	rec->frames = sp_calloc(SP_MAX_USER_FRAMES + SP_MAX_KERNEL_FRAMES + 1, sizeof(uint32_t));
-	if (!rec->pcs || !rec->frames) {
+	rec->pyframes = sp_calloc(SP_MAX_PY_FRAMES, sizeof(sp_py_frame));
+	rec->pymerge = sp_calloc(SP_MAX_USER_FRAMES, sizeof(sp_py_merge_item));
+	if (!rec->pcs || !rec->frames || !rec->pyframes || !rec->pymerge) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -379,6 +393,24 @@ static void watch_pidfd(stackpulse_recorder *rec)
 	}
 }
 
+/* With python REQUIRED, an attach target must be a CPython we can read.
+ * (A spawned program is only known after exec: there REQUIRED acts as
+ * AUTO.) */
+static int python_required(stackpulse_recorder *rec, sp_process *p)
+{
+	if (rec->opts.python != STACKPULSE_FEATURE_REQUIRED || !p)
+		return 0;
+	p->py_probed = 1;
+	int rc = sp_python_probe(p->pid, &p->py);
+	if (rc == STACKPULSE_ENOTFOUND)
+		return sp_error(rc, "python frames were required but pid %d runs no CPython",
+		                (int)p->pid);
+	if (rc)
+		return sp_error_context(rc, "python frames were required");
+	rec->python_found = 1;
+	return 0;
+}
+
 /* ---- public: attach and spawn ---- */
 
 int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
@@ -396,9 +428,13 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
 		return rc;
 	if ((rc = sp_attach_check_pid(pid)) != 0)
 		return rc;
-	stackpulse_recorder *rec;
-	if ((rc = recorder_new(opts, path, &rec)) != 0)
-		return rc;
+	if (mode == STACKPULSE_ATTACH_STOP_ENABLE_RESUME && pid == getpid())
+		return sp_error(-EINVAL, "a process cannot stop itself: attach to pid %d with "
+		                         "STACKPULSE_ATTACH_LIVE",
+		                (int)pid);
+	stackpulse_recorder *rec = NULL;
+	if ((rc = recorder_new(opts, path, &rec)) != 0 || !rec)
+		return rc ? rc : STACKPULSE_EINTERNAL;
 	rec->target = pid;
 	watch_pidfd(rec);
 	kptr_check(rec);
@@ -415,9 +451,11 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
 			rc = open_all_threads(rec, 0);
 		if (rc == 0)
 			rc = write_meta(rec);
-		sp_process *p;
+		sp_process *p = NULL;
 		if (rc == 0)
 			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, clock_ns(CLOCK_MONOTONIC), &p);
+		if (rc == 0)
+			rc = python_required(rec, p);
 		if (rc == 0)
 			rc = enable_all(rec);
 		sp_attach_resume(&st); /* On every path: the target never stays stopped. */
@@ -429,9 +467,11 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
 		 * twice (harmless) instead of never. */
 		if (rc == 0)
 			rc = enable_all(rec);
-		sp_process *p;
+		sp_process *p = NULL;
 		if (rc == 0)
 			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, clock_ns(CLOCK_MONOTONIC), &p);
+		if (rc == 0)
+			rc = python_required(rec, p);
 		if (rc == 0)
 			rc = open_all_threads(rec, 1);
 		if (rc == 0)
@@ -456,10 +496,11 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 	*out = NULL;
 	if (!argv || !argv[0] || !argv[0][0])
 		return sp_error(-EINVAL, "argv is empty");
-	stackpulse_recorder *rec;
+	const char *prog = argv[0];
+	stackpulse_recorder *rec = NULL;
 	int rc = recorder_new(opts, path, &rec);
-	if (rc)
-		return rc;
+	if (rc || !rec)
+		return rc ? rc : STACKPULSE_EINTERNAL;
 	rec->spawned = 1;
 	kptr_check(rec);
 	if ((rc = open_rings(rec)) != 0)
@@ -489,9 +530,9 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 			size_t at = 0;
 			for (size_t i = 0; argv[i] && at + strlen(argv[i]) + 2 <= len; i++)
 				at += (size_t)snprintf(cmd + at, len - at, "%s%s", i ? " " : "", argv[i]);
-			const char *base = strrchr(argv[0], '/');
+			const char *base = strrchr(prog, '/');
 			char name[16];
-			snprintf(name, sizeof(name), "%s", base ? base + 1 : argv[0]);
+			snprintf(name, sizeof(name), "%s", base ? base + 1 : prog);
 			rc = sp_ptable_add(&rec->pt, child, SP_NONE, clock_ns(CLOCK_MONOTONIC), name,
 			                   cmd, &p);
 			sp_thread *th;
@@ -506,7 +547,7 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 		goto fail;
 	}
 	/* enable_on_exec starts sampling at the exec itself. */
-	if ((rc = sp_spawn_release(child, go, status_fd, argv[0])) != 0)
+	if ((rc = sp_spawn_release(child, go, status_fd, prog)) != 0)
 		goto fail;
 	if (pid_out)
 		*pid_out = child;
@@ -725,9 +766,9 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.modules = wc.modules;
 	s.unique_stacks = wc.stacks;
 	s.kernel_frames = rec->setup.kernel_frames;
-	s.python_frames = 0;
+	s.python_frames = rec->python_found;
 	s.event = rec->setup.event;
-	s.python_samples = 0;
+	s.python_samples = rec->python_samples;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }

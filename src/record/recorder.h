@@ -18,6 +18,7 @@
 #define SP_MAX_USER_FRAMES 1024  /* Deeper user stacks are cut (marker). */
 #define SP_MAX_KERNEL_FRAMES 512 /* Above perf_event_max_stack's limit. */
 #define SP_MAX_KADDRS (1u << 20) /* Distinct kernel addresses remembered. */
+#define SP_MAX_PY_FRAMES 256     /* Python frames read per sample. */
 
 /* Event id (PERF_EVENT_IOC_ID) -> thread it was opened on. */
 typedef struct sp_event_id {
@@ -58,6 +59,10 @@ struct stackpulse_recorder {
 	int error;         /* First error of a drain (sticky). */
 	uint64_t last_flush_ns; /* CLOCK_MONOTONIC of the last chunk flush. */
 
+	uint64_t python_samples; /* Samples that carry Python frames. */
+	int python_found;  /* A CPython target was found. */
+	struct sp_py_frame *pyframes;       /* Scratch: Python frames. */
+	struct sp_py_merge_item *pymerge;   /* Scratch: merged stack. */
 	uint64_t *pcs;     /* Scratch: unwound pcs. */
 	uint32_t *frames;  /* Scratch: frame ids of one stack. */
 	char kernel_note[320];

@@ -56,14 +56,6 @@ void sp_ring_unmap(sp_ring *r)
 	r->fd = -1;
 }
 
-int sp_ring_pending(const sp_ring *r)
-{
-	if (!r->meta)
-		return 0;
-	uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
-	return head != r->meta->data_tail;
-}
-
 /* Copies @p n bytes at ring position @p pos, wrapping at the end. */
 static void ring_copy(const sp_ring *r, uint64_t pos, void *dst, size_t n)
 {
@@ -115,43 +107,4 @@ void sp_ring_release(sp_ring *r)
 		return;
 	__atomic_store_n(&r->meta->data_tail, r->meta->data_tail + r->peeked, __ATOMIC_RELEASE);
 	r->peeked = 0;
-}
-
-int sp_ring_drain(sp_ring *r, sp_ring_fn fn, void *ctx)
-{
-	if (!r->meta)
-		return 0;
-	uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
-	uint64_t tail = r->meta->data_tail;
-	int rc = 0;
-	while (tail < head && rc == 0) {
-		uint64_t left = head - tail;
-		struct perf_event_header hdr;
-		if (left < sizeof(hdr) || left > r->size) {
-			r->corrupt++;
-			tail = head; /* Cannot happen with a sane kernel: resynchronise. */
-			break;
-		}
-		ring_copy(r, tail, &hdr, sizeof(hdr));
-		if (hdr.size < sizeof(hdr) || hdr.size > left) {
-			r->corrupt++;
-			tail = head;
-			break;
-		}
-		uint64_t off = tail & (r->size - 1);
-		const uint8_t *rec;
-		if (off + hdr.size <= r->size) {
-			rec = r->data + off;
-		} else {
-			ring_copy(r, tail, r->copy, hdr.size);
-			rec = r->copy;
-		}
-		rc = fn(ctx, &hdr, rec, hdr.size);
-		tail += hdr.size;
-		/* Release each record at once so the kernel can refill during a
-		 * long drain. */
-		__atomic_store_n(&r->meta->data_tail, tail, __ATOMIC_RELEASE);
-	}
-	__atomic_store_n(&r->meta->data_tail, tail, __ATOMIC_RELEASE);
-	return rc;
 }

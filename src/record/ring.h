@@ -24,22 +24,11 @@ typedef struct sp_ring {
 int sp_ring_map(sp_ring *r, int fd, int cpu, size_t data_bytes);
 void sp_ring_unmap(sp_ring *r);
 
-/* 1 when the ring holds unread bytes. */
-int sp_ring_pending(const sp_ring *r);
-
 /* Peeks at the next unread record without releasing it: 1 with
  * hdr, rec and len set (valid until sp_ring_release or the next peek), 0 when
  * the ring is empty. Malformed space is skipped and counted. */
 int sp_ring_peek(sp_ring *r, struct perf_event_header *hdr, const uint8_t **rec, size_t *len);
 /* Releases the record returned by the last peek. */
 void sp_ring_release(sp_ring *r);
-
-/* Called per record; @p rec (header included) holds @p len bytes. */
-typedef int (*sp_ring_fn)(void *ctx, const struct perf_event_header *hdr, const uint8_t *rec,
-                          size_t len);
-
-/* Hands every complete record to @p fn and releases its space. Stops at
- * the first nonzero return (the record is still consumed) and returns it. */
-int sp_ring_drain(sp_ring *r, sp_ring_fn fn, void *ctx);
 
 #endif

@@ -10,6 +10,7 @@
 #include "common/hash.h"
 #include "record/kallsyms.h"
 #include "record/proc_scan.h"
+#include "record/python.h"
 #include "record/recorder.h"
 
 /* Trailer of side-band records for sample_id_all with our sample_type:
@@ -177,6 +178,96 @@ static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t m
 	return sp_writer_frame(rec->w, &f, &rec->frames[(*n)++]);
 }
 
+/* The CPython reader of @p proc, probing once per image. */
+static sp_python *python_for(stackpulse_recorder *rec, sp_process *proc)
+{
+	if (rec->opts.python == STACKPULSE_FEATURE_OFF)
+		return NULL;
+	if (!proc->py_probed) {
+		proc->py_probed = 1;
+		if (sp_python_probe(proc->pid, &proc->py) != 0)
+			proc->py = NULL;
+		else
+			rec->python_found = 1;
+	}
+	return proc->py;
+}
+
+/* The spool frame of Python frame @p f (its code object interned once). */
+static int python_frame(stackpulse_recorder *rec, sp_python *py, const sp_py_frame *f,
+                        uint32_t *id, int *skip)
+{
+	sp_py_code *code = sp_python_code(py, f->code);
+	*skip = !code || code->synthetic;
+	if (*skip)
+		return 0;
+	if (code->user == UINT32_MAX) {
+		int rc = sp_writer_pycode(rec->w, code->qualname, code->filename, code->first_line,
+		                          &code->user);
+		if (rc)
+			return rc;
+	}
+	struct stackpulse_raw_frame rf = {STACKPULSE_FRAME_PYTHON, SP_NONE, f->offset, code->user,
+	                                  f->line};
+	return sp_writer_frame(rec->w, &rf, id);
+}
+
+/* Appends the user part: native pcs merged with the Python stack when the
+ * process runs CPython, else the native pcs alone. */
+static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
+                       const sp_unwind_result *res, const uint8_t *stack, size_t stack_len,
+                       uint64_t sp, uint32_t *n)
+{
+	int rc;
+	sp_python *py = python_for(rec, proc);
+	uint32_t npy = 0;
+	int py_trunc = 0;
+	if (py && sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
+	                               SP_MAX_PY_FRAMES, &npy, &py_trunc) != 0)
+		npy = 0;
+	if (npy > 0) {
+		sp_py_merge_in in;
+		memset(&in, 0, sizeof(in));
+		in.pcs = rec->pcs;
+		in.npcs = res->count;
+		in.native_truncated = res->truncated;
+		in.eval = sp_python_eval_ranges(py, &in.neval);
+		in.py = rec->pyframes;
+		in.npy = npy;
+		in.py_truncated = py_trunc;
+		uint32_t m = 0, flags = 0;
+		if (sp_py_merge(&in, rec->pymerge, SP_MAX_USER_FRAMES, &m, &flags) == 0) {
+			rec->python_samples++;
+			for (uint32_t i = 0; i < m; i++) {
+				const sp_py_merge_item *it = &rec->pymerge[i];
+				if (it->kind == SP_PY_MERGE_NATIVE && it->index < res->count) {
+					struct stackpulse_raw_frame f;
+					sp_ptable_frame(proc, rec->pcs[it->index], &f);
+					rc = sp_writer_frame(rec->w, &f, &rec->frames[(*n)++]);
+				} else if (it->kind == SP_PY_MERGE_PYTHON && it->index < npy) {
+					int skip;
+					rc = python_frame(rec, py, &rec->pyframes[it->index],
+					                  &rec->frames[*n], &skip);
+					if (!skip)
+						(*n)++;
+				} else {
+					rc = add_frame(rec, n, STACKPULSE_FRAME_TRUNCATED, SP_NONE, 0);
+				}
+				if (rc)
+					return rc;
+			}
+			return 0;
+		}
+	}
+	for (uint32_t i = 0; i < res->count && i < SP_MAX_USER_FRAMES; i++) {
+		struct stackpulse_raw_frame f;
+		sp_ptable_frame(proc, rec->pcs[i], &f);
+		if ((rc = sp_writer_frame(rec->w, &f, &rec->frames[(*n)++])) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 {
 	rd r = {p, len, sizeof(struct perf_event_header), 0};
@@ -270,12 +361,8 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 				res.count = 1;
 			}
 		}
-		for (uint32_t i = 0; i < res.count && i < SP_MAX_USER_FRAMES; i++) {
-			struct stackpulse_raw_frame f;
-			sp_ptable_frame(proc, rec->pcs[i], &f);
-			if ((rc = sp_writer_frame(rec->w, &f, &rec->frames[n++])) != 0)
-				return rc;
-		}
+		if ((rc = user_frames(rec, proc, tid, &res, stack, (size_t)dyn, sp, &n)) != 0)
+			return rc;
 		if (res.truncated) {
 			rec->truncated++;
 			if ((rc = add_frame(rec, &n, STACKPULSE_FRAME_TRUNCATED, SP_NONE, 0)) != 0)

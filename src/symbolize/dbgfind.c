@@ -169,6 +169,56 @@ static int query_debuginfod(const sp_dbg_config *cfg, const uint8_t *bid, uint32
 }
 #endif
 
+int sp_dbg_find_altlink(const sp_dbg_config *cfg, const char *dwarf_file, char **out)
+{
+	*out = NULL;
+	if (!dwarf_file)
+		return -1;
+	uint64_t size;
+	int fd = sp_elf_open_regular(dwarf_file, &size);
+	if (fd < 0)
+		return -1;
+	uint8_t link[4096 + 64];
+	size_t len = 0;
+	int rc = sp_elf_read_section(fd, size, ".gnu_debugaltlink", link, sizeof(link), &len);
+	close(fd);
+	/* The section is "name\0" then the supplementary file's build-id. */
+	const uint8_t *nul = rc == 0 ? memchr(link, 0, len) : NULL;
+	if (!nul)
+		return -1;
+	size_t name_len = (size_t)(nul - link);
+	const uint8_t *bid = nul + 1;
+	size_t bid_len = len - name_len - 1;
+	if (bid_len < 2 || bid_len > 64)
+		return -1;
+	char path[4096], hex[129];
+	sp_hex(bid, bid_len, hex);
+	for (size_t i = 0; i < cfg->nroots; i++) {
+		int n = snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", cfg->roots[i], hex,
+		                 hex + 2);
+		if (n <= 0 || (size_t)n >= sizeof(path))
+			continue;
+		int afd = try_candidate(cfg, path, bid, (uint32_t)bid_len, 0, 0);
+		if (afd >= 0)
+			return found(afd, path, out);
+	}
+	const char *name = (const char *)link;
+	int n;
+	if (name[0] == '/') {
+		n = snprintf(path, sizeof(path), "%s", name);
+	} else {
+		const char *slash = strrchr(dwarf_file, '/');
+		int dirlen = slash ? (int)(slash - dwarf_file) : 1;
+		n = snprintf(path, sizeof(path), "%.*s/%s", dirlen, slash ? dwarf_file : ".", name);
+	}
+	if (n > 0 && (size_t)n < sizeof(path)) {
+		int afd = try_candidate(cfg, path, bid, (uint32_t)bid_len, 0, 0);
+		if (afd >= 0)
+			return found(afd, path, out);
+	}
+	return -1;
+}
+
 int sp_dbg_find_debuginfo(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
                           const char *binary, const char *debuglink, uint32_t crc, char **out)
 {

@@ -59,10 +59,16 @@ static int find_debuginfo_cb(Dwfl_Module *mod, void **ud, const char *modname, D
                              const char *file_name, const char *debuglink_file,
                              GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
-	(void)mod, (void)modname, (void)base;
+	(void)modname, (void)base;
 	sp_dbgmod *m = ud ? *ud : NULL;
 	if (!m)
 		return -1;
+	/* Once the module has its DWARF file, libdwfl calls back only for the
+	 * dwz supplementary file: never answer that with the debug file. */
+	Dwarf_Addr dwbias = (Dwarf_Addr)-1;
+	dwfl_module_info(mod, NULL, NULL, NULL, &dwbias, NULL, NULL, NULL);
+	if (dwbias != (Dwarf_Addr)-1)
+		return sp_dbg_find_altlink(m->cfg, file_name, debuginfo_file_name);
 	return sp_dbg_find_debuginfo(m->cfg, m->bid, m->bid_len, file_name ? file_name : m->path,
 	                             debuglink_file, debuglink_crc, debuginfo_file_name);
 }
@@ -123,7 +129,7 @@ int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len,
 		rc = sp_error(STACKPULSE_EFORMAT, "%s: libdwfl: %s", path, dwfl_errmsg(-1));
 		goto fail; /* fd not consumed on failure. */
 	}
-	fd = -1; /* Owned by libdwfl now. */
+	/* libdwfl owns fd now. */
 	void **ud = NULL;
 	dwfl_module_info(m->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
 	if (ud)

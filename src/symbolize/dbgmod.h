@@ -33,6 +33,12 @@ int sp_dbg_find_debuginfo(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t
                           const char *binary, const char *debuglink, uint32_t crc,
                           char **path);
 
+/* Finds the dwz supplementary file (.gnu_debugaltlink) named by the DWARF
+ * file @p dwarf_file: by its own build-id under the debug roots, then by
+ * the recorded path (relative to @p dwarf_file's folder). Returns an fd
+ * (build-id verified) and sets *path, or -1. */
+int sp_dbg_find_altlink(const sp_dbg_config *cfg, const char *dwarf_file, char **path);
+
 typedef struct sp_dbgmod sp_dbgmod;
 
 /* Opens @p path and verifies it carries @p bid (when bid_len > 0).

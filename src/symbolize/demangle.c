@@ -5,8 +5,27 @@
 
 #define MAX_NAME 4096
 
-/* From libstdc++ (link -lstdc++); the result is malloc'd by libstdc++. */
+/* From libstdc++ or libc++abi; the result is malloc'd. Builds that link a
+ * C++ runtime define SP_HAVE_CXA_DEMANGLE for a strong reference (a weak
+ * one would not pull the member out of a static libc++abi, nor keep an
+ * --as-needed libstdc++). Otherwise the reference is weak: the library
+ * still links, and C++ names stay raw unless the program itself brings a
+ * C++ runtime. */
+#ifdef SP_HAVE_CXA_DEMANGLE
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+#else
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status)
+    __attribute__((weak));
+#endif
+
+int sp_demangle_cxx_available(void)
+{
+#ifdef SP_HAVE_CXA_DEMANGLE
+	return 1;
+#else
+	return __cxa_demangle != NULL;
+#endif
+}
 
 static int is_hex(char c)
 {
@@ -77,7 +96,7 @@ const char *sp_demangle(sp_strpool *pool, const char *raw, int keep_raw)
 			return sp_strpool_intern(pool, out);
 		return sp_strpool_intern(pool, raw);
 	}
-	if (strncmp(raw, "_Z", 2) != 0)
+	if (strncmp(raw, "_Z", 2) != 0 || !sp_demangle_cxx_available())
 		return sp_strpool_intern(pool, raw);
 	int status = 0;
 	char *dm = __cxa_demangle(raw, NULL, NULL, &status);

@@ -130,7 +130,7 @@ static int note_range(int fd, uint64_t size, const rd *r, uint64_t off, uint64_t
 
 int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 {
-	uint8_t eh[64];
+	uint8_t eh[64] = {0};
 	memset(out, 0, sizeof(*out));
 	int rc = read_at(fd, size, 0, eh, sizeof(eh));
 	if (rc)
@@ -155,7 +155,7 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 	int found = 0;
 	if (shoff && shnum && shnum <= MAX_SHNUM && shentsize >= shsz) {
 		for (uint16_t i = 0; i < shnum && !found; i++) {
-			uint8_t sh[64];
+			uint8_t sh[64] = {0};
 			if (read_at(fd, size, shoff + (uint64_t)i * shentsize, sh, shsz) != 0)
 				break;
 			if (g32(&r, sh + 4) != SHT_NOTE)
@@ -168,7 +168,7 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 	}
 	if (phoff && phnum && phnum <= MAX_PHNUM && phentsize >= phsz) {
 		for (uint16_t i = 0; i < phnum; i++) {
-			uint8_t ph[56];
+			uint8_t ph[56] = {0};
 			rc = read_at(fd, size, phoff + (uint64_t)i * phentsize, ph, phsz);
 			if (rc)
 				return rc;
@@ -188,6 +188,60 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 		}
 	}
 	return 0;
+}
+
+int sp_elf_read_section(int fd, uint64_t size, const char *name, uint8_t *buf, size_t cap,
+                        size_t *len)
+{
+	uint8_t eh[64] = {0};
+	int rc = read_at(fd, size, 0, eh, sizeof(eh));
+	if (rc)
+		return rc;
+	if (memcmp(eh, ELFMAG, SELFMAG) != 0 ||
+	    (eh[EI_CLASS] != ELFCLASS32 && eh[EI_CLASS] != ELFCLASS64))
+		return sp_error(STACKPULSE_EFORMAT, "not an ELF file");
+	rd r = {eh[EI_DATA] == ELFDATA2MSB};
+	int is64 = eh[EI_CLASS] == ELFCLASS64;
+	uint64_t shoff = is64 ? g64(&r, eh + 40) : g32(&r, eh + 32);
+	uint16_t shentsize = g16(&r, eh + (is64 ? 58 : 46));
+	uint16_t shnum = g16(&r, eh + (is64 ? 60 : 48));
+	uint16_t shstrndx = g16(&r, eh + (is64 ? 62 : 50));
+	size_t shsz = is64 ? 64 : 40;
+	if (!shoff || !shnum || shnum > MAX_SHNUM || shentsize < shsz || shstrndx >= shnum)
+		return STACKPULSE_ENOTFOUND;
+	/* The section-name table, bounded like everything else. */
+	static _Thread_local char names[MAX_NOTE_BYTES];
+	uint8_t sh[64] = {0};
+	rc = read_at(fd, size, shoff + (uint64_t)shstrndx * shentsize, sh, shsz);
+	if (rc)
+		return rc;
+	uint64_t noff = is64 ? g64(&r, sh + 24) : g32(&r, sh + 16);
+	uint64_t nlen = is64 ? g64(&r, sh + 32) : g32(&r, sh + 20);
+	if (nlen == 0 || nlen > sizeof(names))
+		return STACKPULSE_ENOTFOUND;
+	rc = read_at(fd, size, noff, names, (size_t)nlen);
+	if (rc)
+		return rc;
+	names[nlen - 1] = '\0';
+	for (uint16_t i = 0; i < shnum; i++) {
+		rc = read_at(fd, size, shoff + (uint64_t)i * shentsize, sh, shsz);
+		if (rc)
+			return rc;
+		uint32_t nm = g32(&r, sh);
+		if (nm >= nlen || strcmp(names + nm, name) != 0 || g32(&r, sh + 4) == SHT_NOBITS)
+			continue;
+		uint64_t off = is64 ? g64(&r, sh + 24) : g32(&r, sh + 16);
+		uint64_t slen = is64 ? g64(&r, sh + 32) : g32(&r, sh + 20);
+		if (slen > cap)
+			return sp_error(STACKPULSE_ELIMIT, "ELF: section %s of %llu bytes", name,
+			                (unsigned long long)slen);
+		rc = read_at(fd, size, off, buf, (size_t)slen);
+		if (rc)
+			return rc;
+		*len = (size_t)slen;
+		return 0;
+	}
+	return STACKPULSE_ENOTFOUND;
 }
 
 int sp_elf_offset_to_vaddr(const sp_elf_info *info, uint64_t off, uint64_t *vaddr)

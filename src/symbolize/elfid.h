@@ -45,6 +45,12 @@ int sp_elf_offset_to_vaddr(const sp_elf_info *info, uint64_t off, uint64_t *vadd
 /* The inverse, for symbol tables built from addresses. */
 int sp_elf_vaddr_to_offset(const sp_elf_info *info, uint64_t vaddr, uint64_t *off);
 
+/* Copies the contents of the section named @p name (at most @p cap bytes;
+ * longer sections are refused) into @p buf. Returns 0 with *len set,
+ * STACKPULSE_ENOTFOUND, or another code. */
+int sp_elf_read_section(int fd, uint64_t size, const char *name, uint8_t *buf, size_t cap,
+                        size_t *len);
+
 /* zlib-compatible CRC-32 of the whole file (for .gnu_debuglink). */
 int sp_elf_file_crc32(int fd, uint64_t size, uint32_t *crc);
 

@@ -18,6 +18,8 @@
 #include "symcache/symcache.h"
 
 #define MAX_STACK_WALK (1u << 20)
+/* Binaries kept open (each holds descriptors and libdw state). */
+#define MAX_OPEN_BINARIES 128
 
 struct stackpulse_frame {
 	const char *name;
@@ -43,6 +45,7 @@ typedef struct symmod {
 	int dbg_tried;
 	int dbg_rc;                /* Why the binary is unusable, or 0. */
 	sp_dbgmod *dbg;
+	uint64_t last_use;         /* Tick of the last libdw lookup. */
 } symmod;
 
 /* One cached resolution: frames [first, first + count) of sym->rf. */
@@ -66,6 +69,8 @@ struct stackpulse_symbolizer {
 	size_t cap, used;
 	sp_symcache_frame *rf;
 	size_t nrf, rf_cap;
+	uint32_t nopen; /* Modules with an open sp_dbgmod. */
+	uint64_t tick;
 };
 
 static int oom(void)
@@ -97,7 +102,9 @@ int stackpulse_symbolizer_new(const stackpulse_spool *spool,
 	int rc = sp_dbg_config_init(&s->cfg, o.debug_dirs, !offline, &s->counters);
 	if (rc)
 		goto fail;
-	if (!offline && !(o.flags & STACKPULSE_SYM_NO_CACHE))
+	/* Cached names are demangled, so RAW_NAMES bypasses the disk cache
+	 * (embedded tables are still used: they are all an offline run has). */
+	if (!offline && !(o.flags & (STACKPULSE_SYM_NO_CACHE | STACKPULSE_SYM_RAW_NAMES)))
 		s->cache_dir = sp_cacheio_dir(o.cache_dir);
 	s->nmods = stackpulse_spool_module_count(spool);
 	if (s->nmods) {
@@ -254,6 +261,42 @@ static int remember(stackpulse_symbolizer *s, uint32_t module, uint64_t off, int
 	return 0;
 }
 
+/* Opens the module's binary. A path the kernel marked " (deleted)" is
+ * retried without the mark: the build-id check rejects any other file. */
+static int open_module(stackpulse_symbolizer *s, symmod *m)
+{
+	const char *path = m->info->path ? m->info->path : "";
+	int rc = sp_dbgmod_open(path, m->info->build_id, m->info->build_id_len, &s->cfg, &m->dbg);
+	static const char mark[] = " (deleted)";
+	size_t n = strlen(path), k = sizeof(mark) - 1;
+	if (rc == -ENOENT && n > k && strcmp(path + n - k, mark) == 0 && m->info->build_id_len) {
+		char *trimmed = sp_strndup(path, n - k);
+		if (!trimmed)
+			return oom();
+		rc = sp_dbgmod_open(trimmed, m->info->build_id, m->info->build_id_len, &s->cfg, &m->dbg);
+		sp_free(trimmed);
+	}
+	return rc;
+}
+
+/* Closes the least recently used binary so descriptors stay bounded; it
+ * is reopened if needed again. */
+static void close_lru(stackpulse_symbolizer *s)
+{
+	symmod *victim = NULL;
+	for (uint32_t i = 0; i < s->nmods; i++) {
+		symmod *m = &s->mods[i];
+		if (m->dbg && (!victim || m->last_use < victim->last_use))
+			victim = m;
+	}
+	if (!victim)
+		return;
+	sp_dbgmod_free(victim->dbg);
+	victim->dbg = NULL;
+	victim->dbg_tried = 0;
+	s->nopen--;
+}
+
 /* Resolves a NATIVE frame into the result cache. */
 static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t off, int leaf,
                           rslot **out)
@@ -280,22 +323,24 @@ static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t of
 		s->counters.cache_hits++;
 	if (!n && !offline) {
 		if (!m->dbg_tried) {
+			if (s->nopen >= MAX_OPEN_BINARIES)
+				close_lru(s);
 			m->dbg_tried = 1;
-			m->dbg_rc = sp_dbgmod_open(m->info->path, m->info->build_id,
-			                           m->info->build_id_len, &s->cfg, &m->dbg);
+			m->dbg_rc = open_module(s, m);
 			if (m->dbg_rc == -ENOMEM)
 				return m->dbg_rc;
+			if (m->dbg)
+				s->nopen++;
 		}
 		if (m->dbg) {
+			m->last_use = ++s->tick;
 			int k = sp_dbgmod_resolve(m->dbg, look, &s->pool,
 			                          (s->flags & STACKPULSE_SYM_RAW_NAMES) != 0, fr,
 			                          SP_SYMCACHE_MAX_FRAMES);
 			if (k < 0)
 				return k;
 			n = (uint32_t)k;
-			/* Names depend on RAW_NAMES: cache only demangled answers. */
-			if (s->cache_dir && m->info->build_id_len &&
-			    !(s->flags & STACKPULSE_SYM_RAW_NAMES)) {
+			if (s->cache_dir && m->info->build_id_len) {
 				if (!m->fresh && sp_symcache_builder_new(m->info->build_id,
 				                                         m->info->build_id_len,
 				                                         &m->fresh) != 0)
@@ -352,10 +397,12 @@ int sp_symbolizer_resolve_frame_at(stackpulse_symbolizer *s, uint32_t frame_id, 
 		if (!mi)
 			break;
 		f.module = mi->path;
-		rslot *r;
+		rslot *r = NULL;
 		int rc = resolve_native(s, raw->module, raw->offset, is_leaf, &r);
 		if (rc)
 			return rc;
+		if (!r)
+			return sp_error(STACKPULSE_EINTERNAL, "symbolizer: no cached result");
 		uint32_t first = r->first, count = r->count;
 		uint32_t from = (s->flags & STACKPULSE_SYM_NO_INLINE) ? count - 1 : 0;
 		for (uint32_t i = from; i < count; i++) {

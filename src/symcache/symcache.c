@@ -382,7 +382,7 @@ int sp_symcache_builder_add(sp_symcache_builder *b, uint64_t start, uint32_t len
 	/* Emit inline records outermost first so parents precede children. */
 	uint32_t parent = SP_SYMCACHE_NONE;
 	for (uint32_t k = n - 1; k-- > 0;) {
-		binline r;
+		binline r = {0, 0, 0, 0};
 		int rc = intern_str(b, frames[k].name, &r.name);
 		if (!rc)
 			rc = intern_str(b, frames[k + 1].file, &r.file);

@@ -194,7 +194,8 @@ static SP_FIXTURE_UNUSED size_t raw_spool(uint8_t *out, size_t cap, const uint8_
 	              SP_FOOTER_LEN;
 	if (need > cap)
 		return 0;
-	memcpy(out, SP_FILE_MAGIC, SP_FILE_MAGIC_LEN);
+	static const uint8_t magic[SP_FILE_MAGIC_LEN] = SP_FILE_MAGIC_BYTES;
+	memcpy(out, magic, SP_FILE_MAGIC_LEN);
 	sp_put_le16(out + 8, version);
 	sp_put_le16(out + 10, flags);
 	sp_put_le32(out + 12, 0);

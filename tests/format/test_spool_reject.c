@@ -218,7 +218,8 @@ SP_TEST(decompression_bomb_is_refused)
 	REQUIRE(hdr == 5);
 	memsink m = { 0 };
 	uint8_t fh[SP_FILE_HEADER_LEN] = { 0 };
-	memcpy(fh, SP_FILE_MAGIC, 8);
+	static const uint8_t magic[SP_FILE_MAGIC_LEN] = SP_FILE_MAGIC_BYTES;
+	memcpy(fh, magic, SP_FILE_MAGIC_LEN);
 	fh[8] = 1;
 	REQUIRE_OK(memsink_write(&m, fh, sizeof(fh)));
 	size_t cap = ZSTD_compressBound(raw_len);

@@ -347,14 +347,14 @@ static struct mem_use measure(uint64_t nsamples, size_t *file_len)
 SP_TEST(memory_is_flat_in_samples)
 {
 	size_t len_small, len_big;
-	struct mem_use small = measure(100000, &len_small);
-	struct mem_use big = measure(1000000, &len_big);
-	printf("    100k samples (%zu bytes): %llu allocs, %zu retained, %zu peak\n", len_small,
+	struct mem_use small = measure(50000, &len_small);
+	struct mem_use big = measure(500000, &len_big);
+	printf("    50k samples (%zu bytes): %llu allocs, %zu retained, %zu peak\n", len_small,
 	       (unsigned long long)small.allocs, small.retained, small.peak);
-	printf("    1M samples (%zu bytes): %llu allocs, %zu retained, %zu peak\n", len_big,
+	printf("    500k samples (%zu bytes): %llu allocs, %zu retained, %zu peak\n", len_big,
 	       (unsigned long long)big.allocs, big.retained, big.peak);
-	CHECK_EQ(small.samples, 100000);
-	CHECK_EQ(big.samples, 1000000);
+	CHECK_EQ(small.samples, 50000);
+	CHECK_EQ(big.samples, 500000);
 	/* Ten times the samples: a handful more allocations (the chunk index
 	 * grows), and no more than a chunk's worth of extra memory. */
 	CHECK(big.allocs <= small.allocs + 8);

@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "harness.h"
 #include "stackpulse.h"
+#include "fields.h"
 #include "synth.h"
 
 static char *read_file(const char *path, size_t *len)
@@ -116,12 +117,9 @@ SP_TEST(pprof_matches_go_tool_pprof_top)
 		if (end)
 			*end = '\0';
 		long long flat = 0, cum = 0;
-		char fp[32], sp[32], cp[32];
-		int name_at = 0;
-		if (sscanf(line, "%lld %31s %31s %lld %31s %n", &flat, fp, sp, &cum, cp,
-		           &name_at) == 5 &&
-		    name_at > 0) {
-			char *name = line + name_at;
+		char *fld[5], *name = NULL;
+		if (split_fields(line, fld, 5, &name) == 0 && to_ll(fld[0], &flat) == 0 &&
+		    to_ll(fld[3], &cum) == 0 && *name) {
 			char *inl = strstr(name, " (inline)");
 			if (inl)
 				*inl = '\0';
@@ -440,7 +438,11 @@ SP_TEST(svg_flamegraph_parses_and_renders)
 	REQUIRE(text != NULL);
 	int colours = 0;
 	double share = 0;
-	if (rc != 0 || sscanf(text, "%d %lf", &colours, &share) != 2)
+	char *endp = NULL;
+	colours = (int)strtol(text, &endp, 10);
+	if (endp && endp != text)
+		share = strtod(endp, NULL);
+	if (rc != 0 || !endp || endp == text)
 		fprintf(stderr, "    png check: %s\n", text);
 	CHECK_EQ(rc, 0);
 	CHECK(colours >= 8); /* Frames in several colours plus text. */

@@ -266,3 +266,45 @@ SP_TEST(allocation_failures)
 	stackpulse_spool_close(s);
 	sp_buf_free(&mem);
 }
+
+/* Without a symbolizer, JIT frames take their perf-map name from the spool
+ * (per process), and unknown addresses read [unknown]. */
+SP_TEST(jit_and_unknown_frames_without_symbolizer)
+{
+	sp_buf mem;
+	sp_buf_init(&mem);
+	sp_writer *w = NULL;
+	sp_writer_opts wo = { 0, 0 };
+	REQUIRE_OK(sp_writer_new(&wo, syn_sink, &mem, &w));
+	uint32_t p1, p2, t1, t2, fj, fu, s1, s2;
+	REQUIRE_OK(sp_writer_process(w, 10, UINT32_MAX, 1, "node", "node app.js", &p1));
+	REQUIRE_OK(sp_writer_process(w, 11, UINT32_MAX, 1, "java", "java App", &p2));
+	REQUIRE_OK(sp_writer_thread(w, p1, 10, 1, "node", &t1));
+	REQUIRE_OK(sp_writer_thread(w, p2, 11, 1, "java", &t2));
+	REQUIRE_OK(sp_writer_jitsym(w, p1, 0x7000, 0x100, "LazyCompile:*hot app.js:3"));
+	REQUIRE_OK(sp_writer_jitsym(w, p2, 0x7000, 0x100, "Interpreter"));
+	struct stackpulse_raw_frame rf = { STACKPULSE_FRAME_JIT, UINT32_MAX, 0x7010, UINT32_MAX,
+		                           0 };
+	REQUIRE_OK(sp_writer_frame(w, &rf, &fj));
+	rf.kind = STACKPULSE_FRAME_UNKNOWN;
+	rf.offset = 0x1234;
+	REQUIRE_OK(sp_writer_frame(w, &rf, &fu));
+	uint32_t a[] = { fj, fu };
+	REQUIRE_OK(sp_writer_stack_frames(w, a, 2, &s1));
+	REQUIRE_OK(sp_writer_stack_frames(w, a, 1, &s2));
+	REQUIRE_OK(sp_writer_sample(w, 5, t1, s1, 2, 0));
+	REQUIRE_OK(sp_writer_sample(w, 6, t2, s1, 1, 0));
+	REQUIRE_OK(sp_writer_sample(w, 7, t2, s2, 1, 0));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(stackpulse_spool_open_memory(mem.data, mem.len, &s));
+	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
+	check_folded(p, 0,
+	             "java;Interpreter 1\n"
+	             "java;[unknown];Interpreter 1\n"
+	             "node;[unknown];LazyCompile:*hot app.js:3 2\n");
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}

@@ -28,8 +28,8 @@ static void save(const char *dir, const char *name, int v, int flags, uint32_t l
 	fclose(f);
 }
 
-static const int32_t lines_a[] = {3, 4, 4, 5, 5, 5};
-static const int32_t lines_b[] = {9, 10, 11, 11};
+static const int32_t lines_a[] = { 3, 4, 4, 5, 5, 5 };
+static const int32_t lines_b[] = { 9, 10, 11, 11 };
 
 /* kind 0: plain chain, 1: with a shim frame on the stack, 2: two threads,
  * 3: a chain of 60 frames whose root loops back to its top (depth limit). */
@@ -75,7 +75,7 @@ static int build(int v, int kind)
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "corpus/python_frames";
-	const char *names[] = {"310", "311", "312", "313", "314"};
+	const char *names[] = { "310", "311", "312", "313", "314" };
 	srand(12345);
 	for (int v = 0; v < IMG_NVERSIONS; v++) {
 		for (int kind = 0; kind < 4; kind++) {
@@ -85,13 +85,14 @@ int main(int argc, char **argv)
 			}
 			char name[64];
 			snprintf(name, sizeof(name), "valid_%s_%d", names[v], kind);
-			save(dir, name, v, 1 | 2, IMG_MAX);
+			save(dir, name, v, 1 | 2 | 16, IMG_MAX);
 			/* Mutations: flipped bytes in the used part. */
 			for (int k = 0; k < 1; k++) {
 				for (int j = 0; j < 8; j++)
-					im.mem[(unsigned)rand() % im.used] ^= (uint8_t)(1u << (rand() % 8));
+					im.mem[(unsigned)rand() % im.used] ^=
+					        (uint8_t)(1u << (rand() % 8));
 				snprintf(name, sizeof(name), "mutated_%s_%d_%d", names[v], kind, k);
-				save(dir, name, v, k ? 3 : 0, IMG_MAX);
+				save(dir, name, v, 2 | 16, IMG_MAX);
 			}
 		}
 	}

@@ -4,8 +4,10 @@
  * frames, code objects, strings, line tables).
  *
  * Image file format (also the fuzz input): byte 0 = version selector
- * (IMG_V310..IMG_V314; 3.13+ images start with _Py_DebugOffsets), byte 1 = flags (bit 0: serve the stack region
- * from a "stack copy"), bytes 2..5 = tid (LE), then the image bytes. */
+ * (IMG_V310..IMG_V314; 3.13+ images start with _Py_DebugOffsets), byte 1 =
+ * flags (bit 0: the last 4 KiB are the sampled stack copy, bit 1: page
+ * cache, bit 2: 3.10 pthread tid offset, bit 3: depth limit 5, bit 4:
+ * verification pass), bytes 2..5 = tid (LE), then the image bytes. */
 #ifndef SP_TESTS_PY_IMAGE_H
 #define SP_TESTS_PY_IMAGE_H
 
@@ -16,17 +18,24 @@
 #include "record/python_layout.h"
 #include "record/python_memory.h"
 
-#define IMG_BASE 0x10000000ull
-#define IMG_MAX (24u * 1024u)
-#define IMG_HDR 6u
-#define IMG_T_CODE 0x7f0000001000ull
-#define IMG_T_STR 0x7f0000002000ull
+#define IMG_BASE    0x10000000ull
+#define IMG_MAX     (24u * 1024u)
+#define IMG_HDR     6u
+#define IMG_T_CODE  0x7f0000001000ull
+#define IMG_T_STR   0x7f0000002000ull
 #define IMG_T_BYTES 0x7f0000003000ull
 #define IMG_T_FRAME 0x7f0000004000ull
 /* The runtime sits at IMG_BASE; the "stack copy" is the last 4 KiB. */
 #define IMG_STACK_LEN 4096u
 
-enum { IMG_V310, IMG_V311, IMG_V312, IMG_V313, IMG_V314, IMG_NVERSIONS };
+enum {
+	IMG_V310,
+	IMG_V311,
+	IMG_V312,
+	IMG_V313,
+	IMG_V314,
+	IMG_NVERSIONS
+};
 
 typedef struct py_img {
 	uint8_t mem[IMG_MAX];
@@ -114,15 +123,15 @@ static inline uint32_t img_linetable310(uint8_t *out, const int32_t *lines, uint
 }
 
 /* A code object of @p nsteps 4-byte steps whose step i is on lines[i]. */
-static inline uint64_t img_code(py_img *im, const char *qualname, const char *file,
-                                int32_t first, const int32_t *lines, uint32_t nsteps)
+static inline uint64_t img_code(py_img *im, const char *qualname, const char *file, int32_t first,
+                                const int32_t *lines, uint32_t nsteps)
 {
 	uint8_t lt[512];
 	if (nsteps > 64)
 		return 0;
 	uint32_t ltn = im->l.linetable == SP_PY_LINETABLE_310
-	                   ? img_linetable310(lt, lines, nsteps, first)
-	                   : img_linetable311(lt, lines, nsteps, first);
+	                       ? img_linetable310(lt, lines, nsteps, first)
+	                       : img_linetable311(lt, lines, nsteps, first);
 	uint64_t q = img_str(im, qualname), f = img_str(im, file), t = img_bytes(im, lt, ltn);
 	uint32_t size = im->l.code_read;
 	if (im->l.code_adaptive != SP_PY_NONE && im->l.code_adaptive + 4 * nsteps > size)
@@ -143,8 +152,8 @@ static inline uint64_t img_code(py_img *im, const char *qualname, const char *fi
 
 /* A frame running @p code at step @p step; @p owner is 0 for Python frames
  * or the shim owner. Frames may be placed in the stack region (@p on_stack). */
-static inline uint64_t img_frame(py_img *im, uint64_t code, uint32_t step, uint64_t prev,
-                                 int entry, uint8_t owner, uint64_t at)
+static inline uint64_t img_frame(py_img *im, uint64_t code, uint32_t step, uint64_t prev, int entry,
+                                 uint8_t owner, uint64_t at)
 {
 	uint64_t f = at ? at : img_alloc(im, im->l.frame_read);
 	if (!f)
@@ -181,34 +190,34 @@ static inline uint32_t img_debug_offsets(uint8_t *d, uint32_t minor)
 	sp_put_le64(d + rt, 1600);
 	sp_put_le64(d + rt + 16, minor == 13 ? 632 : 1024); /* interpreters.head */
 	sp_put_le64(d + is, 194968);
-	sp_put_le64(d + is + 16, 7264);             /* next */
-	sp_put_le64(d + is + 24, 7344);             /* threads.head */
+	sp_put_le64(d + is + 16, 7264); /* next */
+	sp_put_le64(d + is + 24, 7344); /* threads.head */
 	sp_put_le64(d + ts, 304);
-	sp_put_le64(d + ts + 16, 8);                /* next */
-	sp_put_le64(d + ts + 32, 72);               /* current_frame */
-	sp_put_le64(d + ts + 40, 152);              /* thread_id */
-	sp_put_le64(d + ts + 48, 160);              /* native_thread_id */
+	sp_put_le64(d + ts + 16, 8);   /* next */
+	sp_put_le64(d + ts + 32, 72);  /* current_frame */
+	sp_put_le64(d + ts + 40, 152); /* thread_id */
+	sp_put_le64(d + ts + 48, 160); /* native_thread_id */
 	sp_put_le64(d + fr, 80);
-	sp_put_le64(d + fr + 8, 8);                 /* previous */
-	sp_put_le64(d + fr + 16, 0);                /* executable */
-	sp_put_le64(d + fr + 24, 56);               /* instr_ptr */
-	sp_put_le64(d + fr + 40, 70);               /* owner */
+	sp_put_le64(d + fr + 8, 8);   /* previous */
+	sp_put_le64(d + fr + 16, 0);  /* executable */
+	sp_put_le64(d + fr + 24, 56); /* instr_ptr */
+	sp_put_le64(d + fr + 40, 70); /* owner */
 	sp_put_le64(d + co, 224);
-	sp_put_le64(d + co + 8, 112);               /* filename */
-	sp_put_le64(d + co + 16, 120);              /* name */
-	sp_put_le64(d + co + 24, 128);              /* qualname */
-	sp_put_le64(d + co + 32, 136);              /* linetable */
-	sp_put_le64(d + co + 40, 68);               /* firstlineno */
-	sp_put_le64(d + co + 72, 200);              /* co_code_adaptive */
+	sp_put_le64(d + co + 8, 112);  /* filename */
+	sp_put_le64(d + co + 16, 120); /* name */
+	sp_put_le64(d + co + 24, 128); /* qualname */
+	sp_put_le64(d + co + 32, 136); /* linetable */
+	sp_put_le64(d + co + 40, 68);  /* firstlineno */
+	sp_put_le64(d + co + 72, 200); /* co_code_adaptive */
 	sp_put_le64(d + ob, 16);
-	sp_put_le64(d + ob + 8, 8);                 /* ob_type */
+	sp_put_le64(d + ob + 8, 8); /* ob_type */
 	sp_put_le64(d + by, 40);
-	sp_put_le64(d + by + 8, 16);                /* ob_size */
-	sp_put_le64(d + by + 16, 32);               /* ob_sval */
+	sp_put_le64(d + by + 8, 16);  /* ob_size */
+	sp_put_le64(d + by + 16, 32); /* ob_sval */
 	sp_put_le64(d + un, 56);
-	sp_put_le64(d + un + 8, 32);                /* state */
-	sp_put_le64(d + un + 16, 16);               /* length */
-	sp_put_le64(d + un + 24, 40);               /* asciiobject_size */
+	sp_put_le64(d + un + 8, 32);  /* state */
+	sp_put_le64(d + un + 16, 16); /* length */
+	sp_put_le64(d + un + 24, 40); /* asciiobject_size */
 	return minor == 13 ? 568 : 648;
 }
 
@@ -261,8 +270,9 @@ typedef struct img_reader {
 	uint64_t base;
 } img_reader;
 
-static inline int img_read(void *ctx, sp_py_iov *iov, uint32_t n)
+static inline int img_read(void *ctx, sp_py_iov *iov, uint32_t n, int prefix)
 {
+	(void)prefix;
 	const img_reader *r = ctx;
 	for (uint32_t i = 0; i < n; i++) {
 		iov[i].ok = 0;

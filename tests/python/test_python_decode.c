@@ -144,12 +144,23 @@ SP_TEST(linetable_311_all_entry_kinds)
 	 *  none code 15, 2 units                        -> 0,   [10,14)
 	 *  one-line code 10 (+0), 8 units               -> 108, [14,30) */
 	const uint8_t t[] = {
-	    0x80 | (3 << 3) | 0, 0x05,
-	    0x80 | (11 << 3) | 1, 0x01, 0x02,
-	    0x80 | (13 << 3) | 0, 7,
-	    0x80 | (14 << 3) | 0, (200 & 63) | 64, 200 >> 6, 1, 2, 3,
-	    0x80 | (15 << 3) | 1,
-	    0x80 | (10 << 3) | 7, 0x00, 0x00,
+		0x80 | (3 << 3) | 0,
+		0x05,
+		0x80 | (11 << 3) | 1,
+		0x01,
+		0x02,
+		0x80 | (13 << 3) | 0,
+		7,
+		0x80 | (14 << 3) | 0,
+		(200 & 63) | 64,
+		200 >> 6,
+		1,
+		2,
+		3,
+		0x80 | (15 << 3) | 1,
+		0x80 | (10 << 3) | 7,
+		0x00,
+		0x00,
 	};
 	const int fmt = SP_PY_LINETABLE_311;
 	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 10, -1), 10);
@@ -168,7 +179,7 @@ SP_TEST(linetable_311_all_entry_kinds)
 		for (int off = 0; off < 32; off += 2)
 			(void)sp_py_line(fmt, t, cut, 10, off);
 	CHECK_EQ(sp_py_line(fmt, NULL, 0, 10, 4), 0);
-	const uint8_t bad[] = {0x05, 0x80};
+	const uint8_t bad[] = { 0x05, 0x80 };
 	CHECK_EQ(sp_py_line(fmt, bad, sizeof(bad), 10, 0), 0);
 }
 
@@ -177,7 +188,7 @@ SP_TEST(linetable_310_pairs)
 	/* first line 5: [0,6) +0 -> 5; [6,6) +2 (empty, still counts) ->7;
 	 * [6,10) +1 -> 8; [10,14) no line; [14,16) -3 -> 5;
 	 * [16,271) 255 bytes split: (255,+1)->6 */
-	const uint8_t t[] = {6, 0, 0, 2, 4, 1, 4, (uint8_t)-128, 2, (uint8_t)-3, 255, 1};
+	const uint8_t t[] = { 6, 0, 0, 2, 4, 1, 4, (uint8_t)-128, 2, (uint8_t)-3, 255, 1 };
 	const int fmt = SP_PY_LINETABLE_310;
 	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, -1), 5);
 	CHECK_EQ(sp_py_line(fmt, t, sizeof(t), 5, 0), 5);
@@ -199,17 +210,17 @@ typedef struct walk_env {
 	uint64_t fib, run, mod;
 } walk_env;
 
-static const int32_t fib_lines[] = {3, 4, 4, 5, 5, 5};
-static const int32_t run_lines[] = {9, 10, 11, 11};
-static const int32_t mod_lines[] = {1, 2, 13, 14};
+static const int32_t fib_lines[] = { 3, 4, 4, 5, 5, 5 };
+static const int32_t run_lines[] = { 9, 10, 11, 11 };
+static const int32_t mod_lines[] = { 1, 2, 13, 14 };
 
 static void env_init(walk_env *e, int v)
 {
 	REQUIRE_OK(img_init(&e->im, v));
-	e->r = (img_reader){e->im.mem, IMG_MAX, IMG_BASE};
+	e->r = (img_reader){ e->im.mem, IMG_MAX, IMG_BASE };
 	memset(&e->w, 0, sizeof(e->w));
 	e->w.layout = &e->im.l;
-	e->w.types = (sp_py_types){IMG_T_CODE, IMG_T_FRAME, IMG_T_STR, IMG_T_BYTES, 0};
+	e->w.types = (sp_py_types){ IMG_T_CODE, IMG_T_FRAME, IMG_T_STR, IMG_T_BYTES, 0 };
 	e->w.mem.read = img_read;
 	e->w.mem.ctx = &e->r;
 	REQUIRE_OK(sp_py_codes_new(&e->w.codes));
@@ -241,7 +252,8 @@ static uint64_t build_chain(walk_env *e, int with_shim)
 		uint64_t at = IMG_BASE + IMG_MAX - IMG_STACK_LEN + 512;
 		below = img_frame(&e->im, 0, 0, mod, 0, 3, at);
 	}
-	uint64_t run = img_frame(&e->im, e->run, 2, below, with_shim && l->frame_is_entry != SP_PY_NONE, 0, 0);
+	uint64_t run = img_frame(&e->im, e->run, 2, below,
+	                         with_shim && l->frame_is_entry != SP_PY_NONE, 0, 0);
 	uint64_t fib1 = img_frame(&e->im, e->fib, 3, run, 0, 0, 0);
 	return img_frame(&e->im, e->fib, 0, fib1, 0, 0, 0);
 }
@@ -310,11 +322,37 @@ SP_TEST(walk_every_version)
 	}
 }
 
+SP_TEST(walk_frame_before_its_first_instruction)
+{
+	/* 3.11/3.12 prev_instr sits one unit before the code until the first
+	 * instruction runs: offset 0, the definition's line. */
+	for (int v = IMG_V311; v <= IMG_V312; v++) {
+		walk_env e;
+		env_init(&e, v);
+		uint64_t f0 = img_frame(&e.im, e.fib, 0, 0, 1, 0, 0);
+		REQUIRE(f0);
+		img_put64(&e.im, f0 + e.im.l.frame_instr, e.fib + e.im.l.code_adaptive - 2);
+		sp_py_frame f[4];
+		uint32_t n;
+		int tr;
+		CHECK_OK(sp_py_walk(&e.w, f0, f, 4, &n, &tr));
+		REQUIRE_EQ(n, 1);
+		CHECK_EQ(f[0].offset, 0);
+		CHECK_EQ(f[0].line, 2); /* co_firstlineno */
+		/* Two units before is invalid. */
+		img_put64(&e.im, f0 + e.im.l.frame_instr, e.fib + e.im.l.code_adaptive - 4);
+		CHECK_OK(sp_py_walk(&e.w, f0, f, 4, &n, &tr));
+		CHECK_EQ(n, 0);
+		CHECK_EQ(tr, 1);
+		env_free(&e);
+	}
+}
+
 SP_TEST(walk_hides_synthetic_init_frame_313)
 {
 	walk_env e;
 	env_init(&e, IMG_V313);
-	const int32_t none[] = {0};
+	const int32_t none[] = { 0 };
 	uint64_t init = img_code(&e.im, "__init__", "__init__", 0, none, 0);
 	REQUIRE(init);
 	/* Its line table is empty. */
@@ -404,6 +442,68 @@ SP_TEST(walk_stops_at_first_bad_frame)
 	}
 }
 
+/* A reader whose memory changes after a number of calls, like a target
+ * that returns and calls again while it is read. */
+typedef struct changing {
+	img_reader r;
+	uint32_t calls, change_at;
+	uint64_t addr, value;
+	py_img *im;
+} changing;
+
+static int changing_read(void *ctx, sp_py_iov *iov, uint32_t n, int prefix)
+{
+	changing *c = ctx;
+	if (++c->calls == c->change_at)
+		img_put64(c->im, c->addr, c->value);
+	return img_read(&c->r, iov, n, prefix);
+}
+
+SP_TEST(walk_refuses_a_stack_torn_while_read)
+{
+	static uint8_t pages[SP_PY_PAGES * SP_PY_PAGE], verify_buf[SP_PY_MAX_LIVE * SP_PY_PAGE];
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		walk_env e;
+		env_init(&e, v);
+		uint64_t top = build_chain(&e, 0);
+		const sp_py_layout *l = &e.im.l;
+		uint64_t fib1 = sp_le64(e.im.mem + (top - IMG_BASE) + l->frame_previous);
+		changing c = { e.r, 0, 0, 0, 0, &e.im };
+		e.w.mem.read = changing_read;
+		e.w.mem.ctx = &c;
+		e.w.mem.pages = pages;
+		e.w.mem.verify = verify_buf;
+		sp_py_frame f[16];
+		uint32_t n;
+		int tr;
+		/* Unchanged memory verifies. */
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 4);
+		uint32_t calls = c.calls;
+		CHECK(calls >= 2);
+		/* The caller frame moves to another instruction just before the
+		 * check (the last call): refused. */
+		sp_py_mem_reset(&e.w.mem);
+		uint64_t ia = fib1 + l->frame_instr;
+		uint64_t old = sp_le64(e.im.mem + (ia - IMG_BASE));
+		c.calls = 0;
+		c.change_at = calls;
+		c.addr = ia;
+		c.value = l->instr_is_lasti ? (old & ~0xffffffffull) | 0 : old - 4;
+		CHECK_EQ(sp_py_walk(&e.w, top, f, 16, &n, &tr), STACKPULSE_ESTATE);
+		CHECK_EQ(n, 0);
+		CHECK_EQ(tr, 1);
+		CHECK_EQ(e.w.mem.torn, 1);
+		/* Changed back: fine again. */
+		img_put64(&e.im, ia, old);
+		sp_py_mem_reset(&e.w.mem);
+		c.change_at = 0;
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 4);
+		env_free(&e);
+	}
+}
+
 SP_TEST(code_cache_notices_reused_address)
 {
 	walk_env e;
@@ -457,7 +557,7 @@ SP_TEST(walk_fails_cleanly_without_memory)
 
 /* ---- merge ------------------------------------------------------------------------------- */
 
-static const sp_py_range eval_r[] = {{0x1000, 0x2000}};
+static const sp_py_range eval_r[] = { { 0x1000, 0x2000 } };
 
 static void merged(const sp_py_merge_item *m, uint32_t n, char *out)
 {
@@ -465,7 +565,9 @@ static void merged(const sp_py_merge_item *m, uint32_t n, char *out)
 	for (uint32_t i = 0; i < n; i++) {
 		char b[16];
 		snprintf(b, sizeof(b), "%s%c%u", i ? " " : "",
-		         m[i].kind == SP_PY_MERGE_NATIVE ? 'n' : m[i].kind == SP_PY_MERGE_PYTHON ? 'p' : 'T',
+		         m[i].kind == SP_PY_MERGE_NATIVE   ? 'n'
+		         : m[i].kind == SP_PY_MERGE_PYTHON ? 'p'
+		                                           : 'T',
 		         m[i].kind == SP_PY_MERGE_TRUNCATED ? 0 : m[i].index);
 		strcat(out, b);
 	}
@@ -475,10 +577,12 @@ SP_TEST(merge_replaces_eval_activations)
 {
 	/* native: leaf libc, eval, C ext, eval, main; return addresses are
 	 * looked up at pc-1 (0x1000 as a return address is outside). */
-	const uint64_t pcs[] = {0x9000, 0x1500, 0x8000, 0x1001, 0x7000};
-	sp_py_frame py[4] = {{0, 0, 0, 0}, {1, SP_PY_FRAME_ENTRY, 0, 0}, {2, 0, 0, 0},
-	                     {3, SP_PY_FRAME_ENTRY, 0, 0}};
-	sp_py_merge_in in = {pcs, 5, 0, eval_r, 1, py, 4, 0};
+	const uint64_t pcs[] = { 0x9000, 0x1500, 0x8000, 0x1001, 0x7000 };
+	sp_py_frame py[4] = { { 0, 0, 0, 0 },
+		              { 1, SP_PY_FRAME_ENTRY, 0, 0 },
+		              { 2, 0, 0, 0 },
+		              { 3, SP_PY_FRAME_ENTRY, 0, 0 } };
+	sp_py_merge_in in = { pcs, 5, 0, eval_r, 1, py, 4, 0 };
 	sp_py_merge_item m[32];
 	uint32_t n, fl;
 	char s[256];
@@ -510,16 +614,16 @@ SP_TEST(merge_replaces_eval_activations)
 	CHECK_STR(s, "n0 T0 n1 n2 n3 n4");
 
 	/* Native stack cut: remaining groups go to the root end. */
-	const uint64_t pcs2[] = {0x9000, 0x1500};
-	sp_py_merge_in in2 = {pcs2, 2, 1, eval_r, 1, py, 4, 0};
+	const uint64_t pcs2[] = { 0x9000, 0x1500 };
+	sp_py_merge_in in2 = { pcs2, 2, 1, eval_r, 1, py, 4, 0 };
 	CHECK_OK(sp_py_merge(&in2, m, 32, &n, &fl));
 	merged(m, n, s);
 	CHECK_STR(s, "n0 p0 p1 p2 p3");
 	CHECK_EQ(fl, 0);
 
 	/* More groups than activations, both complete: leaf groups dropped. */
-	const uint64_t pcs3[] = {0x9000, 0x1500, 0x7000};
-	sp_py_merge_in in3 = {pcs3, 3, 0, eval_r, 1, py, 4, 0};
+	const uint64_t pcs3[] = { 0x9000, 0x1500, 0x7000 };
+	sp_py_merge_in in3 = { pcs3, 3, 0, eval_r, 1, py, 4, 0 };
 	CHECK_OK(sp_py_merge(&in3, m, 32, &n, &fl));
 	merged(m, n, s);
 	CHECK_STR(s, "n0 p2 p3 n2");

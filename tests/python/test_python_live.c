@@ -60,10 +60,12 @@ static int find_pythons(void)
 		struct dirent *e;
 		while ((e = readdir(d))) {
 			int major, minor;
-			if (sscanf(e->d_name, "%d.%d", &major, &minor) != 2 || major != 3 || minor < 10)
+			if (sscanf(e->d_name, "%d.%d", &major, &minor) != 2 || major != 3 ||
+			    minor < 10)
 				continue;
 			char p[256];
-			snprintf(p, sizeof(p), "%s/%s/bin/python%d.%d", root, e->d_name, major, minor);
+			snprintf(p, sizeof(p), "%s/%s/bin/python%d.%d", root, e->d_name, major,
+			         minor);
 			add_py(p);
 		}
 		closedir(d);
@@ -122,7 +124,7 @@ static int read_line(child *c, char *line, size_t cap)
 			c->len -= l + 1;
 			return 0;
 		}
-		struct pollfd pfd = {c->out, POLLIN, 0};
+		struct pollfd pfd = { c->out, POLLIN, 0 };
 		int r = poll(&pfd, 1, 100);
 		waited += 100;
 		if (r > 0) {
@@ -169,20 +171,19 @@ static const char *file_of(sp_python *py, const sp_py_frame *f)
 
 /* ---- the main script ------------------------------------------------------------ */
 
-static const char demo_py[] =
-    "import sys\n"                          /* 1 */
-    "def fib(n):\n"                         /* 2 */
-    "    if n < 2:\n"                       /* 3 */
-    "        return n\n"                    /* 4 */
-    "    return fib(n - 1) + fib(n - 2)\n"  /* 5 */
-    "class Worker:\n"                       /* 6 */
-    "    def run(self):\n"                  /* 7 */
-    "        def helper():\n"               /* 8 */
-    "            while True:\n"             /* 9 */
-    "                fib(14)\n"             /* 10 */
-    "        helper()\n"                    /* 11 */
-    "print('ready', flush=True)\n"          /* 12 */
-    "Worker().run()\n";                     /* 13 */
+static const char demo_py[] = "import sys\n"                         /* 1 */
+                              "def fib(n):\n"                        /* 2 */
+                              "    if n < 2:\n"                      /* 3 */
+                              "        return n\n"                   /* 4 */
+                              "    return fib(n - 1) + fib(n - 2)\n" /* 5 */
+                              "class Worker:\n"                      /* 6 */
+                              "    def run(self):\n"                 /* 7 */
+                              "        def helper():\n"              /* 8 */
+                              "            while True:\n"            /* 9 */
+                              "                fib(14)\n"            /* 10 */
+                              "        helper()\n"                   /* 11 */
+                              "print('ready', flush=True)\n"         /* 12 */
+                              "Worker().run()\n";                    /* 13 */
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -193,8 +194,8 @@ static int ends_with(const char *s, const char *suffix)
 /* Checks a stack of the demo script: fib frames (callers on line 5), then
  * helper (9/10), run (11), <module> (13). A truncated stack must be a
  * valid prefix. Returns the number of fib frames. */
-static int check_demo_stack(sp_python *py, const char *script, const sp_py_frame *f,
-                            uint32_t n, int truncated)
+static int check_demo_stack(sp_python *py, const char *script, const sp_py_frame *f, uint32_t n,
+                            int truncated)
 {
 	uint32_t i = 0;
 	while (i < n && strcmp(qual(py, &f[i]), "fib") == 0) {
@@ -207,8 +208,8 @@ static int check_demo_stack(sp_python *py, const char *script, const sp_py_frame
 			             f[i].line);
 		i++;
 	}
-	const char *want[3] = {"helper", "run", "<module>"};
-	const int32_t lines[3] = {10, 11, 13};
+	const char *want[3] = { "helper", "run", "<module>" };
+	const int32_t lines[3] = { 10, 11, 13 };
 	for (int k = 0; k < 3; k++, i++) {
 		if (i >= n) {
 			CHECK(truncated);
@@ -242,7 +243,7 @@ static size_t copy_stack(pid_t pid, uint8_t *buf, size_t cap, uint64_t *sp)
 	if (ptrace(PTRACE_GETREGS, pid, NULL, &regs) != 0)
 		return 0;
 	*sp = regs.rsp;
-	struct iovec l = {buf, cap}, r = {(void *)(uintptr_t)regs.rsp, cap};
+	struct iovec l = { buf, cap }, r = { (void *)(uintptr_t)regs.rsp, cap };
 	ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
 	for (size_t len = cap; got <= 0 && len >= 4096; len /= 2) {
 		l.iov_len = r.iov_len = len;
@@ -265,7 +266,7 @@ SP_TEST(demo_stacks_every_version)
 	static uint8_t stack[65536];
 	for (int v = 0; v < npys; v++) {
 		child c;
-		char *argv[] = {pys[v], script, NULL};
+		char *argv[] = { pys[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
 		char line[256];
 		if (read_line(&c, line, sizeof(line)) != 0 || strcmp(line, "ready") != 0) {
@@ -292,7 +293,8 @@ SP_TEST(demo_stacks_every_version)
 			REQUIRE(ptrace(PTRACE_ATTACH, c.pid, NULL, NULL) == 0);
 			int st;
 			waitpid(c.pid, &st, 0);
-			CHECK_OK(sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr));
+			CHECK_OK(sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n,
+			                              &tr));
 			deep += check_demo_stack(py, script, f, n, tr) > 0;
 			uint64_t sp = 0;
 			size_t len = copy_stack(c.pid, stack, sizeof(stack), &sp);
@@ -316,7 +318,8 @@ SP_TEST(demo_stacks_every_version)
 		/* Live reads of the running target: never a wrong frame. */
 		int ok = 0;
 		for (int k = 0; k < 300; k++) {
-			if (sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr) != 0)
+			if (sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n,
+			                         &tr) != 0)
 				continue;
 			for (uint32_t i = 0; i < n; i++) {
 				const char *q = qual(py, &f[i]);
@@ -344,27 +347,27 @@ SP_TEST(demo_stacks_every_version)
 /* ---- threads ------------------------------------------------------------------------ */
 
 static const char threads_py[] =
-    "import os, threading, time\n"
-    "def spin_0():\n"
-    "    while True: sum(range(50))\n"
-    "def spin_1():\n"
-    "    while True: sum(range(50))\n"
-    "def spin_2():\n"
-    "    while True: sum(range(50))\n"
-    "def start(f):\n"
-    "    ready = threading.Event()\n"
-    "    def body():\n"
-    "        os.write(1, b'%s %d\\n' % (f.__name__.encode(), threading.get_native_id()))\n"
-    "        f()\n"
-    "    t = threading.Thread(target=body, daemon=True)\n"
-    "    t.start()\n"
-    "for f in (spin_0, spin_1, spin_2):\n"
-    "    start(f)\n"
-    "time.sleep(0.2)\n"
-    "print('ready', flush=True)\n"
-    "def main_wait():\n"
-    "    while True: time.sleep(0.05)\n"
-    "main_wait()\n";
+        "import os, threading, time\n"
+        "def spin_0():\n"
+        "    while True: sum(range(50))\n"
+        "def spin_1():\n"
+        "    while True: sum(range(50))\n"
+        "def spin_2():\n"
+        "    while True: sum(range(50))\n"
+        "def start(f):\n"
+        "    ready = threading.Event()\n"
+        "    def body():\n"
+        "        os.write(1, b'%s %d\\n' % (f.__name__.encode(), threading.get_native_id()))\n"
+        "        f()\n"
+        "    t = threading.Thread(target=body, daemon=True)\n"
+        "    t.start()\n"
+        "for f in (spin_0, spin_1, spin_2):\n"
+        "    start(f)\n"
+        "time.sleep(0.2)\n"
+        "print('ready', flush=True)\n"
+        "def main_wait():\n"
+        "    while True: time.sleep(0.05)\n"
+        "main_wait()\n";
 
 SP_TEST(threads_map_to_their_own_tids)
 {
@@ -375,9 +378,9 @@ SP_TEST(threads_map_to_their_own_tids)
 	write_file(script, threads_py);
 	for (int v = 0; v < npys; v++) {
 		child c;
-		char *argv[] = {pys[v], script, NULL};
+		char *argv[] = { pys[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
-		pid_t tids[3] = {0, 0, 0};
+		pid_t tids[3] = { 0, 0, 0 };
 		char line[256];
 		int started = 1;
 		for (int k = 0; k < 4; k++) {
@@ -407,7 +410,8 @@ SP_TEST(threads_map_to_their_own_tids)
 			snprintf(want, sizeof(want), "spin_%d", t);
 			int seen = 0;
 			for (int k = 0; k < 20 && !seen; k++) {
-				int rc = sp_python_read_stack(py, tids[t], NULL, 0, 0, f, 64, &n, &tr);
+				int rc = sp_python_read_stack(py, tids[t], NULL, 0, 0, f, 64, &n,
+				                              &tr);
 				CHECK_OK(rc);
 				/* Leaf is spin_N (sum is C), then body, then the
 				 * threading machinery. */
@@ -420,13 +424,14 @@ SP_TEST(threads_map_to_their_own_tids)
 					for (int o = 0; o < 3; o++)
 						if (o != t) {
 							char other[16];
-							snprintf(other, sizeof(other), "spin_%d", o);
+							snprintf(other, sizeof(other), "spin_%d",
+							         o);
 							CHECK(strcmp(qual(py, &f[i]), other) != 0);
 						}
 			}
 			if (!seen)
-				sp_test_fail(__FILE__, __LINE__, "%s: %s not seen on tid %d", pys[v], want,
-				             (int)tids[t]);
+				sp_test_fail(__FILE__, __LINE__, "%s: %s not seen on tid %d",
+				             pys[v], want, (int)tids[t]);
 		}
 		/* The main thread sleeps in main_wait. */
 		int main_seen = 0;
@@ -466,7 +471,7 @@ SP_TEST(parent_and_child_processes)
 	write_file(parent, text);
 	int v = npys - 1;
 	child c;
-	char *argv[] = {pys[v], parent, NULL};
+	char *argv[] = { pys[v], parent, NULL };
 	REQUIRE_OK(spawn(&c, argv));
 	char line[256];
 	REQUIRE(read_line(&c, line, sizeof(line)) == 0);
@@ -481,7 +486,8 @@ SP_TEST(parent_and_child_processes)
 	if (pp && kp) {
 		int found = 0;
 		for (int k = 0; k < 20 && !found; k++) {
-			CHECK_OK(sp_python_read_stack(pp, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr));
+			CHECK_OK(sp_python_read_stack(pp, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n,
+			                              &tr));
 			for (uint32_t i = 0; i < n; i++)
 				found |= strcmp(qual(pp, &f[i]), "parent_wait") == 0;
 			usleep(10000);
@@ -489,7 +495,8 @@ SP_TEST(parent_and_child_processes)
 		CHECK(found);
 		found = 0;
 		for (int k = 0; k < 50 && !found; k++) {
-			CHECK_OK(sp_python_read_stack(kp, kid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr));
+			CHECK_OK(sp_python_read_stack(kp, kid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n,
+			                              &tr));
 			found = n > 0 && strcmp(qual(kp, &f[0]), "fib") == 0 &&
 			        strcmp(file_of(kp, &f[0]), demo) == 0;
 			usleep(2000);
@@ -502,12 +509,67 @@ SP_TEST(parent_and_child_processes)
 	stop_child(&c);
 }
 
+/* ---- probing one mapping (as from an MMAP2 event) ------------------------------ */
+
+SP_TEST(probe_file_from_one_mapping)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	char script[512];
+	snprintf(script, sizeof(script), "%s/demo.py", sp_test_tmpdir());
+	write_file(script, demo_py);
+	for (int v = 0; v < npys; v++) {
+		child c;
+		char *argv[] = { pys[v], script, NULL };
+		REQUIRE_OK(spawn(&c, argv));
+		char line[4400];
+		REQUIRE(read_line(&c, line, sizeof(line)) == 0);
+		snprintf(line, sizeof(line), "/proc/%d/maps", (int)c.pid);
+		FILE *f = fopen(line, "r");
+		REQUIRE(f);
+		int found = 0, tried = 0;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long long a, b, off, inode;
+			char perms[8];
+			int pos = 0;
+			if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &a, &b, perms, &off,
+			           &inode, &pos) < 5 ||
+			    perms[2] != 'x' || !pos)
+				continue;
+			char *path = line + pos;
+			path[strcspn(path, "\n")] = 0;
+			if (path[0] != '/')
+				continue; /* [vdso] and anonymous code */
+			sp_python *py = NULL;
+			int rc = sp_python_probe_file(c.pid, path, a, off, &py);
+			tried++;
+			if (sp_python_candidate(path) && rc == 0) {
+				sp_py_frame fr[SP_PY_MAX_DEPTH];
+				uint32_t n = 0;
+				int tr;
+				CHECK_OK(sp_python_read_stack(py, c.pid, NULL, 0, 0, fr,
+				                              SP_PY_MAX_DEPTH, &n, &tr));
+				CHECK(n >= 1);
+				found++;
+			} else if (!sp_python_candidate(path)) {
+				/* libc, ld.so, ...: not CPython. */
+				CHECK_EQ(rc, STACKPULSE_ENOTFOUND);
+			}
+			sp_python_free(py);
+		}
+		fclose(f);
+		CHECK_EQ(found, 1); /* the executable or libpython, not both */
+		CHECK(tried >= 2);
+		stop_child(&c);
+	}
+}
+
 /* ---- not Python ------------------------------------------------------------------------ */
 
 SP_TEST(non_python_process_is_not_found_fast)
 {
 	child c;
-	char *argv[] = {"/bin/sleep", "5", NULL};
+	char *argv[] = { "/bin/sleep", "5", NULL };
 	REQUIRE_OK(spawn(&c, argv));
 	usleep(20000);
 	struct timespec a, b;
@@ -527,16 +589,15 @@ SP_TEST(non_python_process_is_not_found_fast)
 
 /* ---- a target that changes under the reader -------------------------------------------- */
 
-static const char churn_py[] =
-    "import sys, random\n"
-    "sys.setrecursionlimit(5000)\n"
-    "def rec(n):\n"
-    "    if n == 0:\n"
-    "        return 0\n"
-    "    return rec(n - 1) + 1\n"
-    "print('ready', flush=True)\n"
-    "while True:\n"
-    "    rec(random.randint(0, 400))\n";
+static const char churn_py[] = "import sys, random\n"
+                               "sys.setrecursionlimit(5000)\n"
+                               "def rec(n):\n"
+                               "    if n == 0:\n"
+                               "        return 0\n"
+                               "    return rec(n - 1) + 1\n"
+                               "print('ready', flush=True)\n"
+                               "while True:\n"
+                               "    rec(random.randint(0, 400))\n";
 
 SP_TEST(fast_recursion_read_live_only_truncates)
 {
@@ -547,7 +608,7 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 	write_file(script, churn_py);
 	for (int v = 0; v < npys; v++) {
 		child c;
-		char *argv[] = {pys[v], script, NULL};
+		char *argv[] = { pys[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
 		char line[64];
 		if (read_line(&c, line, sizeof(line)) != 0) {
@@ -563,27 +624,52 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 		static sp_py_frame f[SP_PY_MAX_DEPTH];
 		uint32_t n;
 		int tr;
-		unsigned truncated = 0, full = 0, frames = 0, deep = 0;
+		unsigned truncated = 0, capped = 0, full = 0, frames = 0, deep = 0;
 		for (int k = 0; k < 600; k++) {
-			int rc = sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n, &tr);
+			int rc = sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n,
+			                              &tr);
 			CHECK(rc == 0);
+			/* Leaf first: maybe random.py frames, then rec frames, then
+			 * <module> last. Anything else out of place is garbage. */
+			int seen_rec = 0;
 			for (uint32_t i = 0; i < n; i++) {
 				const char *q = qual(py, &f[i]);
-				int good = strcmp(q, "rec") == 0 || strcmp(q, "<module>") == 0 ||
-				           strcmp(file_of(py, &f[i]), script) != 0; /* random.py */
-				if (!good)
-					sp_test_fail(__FILE__, __LINE__, "garbage frame %s", q);
-				if (strcmp(q, "rec") == 0 && !(f[i].line >= 3 && f[i].line <= 6))
-					sp_test_fail(__FILE__, __LINE__, "rec on line %d", f[i].line);
+				int is_rec = strcmp(q, "rec") == 0,
+				    is_mod = strcmp(q, "<module>") == 0;
+				int ours = strcmp(file_of(py, &f[i]), script) == 0;
+				int good;
+				if (is_rec)
+					/* the leaf anywhere in rec, callers at the call */
+					good = ours &&
+					       (seen_rec ? f[i].line == 6
+					                 : f[i].line >= 3 && f[i].line <= 6);
+				else if (is_mod)
+					good = ours && i + 1 == n;
+				else
+					good = !ours && !seen_rec; /* random.py, at the leaf */
+				if (is_rec && seen_rec)
+					good = good && strcmp(qual(py, &f[i - 1]), "rec") == 0;
+				seen_rec |= is_rec;
+				if (!good) {
+					sp_test_fail(__FILE__, __LINE__,
+					             "%s: frame %u of %u out of place: %s:%d",
+					             pys[v], i, n, q, f[i].line);
+					break;
+				}
 			}
 			frames += n;
 			deep += n > 2;
 			truncated += (unsigned)tr;
+			capped += tr && n == SP_PY_MAX_DEPTH;
 			full += !tr && n > 0 && strcmp(qual(py, &f[n - 1]), "<module>") == 0;
 			usleep(200); /* let the target move on (a loaded VM starves it) */
 		}
-		printf("    %s: 600 live reads, %u complete, %u truncated, %.1f frames avg\n",
-		       pys[v], full, truncated, frames / 600.0);
+		sp_python_stats st;
+		sp_python_get_stats(py, &st);
+		printf("    %s: 600 live reads, %u complete, %u truncated (%u at the depth cap), "
+		       "%.1f frames avg, %llu torn walks, %.1f us per stack\n",
+		       pys[v], full, truncated, capped, frames / 600.0, (unsigned long long)st.torn,
+		       (double)st.ns / 1000.0 / (double)st.stacks);
 		CHECK(full + truncated > 0);
 		CHECK(deep > 0);
 		sp_python_free(py);
@@ -594,23 +680,23 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 /* ---- line tables against co_lines() ------------------------------------------------------ */
 
 static const char lines_py[] =
-    "import sys, json, inspect, types\n"
-    "mods = [json, inspect]\n"
-    "def codes(co):\n"
-    "    yield co\n"
-    "    for c in co.co_consts:\n"
-    "        if isinstance(c, types.CodeType):\n"
-    "            yield from codes(c)\n"
-    "out = sys.stdout\n"
-    "n = 0\n"
-    "for m in mods:\n"
-    "    src = open(m.__file__).read()\n"
-    "    for co in codes(compile(src, m.__file__, 'exec')):\n"
-    "        out.write('C %d %s\\n' % (co.co_firstlineno, co.co_linetable.hex() or '-'))\n"
-    "        for s, e, l in co.co_lines():\n"
-    "            out.write('R %d %d %d\\n' % (s, e, l or 0))\n"
-    "        n += 1\n"
-    "out.write('E %d\\n' % n)\n";
+        "import sys, json, inspect, types\n"
+        "mods = [json, inspect]\n"
+        "def codes(co):\n"
+        "    yield co\n"
+        "    for c in co.co_consts:\n"
+        "        if isinstance(c, types.CodeType):\n"
+        "            yield from codes(c)\n"
+        "out = sys.stdout\n"
+        "n = 0\n"
+        "for m in mods:\n"
+        "    src = open(m.__file__).read()\n"
+        "    for co in codes(compile(src, m.__file__, 'exec')):\n"
+        "        out.write('C %d %s\\n' % (co.co_firstlineno, co.co_linetable.hex() or '-'))\n"
+        "        for s, e, l in co.co_lines():\n"
+        "            out.write('R %d %d %d\\n' % (s, e, l or 0))\n"
+        "        n += 1\n"
+        "out.write('E %d\\n' % n)\n";
 
 static int hexval(char c)
 {
@@ -653,9 +739,10 @@ SP_TEST(linetable_matches_co_lines)
 					int32_t got = sp_py_line(fmt, table, tlen, first, off);
 					checked++;
 					if (got != l && bad++ < 5)
-						sp_test_fail(__FILE__, __LINE__,
-						             "%s: offset %ld line %d, co_lines says %ld",
-						             pys[v], off, got, l);
+						sp_test_fail(
+						        __FILE__, __LINE__,
+						        "%s: offset %ld line %d, co_lines says %ld",
+						        pys[v], off, got, l);
 				}
 			}
 		}
@@ -694,7 +781,7 @@ SP_TEST(perfmap_parse_lines)
 	                    "7f40 10\n"
 	                    "ffffffffffffffff 10 wraps\n"
 	                    "7f50 10 partial";
-	pm_ctx p = {0, 0, 0};
+	pm_ctx p = { 0, 0, 0 };
 	long used = sp_perfmap_parse(text, sizeof(text) - 1, pm_cb, &p);
 	CHECK_EQ(p.count, 2);
 	CHECK_EQ(p.fib, 1);
@@ -716,12 +803,12 @@ SP_TEST(perfmap_from_python_x_perf)
 	snprintf(script, sizeof(script), "%s/demo.py", sp_test_tmpdir());
 	write_file(script, demo_py);
 	child c;
-	char *argv[] = {(char *)py312, "-X", "perf", script, NULL};
+	char *argv[] = { (char *)py312, "-X", "perf", script, NULL };
 	REQUIRE_OK(spawn(&c, argv));
 	char line[64];
 	REQUIRE(read_line(&c, line, sizeof(line)) == 0);
 	usleep(100000);
-	pm_ctx p = {0, 0, 0};
+	pm_ctx p = { 0, 0, 0 };
 	uint64_t off = 0;
 	int rc = sp_perfmap_read(c.pid, &off, pm_cb, &p);
 	if (rc == STACKPULSE_ENOTFOUND) {
@@ -733,7 +820,7 @@ SP_TEST(perfmap_from_python_x_perf)
 	CHECK(p.fib > 0);
 	CHECK(off > 0);
 	/* Reading again from the offset sees only new entries. */
-	pm_ctx q = {0, 0, 0};
+	pm_ctx q = { 0, 0, 0 };
 	uint64_t off2 = off;
 	CHECK_OK(sp_perfmap_read(c.pid, &off2, pm_cb, &q));
 	CHECK(off2 >= off);
@@ -753,9 +840,9 @@ SP_TEST(perfmap_from_python_x_perf)
  * AX BX CX DX SI DI BP SP IP, then R8..R15. */
 static void regs_from_ptrace(const struct user_regs_struct *r, sp_regs *out)
 {
-	const uint64_t v[17] = {r->rax, r->rbx, r->rcx, r->rdx, r->rsi, r->rdi, r->rbp, r->rsp,
-	                        r->rip, r->r8,  r->r9,  r->r10, r->r11, r->r12, r->r13, r->r14,
-	                        r->r15};
+	const uint64_t v[17] = { r->rax, r->rbx, r->rcx, r->rdx, r->rsi, r->rdi,
+		                 r->rbp, r->rsp, r->rip, r->r8,  r->r9,  r->r10,
+		                 r->r11, r->r12, r->r13, r->r14, r->r15 };
 	memset(out, 0, sizeof(*out));
 	out->abi = 2; /* PERF_SAMPLE_REGS_ABI_64 */
 	out->count = 17;
@@ -772,8 +859,8 @@ static void map_all(sp_unwind_space *s, pid_t pid)
 		unsigned long long a, b, off, inode;
 		char perms[8];
 		int pos = 0;
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &a, &b, perms, &off, &inode, &pos) <
-		        5 ||
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &a, &b, perms, &off, &inode,
+		           &pos) < 5 ||
 		    perms[2] != 'x')
 			continue;
 		char *p = line + pos;
@@ -799,7 +886,7 @@ SP_TEST(merge_with_unwound_native_stack)
 	static uint8_t stack[65528];
 	for (int v = 0; v < npys; v++) {
 		child c;
-		char *argv[] = {pys[v], script, NULL};
+		char *argv[] = { pys[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
 		char line[64];
 		if (read_line(&c, line, sizeof(line)) != 0) {
@@ -825,12 +912,12 @@ SP_TEST(merge_with_unwound_native_stack)
 			struct user_regs_struct r;
 			uint64_t sp = 0;
 			size_t len = ptrace(PTRACE_GETREGS, c.pid, NULL, &r) == 0
-			                 ? copy_stack(c.pid, stack, sizeof(stack), &sp)
-			                 : 0;
+			                     ? copy_stack(c.pid, stack, sizeof(stack), &sp)
+			                     : 0;
 			sp_regs regs;
 			regs_from_ptrace(&r, &regs);
 			uint64_t pcs[256];
-			sp_unwind_result ur = {0, 0, 0};
+			sp_unwind_result ur = { 0, 0, 0 };
 			sp_py_frame f[SP_PY_MAX_DEPTH];
 			uint32_t n = 0;
 			int tr = 1;
@@ -843,7 +930,7 @@ SP_TEST(merge_with_unwound_native_stack)
 			if (!len || ur.count == 0)
 				continue;
 			tries++;
-			sp_py_merge_in in = {pcs, ur.count, ur.truncated, eval, neval, f, n, tr};
+			sp_py_merge_in in = { pcs, ur.count, ur.truncated, eval, neval, f, n, tr };
 			sp_py_merge_item m[512];
 			uint32_t nm, flags;
 			CHECK_OK(sp_py_merge(&in, m, 512, &nm, &flags));
@@ -862,26 +949,49 @@ SP_TEST(merge_with_unwound_native_stack)
 			}
 			if (!ur.truncated && !tr) {
 				/* A complete native stack: one activation per frame group,
-				 * every Python frame placed, no eval frame left. */
-				if (flags != 0)
-					sp_test_fail(__FILE__, __LINE__,
-					             "%s: merge flags %u (%u native, %u python)", pys[v],
-					             flags, ur.count, n);
-				CHECK_EQ(py_seen, n);
+				 * every Python frame placed, no eval frame left; except
+				 * that a thread stopped while entering or leaving the eval
+				 * loop (3.10 sets tstate->frame inside it) has one
+				 * activation more than groups, and the leafmost one stays
+				 * native. */
+				uint32_t E = 0, G = 0, left = 0;
+				for (uint32_t i = 0; i < ur.count; i++)
+					E += (uint32_t)sp_py_in_eval(eval, neval, pcs[i], i == 0);
+				for (uint32_t i = 0; i < n; i++)
+					G += (f[i].flags & SP_PY_FRAME_ENTRY) || i + 1 == n;
 				for (uint32_t i = 0; i < nm; i++)
-					if (m[i].kind == SP_PY_MERGE_NATIVE)
-						CHECK(!sp_py_in_eval(eval, neval, pcs[m[i].index],
-						                     m[i].index == 0));
-				/* The root is native (the C runtime start), the Python
-				 * part ends with <module>. */
+					left += m[i].kind == SP_PY_MERGE_NATIVE &&
+					        sp_py_in_eval(eval, neval, pcs[m[i].index],
+					                      m[i].index == 0);
+				if (flags == 0) {
+					CHECK_EQ(E, G);
+					CHECK_EQ(py_seen, n);
+					CHECK_EQ(left, 0);
+					exact++;
+				} else {
+					printf("    %s: %u activations, %u frame groups\n", pys[v],
+					       E, G);
+					CHECK_EQ(flags, SP_PY_MERGE_MISMATCH);
+					CHECK_EQ(E, G + 1);
+					CHECK_EQ(left, 1);
+					CHECK_EQ(py_seen, n);
+					/* the one left is the leafmost activation */
+					for (uint32_t i = 0;
+					     i < nm && m[i].kind != SP_PY_MERGE_PYTHON; i++)
+						if (m[i].kind == SP_PY_MERGE_NATIVE &&
+						    sp_py_in_eval(eval, neval, pcs[m[i].index],
+						                  m[i].index == 0))
+							left = 0;
+					CHECK_EQ(left, 0);
+				}
+				/* The root is native (the C runtime start). */
 				CHECK_EQ(m[nm - 1].kind, SP_PY_MERGE_NATIVE);
-				exact += flags == 0;
 			}
 			usleep(3000);
 		}
-		printf("    %s: %d stopped samples merged, %d with a complete native stack\n", pys[v],
-		       tries, exact);
-		CHECK(exact > 0);
+		printf("    %s: %d stopped samples merged, %d matched exactly\n", pys[v], tries,
+		       exact);
+		CHECK(2 * exact >= tries && tries > 0);
 		sp_unwind_space_free(s);
 		sp_python_free(py);
 		stop_child(&c);

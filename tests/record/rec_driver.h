@@ -23,8 +23,8 @@ __attribute__((constructor)) static void rec_driver_main(void)
 		return;
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 499;
-	o.kernel = atoi(drv_env("SP_REC_KERNEL", "0"));
-	o.chunk_bytes = (uint32_t)atoi(drv_env("SP_REC_CHUNK", "0"));
+	o.kernel = (int)strtol(drv_env("SP_REC_KERNEL", "0"), NULL, 10);
+	o.chunk_bytes = (uint32_t)strtoul(drv_env("SP_REC_CHUNK", "0"), NULL, 10);
 	if (!o.chunk_bytes)
 		o.chunk_bytes = 1u << 20;
 	const char *spool = drv_env("SP_REC_SPOOL", "/tmp/driver.spool");
@@ -45,7 +45,7 @@ __attribute__((constructor)) static void rec_driver_main(void)
 			}
 			usleep(100000);
 		} else {
-			pid = (pid_t)atoi(drv_env("SP_REC_PID", "1"));
+			pid = (pid_t)strtol(drv_env("SP_REC_PID", "1"), NULL, 10);
 		}
 		rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &o,
 		                                &rec);

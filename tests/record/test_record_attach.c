@@ -2,6 +2,7 @@
  * recording or during the attach itself, and the rule that the target is
  * never left stopped (recorder failure, signals, recorder killed). */
 #include <errno.h>
+#include <poll.h>
 #include <sys/time.h>
 
 #include "rec_util.h"
@@ -68,7 +69,10 @@ static void attach_ladder(int mode, const char *tag)
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, mode, &o, &rec));
 	CHECK(!rec_any_stopped(pid));
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 1);
-	CHECK(stackpulse_recorder_fd(rec) >= 0);
+	/* The aggregate descriptor turns readable as samples arrive. */
+	struct pollfd pfd = {stackpulse_recorder_fd(rec), POLLIN, 0};
+	CHECK(pfd.fd >= 0);
+	CHECK_EQ(poll(&pfd, 1, 5000), 1);
 	/* The target exits in the middle of the recording. */
 	CHECK_OK(rec_run(rec, 20));
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 0);
@@ -82,7 +86,7 @@ static void attach_ladder(int mode, const char *tag)
 	CHECK_EQ(w, 0);
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	CHECK(reap(pid, 5));
-	check_ladder_spool(spool, 100);
+	check_ladder_spool(spool, 50);
 }
 
 SP_TEST(attach_stop_enable_resume)
@@ -283,4 +287,102 @@ SP_TEST(target_exits_during_attach)
 	}
 	printf("attached %d, target gone %d\n", ok, gone);
 	CHECK(ok > 0);
+}
+
+/* Binaries are read as the target sees them: an executable deleted while
+ * it runs, and one that exists only in the target's private mount
+ * namespace, still get their build-id and correctly placed frames. */
+static void attach_hidden(const char *tag, pid_t pid, const char *bin)
+{
+	usleep(300000);
+	char exe[512];
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	char link[512];
+	ssize_t n = readlink(exe, link, sizeof(link) - 1);
+	REQUIRE(n > 0);
+	link[n] = '\0';
+	printf("%s: target runs %s; visible here: %s\n", tag, link,
+	       access(link, F_OK) == 0 ? "yes" : "no");
+	CHECK(access(link, F_OK) != 0);
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), tag);
+	stackpulse_recorder *rec;
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 499;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &o,
+	                                      &rec));
+	CHECK_OK(rec_run(rec, 20));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	CHECK(reap(pid, 5));
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	uint32_t mod = UINT32_MAX;
+	for (uint32_t i = 0; i < stackpulse_spool_module_count(sp); i++) {
+		const struct stackpulse_module *m = stackpulse_spool_module(sp, i);
+		if (strstr(m->path, "ladder_hidden")) {
+			mod = i;
+			CHECK_EQ(m->build_id_len, 20);
+		}
+	}
+	REQUIRE(mod != UINT32_MAX);
+	/* Frames of the hidden module resolve against the original file. */
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	int total = 0, full = 0;
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		uint32_t ids[64];
+		uint32_t d = stackpulse_spool_stack_frames(sp, s->stack, ids, 64);
+		const char *names[64];
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < d && i < 64; i++) {
+			const struct stackpulse_raw_frame *f = stackpulse_spool_frame(sp, ids[i]);
+			if (f->kind == STACKPULSE_FRAME_NATIVE && f->module == mod) {
+				const char *nm = rec_elf_name(bin, f->offset - (i ? 1 : 0));
+				names[k++] = nm ? nm : "?";
+			}
+		}
+		const char *seq[] = {"leaf", "middle", "entry", "main"};
+		total++;
+		full += rec_has_seq(names, k, seq, 4);
+	}
+	stackpulse_sample_iter_free(it);
+	printf("%s: %d samples, %d full ladders\n", tag, total, full);
+	CHECK(total > 30);
+	CHECK(full * 100 > total * 90);
+	stackpulse_spool_close(sp);
+}
+
+SP_TEST(attach_to_a_deleted_executable)
+{
+	const char *bin = rec_target("ladder", NULL);
+	char copy[600], cmd[1400];
+	snprintf(copy, sizeof(copy), "%s/ladder_hidden", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", bin, copy);
+	REQUIRE(system(cmd) == 0);
+	pid_t pid = start(copy, "1.5");
+	usleep(100000);
+	REQUIRE(unlink(copy) == 0);
+	attach_hidden("deleted", pid, bin);
+}
+
+SP_TEST(attach_into_a_private_mount_namespace)
+{
+	if (geteuid() != 0 || system("command -v unshare >/dev/null") != 0)
+		sp_test_skip("needs root and unshare");
+	const char *bin = rec_target("ladder", NULL);
+	char dir[600], cmd[2000];
+	snprintf(dir, sizeof(dir), "%s/nsdir", sp_test_tmpdir());
+	mkdir(dir, 0755);
+	snprintf(cmd, sizeof(cmd),
+	         "mount -t tmpfs none '%s' && cp '%s' '%s/ladder_hidden' && "
+	         "exec '%s/ladder_hidden' 1.5",
+	         dir, bin, dir, dir);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("unshare", "unshare", "-m", "--propagation", "private", "sh", "-c", cmd,
+		       (char *)NULL);
+		_exit(127);
+	}
+	attach_hidden("namespace", pid, bin);
 }

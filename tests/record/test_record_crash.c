@@ -32,8 +32,9 @@ SP_TEST(sigkilled_recorder_leaves_a_valid_truncated_spool)
 	FILE *f = fopen(pidfile, "r");
 	int tpid = 0;
 	if (f) {
-		if (fscanf(f, "%d", &tpid) != 1)
-			tpid = 0;
+		char line[64];
+		if (fgets(line, sizeof(line), f))
+			tpid = (int)strtol(line, NULL, 10);
 		fclose(f);
 	}
 	CHECK(tpid > 0);

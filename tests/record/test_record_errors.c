@@ -194,3 +194,37 @@ SP_TEST(spool_in_an_unwritable_directory_as_nobody)
 	CHECK(strstr(out, "rc=-13 ") != NULL);
 	CHECK(strstr(out, "cannot create the spool") != NULL);
 }
+
+SP_TEST(python_required_on_a_non_python_target)
+{
+	pid_t pid = sleeper();
+	stackpulse_recorder *rec;
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.python = STACKPULSE_FEATURE_REQUIRED;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("py"), 0, &o, &rec),
+	           STACKPULSE_ENOTFOUND, "runs no CPython");
+	CHECK(!rec_any_stopped(pid));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+SP_TEST(attach_to_ourselves)
+{
+	stackpulse_recorder *rec;
+	expect_err(stackpulse_recorder_attach(getpid(), spool_path("self"),
+	                                      STACKPULSE_ATTACH_STOP_ENABLE_RESUME, NULL, &rec),
+	           -EINVAL, "ATTACH_LIVE");
+	/* Live attach to ourselves works: we sample our own spinning. */
+	REQUIRE_OK(stackpulse_recorder_attach(getpid(), spool_path("self"), STACKPULSE_ATTACH_LIVE,
+	                                      NULL, &rec));
+	volatile unsigned long x = 0;
+	double end = rec_now() + 0.3;
+	while (rec_now() < end)
+		x = x * 3 + 1;
+	CHECK_OK(stackpulse_recorder_consume_available(rec));
+	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	CHECK_EQ(stackpulse_recorder_process_is_active(rec, getpid()), 1);
+	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK(st.samples > 0);
+}

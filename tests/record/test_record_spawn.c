@@ -2,6 +2,7 @@
  * -fomit-frame-pointer, sampled with perf, unwound online, read back from
  * the spool and named with their own ELF symbol tables. */
 #include <errno.h>
+#include <sys/resource.h>
 
 #include "rec_util.h"
 
@@ -9,6 +10,7 @@ typedef struct run {
 	char spool[512];
 	pid_t pid;
 	struct stackpulse_recorder_stats stats;
+	double cpu_per_sample_us;
 	stackpulse_spool *sp;
 } run;
 
@@ -18,12 +20,22 @@ static void record_spawn(run *r, char *const argv[], const char *tag,
 {
 	snprintf(r->spool, sizeof(r->spool), "%s/%s.spool", sp_test_tmpdir(), tag);
 	stackpulse_recorder *rec;
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_SELF, &ru0);
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, r->spool, opts, &rec, &r->pid));
 	CHECK(r->pid > 0);
 	CHECK_OK(rec_run(rec, 30));
 	r->stats.sz = sizeof(r->stats);
 	CHECK_OK(stackpulse_recorder_stats(rec, &r->stats));
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	getrusage(RUSAGE_SELF, &ru1);
+	/* The recorder's own CPU per sample (attach, unwind, encode, finish). */
+	double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+	             (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+	             (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6 +
+	             (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+	r->cpu_per_sample_us = r->stats.samples ? cpu * 1e6 / (double)r->stats.samples : 0;
+	printf("%s: recorder CPU %.3f s, %.1f us per sample\n", tag, cpu, r->cpu_per_sample_us);
 	int status;
 	waitpid(r->pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -79,8 +91,8 @@ SP_TEST(spawn_call_ladder_in_order)
 	run r;
 	record_spawn(&r, argv, "ladder", &o);
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(r.sp);
-	CHECK(m->samples > 300);
-	CHECK_EQ(m->samples, r.stats.samples);
+	CHECK(m->samples > 100); /* CPU time share varies on a loaded VM. */
+	CHECK(m->samples >= r.stats.samples); /* finish drains the rest. */
 	CHECK_STR(m->event, "cpu-clock");
 	CHECK_EQ(m->frequency, 999);
 	CHECK_EQ(m->truncated, 0);
@@ -195,8 +207,10 @@ SP_TEST(spawn_four_named_threads)
 		CHECK(per[k] > 30);
 		CHECK(right[k] * 100 > per[k] * 95);
 	}
-	/* A busy 4-thread target at 999 Hz on this machine loses nothing. */
+	/* A busy 4-thread target at 999 Hz on this machine loses nothing, and
+	 * the recorder stays cheap per sample (32 KiB stack copies). */
 	CHECK_EQ(r.stats.lost, 0);
+	CHECK(r.cpu_per_sample_us < 1000);
 	CHECK(r.stats.threads >= 5);
 	stackpulse_spool_close(r.sp);
 }
@@ -320,5 +334,116 @@ SP_TEST(spawn_syscalls_have_named_kernel_frames)
 	CHECK(with_kernel * 2 > total);
 	CHECK(named * 100 >= with_kernel * 99);
 	CHECK(reaches_user * 10 > with_kernel * 9);
+	stackpulse_spool_close(r.sp);
+}
+
+/* A tiny ring, the largest stack copy, a high rate and a consumer that
+ * dawdles: the kernel drops samples, and the loss is counted in the stats,
+ * the metadata and as LOST events. */
+SP_TEST(lost_samples_are_counted)
+{
+	const char *bin = rec_target("threads", "-pthread");
+	char *argv[] = {(char *)bin, "1", NULL};
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 20000;
+	o.stack_size = 65528;
+	o.ring_kb = 256; /* Room for three samples of 64 KiB. */
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/lost.spool", sp_test_tmpdir());
+	stackpulse_recorder *rec;
+	pid_t pid;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	while (stackpulse_recorder_process_is_active(rec, 0)) {
+		usleep(100000);
+		CHECK_OK(stackpulse_recorder_consume_available(rec));
+	}
+	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	waitpid(pid, NULL, 0);
+	printf("lost %llu, kept %llu\n", (unsigned long long)st.lost,
+	       (unsigned long long)st.samples);
+	CHECK(st.lost > 0);
+	CHECK(st.samples > 0);
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	CHECK(stackpulse_spool_meta(sp)->lost >= st.lost);
+	uint64_t in_events = 0;
+	for (uint32_t i = 0; i < stackpulse_spool_event_count(sp); i++) {
+		const struct stackpulse_spool_event *e = stackpulse_spool_event(sp, i);
+		if (e->kind == STACKPULSE_EV_LOST)
+			in_events += e->count;
+	}
+	CHECK_EQ(in_events, stackpulse_spool_meta(sp)->lost);
+	stackpulse_spool_close(sp);
+}
+
+/* A CPython target: Python frames are merged into the native stack. */
+SP_TEST(spawn_python_frames)
+{
+	if (system("command -v python3 >/dev/null") != 0)
+		sp_test_skip("no python3");
+	char script[600];
+	snprintf(script, sizeof(script), "%s/tests/record/targets/pyladder.py", sp_test_source_root());
+	char *argv[] = {"python3", script, "1.5", NULL};
+	stackpulse_recorder_opts o = fast_opts();
+	run r;
+	record_spawn(&r, argv, "python", &o);
+	printf("python: %llu samples, %llu with Python frames, found %d\n",
+	       (unsigned long long)r.stats.samples, (unsigned long long)r.stats.python_samples,
+	       r.stats.python_frames);
+	if (!r.stats.python_frames) {
+		stackpulse_spool_close(r.sp);
+		sp_test_skip("this python3 is not readable (see the Python tests)");
+	}
+	CHECK(r.stats.python_samples * 2 > r.stats.samples);
+	int total = 0, ordered = 0;
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(r.sp, &it));
+	const struct stackpulse_sample *s;
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		uint32_t ids[256];
+		uint32_t d = stackpulse_spool_stack_frames(r.sp, s->stack, ids, 256);
+		const char *py[256];
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < d && i < 256; i++) {
+			const struct stackpulse_raw_frame *f = stackpulse_spool_frame(r.sp, ids[i]);
+			if (f->kind != STACKPULSE_FRAME_PYTHON)
+				continue;
+			const struct stackpulse_pycode *c = stackpulse_spool_pycode(r.sp, f->pycode);
+			py[k++] = c ? c->qualname : "?";
+		}
+		if (k == 0 || strcmp(py[0], "py_leaf") != 0)
+			continue;
+		total++;
+		const char *seq[] = {"py_leaf", "py_middle", "py_entry", "<module>"};
+		ordered += rec_has_seq(py, k, seq, 4);
+	}
+	stackpulse_sample_iter_free(it);
+	printf("python: %d samples in py_leaf, %d with the whole ladder\n", total, ordered);
+	CHECK(total > 30);
+	CHECK(ordered * 100 > total * 95);
+	stackpulse_spool_close(r.sp);
+}
+
+/* The leader thread exits first; the process lives on in its worker and
+ * stays one process in the spool, ending when the worker ends. */
+SP_TEST(spawn_leader_exits_before_its_thread)
+{
+	const char *bin = rec_target("leader_exit", "-pthread");
+	char *argv[] = {(char *)bin, "1", NULL};
+	stackpulse_recorder_opts o = fast_opts();
+	run r;
+	record_spawn(&r, argv, "leader_exit", &o);
+	CHECK_EQ(stackpulse_spool_process_count(r.sp), 1);
+	const struct stackpulse_process *p = stackpulse_spool_process(r.sp, 0);
+	REQUIRE(p != NULL);
+	CHECK(p->end_ns != 0);
+	const char *seq[] = {"orphan_work"};
+	int leafs, full, total;
+	count_seq(r.sp, r.pid, seq, 1, &leafs, &full, &total);
+	printf("leader_exit: %d samples, %d in orphan_work\n", total, leafs);
+	CHECK(total > 30);
+	CHECK(leafs * 100 > total * 90);
 	stackpulse_spool_close(r.sp);
 }

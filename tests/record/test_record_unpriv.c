@@ -54,7 +54,7 @@ SP_TEST(unprivileged_spawn)
 	printf("nobody spawn: %s", out);
 	REQUIRE_EQ(st, 0);
 	CHECK(strstr(out, "kernel=0") != NULL);
-	open_check(spool, 100);
+	open_check(spool, 20);
 }
 
 SP_TEST(unprivileged_attach_to_own_target)
@@ -68,7 +68,7 @@ SP_TEST(unprivileged_attach_to_own_target)
 	int st = rec_drive(env, 1, out, sizeof(out));
 	printf("nobody attach: %s", out);
 	REQUIRE_EQ(st, 0);
-	open_check(spool, 100);
+	open_check(spool, 20);
 }
 
 SP_TEST(unprivileged_kernel_required_is_refused)

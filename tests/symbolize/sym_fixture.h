@@ -4,6 +4,7 @@
 #ifndef SP_TEST_SYM_FIXTURE_H
 #define SP_TEST_SYM_FIXTURE_H
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,9 +107,18 @@ static FX_UNUSED void fx_symbol(const char *path, const char *name, uint64_t *ad
 	REQUIRE(p);
 	int found = 0;
 	while (fgets(line, sizeof(line), p)) {
-		unsigned long long a, s;
-		char type, sym[900];
-		if (sscanf(line, "%llx %llx %c %899s", &a, &s, &type, sym) == 4 && strcmp(sym, name) == 0) {
+		/* "ADDR SIZE TYPE NAME" */
+		char *end;
+		unsigned long long a = strtoull(line, &end, 16);
+		if (end == line || *end != ' ')
+			continue;
+		char *p2 = end + 1;
+		unsigned long long s = strtoull(p2, &end, 16);
+		if (end == p2 || end[0] != ' ' || !end[1] || end[2] != ' ')
+			continue;
+		char *sym = end + 3;
+		sym[strcspn(sym, "\n")] = '\0';
+		if (strcmp(sym, name) == 0) {
 			*addr = a;
 			*size = s;
 			found = 1;
@@ -140,8 +150,10 @@ static FX_UNUSED uint64_t fx_return_address(const char *path, const char *caller
 		}
 		if (!in)
 			continue;
-		unsigned long long a;
-		if (sscanf(line, " %llx:", &a) != 1) {
+		char *p2 = line + strspn(line, " ");
+		char *end;
+		unsigned long long a = strtoull(p2, &end, 16);
+		if (end == p2 || *end != ':') {
 			if (line[0] == '\n')
 				break;
 			continue;
@@ -159,6 +171,19 @@ static FX_UNUSED uint64_t fx_return_address(const char *path, const char *caller
 		sp_test_abort();
 	}
 	return ret;
+}
+
+/* Open descriptors of this process (for leak checks). */
+static FX_UNUSED int fx_fd_count(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
 }
 
 /* ---- spools ------------------------------------------------------------ */

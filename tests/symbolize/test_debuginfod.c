@@ -13,7 +13,7 @@
 
 #include "sym_fixture.h"
 
-static const char src[] = "volatile int sink;\n"
+static const char src[] __attribute__((unused)) = "volatile int sink;\n"
                           "static inline __attribute__((always_inline)) void inl(int x)\n"
                           "{\n"
                           "\tsink = x * 5; /* INL */\n"
@@ -128,9 +128,10 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 	for (int i = 0; i < 120 && !ready; i++) {
 		char cmd[1400];
 		snprintf(cmd, sizeof(cmd),
-		         "DEBUGINFOD_URLS=%s DEBUGINFOD_CACHE_PATH='%s' DEBUGINFOD_TIMEOUT=5 "
+		         /* A fresh cache each try: the client caches misses. */
+		         "rm -rf '%s'; DEBUGINFOD_URLS=%s DEBUGINFOD_CACHE_PATH='%s' DEBUGINFOD_TIMEOUT=5 "
 		         "debuginfod-find debuginfo %s >/dev/null 2>&1",
-		         url, probe, hex);
+		         probe, url, probe, hex);
 		ready = system(cmd) == 0;
 		if (!ready)
 			usleep(500000);

@@ -14,6 +14,16 @@
 #include "symbolize/demangle.h"
 #include "symbolize/strpool.h"
 
+/* Deterministic xorshift: reproducible noise without rnd(). */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static int rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (int)(rng_state >> 33);
+}
+
 static void on_alarm(int sig)
 {
 	(void)sig;
@@ -118,17 +128,16 @@ SP_TEST(mutated_elf_headers_are_handled)
 	sp_symbolize_counters counters = {0};
 	sp_dbg_config cfg;
 	REQUIRE_OK(sp_dbg_config_init(&cfg, "/nonexistent-debug-root", 0, &counters));
-	srand(1234);
 	static uint8_t buf[1 << 16];
 	for (int iter = 0; iter < 400; iter++) {
 		memcpy(buf, orig, len);
-		int flips = 1 + rand() % 8;
+		int flips = 1 + rnd() % 8;
 		for (int k = 0; k < flips; k++) {
 			/* Mostly headers and notes, sometimes anywhere. */
-			size_t at = rand() % 4 ? (size_t)(rand() % 1024) : (size_t)rand() % len;
-			buf[at] = (uint8_t)rand();
+			size_t at = rnd() % 4 ? (size_t)(rnd() % 1024) : (size_t)rnd() % len;
+			buf[at] = (uint8_t)rnd();
 		}
-		size_t cut = rand() % 5 == 0 ? (size_t)rand() % len : len;
+		size_t cut = rnd() % 5 == 0 ? (size_t)rnd() % len : len;
 		FILE *o = fopen(path, "wb");
 		REQUIRE(o);
 		fwrite(buf, 1, cut, o);
@@ -247,15 +256,26 @@ static void check_demangle(const char *raw, const char *want)
 
 SP_TEST(demangle_cxx_and_rust)
 {
+	if (!sp_demangle_cxx_available())
+		sp_test_skip("no __cxa_demangle linked: link libstdc++ (-lstdc++) or libc++abi");
 	check_demangle("_ZN2ns3fooIiEEvT_", "void ns::foo<int>(int)");
-	check_demangle("_Z3barv.cold", "bar() [clone .cold]");
+	/* Clone suffixes: libstdc++ and libc++abi word them differently. */
+	sp_strpool pool;
+	sp_strpool_init(&pool);
+	const char *cold = sp_demangle(&pool, "_Z3barv.cold", 0);
+	CHECK(strcmp(cold, "bar() [clone .cold]") == 0 || strcmp(cold, "bar() (.cold)") == 0);
+	sp_strpool_free(&pool);
 	check_demangle("plain_c_name", "plain_c_name");
 	check_demangle("_Znot_valid", "_Znot_valid");
 	/* Rust legacy: hash suffix dropped, $-escapes decoded. */
 	check_demangle("_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write");
 	check_demangle("_ZN66_$LT$alloc..vec..Vec$LT$T$GT$$u20$as$u20$core..ops..drop..Drop$GT$4drop17h0123456789abcdefE",
 	               "<alloc::vec::Vec<T> as core::ops::drop::Drop>::drop");
-	/* Rust v0. */
+}
+
+SP_TEST(demangle_rust_v0)
+{
+	check_demangle("plain_c_name", "plain_c_name");
 	check_demangle("_RNvCs1234_7mycrate3foo", "mycrate::foo");
 	check_demangle("_RNvNtCs1234_7mycrate3bar3baz", "mycrate::bar::baz");
 	check_demangle("_RNvC6_123foo3bar", "123foo::bar");
@@ -293,13 +313,12 @@ SP_TEST(rust_v0_demangler_survives_noise)
 {
 	static const char alphabet[] = "_RNvCMXYIBKLGDFTSAPOQUEsuph0123456789abcdefxyzjmlt";
 	char sym[128], out[512];
-	srand(42);
 	for (int iter = 0; iter < 200000; iter++) {
-		size_t n = 2 + (size_t)(rand() % 60);
+		size_t n = 2 + (size_t)(rnd() % 60);
 		sym[0] = '_';
 		sym[1] = 'R';
 		for (size_t i = 2; i < n; i++)
-			sym[i] = alphabet[rand() % (int)(sizeof(alphabet) - 1)];
+			sym[i] = alphabet[rnd() % (int)(sizeof(alphabet) - 1)];
 		sym[n] = '\0';
 		int rc = sp_rust_v0_demangle(sym, out, sizeof(out));
 		if (rc == 0)

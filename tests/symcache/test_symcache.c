@@ -212,7 +212,10 @@ SP_TEST(symcache_depth_limit)
 	size_t n = SP_SYMCACHE_MAX_INLINE_DEPTH + 1;
 	size_t tlen = SP_SYMCACHE_HEADER_SIZE + SP_SYMCACHE_RANGE_SIZE + n * SP_SYMCACHE_INLINE_SIZE + 2 + 4;
 	uint8_t *p = calloc(1, tlen);
-	memcpy(p, "SPSC", 4);
+	p[0] = 'S';
+	p[1] = 'P';
+	p[2] = 'S';
+	p[3] = 'C';
 	sp_put_le16(p + 4, SP_SYMCACHE_VERSION);
 	sp_put_le32(p + 8, (uint32_t)tlen);
 	sp_put_le32(p + 16, 1);
@@ -278,7 +281,8 @@ SP_TEST(symcache_corpus_seeds)
 	uint8_t *data;
 	size_t len;
 	build_sample(&data, &len);
-	int gen = getenv("SP_GEN_CORPUS") && strcmp(getenv("SP_GEN_CORPUS"), "1") == 0;
+	const char *gen_env = getenv("SP_GEN_CORPUS");
+	int gen = gen_env && strcmp(gen_env, "1") == 0;
 	if (gen) {
 		write_seed("symcache_decode", "sample.spsym", data, len);
 		sp_symcache_builder *b;

@@ -1,0 +1,52 @@
+"""Pure-Python hot functions with known shares of the work:
+main -> run -> py_a 50% / py_b 30% / py_c 20% (same loop body, different
+counts). usage: python3 pyshares.py [ROUNDS]  (fixed work)"""
+import os
+import resource
+import sys
+import time
+
+T0 = time.monotonic()
+
+
+def py_a():
+    acc = 0
+    for i in range(50000):
+        acc = (acc * 31 + i) & 0xFFFFFFFF
+    return acc
+
+
+def py_b():
+    acc = 0
+    for i in range(30000):
+        acc = (acc * 31 + i) & 0xFFFFFFFF
+    return acc
+
+
+def py_c():
+    acc = 0
+    for i in range(20000):
+        acc = (acc * 31 + i) & 0xFFFFFFFF
+    return acc
+
+
+def run(rounds):
+    s = 0
+    for _ in range(rounds):
+        s += py_a() + py_b() + py_c()
+    return s
+
+
+def main():
+    run(int(sys.argv[1]) if len(sys.argv) > 1 else 150)
+    path = os.environ.get("BENCH_REPORT")
+    if path:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        k = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with open(path, "w") as f:
+            f.write("%.6f %.6f\n" % (time.monotonic() - T0,
+                                     r.ru_utime + r.ru_stime + k.ru_utime + k.ru_stime))
+
+
+if __name__ == "__main__":
+    main()
