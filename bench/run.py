@@ -260,11 +260,13 @@ class Bench:
             out = os.path.join(d, tag + ".perf.data")
             full = ["perf", "record", "-e", "cpu-clock", "-F", hz, "--call-graph",
                     "dwarf,%d" % STACK, "-o", out, "--"] + cmd
-        elif tool == "sp":
+        elif tool in ("sp", "spnok"):
             if not self.rec:
                 raise NotReady("record example not built yet")
             out = os.path.join(d, tag + ".spool")
             full = [self.rec, "-F", hz, "-s", STACK, "-o", out]
+            if tool == "spnok":
+                full.append("--kernel=off")
             if wl == "pyshares":
                 full.append("--python=on")
             full += ["--"] + cmd
@@ -285,7 +287,7 @@ class Bench:
             res["bytes"] = os.path.getsize(out)
             if tool == "perf":
                 res["samples"], res["lost"] = perf_counts(out)
-            elif tool == "sp":
+            elif tool in ("sp", "spnok"):
                 m = re.search(r"record: (\d+) samples \((\d+) lost\)", tail(err, 4000))
                 if not m:
                     raise RuntimeError("no summary from record: " + tail(err, 300))
@@ -438,11 +440,11 @@ class Bench:
             log("python: run %d/%d" % (i + 1, self.runs))
             P.setdefault("base", []).append(dict(self.run_tool("base", "pyshares", "0", "py-base"), iter=i))
             for hz in rates:
-                for tool in ("pyspy", "sp"):
+                for tool in ("pyspy", "sp", "spnok"):
                     key = "%s@%s" % (tool, hz)
                     try:
                         r = self.run_tool(tool, "pyshares", hz, "py-%s-%s-%d" % (tool, hz, i),
-                                          keep=(hz == "999"))
+                                          keep=(hz == "999" and tool != "spnok"))
                     except NotReady as e:
                         P[key] = str(e)
                         continue
@@ -452,7 +454,7 @@ class Bench:
                     if isinstance(P.get(key), str):
                         P[key] = []
                     P.setdefault(key, []).append(r)
-                    if hz == "999":
+                    if "file" in r:
                         f = r.pop("file")
                         try:
                             if tool == "pyspy":
@@ -724,8 +726,10 @@ def accuracy_py(stacks, expected):
                 complete += 1
     res = {"samples": n, "with_python": sum(leaf.values()),
            "complete": complete / n if n else None,
-           "shares": {k: leaf.get(k, 0) / n if n else None for k in expected}}
-    res["err"] = {k: abs(res["shares"][k] - v) if n else None for k, v in expected.items()}
+           "in_expected": sum(leaf.get(k, 0) for k in expected) / n if n else None}
+    m = sum(leaf.get(k, 0) for k in expected)
+    res["shares"] = {k: leaf.get(k, 0) / m if m else None for k in expected}
+    res["err"] = {k: abs(res["shares"][k] - v) if m else None for k, v in expected.items()}
     return res
 
 

@@ -25,6 +25,7 @@ pub const os = [_][]const u8{
     "tests/record/test_record_errors.c",
     "tests/record/test_record_unpriv.c",
     "tests/record/test_record_crash.c",
+    "tests/record/test_record_selfcontained.c",
     "tests/python/test_python_live.c",
     "tests/io/test_spool_file.c",
     "tests/unwind/test_unwind_hostile.c",

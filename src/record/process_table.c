@@ -28,6 +28,21 @@ struct sp_module_cache {
 	uint32_t build_id_len;
 };
 
+int sp_ptable_module_info(const sp_ptable *t, uint32_t module, const char **path,
+                          const uint8_t **build_id, uint32_t *build_id_len)
+{
+	for (size_t i = 0; i < t->nmodcache; i++) {
+		const sp_module_cache *c = &t->modules[i];
+		if (c->module == module) {
+			*path = c->path;
+			*build_id = c->build_id_len ? c->build_id : NULL;
+			*build_id_len = c->build_id_len;
+			return 0;
+		}
+	}
+	return STACKPULSE_ENOTFOUND;
+}
+
 /* ---- integer map ---- */
 
 static int imap_grow(sp_imap *m)

@@ -62,6 +62,11 @@ typedef struct sp_ptable {
 } sp_ptable;
 
 void sp_ptable_init(sp_ptable *t, sp_writer *w, sp_unwinder *u);
+
+/* Path and build-id recorded for spool module @p module: 0 or
+ * STACKPULSE_ENOTFOUND. Linear; meant for finish. */
+int sp_ptable_module_info(const sp_ptable *t, uint32_t module, const char **path,
+                          const uint8_t **build_id, uint32_t *build_id_len);
 void sp_ptable_free(sp_ptable *t);
 
 /* The live process with @p pid, or NULL. */

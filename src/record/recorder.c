@@ -107,6 +107,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->frames);
 	sp_free(rec->pyframes);
 	sp_free(rec->pymerge);
+	sp_free(rec->native);
 	sp_free(rec);
 }
 
@@ -787,6 +788,8 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 		rc = rc2;
 	if (rc == 0)
 		rc = sp_recorder_write_ksyms(rec);
+	if (rc == 0)
+		rc = sp_recorder_embed_symbols(rec);
 	if (rc == 0)
 		rc = sp_writer_finish(rec->w);
 	if (rc == 0)

@@ -66,6 +66,12 @@ struct stackpulse_recorder {
 	uint64_t *pcs;     /* Scratch: unwound pcs. */
 	uint32_t *frames;  /* Scratch: frame ids of one stack. */
 	char kernel_note[320];
+
+	/* Self-contained spools: (module, offset) of every distinct native
+	 * frame, for the symbol tables embedded at finish. */
+	struct sp_native_frame *native;
+	size_t nnative, capnative;
+	uint32_t frames_seen; /* Frame ids below this were already handed out. */
 };
 
 /* Handles one ring record; returns 0 or a writer error. */
@@ -75,6 +81,15 @@ int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header 
 /* The perf timestamp of a record (0 when it has none). */
 uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p,
                                  size_t len);
+
+/* Interns a frame through the writer and remembers new native frames for
+ * self-contained spools. Every frame of the recording goes through here. */
+int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_frame *f,
+                      uint32_t *id);
+
+/* Embeds symbol tables for every module a native frame hit (when
+ * self_contained is set). Unreadable modules are skipped, not errors. */
+int sp_recorder_embed_symbols(stackpulse_recorder *rec);
 
 /* Writes the kernel symbols of every kernel address seen. */
 int sp_recorder_write_ksyms(stackpulse_recorder *rec);

@@ -175,7 +175,7 @@ static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t m
                      uint64_t offset)
 {
 	struct stackpulse_raw_frame f = {kind, module, offset, SP_NONE, 0};
-	return sp_writer_frame(rec->w, &f, &rec->frames[(*n)++]);
+	return sp_recorder_frame(rec, &f, &rec->frames[(*n)++]);
 }
 
 /* The CPython reader of @p proc, probing once per image. */
@@ -209,7 +209,7 @@ static int python_frame(stackpulse_recorder *rec, sp_python *py, const sp_py_fra
 	}
 	struct stackpulse_raw_frame rf = {STACKPULSE_FRAME_PYTHON, SP_NONE, f->offset, code->user,
 	                                  f->line};
-	return sp_writer_frame(rec->w, &rf, id);
+	return sp_recorder_frame(rec, &rf, id);
 }
 
 /* Appends the user part: native pcs merged with the Python stack when the
@@ -243,7 +243,7 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 				if (it->kind == SP_PY_MERGE_NATIVE && it->index < res->count) {
 					struct stackpulse_raw_frame f;
 					sp_ptable_frame(proc, rec->pcs[it->index], &f);
-					rc = sp_writer_frame(rec->w, &f, &rec->frames[(*n)++]);
+					rc = sp_recorder_frame(rec, &f, &rec->frames[(*n)++]);
 				} else if (it->kind == SP_PY_MERGE_PYTHON && it->index < npy) {
 					int skip;
 					rc = python_frame(rec, py, &rec->pyframes[it->index],
@@ -262,7 +262,7 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 	for (uint32_t i = 0; i < res->count && i < SP_MAX_USER_FRAMES; i++) {
 		struct stackpulse_raw_frame f;
 		sp_ptable_frame(proc, rec->pcs[i], &f);
-		if ((rc = sp_writer_frame(rec->w, &f, &rec->frames[(*n)++])) != 0)
+		if ((rc = sp_recorder_frame(rec, &f, &rec->frames[(*n)++])) != 0)
 			return rc;
 	}
 	return 0;

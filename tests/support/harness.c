@@ -1,3 +1,4 @@
+#define SP_HARNESS_IMPL
 #include "harness.h"
 
 #include <errno.h>

@@ -880,3 +880,42 @@ SP_TEST(dwz_supplementary_file)
 		scan_close(&s);
 	}
 }
+
+/* The sampled user IP sits below any kernel frames and is looked up as is;
+ * every later native frame is a return address (looked up at offset - 1).
+ * compute's first byte shows the difference: minus one is not in it. */
+SP_TEST(leaf_is_first_user_frame_below_kernel_frames)
+{
+	const char *bin = build("gcc", "-O2 -g", "prog_c", c_src, "c");
+	uint8_t bid[64];
+	uint32_t bid_len;
+	fx_build_id(bin, bid, &bid_len);
+	uint64_t addr, size;
+	fx_symbol(bin, "compute", &addr, &size);
+	fx_spool sp;
+	fx_spool_begin(&sp);
+	REQUIRE_OK(sp_writer_ksym(sp.w, 0xffffffff81000000ull, "sp_fake_irq", NULL));
+	uint32_t mod = fx_module(&sp, bin, bid, bid_len);
+	struct stackpulse_raw_frame kf = {STACKPULSE_FRAME_KERNEL, UINT32_MAX, 0xffffffff81000010ull,
+	                                  UINT32_MAX, 0};
+	uint32_t kid;
+	REQUIRE_OK(sp_writer_frame(sp.w, &kf, &kid));
+	uint32_t entry = fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, fx_offset(bin, addr));
+	uint32_t with_kernel[3] = {kid, entry, entry};
+	uint32_t stack = fx_stack(&sp, with_kernel, 3);
+	fx_spool_open(&sp);
+	stackpulse_symbolizer_opts o = no_cache_opts();
+	stackpulse_symbolizer *sym;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
+	fx_frames c = {.n = 0};
+	REQUIRE_OK(stackpulse_symbolizer_for_each_stack_frame(sym, stack, fx_collect, &c));
+	REQUIRE(c.n >= 3);
+	CHECK_STR(c.f[0].name, "sp_fake_irq");
+	CHECK_STR(c.f[1].name, "compute");
+	CHECK(strcmp(c.f[c.n - 1].name, "compute") != 0);
+	/* Both report the frame's own offset, whatever was looked up. */
+	CHECK_EQ(c.f[1].offset, fx_offset(bin, addr));
+	CHECK_EQ(c.f[c.n - 1].offset, fx_offset(bin, addr));
+	stackpulse_symbolizer_free(sym);
+	fx_spool_free(&sp);
+}

@@ -1,0 +1,122 @@
+/* Self-contained spools: symbol tables embedded at finish give every name,
+ * file and line after the recorded binary is deleted or rebuilt. */
+#include <errno.h>
+
+#include "rec_util.h"
+
+typedef struct walk {
+	const char *names[64];
+	const char *files[64];
+	uint32_t lines[64];
+	int kinds[64];
+	uint32_t n;
+} walk;
+
+static int collect(const stackpulse_frame *f, void *ctx)
+{
+	walk *w = ctx;
+	if (w->n < 64) {
+		w->names[w->n] = stackpulse_frame_func_name(f);
+		w->files[w->n] = stackpulse_frame_file(f);
+		w->lines[w->n] = stackpulse_frame_line(f);
+		w->kinds[w->n] = stackpulse_frame_kind(f);
+		w->n++;
+	}
+	return 0;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+	return s && a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* Records the ladder target built with -g at @p bin into @p spool. */
+static void record_ladder(const char *bin, const char *spool)
+{
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 999;
+	REQUIRE(o.self_contained == 1);
+	char *argv[] = {(char *)bin, "1.5", NULL};
+	stackpulse_recorder *rec = NULL;
+	pid_t pid = 0;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	CHECK_OK(rec_run(rec, 30));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	int status = 0;
+	waitpid(pid, &status, 0);
+}
+
+/* Symbolizes @p spool and checks the ladder with files and lines. */
+static void check_ladder(const char *spool, uint32_t flags)
+{
+	stackpulse_spool *sp = NULL;
+	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	int embedded = 0;
+	for (uint32_t i = 0; i < stackpulse_spool_module_count(sp); i++)
+		embedded += stackpulse_spool_module(sp, i)->has_symbols;
+	CHECK(embedded >= 1);
+
+	char cache[600];
+	snprintf(cache, sizeof(cache), "%s/cache-%u", sp_test_tmpdir(), flags);
+	mkdir(cache, 0700);
+	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
+	so.flags = flags;
+	so.cache_dir = cache;
+	stackpulse_symbolizer *sym = NULL;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp, &so, &sym));
+	stackpulse_sample_iter *it = NULL;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	int leaf_samples = 0, good = 0;
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		walk w = {0};
+		REQUIRE_OK(stackpulse_symbolizer_for_each_frame(sym, s, collect, &w));
+		uint32_t u = 0;
+		while (u < w.n && w.kinds[u] == STACKPULSE_FRAME_KERNEL)
+			u++;
+		if (u + 3 >= w.n || strcmp(w.names[u], "leaf") != 0)
+			continue;
+		leaf_samples++;
+		if (strcmp(w.names[u + 1], "middle") == 0 && strcmp(w.names[u + 2], "entry") == 0 &&
+		    strcmp(w.names[u + 3], "main") == 0 && ends_with(w.files[u], "targets/ladder.c") &&
+		    w.lines[u] >= 14 && w.lines[u] <= 22 && w.lines[u + 1] == 26 &&
+		    w.lines[u + 2] == 33 && w.lines[u + 3] == 44)
+			good++;
+	}
+	stackpulse_sample_iter_free(it);
+	stackpulse_symbolizer_free(sym);
+	stackpulse_spool_close(sp);
+	fprintf(stderr, "    %d of %d leaf samples resolved with files and lines\n", good,
+	        leaf_samples);
+	CHECK(leaf_samples >= 20);
+	CHECK(good * 100 >= leaf_samples * 95);
+}
+
+SP_TEST(deleted_binary_symbolizes_offline)
+{
+	const char *bin = rec_target("ladder", "-g");
+	char spool[600];
+	snprintf(spool, sizeof(spool), "%s/deleted.spool", sp_test_tmpdir());
+	record_ladder(bin, spool);
+	REQUIRE(unlink(bin) == 0);
+	check_ladder(spool, STACKPULSE_SYM_OFFLINE);
+}
+
+SP_TEST(rebuilt_binary_still_gives_recorded_names)
+{
+	char bin[600], cmd[2048], spool[600];
+	snprintf(bin, sizeof(bin), "%s/ladder-rebuilt", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "gcc -O2 -g -fomit-frame-pointer -o '%s' '%s/tests/record/targets/ladder.c'",
+	         bin, sp_test_source_root());
+	REQUIRE(system(cmd) == 0);
+	snprintf(spool, sizeof(spool), "%s/rebuilt.spool", sp_test_tmpdir());
+	record_ladder(bin, spool);
+	/* Same path, different code and build-id. */
+	snprintf(cmd, sizeof(cmd),
+	         "printf 'int pad1(void){return 1;}\\nint pad2(void){return 2;}\\nint main(void){return pad1()+pad2();}\\n' "
+	         "| gcc -O0 -g -x c -o '%s' -",
+	         bin);
+	REQUIRE(system(cmd) == 0);
+	check_ladder(spool, 0);
+}
