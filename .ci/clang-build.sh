@@ -256,8 +256,16 @@ fuzz_smoke() {
 	rm -rf "$runs"
 	mkdir -p "$runs"
 	for name in "${SP_FUZZ[@]}"; do
-		local seeds=corpus/$name dict=() log=$runs/$name.libfuzzer.log
-		[[ -f fuzz/$name.dict ]] && dict=(-dict="fuzz/$name.dict")
+		local seeds=corpus/$name dict=() adict=() log=$runs/$name.libfuzzer.log
+		# fuzz/NAME.dict, else the dictionary of its family (spool_decode -> spool.dict).
+		local d
+		for d in "fuzz/$name.dict" "fuzz/${name%%_*}.dict"; do
+			if [[ -f $d ]]; then
+				dict=(-dict="$d")
+				adict=(-x "$d")
+				break
+			fi
+		done
 		mkdir -p "$runs/lf-$name" "$seeds"
 		echo "fuzz-smoke: libFuzzer $name for ${secs}s"
 		# New inputs go to the scratch dir; corpus/ is only read.
@@ -277,8 +285,6 @@ fuzz_smoke() {
 			printf 'x' >"$in/seed"
 		fi
 		echo "fuzz-smoke: AFL++ $name for ${afl_secs}s"
-		local adict=()
-		[[ -f fuzz/$name.dict ]] && adict=(-x "fuzz/$name.dict")
 		if AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 \
 			AFL_NO_AFFINITY=1 AFL_QUIET=1 AFL_SKIP_BIN_CHECK=0 \
 			timeout $((afl_secs + 60)) afl-fuzz -V "$afl_secs" -i "$in" -o "$runs/afl-$name" \

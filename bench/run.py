@@ -167,6 +167,7 @@ class Bench:
             "python": out([PY, "--version"]),
             "gcc": out(["gcc", "--version"]),
             "git": out(["git", "-C", ROOT, "describe", "--always", "--dirty"]),
+            "command": " ".join(["python3", "bench/run.py"] + sys.argv[1:]),
         }
 
     def compile_workloads(self):
@@ -230,6 +231,16 @@ class Bench:
                 self.data["notes"].append("reader_throughput build failed: " + r3.stderr[-300:])
         else:
             self.reader = None
+        # A recorder driver without embedded symbol tables (symbolization timing).
+        self.noembed = None
+        if self.lib:
+            exe = os.path.join(self.tmp, "out", "record_noembed")
+            r5 = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE", "-I" + os.path.join(ROOT, "include"),
+                                 "-o", exe, os.path.join(ROOT, "bench", "record_noembed.c"), self.lib] + libs,
+                                capture_output=True, text=True)
+            self.noembed = exe if r5.returncode == 0 else None
+            if r5.returncode:
+                self.data["notes"].append("record_noembed build failed: " + r5.stderr[-300:])
         # The unwind engineer's micro benchmark (bench/unwind_cost.c), same lib.
         self.unwind_cost = None
         if self.lib:
@@ -270,6 +281,11 @@ class Bench:
             if wl == "pyshares":
                 full.append("--python=on")
             full += ["--"] + cmd
+        elif tool == "spraw":
+            if not self.noembed:
+                raise NotReady("record_noembed not built")
+            out = os.path.join(d, tag + ".spool")
+            full = [self.noembed, "-F", hz, "-s", STACK, "-o", out, "--"] + cmd
         elif tool == "pyspy":
             out = os.path.join(d, tag + ".pyspy.txt")
             full = ["py-spy", "record", "-r", hz, "-f", "raw", "-o", out, "--"] + cmd
@@ -277,17 +293,19 @@ class Bench:
         if r.rc != 0:
             raise RuntimeError("%s on %s exited %s: %s" % (tool, wl, r.rc, tail(err, 400)))
         try:
-            wall, tcpu = map(float, open(rep).read().split())
+            vals = [float(x) for x in open(rep).read().split()]
+            wall, tcpu = vals[0], vals[1]
+            rqw = vals[2] if len(vals) > 2 else None
         except (OSError, ValueError):
             raise RuntimeError("%s on %s: the workload wrote no report (%s)" % (tool, wl, tail(err, 300)))
         res = {"iter": int(re.sub(r".*-", "", tag)) if re.search(r"-\d+$", tag) else None,
-               "wall": wall, "tcpu": tcpu, "rec_cpu": max(r.cpu - tcpu, 0.0) if tool != "base" else 0.0,
+               "wall": wall, "tcpu": tcpu, "oncpu_wall": wall - rqw if rqw is not None else None, "rec_cpu": max(r.cpu - tcpu, 0.0) if tool != "base" else 0.0,
                "rec_maxrss_kb": r.maxrss_kb}
         if out:
             res["bytes"] = os.path.getsize(out)
             if tool == "perf":
                 res["samples"], res["lost"] = perf_counts(out)
-            elif tool in ("sp", "spnok"):
+            elif tool in ("sp", "spnok", "spraw"):
                 m = re.search(r"record: (\d+) samples \((\d+) lost\)", tail(err, 4000))
                 if not m:
                     raise RuntimeError("no summary from record: " + tail(err, 300))
@@ -336,6 +354,15 @@ class Bench:
                         slot.setdefault(key, []).append(r)
                         if keep:
                             self.postprocess(tool, wl, r, i, E if wl == "cpu_tree" else None, ACC)
+                    if hz == "999" and wl == "cpu_tree":
+                        # Symbolization from the binaries and the cache (no embedded tables).
+                        try:
+                            r = self.run_tool("spraw", wl, hz, "%s-spraw-%d" % (wl, i), keep=True)
+                            self.postprocess("spraw", wl, r, i, E, ACC)
+                        except NotReady:
+                            pass
+                        except Exception as e:
+                            self.error("recording %s spraw" % wl, e)
             self.write_doc()
 
     def postprocess(self, tool, wl, r, i, e2e, acc):
@@ -376,11 +403,12 @@ class Bench:
                     rf = measure([self.rep, f, "--folded"], env=env, stdout=folded,
                                  stderr=os.path.join(d, "sp.folded.err"))
                     row["folded"] = rf.cpu if rf.rc == 0 else None
-                    if rf.rc == 0 and (i == 0 or wl not in acc.get("sp", {})):
+                    if tool == "sp" and rf.rc == 0 and (i == 0 or wl not in acc.get("sp", {})):
                         acc.setdefault("sp", {})[wl] = accuracy(parse_folded(folded), WORKLOADS[wl][4],
                                                                 WORKLOADS[wl][5])
+                row["bytes_per_sample"] = r["bytes"] / r["samples"] if r.get("samples") else None
                 if e2e is not None:
-                    e2e["sp"].append(row)
+                    e2e.setdefault(tool, []).append(row)
         finally:
             if os.path.exists(f):
                 os.unlink(f)
@@ -500,26 +528,35 @@ class Bench:
         self.write_doc()
 
     def phase_selfprofile(self):
-        """F: where our recorder's CPU goes, at 4000 Hz on threads4. perf 6.1
-        cannot do it here (perf record/report abort in util/build-id.c on a
-        process that maps perf rings), so stackpulse records itself: an outer
-        record -F 1999 over the inner record and its target."""
+        """F: where our recorder's CPU goes. perf 6.1 cannot do it here (perf
+        record/report abort in util/build-id.c on a process that maps perf
+        rings), so stackpulse records itself: an outer record -F 1999 over the
+        inner record and its target."""
         if self.quick or not self.rec or not self.rep:
             return
+        out = self.data["phases"]["selfprofile"] = {}
+        for label, hz, wl, extra in (("threads4, record -F 4000", "4000", "threads4", []),
+                                     ("pyshares.py, record -F 999 --python=on", "999", "pyshares",
+                                      ["--python=on"])):
+            log("self-profile of the recorder:", label)
+            try:
+                out[label] = self.selfprofile_one(hz, wl, extra)
+            except Exception as e:
+                self.error("self-profile " + label, e)
+        self.write_doc()
+
+    def selfprofile_one(self, hz, wl, extra):
         d = os.path.join(self.tmp, "run")
         outer, inner = os.path.join(d, "outer.spool"), os.path.join(d, "inner.spool")
-        log("self-profile of the recorder")
         r = measure([self.rec, "-F", "1999", "-o", outer, "--",
-                     self.rec, "-F", "4000", "-s", STACK, "-o", inner, "--"] + self.wl["threads4"],
+                     self.rec, "-F", hz, "-s", STACK] + extra + ["-o", inner, "--"] + self.wl[wl],
                     stderr=os.path.join(d, "self.err"))
         if r.rc:
-            self.error("self-profile", RuntimeError(tail(os.path.join(d, "self.err"))))
-            return
+            raise RuntimeError(tail(os.path.join(d, "self.err")))
         folded = os.path.join(d, "self.folded")
         rf = measure([self.rep, outer, "--folded", "--pid"], stdout=folded, stderr=folded + ".err")
         if rf.rc:
-            self.error("self-profile report", RuntimeError(tail(folded + ".err")))
-            return
+            raise RuntimeError("report: " + tail(folded + ".err"))
         name = os.path.basename(self.rec)[:15] + "-"
         selfc, total, n = {}, {}, 0
         with open(folded, errors="replace") as f:
@@ -534,17 +571,20 @@ class Bench:
                     selfc[fr[-1]] = selfc.get(fr[-1], 0) + c
                 for x in set(fr):
                     total[x] = total.get(x, 0) + c
-        top = lambda dct, k: sorted(dct.items(), key=lambda kv: -kv[1])[:k]
-        lines = ["recorder samples: %d (at 1999 Hz: %.3f s of CPU)" % (n, n / 1999.0), "", "self:"]
-        lines += ["  %5.1f%%  %s" % (100.0 * v / n, k) for k, v in top(selfc, 12)]
-        lines += ["", "total (inclusive):"]
-        lines += ["  %5.1f%%  %s" % (100.0 * v / n, k) for k, v in top(total, 30)
-                  if k not in ("_start", "__libc_start_main_impl", "__libc_start_call_main")]
-        self.data["phases"]["selfprofile"] = lines if n else ["no recorder samples found"]
         for p in (outer, inner):
             if os.path.exists(p):
                 os.unlink(p)
-        self.write_doc()
+        if not n:
+            return ["no recorder samples found"]
+
+        def top(dct, k):
+            return sorted(dct.items(), key=lambda kv: -kv[1])[:k]
+        lines = ["recorder samples: %d (at 1999 Hz: %.3f s of CPU)" % (n, n / 1999.0), "", "self:"]
+        lines += ["  %5.1f%%  %s" % (100.0 * v / n, k) for k, v in top(selfc, 10)]
+        lines += ["", "total (inclusive):"]
+        lines += ["  %5.1f%%  %s" % (100.0 * v / n, k) for k, v in top(total, 28)
+                  if k not in ("_start", "__libc_start_main_impl", "__libc_start_call_main")]
+        return lines
 
     def phase_unwind(self):
         """The unwinder alone: bench/unwind_cost (owned by the unwind engineer)."""

@@ -37,6 +37,7 @@ pub const record = [_][]const u8{
     "src/record/ring.c",
     "src/record/sample.c",
     "src/record/embed_symbols.c",
+    "src/record/perfmap_names.c",
     "src/record/python_layout.c",
     "src/record/python_memory.c",
     "src/record/python_merge.c",

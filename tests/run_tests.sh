@@ -46,6 +46,7 @@ else
 	wrap_cmd=()
 fi
 
+echo "run_tests: ${#bins[@]} binaries${wrap:+, each under: $wrap}"
 passed=0 failed=0 skipped=0
 failed_bins=()
 log=$(mktemp)

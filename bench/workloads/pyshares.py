@@ -6,7 +6,18 @@ import resource
 import sys
 import time
 
+
+def rq_wait():
+    """Seconds this thread waited on a run queue (see selfreport.h)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 T0 = time.monotonic()
+W0 = rq_wait()
 
 
 def py_a():
@@ -44,8 +55,9 @@ def main():
         r = resource.getrusage(resource.RUSAGE_SELF)
         k = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(path, "w") as f:
-            f.write("%.6f %.6f\n" % (time.monotonic() - T0,
-                                     r.ru_utime + r.ru_stime + k.ru_utime + k.ru_stime))
+            f.write("%.6f %.6f %.6f\n" % (time.monotonic() - T0,
+                                           r.ru_utime + r.ru_stime + k.ru_utime + k.ru_stime,
+                                           rq_wait() - W0))
 
 
 if __name__ == "__main__":

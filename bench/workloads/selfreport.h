@@ -1,5 +1,5 @@
 /* Included once by each bench workload: when BENCH_REPORT names a file, the
- * process that started appends "wall_s cpu_s" (its own CPU plus that of its
+ * process that started writes "wall_s cpu_s rq_wait_s" (its own CPU plus that of its
  * waited-for children) at exit. The bench subtracts this from the rusage of
  * the recorder's whole process tree to get the recorder's own CPU, and uses
  * wall_s as the target's run time (recorder start-up excluded). */
@@ -10,12 +10,28 @@
 #include <unistd.h>
 
 static const char *selfreport_path;
+static double selfreport_wait0;
 static pid_t selfreport_pid;
 static struct timespec selfreport_t0;
 
 static double selfreport_tv(struct timeval tv)
 {
 	return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* Seconds this thread has waited on a run queue (runnable, not running):
+ * wall time minus that is what the target would take on an idle machine,
+ * including any time a profiler keeps it stopped. */
+static double selfreport_rq_wait(void)
+{
+	unsigned long long run = 0, wait = 0;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+		wait = 0;
+	fclose(f);
+	return (double)wait / 1e9;
 }
 
 static void selfreport_write(void)
@@ -33,7 +49,7 @@ static void selfreport_write(void)
 	             selfreport_tv(kids.ru_utime) + selfreport_tv(kids.ru_stime);
 	FILE *f = fopen(selfreport_path, "w");
 	if (f) {
-		fprintf(f, "%.6f %.6f\n", wall, cpu);
+		fprintf(f, "%.6f %.6f %.6f\n", wall, cpu, selfreport_rq_wait() - selfreport_wait0);
 		fclose(f);
 	}
 }
@@ -41,6 +57,7 @@ static void selfreport_write(void)
 __attribute__((constructor)) static void selfreport_init(void)
 {
 	clock_gettime(CLOCK_MONOTONIC, &selfreport_t0);
+	selfreport_wait0 = selfreport_rq_wait();
 	selfreport_path = getenv("BENCH_REPORT");
 	if (selfreport_path && *selfreport_path) {
 		static char buf[4096];

@@ -24,6 +24,7 @@ static void base_objects(sp_py_layout *l)
 int sp_py_layout_from_table(uint32_t hexversion, sp_py_layout *l)
 {
 	uint32_t minor = (hexversion >> 16) & 0xff;
+	memset(l, 0, sizeof(*l));
 	if ((hexversion >> 24) != 3 || minor < 10 || minor > 12)
 		return sp_error(STACKPULSE_EUNSUPPORTED, "python %u.%u has no offset table",
 		                hexversion >> 24, minor);
@@ -188,6 +189,7 @@ static int field(const uint8_t *buf, uint32_t size_pos, uint32_t pos, uint32_t w
 
 int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 {
+	memset(l, 0, sizeof(*l));
 	if (!sp_py_has_debug_cookie(buf, len))
 		return sp_error(STACKPULSE_EFORMAT, "no _Py_DebugOffsets cookie");
 	uint64_t version = sp_le64(buf + 8), free_threaded = sp_le64(buf + 16);

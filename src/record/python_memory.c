@@ -644,6 +644,7 @@ static int resolve(sp_py_walker *w, const pending *p, const uint8_t *hdr, sp_py_
 {
 	const sp_py_layout *l = w->layout;
 	uint32_t id;
+	memset(out, 0, sizeof(*out));
 	int rc = code_intern_hdr(w, p->code, hdr, &id);
 	if (rc)
 		return rc;

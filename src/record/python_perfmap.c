@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -113,18 +114,38 @@ static pid_t ns_pid(pid_t pid)
 	return last > 0 && last <= 0x7fffffff ? (pid_t)last : pid;
 }
 
+/* A map names code only when the target's own user wrote it: a regular
+ * file owned by the live process's uid, or by ours once it has exited. */
+static int trusted_map(int fd, pid_t pid)
+{
+	struct stat st, proc;
+	char dir[64];
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
+	if (stat(dir, &proc) == 0)
+		return st.st_uid == proc.st_uid;
+	return st.st_uid == geteuid();
+}
+
 int sp_perfmap_read(pid_t pid, uint64_t *offset, sp_perfmap_fn fn, void *ctx)
 {
 	char path[128];
 	pid_t nspid = ns_pid(pid);
 	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", (int)pid, (int)nspid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* /tmp is world-writable: never follow links or block on a FIFO. */
+	const int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+	int fd = open(path, flags);
 	if (fd < 0) {
 		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open(path, flags);
 	}
 	if (fd < 0)
 		return errno == ENOENT ? STACKPULSE_ENOTFOUND : sp_error(-errno, "open %s", path);
+	if (!trusted_map(fd, pid)) {
+		close(fd);
+		return sp_error(-EPERM, "%s: not a regular file owned by the target's user", path);
+	}
 	char *buf = sp_malloc(READ_CHUNK + SP_PERFMAP_MAX_LINE);
 	if (!buf) {
 		close(fd);

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <libelf.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -368,7 +369,7 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
 		               : rc;
 	if (!(s.runtime || s.runtime_section) || !s.code_type)
 		return sp_error(STACKPULSE_ENOTFOUND, "%s: no CPython symbols", path);
-	uint64_t bias;
+	uint64_t bias = 0;
 	if ((rc = load_bias(&s, start, pgoff, &bias)) != 0)
 		return rc;
 	sp_python *py = sp_calloc(1, sizeof(*py));
@@ -400,22 +401,46 @@ int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t p
 	return probe_file(pid, path, start, 0, pgoff, out);
 }
 
+/* Parses a number ending at @p end; returns what follows, NULL when
+ * malformed. */
+static char *field_u64(char *p, int base, char end, uint64_t *v)
+{
+	char *e;
+	errno = 0;
+	unsigned long long x = strtoull(p, &e, base);
+	if (e == p || errno || *e != end)
+		return NULL;
+	*v = x;
+	return e + 1;
+}
+
 /* Parses "start-end perms offset dev inode path" of /proc/PID/maps. */
 static int parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff, int *exec,
                            char **path)
 {
-	unsigned long long s, e, off, inode;
-	char perms[8];
-	int consumed = 0;
-	if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &s, &e, perms, &off, &inode,
-	           &consumed) != 5 ||
-	    consumed <= 0)
+	uint64_t inode;
+	char *p = field_u64(line, 16, '-', start);
+	if (!p || !(p = field_u64(p, 16, ' ', end)))
 		return -1;
-	*start = s;
-	*end = e;
-	*pgoff = off;
-	*exec = perms[2] == 'x' && inode != 0;
-	*path = line + consumed;
+	if (strlen(p) < 5 || p[4] != ' ')
+		return -1;
+	*exec = p[2] == 'x';
+	p += 5;
+	if (!(p = field_u64(p, 16, ' ', pgoff)))
+		return -1;
+	p = strchr(p, ' '); /* past the device */
+	if (!p)
+		return -1;
+	char *e;
+	errno = 0;
+	inode = strtoull(p + 1, &e, 10);
+	if (e == p + 1 || errno || (*e != ' ' && *e != 0))
+		return -1;
+	p = e;
+	*exec = *exec && inode != 0;
+	while (*p == ' ')
+		p++;
+	*path = p;
 	return 0;
 }
 

@@ -342,7 +342,9 @@ static void kptr_check(stackpulse_recorder *rec)
 {
 	char buf[128];
 	long n = sp_proc_read_small("/proc/kallsyms", buf, sizeof(buf));
-	if (n > 0 && strncmp(buf, "0000000000000000 ", 17) == 0)
+	if (n <= 0)
+		rec->kptr_zeroed = 2; /* Unreadable or empty: no names either. */
+	else if (strncmp(buf, "0000000000000000 ", 17) == 0)
 		rec->kptr_zeroed = 1;
 }
 
@@ -352,9 +354,11 @@ static int write_meta(stackpulse_recorder *rec)
 	if (uname(&u) != 0)
 		memset(&u, 0, sizeof(u));
 	const char *note = rec->setup.kernel_note;
-	if (rec->setup.kernel_frames && rec->kptr_zeroed)
+	if (rec->setup.kernel_frames && rec->kptr_zeroed == 1)
 		note = "kallsyms addresses are hidden (kernel.kptr_restrict); kernel frames stay "
 		       "unnamed";
+	else if (rec->setup.kernel_frames && rec->kptr_zeroed == 2)
+		note = "/proc/kallsyms is unreadable or empty; kernel frames stay unnamed";
 	snprintf(rec->kernel_note, sizeof(rec->kernel_note), "%s", note);
 	sp_meta m = {
 	    .start_time_ns = clock_ns(CLOCK_REALTIME),
@@ -790,6 +794,8 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 		rc = sp_recorder_write_ksyms(rec);
 	if (rc == 0)
 		rc = sp_recorder_embed_symbols(rec);
+	if (rc == 0)
+		rc = sp_recorder_write_perfmaps(rec);
 	if (rc == 0)
 		rc = sp_writer_finish(rec->w);
 	if (rc == 0)

@@ -91,6 +91,9 @@ int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_fram
  * self_contained is set). Unreadable modules are skipped, not errors. */
 int sp_recorder_embed_symbols(stackpulse_recorder *rec);
 
+/* Copies the perf maps of every process seen into the spool (JIT names). */
+int sp_recorder_write_perfmaps(stackpulse_recorder *rec);
+
 /* Writes the kernel symbols of every kernel address seen. */
 int sp_recorder_write_ksyms(stackpulse_recorder *rec);
 

@@ -438,13 +438,16 @@ int sp_symbolizer_resolve_frame_at(stackpulse_symbolizer *s, uint32_t frame_id, 
 		f.line = raw->line > 0 ? (uint32_t)raw->line : 0;
 		break;
 	}
+	case STACKPULSE_FRAME_UNKNOWN:
 	case STACKPULSE_FRAME_JIT: {
 		const char *name;
 		uint64_t start;
 		if (process != UINT32_MAX) {
 			if (sp_spool_jitsym_lookup(s->spool, process, raw->offset, &name, &start) == 0 &&
-			    name)
+			    name) {
 				f.name = name;
+				f.kind = STACKPULSE_FRAME_JIT;
+			}
 		} else {
 			/* No sample, so no process: any process's map naming addr. */
 			uint32_t n = sp_spool_jitsym_count(s->spool);
@@ -453,6 +456,7 @@ int sp_symbolizer_resolve_frame_at(stackpulse_symbolizer *s, uint32_t frame_id, 
 				if (j && j->name && raw->offset >= j->start &&
 				    raw->offset - j->start < j->size) {
 					f.name = j->name;
+					f.kind = STACKPULSE_FRAME_JIT;
 					break;
 				}
 			}

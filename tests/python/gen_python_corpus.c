@@ -28,6 +28,16 @@ static void save(const char *dir, const char *name, int v, int flags, uint32_t l
 	fclose(f);
 }
 
+/* A fixed xorshift sequence: the corpus is the same on every run. */
+static uint32_t rnd_state = 12345;
+static uint32_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 17;
+	rnd_state ^= rnd_state << 5;
+	return rnd_state;
+}
+
 static const int32_t lines_a[] = { 3, 4, 4, 5, 5, 5 };
 static const int32_t lines_b[] = { 9, 10, 11, 11 };
 
@@ -76,7 +86,6 @@ int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "corpus/python_frames";
 	const char *names[] = { "310", "311", "312", "313", "314" };
-	srand(12345);
 	for (int v = 0; v < IMG_NVERSIONS; v++) {
 		for (int kind = 0; kind < 4; kind++) {
 			if (build(v, kind) != 0) {
@@ -89,8 +98,7 @@ int main(int argc, char **argv)
 			/* Mutations: flipped bytes in the used part. */
 			for (int k = 0; k < 1; k++) {
 				for (int j = 0; j < 8; j++)
-					im.mem[(unsigned)rand() % im.used] ^=
-					        (uint8_t)(1u << (rand() % 8));
+					im.mem[rnd() % im.used] ^= (uint8_t)(1u << (rnd() % 8));
 				snprintf(name, sizeof(name), "mutated_%s_%d_%d", names[v], kind, k);
 				save(dir, name, v, 2 | 16, IMG_MAX);
 			}
