@@ -225,7 +225,7 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 	if (py && sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
 	                               SP_MAX_PY_FRAMES, &npy, &py_trunc) != 0)
 		npy = 0;
-	if (npy > 0) {
+	if (npy > 0 || (py && py_trunc)) {
 		sp_py_merge_in in;
 		memset(&in, 0, sizeof(in));
 		in.pcs = rec->pcs;
@@ -237,7 +237,7 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 		in.py_truncated = py_trunc;
 		uint32_t m = 0, flags = 0;
 		if (sp_py_merge(&in, rec->pymerge, SP_MAX_USER_FRAMES, &m, &flags) == 0) {
-			rec->python_samples++;
+			rec->python_samples += npy > 0;
 			for (uint32_t i = 0; i < m; i++) {
 				const sp_py_merge_item *it = &rec->pymerge[i];
 				if (it->kind == SP_PY_MERGE_NATIVE && it->index < res->count) {
