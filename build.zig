@@ -273,6 +273,7 @@ fn systemLibFlags(ctx: Ctx) []const []const u8 {
     const b = ctx.b;
     var list: std.ArrayList([]const u8) = .empty;
     for (systemLibs(ctx)) |name| list.append(b.allocator, b.fmt("-l{s}", .{name})) catch @panic("OOM");
+    if (hasSystemLibstdcxx(ctx)) list.append(b.allocator, "-lstdc++") catch @panic("OOM");
     return list.items;
 }
 
@@ -297,6 +298,7 @@ fn cModule(ctx: Ctx) *std.Build.Module {
     m.addIncludePath(b.path("include"));
     m.addIncludePath(b.path("src"));
     if (ctx.debuginfod) m.addCMacro("SP_HAVE_DEBUGINFOD", "1");
+    if (hasSystemLibstdcxx(ctx)) m.addCMacro("SP_HAVE_CXA_DEMANGLE", "1");
     const t = ctx.target.result;
     const host = ctx.b.graph.host.result;
     if (t.cpu.arch == host.cpu.arch and t.abi == host.abi) return m;
@@ -321,6 +323,16 @@ fn linkSystem(ctx: Ctx, m: *std.Build.Module, full: bool) void {
     }
     const libs: []const []const u8 = if (full) systemLibs(ctx) else &.{"zstd"};
     for (libs) |name| m.linkSystemLibrary(name, .{ .use_pkg_config = .no });
+    // C++ demangling: __cxa_demangle is a weak reference, satisfied by the
+    // system libstdc++ where one is installed (not zig's libc++, whose
+    // operator new/delete would leak into our exports).
+    if (full and hasSystemLibstdcxx(ctx)) m.addObjectFile(.{ .cwd_relative = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6" });
+}
+
+fn hasSystemLibstdcxx(ctx: Ctx) bool {
+    const t = ctx.target.result;
+    // Debian always has it: apt itself depends on libstdc++6.
+    return t.cpu.arch == .x86_64 and t.abi == .gnu;
 }
 
 fn addLib(ctx: Ctx, name: []const u8, linkage: std.builtin.LinkMode, srcs: []const []const u8) *std.Build.Step.Compile {
@@ -399,7 +411,7 @@ fn manifestText(ctx: Ctx) []const u8 {
         .{ .key = "SP_EXAMPLES", .items = examples },
         .{ .key = "SP_CFLAGS", .items = &c_flags },
         .{ .key = "SP_LIBS", .items = systemLibFlags(ctx) },
-        .{ .key = "SP_DEFINES", .items = if (ctx.debuginfod) &.{"-DSP_HAVE_DEBUGINFOD=1"} else &.{} },
+        .{ .key = "SP_DEFINES", .items = if (ctx.debuginfod) &.{ "-DSP_HAVE_DEBUGINFOD=1", "-DSP_HAVE_CXA_DEMANGLE=1" } else &.{"-DSP_HAVE_CXA_DEMANGLE=1"} },
     };
     var out: std.ArrayList(u8) = .empty;
     for (entries) |e| {

@@ -20,7 +20,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 status=0
 printf '%s\n' "$@" | sort -u | xargs -P "$(nproc)" -I{} sh -c \
-	'f={}; "$tidy" --quiet --warnings-as-errors="*" "$f" -- "$@" >"$0/$(echo "$f" | tr / _).log" 2>&1 || echo "$f" >>"$0/failed"' \
+	'f={}; s=$(date +%s%N); "$tidy" --quiet --warnings-as-errors="*" "$f" -- "$@" >"$0/$(echo "$f" | tr / _).log" 2>&1 || echo "$f" >>"$0/failed"; echo "$(( ($(date +%s%N) - s) / 1000000 )) $f" >>"$0/times"' \
 	"$out" "${flags[@]}" || status=1
 if [[ -s $out/failed ]]; then
 	while read -r f; do
@@ -29,7 +29,8 @@ if [[ -s $out/failed ]]; then
 			"$out/$(echo "$f" | tr / _).log" >&2 || true
 	done <"$out/failed"
 	echo "clang-tidy: $(wc -l <"$out/failed") of $# files have findings" >&2
+	echo "clang-tidy: slowest files: $(sort -rn "$out/times" | head -n 5 | awk '{printf "%s %.1fs, ", $2, $1 / 1000}')" >&2
 	exit 1
 fi
 ((status == 0)) || exit 1
-echo "clang-tidy: $# files clean"
+echo "clang-tidy: $# files clean (slowest: $(sort -rn "$out/times" | head -n 3 | awk '{printf "%s %.1fs, ", $2, $1 / 1000}'))"

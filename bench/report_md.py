@@ -417,7 +417,7 @@ def render(d, bench):
       "frame in the stack): stackpulse %s, perf script (default) %s, perf script --inline %s%s." % (
           f(a and a["inline_frac"] is not None and 100 * a["inline_frac"], "%.1f%%"),
           f(b and b["inline_frac"] is not None and 100 * b["inline_frac"], "%.1f%%"),
-          f(pi and 100 * pi["inline_frac"], "%.1f%%", NM if bench.quick else "—"),
+          f(pi and 100 * pi["inline_frac"], "%.1f%%", "skipped in --quick" if bench.quick else "—"),
           (" (it took %.1f s of CPU)" % pi["script_cpu"]) if pi else ""))
     w("")
     if oth:

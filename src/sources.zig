@@ -13,6 +13,7 @@ pub const format = [_][]const u8{
     "src/format/intern.c",
     "src/format/spool_writer.c",
     "src/format/spool_reader.c",
+    "src/format/spool_records.c",
     "src/format/spool_api.c",
     "src/format/spool_copy.c",
 };

@@ -92,6 +92,19 @@ struct stackpulse_spool {
 	uint64_t mem_cap;
 };
 
+/* Adds @p bytes to the table memory budget: 0 or STACKPULSE_ELIMIT. */
+int sp_spool_charge(stackpulse_spool *s, uint64_t bytes);
+/* Grows a table to hold @p need entries of @p elem bytes, charging the
+ * budget: 0, -ENOMEM or STACKPULSE_ELIMIT. */
+int sp_spool_grow(stackpulse_spool *s, void **arr, uint32_t *cap, uint32_t need, size_t elem,
+                  const char *what);
+#define SP_SPOOL_GROW(s, arr, cap, need, what)                                                     \
+	sp_spool_grow((s), (void **)&(arr), &(cap), (need), sizeof(*(arr)), (what))
+/* Decodes the records of complete chunk @p index (raw bytes at @p raw),
+ * adding to the tables and counting samples into @p ref->samples. */
+int sp_spool_decode_chunk(stackpulse_spool *s, uint32_t index, struct sp_chunk_ref *ref,
+                          const uint8_t *raw);
+
 /* Reads, checks and decompresses one chunk described by @p ref. @p stored
  * and @p raw are scratch buffers owned by the caller (grown as needed).
  * On success *payload points at ref->raw_len decompressed bytes. */

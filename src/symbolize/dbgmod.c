@@ -112,7 +112,8 @@ int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len,
 		              m->info.build_id_len ? have : "(none)", want);
 		goto fail;
 	}
-	memcpy(m->bid, bid, bid_len);
+	if (bid_len)
+		memcpy(m->bid, bid, bid_len);
 	m->bid_len = bid_len;
 	m->path = sp_strdup(path);
 	m->dwfl = dwfl_begin(&callbacks);

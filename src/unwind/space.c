@@ -59,7 +59,7 @@ int sp_unwind_space_fork(const sp_unwind_space *parent, pid_t pid, sp_unwind_spa
 	if (rc)
 		return rc;
 	sp_unwind_space *s = *out;
-	if (parent->n) {
+	if (parent->n && parent->maps) {
 		s->maps = sp_calloc(parent->n, sizeof(*s->maps));
 		if (!s->maps) {
 			sp_unwind_space_free(s);

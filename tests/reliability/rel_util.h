@@ -37,6 +37,14 @@ static REL_UNUSED int rel_soak(void)
 	return v && v[0] == '1';
 }
 
+/* Nonzero under valgrind (its preload library is in LD_PRELOAD): timing
+ * tests then run fewer trials or skip. */
+static REL_UNUSED int rel_under_valgrind(void)
+{
+	const char *v = getenv("LD_PRELOAD");
+	return v && strstr(v, "vgpreload") != NULL;
+}
+
 /* Compiles tests/reliability/targets/NAME.c once per binary. */
 static REL_UNUSED const char *rel_target(const char *name)
 {

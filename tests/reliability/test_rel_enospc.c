@@ -25,7 +25,7 @@ static int small_disk(const char *dir, long free_kb)
 {
 	if (unshare(CLONE_NEWNS) != 0)
 		return -errno;
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+	if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0)
 		return -errno;
 	mkdir(dir, 0755);
 	if (mount("tmpfs", dir, "tmpfs", 0, "size=256k") != 0)

@@ -16,6 +16,8 @@ typedef struct load_result {
 
 static void record_spawn(const char *name, char **argv, uint32_t hz, load_result *r)
 {
+	if (rel_under_valgrind())
+		sp_test_skip("load test: rates mean nothing under valgrind");
 	char spool[600];
 	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), name);
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;

@@ -36,8 +36,8 @@ static ksym_result record_with_kallsyms(const char *fake)
 		close(p[0]);
 		if (fake) {
 			if (unshare(CLONE_NEWNS) != 0 ||
-			    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-			    mount(fake, "/proc/kallsyms", NULL, MS_BIND, NULL) != 0) {
+			    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+			    mount(fake, "/proc/kallsyms", "none", MS_BIND, NULL) != 0) {
 				r.setup = -errno;
 				ssize_t w = write(p[1], &r, sizeof(r));
 				(void)w;
@@ -125,6 +125,13 @@ SP_TEST(unreadable_kallsyms_leaves_kernel_frames_unnamed_with_a_note)
 	}
 }
 
+static int get_name(const stackpulse_frame *fr, void *ctx)
+{
+	if (stackpulse_frame_inline_depth(fr) == 0)
+		snprintf(ctx, 256, "%s", stackpulse_frame_func_name(fr));
+	return 0;
+}
+
 /* Symbolizes @p spool's hottest frames as uid/gid @p uid in a child; returns
  * how many frames were resolved to "spin_leaf" and how many read
  * "spin_copy+0x...". */
@@ -158,7 +165,6 @@ static void symbolize_as(const char *spool, uid_t uid, int *named, int *raw)
 			if (!m || !strstr(m->path, "spin_copy"))
 				continue;
 			char name[256] = "";
-			int get_name(const stackpulse_frame *fr, void *ctx);
 			stackpulse_symbolizer_resolve_frame(sym, i, get_name, name);
 			res[0] += strcmp(name, "spin_leaf") == 0 || strcmp(name, "spin_mid") == 0;
 			res[1] += strncmp(name, "spin_copy+0x", 12) == 0;
@@ -178,13 +184,6 @@ static void symbolize_as(const char *spool, uid_t uid, int *named, int *raw)
 	REQUIRE(n == (ssize_t)sizeof(res));
 	*named = res[0];
 	*raw = res[1];
-}
-
-int get_name(const stackpulse_frame *fr, void *ctx)
-{
-	if (stackpulse_frame_inline_depth(fr) == 0)
-		snprintf(ctx, 256, "%s", stackpulse_frame_func_name(fr));
-	return 0;
 }
 
 SP_TEST(unreadable_binary_gives_module_plus_offset)
@@ -222,4 +221,49 @@ SP_TEST(unreadable_binary_gives_module_plus_offset)
 	CHECK(raw > 0);
 	symbolize_as(spool, 0, &named, &raw); /* Root reads it anyway. */
 	CHECK(named > 0);
+}
+
+/* The record example run as nobody on a target it starts itself: user
+ * frames are recorded, kernel frames are not, and the spool says why. */
+SP_TEST(record_example_as_nobody_gives_partial_results_with_a_reason)
+{
+	const char *bin_dir = getenv("SP_BIN_DIR");
+	char record[700];
+	snprintf(record, sizeof(record), "%s/record", bin_dir ? bin_dir : "zig-out/bin");
+	if (access(record, X_OK) != 0)
+		sp_test_skip("record example not built (zig build examples)");
+	if (system("command -v setpriv >/dev/null 2>&1") != 0)
+		sp_test_skip("setpriv not installed");
+	const char *spin = rel_target("spin");
+	char dir[600], spool[700], cmd[3000];
+	snprintf(dir, sizeof(dir), "%s/nobody", sp_test_tmpdir());
+	mkdir(dir, 0777);
+	chmod(dir, 0777);
+	chmod(sp_test_tmpdir(), 0755);
+	snprintf(spool, sizeof(spool), "%s/nobody.spool", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "cd '%s' && timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups "
+	         "'%s' -F 499 -o '%s' -- '%s' 1 1 >/dev/null 2>&1",
+	         dir, record, spool, spin);
+	int rc = system(cmd);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
+	printf("record as nobody: %llu samples, kernel_frames %d, note \"%s\"\n",
+	       (unsigned long long)m->samples, m->kernel_frames, m->kernel_note);
+	CHECK(m->samples > 0);
+	CHECK_EQ(m->truncated, 0);
+	int paranoid = 2;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	if (f) {
+		if (fscanf(f, "%d", &paranoid) != 1)
+			paranoid = 2;
+		fclose(f);
+	}
+	if (paranoid >= 2) {
+		CHECK_EQ(m->kernel_frames, 0);
+		CHECK(m->kernel_note && m->kernel_note[0] != '\0');
+	}
+	stackpulse_spool_close(sp);
 }

@@ -38,7 +38,8 @@ static void recorder_child(int fd, const char *target, const char *spool)
 SP_TEST(sigkill_at_random_moments_keeps_every_completed_chunk)
 {
 	const char *target = rel_target("spin");
-	int trials = rel_soak() ? 200 : 30;
+	int vg = rel_under_valgrind();
+	int trials = rel_soak() ? 200 : vg ? 6 : 30;
 	rel_seed("sigkill");
 	char spool[600];
 	snprintf(spool, sizeof(spool), "%s/killed.spool", sp_test_tmpdir());
@@ -55,7 +56,7 @@ SP_TEST(sigkill_at_random_moments_keeps_every_completed_chunk)
 		}
 		close(p[1]);
 		/* 0..800 ms: some kills land during spawn and the header. */
-		uint32_t delay = rel_rand(800);
+		uint32_t delay = rel_rand(800) * (vg ? 4 : 1);
 		rel_sleep_ms(delay);
 		kill(rp, SIGKILL);
 		int st;
@@ -118,7 +119,10 @@ SP_TEST(sigkill_at_random_moments_keeps_every_completed_chunk)
 	printf("sigkill: %d trials, %d spools opened, %d killed before the header, up to %d "
 	       "chunks\n",
 	       trials, opened, empty, max_chunks);
-	/* The kills must mostly land after chunks were written. */
-	CHECK(opened >= trials / 2);
-	CHECK(max_chunks >= 2);
+	/* The kills must mostly land after chunks were written (not checked
+	 * under valgrind, where the recorder is too slow to promise it). */
+	if (!vg) {
+		CHECK(opened >= trials / 2);
+		CHECK(max_chunks >= 2);
+	}
 }

@@ -5,6 +5,8 @@
 
 SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 {
+	if (rel_under_valgrind())
+		sp_test_skip("RSS and rate checks mean nothing under valgrind");
 	const char *bin = rel_target("spin");
 	double secs = rel_soak() ? 600 : 20;
 	char secs_arg[32];
@@ -58,7 +60,7 @@ SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 	CHECK(rss_warm > 0 && rss_last - rss_warm <= slack);
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
-	CHECK_EQ(stackpulse_spool_meta(sp)->samples, st.samples);
+	CHECK(stackpulse_spool_meta(sp)->samples >= st.samples); /* finish drains the rest. */
 	CHECK_EQ(stackpulse_spool_meta(sp)->truncated, 0);
 	stackpulse_spool_close(sp);
 	unlink(spool);

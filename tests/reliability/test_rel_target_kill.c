@@ -45,7 +45,7 @@ SP_TEST(target_killed_during_attach)
 	rel_seed("attach");
 	char spool[600];
 	snprintf(spool, sizeof(spool), "%s/attach.spool", sp_test_tmpdir());
-	int ok = 0, esrch = 0, trials = rel_soak() ? 60 : 8;
+	int ok = 0, esrch = 0, trials = rel_soak() ? 60 : rel_under_valgrind() ? 3 : 8;
 	for (int t = 0; t < trials; t++) {
 		pid_t pid = start_target(bin, "8", "20");
 		REQUIRE(pid > 0);
@@ -125,7 +125,7 @@ SP_TEST(target_killed_during_finish)
 	rel_seed("finish");
 	char spool[600];
 	snprintf(spool, sizeof(spool), "%s/fin.spool", sp_test_tmpdir());
-	int trials = rel_soak() ? 30 : 4;
+	int trials = rel_soak() ? 30 : rel_under_valgrind() ? 2 : 4;
 	for (int t = 0; t < trials; t++) {
 		stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 		o.frequency = 999;

@@ -313,8 +313,10 @@ int ps_symtab_load(ps_symtab *t, const char *path)
 				    GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value == 0)
 					continue;
 				const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
+				if (!name)
+					continue;
 				ps_sym *ns = realloc(t->syms, (t->n + 1) * sizeof(*ns));
-				if (!ns || !name)
+				if (!ns)
 					break;
 				t->syms = ns;
 				t->syms[t->n++] =
