@@ -64,7 +64,8 @@ static void check_table(const uint8_t *data, size_t size)
 		if (sp_symcache_lookup(&t, start, fr, SP_SYMCACHE_MAX_FRAMES, &s2, NULL) != n ||
 		    s2 != start)
 			__builtin_trap();
-		if (sp_symcache_lookup(&t, start + len - 1, fr, SP_SYMCACHE_MAX_FRAMES, &s2, NULL) != n ||
+		if (sp_symcache_lookup(&t, start + len - 1, fr, SP_SYMCACHE_MAX_FRAMES, &s2,
+		                       NULL) != n ||
 		    s2 != start)
 			__builtin_trap();
 		/* A small output buffer truncates, never overflows. */

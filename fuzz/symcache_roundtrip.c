@@ -16,8 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_ENTRIES 256
 
-static const char *const dict[] = {"main", "foo", "ns::bar<int>(int)", "a.c", "/src/b.cc", "",
-                                   "x", "std::vector<T>::push_back", "z.h", "[inl]"};
+static const char *const dict[] = { "main", "foo", "ns::bar<int>(int)",         "a.c", "/src/b.cc",
+	                            "",     "x",   "std::vector<T>::push_back", "z.h", "[inl]" };
 #define NDICT (sizeof(dict) / sizeof(dict[0]))
 
 typedef struct ent {
@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (sp_symcache_builder_new(bid, bid_len, &b) != 0)
 		__builtin_trap();
 	for (size_t i = 0; i < count; i++)
-		if (sp_symcache_builder_add(b, ents[i].start, ents[i].len, ents[i].fr, ents[i].n) != 0)
+		if (sp_symcache_builder_add(b, ents[i].start, ents[i].len, ents[i].fr, ents[i].n) !=
+		    0)
 			__builtin_trap();
 	uint8_t *bytes;
 	size_t len;
@@ -86,26 +87,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sp_symcache_frame fr[SP_SYMCACHE_MAX_FRAMES];
 	for (size_t i = 0; i < count; i++) {
 		const ent *e = &ents[i];
-		uint64_t probes[2] = {e->start, e->start + e->len - 1};
+		uint64_t probes[2] = { e->start, e->start + e->len - 1 };
 		for (int p = 0; p < 2; p++) {
-			uint32_t n = sp_symcache_lookup(&t, probes[p], fr, SP_SYMCACHE_MAX_FRAMES, NULL, NULL);
+			uint32_t n = sp_symcache_lookup(&t, probes[p], fr, SP_SYMCACHE_MAX_FRAMES,
+			                                NULL, NULL);
 			if (n != e->n)
 				__builtin_trap();
 			for (uint32_t k = 0; k < n; k++)
-				if (!str_eq(fr[k].name, e->fr[k].name) || !str_eq(fr[k].file, e->fr[k].file) ||
+				if (!str_eq(fr[k].name, e->fr[k].name) ||
+				    !str_eq(fr[k].file, e->fr[k].file) ||
 				    fr[k].line != e->fr[k].line)
 					__builtin_trap();
 		}
 		/* Gaps between entries stay unknown. */
 		if (e->start > 0 && (i == 0 || ents[i - 1].start + ents[i - 1].len < e->start) &&
-		    sp_symcache_lookup(&t, e->start - 1, fr, SP_SYMCACHE_MAX_FRAMES, NULL, NULL) != 0)
+		    sp_symcache_lookup(&t, e->start - 1, fr, SP_SYMCACHE_MAX_FRAMES, NULL, NULL) !=
+		            0)
 			__builtin_trap();
 	}
 	/* Rebuilding from the table gives the same bytes. */
 	sp_symcache_builder *b2;
 	uint8_t *bytes2;
 	size_t len2;
-	if (sp_symcache_builder_new(bid, bid_len, &b2) != 0 || sp_symcache_builder_merge(b2, &t) != 0 ||
+	if (sp_symcache_builder_new(bid, bid_len, &b2) != 0 ||
+	    sp_symcache_builder_merge(b2, &t) != 0 ||
 	    sp_symcache_builder_finish(b2, &bytes2, &len2) != 0)
 		__builtin_trap();
 	sp_symcache_builder_free(b2);

@@ -164,19 +164,19 @@ typedef struct stackpulse_recorder_opts {
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
-#define STACKPULSE_RECORDER_OPTS                                              \
-	((stackpulse_recorder_opts){                                          \
-	    .sz = sizeof(stackpulse_recorder_opts),                           \
-	    .frequency = 99,                                                  \
-	    .stack_size = 32768,                                              \
-	    .kernel = STACKPULSE_FEATURE_AUTO,                                \
-	    .children = 1,                                                    \
-	    .python = STACKPULSE_FEATURE_AUTO,                                \
-	    .event = STACKPULSE_EVENT_AUTO,                                   \
-	    .ring_kb = 0,                                                     \
-	    .zstd_level = 3,                                                  \
-	    .self_contained = 1,                                              \
-	    .chunk_bytes = 1u << 20,                                          \
+#define STACKPULSE_RECORDER_OPTS                                                                   \
+	((stackpulse_recorder_opts){                                                               \
+	        .sz = sizeof(stackpulse_recorder_opts),                                            \
+	        .frequency = 99,                                                                   \
+	        .stack_size = 32768,                                                               \
+	        .kernel = STACKPULSE_FEATURE_AUTO,                                                 \
+	        .children = 1,                                                                     \
+	        .python = STACKPULSE_FEATURE_AUTO,                                                 \
+	        .event = STACKPULSE_EVENT_AUTO,                                                    \
+	        .ring_kb = 0,                                                                      \
+	        .zstd_level = 3,                                                                   \
+	        .self_contained = 1,                                                               \
+	        .chunk_bytes = 1u << 20,                                                           \
 	})
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
@@ -211,8 +211,7 @@ struct stackpulse_recorder_stats {
  *
  * The target is never left stopped, whatever the outcome.
  */
-STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path,
-                                              int mode,
+STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
                                               const stackpulse_recorder_opts *opts,
                                               stackpulse_recorder **out);
 
@@ -230,8 +229,7 @@ STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path,
  */
 STACKPULSE_API int stackpulse_recorder_spawn(char *const argv[], const char *path,
                                              const stackpulse_recorder_opts *opts,
-                                             stackpulse_recorder **out,
-                                             pid_t *pid_out);
+                                             stackpulse_recorder **out, pid_t *pid_out);
 
 /**
  * Blocks until ring data is ready, @p timeout_ms passes (-1: no limit), or
@@ -254,8 +252,7 @@ STACKPULSE_API int stackpulse_recorder_consume_available(stackpulse_recorder *re
  * followed child), 0 once it has exited or was never followed. Pass 0 for
  * "any followed process".
  */
-STACKPULSE_API int stackpulse_recorder_process_is_active(stackpulse_recorder *rec,
-                                                         pid_t pid);
+STACKPULSE_API int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid);
 
 /**
  * A descriptor that polls readable when ::stackpulse_recorder_wait would not
@@ -313,13 +310,13 @@ struct stackpulse_spool_meta {
 
 /** A process. Indexes are stable within one spool. */
 struct stackpulse_process {
-	uint32_t index;       /**< Index in the spool's process table. */
-	pid_t pid;            /**< Kernel pid (may repeat after reuse). */
-	uint32_t parent;      /**< Index of the parent process, or UINT32_MAX. */
-	const char *name;     /**< comm after the last exec. */
-	const char *cmdline;  /**< Arguments separated by spaces. */
-	uint64_t start_ns;    /**< Time first seen. */
-	uint64_t end_ns;      /**< Time of exit, or 0 when still running. */
+	uint32_t index;      /**< Index in the spool's process table. */
+	pid_t pid;           /**< Kernel pid (may repeat after reuse). */
+	uint32_t parent;     /**< Index of the parent process, or UINT32_MAX. */
+	const char *name;    /**< comm after the last exec. */
+	const char *cmdline; /**< Arguments separated by spaces. */
+	uint64_t start_ns;   /**< Time first seen. */
+	uint64_t end_ns;     /**< Time of exit, or 0 when still running. */
 };
 
 /** A thread. */
@@ -412,39 +409,40 @@ STACKPULSE_API int stackpulse_spool_open_memory(const void *buf, size_t len,
 STACKPULSE_API void stackpulse_spool_close(stackpulse_spool *spool);
 
 /** Returns the recording metadata. Never NULL. */
-STACKPULSE_API const struct stackpulse_spool_meta *stackpulse_spool_meta(const stackpulse_spool *spool);
+STACKPULSE_API const struct stackpulse_spool_meta *stackpulse_spool_meta(
+        const stackpulse_spool *spool);
 
 /** Number of processes. */
 STACKPULSE_API uint32_t stackpulse_spool_process_count(const stackpulse_spool *spool);
 /** Process @p index, or NULL when out of range. */
-STACKPULSE_API const struct stackpulse_process *stackpulse_spool_process(const stackpulse_spool *spool,
-                                                                  uint32_t index);
+STACKPULSE_API const struct stackpulse_process *stackpulse_spool_process(
+        const stackpulse_spool *spool, uint32_t index);
 /** Number of threads. */
 STACKPULSE_API uint32_t stackpulse_spool_thread_count(const stackpulse_spool *spool);
 /** Thread @p index, or NULL when out of range. */
-STACKPULSE_API const struct stackpulse_thread *stackpulse_spool_thread(const stackpulse_spool *spool,
-                                                                uint32_t index);
+STACKPULSE_API const struct stackpulse_thread *stackpulse_spool_thread(
+        const stackpulse_spool *spool, uint32_t index);
 /** Number of modules. */
 STACKPULSE_API uint32_t stackpulse_spool_module_count(const stackpulse_spool *spool);
 /** Module @p index, or NULL when out of range. */
-STACKPULSE_API const struct stackpulse_module *stackpulse_spool_module(const stackpulse_spool *spool,
-                                                                uint32_t index);
+STACKPULSE_API const struct stackpulse_module *stackpulse_spool_module(
+        const stackpulse_spool *spool, uint32_t index);
 /** Number of Python code objects. */
 STACKPULSE_API uint32_t stackpulse_spool_pycode_count(const stackpulse_spool *spool);
 /** Python code object @p index, or NULL when out of range. */
-STACKPULSE_API const struct stackpulse_pycode *stackpulse_spool_pycode(const stackpulse_spool *spool,
-                                                                uint32_t index);
+STACKPULSE_API const struct stackpulse_pycode *stackpulse_spool_pycode(
+        const stackpulse_spool *spool, uint32_t index);
 /** Number of lifecycle events. */
 STACKPULSE_API uint32_t stackpulse_spool_event_count(const stackpulse_spool *spool);
 /** Event @p index in time order, or NULL when out of range. */
-STACKPULSE_API const struct stackpulse_spool_event *stackpulse_spool_event(const stackpulse_spool *spool,
-                                                                    uint32_t index);
+STACKPULSE_API const struct stackpulse_spool_event *stackpulse_spool_event(
+        const stackpulse_spool *spool, uint32_t index);
 
 /** Number of distinct raw frames. Frame ids are 0..count-1. */
 STACKPULSE_API uint32_t stackpulse_spool_frame_count(const stackpulse_spool *spool);
 /** Raw frame @p id, or NULL when out of range. */
-STACKPULSE_API const struct stackpulse_raw_frame *stackpulse_spool_frame(const stackpulse_spool *spool,
-                                                                  uint32_t id);
+STACKPULSE_API const struct stackpulse_raw_frame *stackpulse_spool_frame(
+        const stackpulse_spool *spool, uint32_t id);
 
 /** Number of stack ids, including the empty stack 0. */
 STACKPULSE_API uint32_t stackpulse_spool_stack_count(const stackpulse_spool *spool);
@@ -456,15 +454,13 @@ STACKPULSE_API uint32_t stackpulse_spool_stack_count(const stackpulse_spool *spo
 STACKPULSE_API int stackpulse_spool_stack_node(const stackpulse_spool *spool, uint32_t stack,
                                                uint32_t *frame, uint32_t *parent);
 /** Depth (number of frames) of @p stack; 0 for the empty or an unknown stack. */
-STACKPULSE_API uint32_t stackpulse_spool_stack_depth(const stackpulse_spool *spool,
-                                                     uint32_t stack);
+STACKPULSE_API uint32_t stackpulse_spool_stack_depth(const stackpulse_spool *spool, uint32_t stack);
 /**
  * Copies up to @p max frame ids of @p stack into @p frames, leaf first, and
  * returns the full depth (which may exceed @p max).
  */
-STACKPULSE_API uint32_t stackpulse_spool_stack_frames(const stackpulse_spool *spool,
-                                                      uint32_t stack, uint32_t *frames,
-                                                      uint32_t max);
+STACKPULSE_API uint32_t stackpulse_spool_stack_frames(const stackpulse_spool *spool, uint32_t stack,
+                                                      uint32_t *frames, uint32_t max);
 
 /** Number of kernel symbols stored in the spool. */
 STACKPULSE_API uint32_t stackpulse_spool_ksym_count(const stackpulse_spool *spool);
@@ -529,12 +525,12 @@ typedef struct stackpulse_symbolizer_opts {
 } stackpulse_symbolizer_opts;
 
 /** Default symbolizer options. */
-#define STACKPULSE_SYMBOLIZER_OPTS                                            \
-	((stackpulse_symbolizer_opts){                                        \
-	    .sz = sizeof(stackpulse_symbolizer_opts),                         \
-	    .flags = 0,                                                       \
-	    .debug_dirs = NULL,                                               \
-	    .cache_dir = NULL,                                                \
+#define STACKPULSE_SYMBOLIZER_OPTS                                                                 \
+	((stackpulse_symbolizer_opts){                                                             \
+	        .sz = sizeof(stackpulse_symbolizer_opts),                                          \
+	        .flags = 0,                                                                        \
+	        .debug_dirs = NULL,                                                                \
+	        .cache_dir = NULL,                                                                 \
 	})
 
 /**
@@ -564,8 +560,8 @@ STACKPULSE_API int stackpulse_symbolizer_for_each_stack_frame(stackpulse_symboli
                                                               stackpulse_frame_fn fn, void *ctx);
 /** Resolves one raw frame id, calling @p fn for it and its inline parents. */
 STACKPULSE_API int stackpulse_symbolizer_resolve_frame(stackpulse_symbolizer *sym,
-                                                       uint32_t frame_id,
-                                                       stackpulse_frame_fn fn, void *ctx);
+                                                       uint32_t frame_id, stackpulse_frame_fn fn,
+                                                       void *ctx);
 
 /** Function name; never NULL: "[unknown]" or "module+0xOFFSET" when unresolved. */
 STACKPULSE_API const char *stackpulse_frame_func_name(const stackpulse_frame *frame);
@@ -615,25 +611,25 @@ enum stackpulse_profile_flag {
 
 /** Profile options. Initialise with ::STACKPULSE_PROFILE_OPTS. */
 typedef struct stackpulse_profile_opts {
-	size_t sz;          /**< sizeof(struct stackpulse_profile_opts). */
-	uint32_t flags;     /**< ::stackpulse_profile_flag bits. */
-	int view;           /**< ::stackpulse_view. */
-	uint64_t start_ns;  /**< Keep samples at or after this time (0: all). */
-	uint64_t end_ns;    /**< Keep samples before this time (0: all). */
-	pid_t pid;          /**< Keep only this pid (0: all). */
-	pid_t tid;          /**< Keep only this tid (0: all). */
+	size_t sz;         /**< sizeof(struct stackpulse_profile_opts). */
+	uint32_t flags;    /**< ::stackpulse_profile_flag bits. */
+	int view;          /**< ::stackpulse_view. */
+	uint64_t start_ns; /**< Keep samples at or after this time (0: all). */
+	uint64_t end_ns;   /**< Keep samples before this time (0: all). */
+	pid_t pid;         /**< Keep only this pid (0: all). */
+	pid_t tid;         /**< Keep only this tid (0: all). */
 } stackpulse_profile_opts;
 
 /** Default profile options. */
-#define STACKPULSE_PROFILE_OPTS                                               \
-	((stackpulse_profile_opts){                                           \
-	    .sz = sizeof(stackpulse_profile_opts),                            \
-	    .flags = 0,                                                       \
-	    .view = STACKPULSE_VIEW_MIXED,                                    \
-	    .start_ns = 0,                                                    \
-	    .end_ns = 0,                                                      \
-	    .pid = 0,                                                         \
-	    .tid = 0,                                                         \
+#define STACKPULSE_PROFILE_OPTS                                                                    \
+	((stackpulse_profile_opts){                                                                \
+	        .sz = sizeof(stackpulse_profile_opts),                                             \
+	        .flags = 0,                                                                        \
+	        .view = STACKPULSE_VIEW_MIXED,                                                     \
+	        .start_ns = 0,                                                                     \
+	        .end_ns = 0,                                                                       \
+	        .pid = 0,                                                                          \
+	        .tid = 0,                                                                          \
 	})
 
 /** A function: a name in a file and module. */
@@ -712,33 +708,33 @@ STACKPULSE_API const char *stackpulse_profile_string(const stackpulse_profile *p
 /** Number of functions. */
 STACKPULSE_API uint32_t stackpulse_profile_func_count(const stackpulse_profile *p);
 /** Function @p i, or NULL. */
-STACKPULSE_API const struct stackpulse_profile_func *stackpulse_profile_func(const stackpulse_profile *p,
-                                                                      uint32_t i);
+STACKPULSE_API const struct stackpulse_profile_func *stackpulse_profile_func(
+        const stackpulse_profile *p, uint32_t i);
 /** Number of frames. */
 STACKPULSE_API uint32_t stackpulse_profile_frame_count(const stackpulse_profile *p);
 /** Frame @p i, or NULL. */
-STACKPULSE_API const struct stackpulse_profile_frame *stackpulse_profile_frame(const stackpulse_profile *p,
-                                                                        uint32_t i);
+STACKPULSE_API const struct stackpulse_profile_frame *stackpulse_profile_frame(
+        const stackpulse_profile *p, uint32_t i);
 /** Number of stack nodes, including the root 0. */
 STACKPULSE_API uint32_t stackpulse_profile_stack_count(const stackpulse_profile *p);
 /** Stack node @p i, or NULL. */
-STACKPULSE_API const struct stackpulse_profile_stack *stackpulse_profile_stack(const stackpulse_profile *p,
-                                                                        uint32_t i);
+STACKPULSE_API const struct stackpulse_profile_stack *stackpulse_profile_stack(
+        const stackpulse_profile *p, uint32_t i);
 /** Number of samples kept. */
 STACKPULSE_API uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p);
 /** Sample @p i, or NULL. */
-STACKPULSE_API const struct stackpulse_profile_sample *stackpulse_profile_sample(const stackpulse_profile *p,
-                                                                          uint64_t i);
+STACKPULSE_API const struct stackpulse_profile_sample *stackpulse_profile_sample(
+        const stackpulse_profile *p, uint64_t i);
 /** Number of threads. */
 STACKPULSE_API uint32_t stackpulse_profile_thread_count(const stackpulse_profile *p);
 /** Thread @p i, or NULL. */
-STACKPULSE_API const struct stackpulse_profile_thread *stackpulse_profile_thread(const stackpulse_profile *p,
-                                                                          uint32_t i);
+STACKPULSE_API const struct stackpulse_profile_thread *stackpulse_profile_thread(
+        const stackpulse_profile *p, uint32_t i);
 /** Number of processes. */
 STACKPULSE_API uint32_t stackpulse_profile_process_count(const stackpulse_profile *p);
 /** Process @p i, or NULL. */
-STACKPULSE_API const struct stackpulse_profile_process *stackpulse_profile_process(const stackpulse_profile *p,
-                                                                            uint32_t i);
+STACKPULSE_API const struct stackpulse_profile_process *stackpulse_profile_process(
+        const stackpulse_profile *p, uint32_t i);
 /**@}*/
 
 /* ------------------------------------------------------------------ */
@@ -775,21 +771,20 @@ typedef struct stackpulse_export_opts {
 } stackpulse_export_opts;
 
 /** Default exporter options. */
-#define STACKPULSE_EXPORT_OPTS                                                \
-	((stackpulse_export_opts){                                            \
-	    .sz = sizeof(stackpulse_export_opts),                             \
-	    .flags = 0,                                                       \
-	    .title = NULL,                                                    \
+#define STACKPULSE_EXPORT_OPTS                                                                     \
+	((stackpulse_export_opts){                                                                 \
+	        .sz = sizeof(stackpulse_export_opts),                                              \
+	        .flags = 0,                                                                        \
+	        .title = NULL,                                                                     \
 	})
 
 /** Writes @p p in @p format (::stackpulse_export_format) through @p fn. */
 STACKPULSE_API int stackpulse_export(const stackpulse_profile *p, int format,
-                                     const stackpulse_export_opts *opts,
-                                     stackpulse_write_fn fn, void *ctx);
+                                     const stackpulse_export_opts *opts, stackpulse_write_fn fn,
+                                     void *ctx);
 /** Writes @p p in @p format to the file @p path (created or truncated). */
 STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p, int format,
-                                             const stackpulse_export_opts *opts,
-                                             const char *path);
+                                             const stackpulse_export_opts *opts, const char *path);
 /**@}*/
 
 #ifdef __cplusplus

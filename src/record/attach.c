@@ -20,7 +20,7 @@
 #include "record/proc_scan.h"
 
 #define STOP_TIMEOUT_MS 5000 /* A thread in D state may take a while. */
-#define MAX_RESCANS 1000
+#define MAX_RESCANS     1000
 
 int sp_attach_check_pid(pid_t pid)
 {
@@ -124,7 +124,7 @@ static void release(pid_t tid, int sig, int keep_exit)
 			return;
 		if (now_ms() > deadline)
 			return;
-		struct timespec ts = {0, 500000};
+		struct timespec ts = { 0, 500000 };
 		nanosleep(&ts, NULL);
 	}
 }
@@ -156,8 +156,8 @@ static int permission_error(pid_t pid, int code, const char *what)
 			tracer = strtol(t + 10, NULL, 10);
 	}
 	if (tracer > 0)
-		return sp_error(code, "%s pid %d refused: it is already traced by pid %ld",
-		                what, (int)pid, tracer);
+		return sp_error(code, "%s pid %d refused: it is already traced by pid %ld", what,
+		                (int)pid, tracer);
 	sp_perf_permission_hint(hint, sizeof(hint));
 	snprintf(buf, sizeof(buf), "pid %d belongs to uid %d and we run as uid %d", (int)pid,
 	         (int)uid, (int)geteuid());
@@ -185,7 +185,7 @@ static int wait_stop(pid_t tid, int keep_exit, int *sig)
 		if (now_ms() > deadline)
 			return sp_error(-ETIMEDOUT, "thread %d did not stop within %d ms", (int)tid,
 			                STOP_TIMEOUT_MS);
-		struct timespec ts = {0, 200000};
+		struct timespec ts = { 0, 200000 };
 		nanosleep(&ts, NULL);
 	}
 }
@@ -230,20 +230,22 @@ int sp_attach_stop(pid_t pid, sp_stopped *s)
 				/* An exiting task also refuses with EPERM. */
 				int gone = 0;
 				for (int k = 0; k < 20 && !(gone = thread_gone(pid, tid)); k++) {
-					struct timespec ts = {0, 500000};
+					struct timespec ts = { 0, 500000 };
 					nanosleep(&ts, NULL);
 				}
 				if (gone && tid != pid)
 					continue;
 				if (gone) {
-					rc = sp_error(-ESRCH, "pid %d exited during attach", (int)pid);
+					rc = sp_error(-ESRCH, "pid %d exited during attach",
+					              (int)pid);
 					break;
 				}
 				rc = permission_error(pid, -e, "ptrace of");
 				break;
 			}
 			if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0 && errno != ESRCH) {
-				rc = sp_error(-errno, "PTRACE_INTERRUPT of thread %d failed", (int)tid);
+				rc = sp_error(-errno, "PTRACE_INTERRUPT of thread %d failed",
+				              (int)tid);
 				release(tid, 0, s->own_child && tid == pid);
 				break;
 			}

@@ -11,10 +11,10 @@
 
 typedef struct sp_stopped {
 	pid_t pid;
-	pid_t *tids;   /* Threads held in a ptrace stop, sorted. */
-	int *sigs;     /* Signal to re-deliver at detach (0: none). */
+	pid_t *tids; /* Threads held in a ptrace stop, sorted. */
+	int *sigs;   /* Signal to re-deliver at detach (0: none). */
 	size_t n, cap;
-	int own_child;  /* The target is the caller's child: never reap it. */
+	int own_child; /* The target is the caller's child: never reap it. */
 } sp_stopped;
 
 /* Checks that @p pid exists and is not a zombie (precise -ESRCH). */

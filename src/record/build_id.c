@@ -13,7 +13,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 
-#define MAX_PHDRS 512       /* More program headers than any sane binary. */
+#define MAX_PHDRS      512  /* More program headers than any sane binary. */
 #define MAX_NOTE_BYTES 4096 /* Note segments scanned per file. */
 
 typedef struct elf_in {
@@ -75,7 +75,8 @@ static int scan_notes(const elf_in *e, const uint8_t *p, size_t n, uint8_t *out,
 			break; /* Note runs past its segment. */
 		if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(p + pos, "GNU", 4) == 0) {
 			if (descsz == 0 || descsz > SP_BUILD_ID_MAX)
-				return sp_error(STACKPULSE_EFORMAT, "ELF: build-id of %u bytes", descsz);
+				return sp_error(STACKPULSE_EFORMAT, "ELF: build-id of %u bytes",
+				                descsz);
 			memcpy(out, p + pos + name_al, descsz);
 			*len = descsz;
 			return 0;
@@ -93,7 +94,7 @@ int sp_build_id_read_fd(int fd, uint8_t out[SP_BUILD_ID_MAX], uint32_t *len)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return sp_error(STACKPULSE_EFORMAT, "not a regular file");
-	elf_in e = {fd, (uint64_t)st.st_size, 0, 0};
+	elf_in e = { fd, (uint64_t)st.st_size, 0, 0 };
 	uint8_t eh[64];
 	if (e.size < 52 || read_at(&e, 0, eh, e.size < 64 ? 52 : 64) != 0)
 		return sp_error(STACKPULSE_EFORMAT, "ELF: file too small");

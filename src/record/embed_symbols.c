@@ -15,8 +15,7 @@ struct sp_native_frame {
 	uint64_t offset;
 };
 
-int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_frame *f,
-                      uint32_t *id)
+int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_frame *f, uint32_t *id)
 {
 	int rc = sp_writer_frame(rec->w, f, id);
 	if (rc)

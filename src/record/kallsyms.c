@@ -13,7 +13,7 @@
 #include "common/error.h"
 
 #define LINE_MAX_BYTES 1024 /* KSYM_NAME_LEN is 512, plus address and module. */
-#define READ_BYTES 65536
+#define READ_BYTES     65536
 
 typedef struct ksym_line {
 	uint64_t addr;
@@ -175,13 +175,13 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn,
-                        void *ctx, int *zeroed)
+int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn, void *ctx,
+                        int *zeroed)
 {
 	*zeroed = 0;
 	if (n == 0)
 		return 0;
-	pass1 p1 = {addrs, n, sp_calloc(n, sizeof(uint64_t)), sp_calloc(n, sizeof(uint32_t)), 0};
+	pass1 p1 = { addrs, n, sp_calloc(n, sizeof(uint64_t)), sp_calloc(n, sizeof(uint32_t)), 0 };
 	if (!p1.best_start || !p1.best_line) {
 		sp_free(p1.best_start);
 		sp_free(p1.best_line);
@@ -201,7 +201,7 @@ int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ks
 	for (size_t i = 0; i < n; i++)
 		if (p1.best_line[i] && (m == 0 || p1.best_line[m - 1] != p1.best_line[i]))
 			p1.best_line[m++] = p1.best_line[i];
-	pass2 p2 = {p1.best_line, m, 0, fn, ctx};
+	pass2 p2 = { p1.best_line, m, 0, fn, ctx };
 	if (m)
 		rc = for_each_line(path, pass2_fn, &p2);
 	sp_free(p1.best_line);

@@ -15,7 +15,7 @@ typedef int (*sp_ksym_fn)(void *ctx, uint64_t start, const char *name, const cha
  * addresses and calls @p fn once per symbol needed. Sets *zeroed when
  * every address in the file is 0 (kptr_restrict hides them), in which case
  * nothing is emitted. Returns 0, a negative errno or fn's nonzero value. */
-int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn,
-                        void *ctx, int *zeroed);
+int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn, void *ctx,
+                        int *zeroed);
 
 #endif

@@ -40,8 +40,8 @@ void sp_perf_permission_hint(char *buf, size_t cap)
 	         paranoid);
 }
 
-static void base_attr(const sp_perf_config *cfg, struct perf_event_attr *a, int cycles,
-                      int kernel, int build_id)
+static void base_attr(const sp_perf_config *cfg, struct perf_event_attr *a, int cycles, int kernel,
+                      int build_id)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
@@ -119,7 +119,8 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 		if (fd == -EACCES || fd == -EPERM) {
 			char hint[320];
 			sp_perf_permission_hint(hint, sizeof(hint));
-			return sp_error(fd, "perf_event_open on tid %d refused; %s", (int)tid, hint);
+			return sp_error(fd, "perf_event_open on tid %d refused; %s", (int)tid,
+			                hint);
 		}
 		if (fd == -ESRCH)
 			return sp_error(fd, "thread %d exited", (int)tid);

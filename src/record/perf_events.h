@@ -10,10 +10,9 @@
 
 /* PERF_SAMPLE_* bits of every sampling event; the parser in recorder.c
  * depends on this exact set. */
-#define SP_PERF_SAMPLE_TYPE                                                                  \
-	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |      \
-	 PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER |                   \
-	 PERF_SAMPLE_STACK_USER)
+#define SP_PERF_SAMPLE_TYPE                                                                        \
+	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |            \
+	 PERF_SAMPLE_CPU | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
 
 typedef struct sp_perf_config {
 	int event;          /* stackpulse_event requested. */
@@ -27,9 +26,9 @@ typedef struct sp_perf_config {
 /* The attribute chosen by sp_perf_probe, used for every other open. */
 typedef struct sp_perf_setup {
 	struct perf_event_attr attr;
-	int event;           /* stackpulse_event used. */
-	int kernel_frames;   /* 1 when exclude_kernel is 0. */
-	int build_id_mmap;   /* 1 when MMAP2 records carry build-ids. */
+	int event;         /* stackpulse_event used. */
+	int kernel_frames; /* 1 when exclude_kernel is 0. */
+	int build_id_mmap; /* 1 when MMAP2 records carry build-ids. */
 	char kernel_note[256];
 } sp_perf_setup;
 

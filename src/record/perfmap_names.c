@@ -29,7 +29,7 @@ int sp_recorder_write_perfmaps(stackpulse_recorder *rec)
 {
 	for (size_t i = 0; i < rec->pt.nprocs; i++) {
 		const sp_process *p = rec->pt.procs[i];
-		perfmap_ctx c = {rec->w, p->index, 0, 0};
+		perfmap_ctx c = { rec->w, p->index, 0, 0 };
 		uint64_t offset = 0;
 		/* No map, an untrusted or unreadable one, or a cut one only
 		 * costs names; a failing spool write is an error. */

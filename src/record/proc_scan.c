@@ -88,8 +88,8 @@ int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count)
 		if (*end != '\0' || end == de->d_name || t <= 0 || t > INT_MAX)
 			continue;
 		if (n == SP_PROC_MAX_TASKS) {
-			rc = sp_error(STACKPULSE_ELIMIT, "pid %d has more than %u threads", (int)pid,
-			              SP_PROC_MAX_TASKS);
+			rc = sp_error(STACKPULSE_ELIMIT, "pid %d has more than %u threads",
+			              (int)pid, SP_PROC_MAX_TASKS);
 			break;
 		}
 		if (n == cap) {
@@ -269,9 +269,10 @@ int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx)
 				memset(&m, 0, sizeof(m));
 				if (sp_proc_parse_map_line(buf + pos, &m) == 0 && m.exec) {
 					if (++seen > SP_PROC_MAX_MAPS) {
-						rc = sp_error(STACKPULSE_ELIMIT,
-						              "pid %d: more than %u executable mappings",
-						              (int)pid, SP_PROC_MAX_MAPS);
+						rc = sp_error(
+						        STACKPULSE_ELIMIT,
+						        "pid %d: more than %u executable mappings",
+						        (int)pid, SP_PROC_MAX_MAPS);
 						break;
 					}
 					rc = fn(ctx, &m);

@@ -8,10 +8,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SP_PROC_MAX_TASKS 65536u  /* Threads listed per process. */
-#define SP_PROC_MAX_MAPS 65536u   /* Executable mappings read per process. */
-#define SP_PROC_NAME_MAX 64       /* comm fits 16; leave room. */
-#define SP_PROC_CMDLINE_MAX 4096  /* Longer command lines are cut. */
+#define SP_PROC_MAX_TASKS   65536u /* Threads listed per process. */
+#define SP_PROC_MAX_MAPS    65536u /* Executable mappings read per process. */
+#define SP_PROC_NAME_MAX    64     /* comm fits 16; leave room. */
+#define SP_PROC_CMDLINE_MAX 4096   /* Longer command lines are cut. */
 
 /* Reads at most @p cap - 1 bytes of a small file into @p buf (NUL-ended).
  * Returns the length or a negative errno. */

@@ -14,8 +14,8 @@
 #include "record/proc_scan.h"
 #include "record/python.h"
 
-#define MAX_PROCESSES (1u << 20)
-#define MAX_THREADS (1u << 22)
+#define MAX_PROCESSES        (1u << 20)
+#define MAX_THREADS          (1u << 22)
 #define MAX_MAPS_PER_PROCESS (1u << 16)
 
 /* (path, inode) -> spool module, so build-ids are read once per file. */
@@ -230,8 +230,8 @@ static int new_process(sp_ptable *t, pid_t pid, uint32_t parent_slot, uint64_t t
 		return -ENOMEM;
 	p->pid = pid;
 	uint32_t parent = parent_slot == SP_NONE ? SP_NONE : t->procs[parent_slot]->index;
-	rc = sp_writer_process(t->w, pid, parent, time_ns, name ? name : "",
-	                       cmdline ? cmdline : "", &p->index);
+	rc = sp_writer_process(t->w, pid, parent, time_ns, name ? name : "", cmdline ? cmdline : "",
+	                       &p->index);
 	if (rc == 0)
 		rc = insert_process(t, p);
 	if (rc) {
@@ -311,8 +311,7 @@ int sp_ptable_rename(sp_ptable *t, sp_process *p, pid_t tid, const char *name, u
 /* Finds or creates the module of a mapping; the build-id pointer and length end up pointing
  * at the build-id (from the record, else read from the file once). */
 static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, const char *path,
-                      const uint8_t **bidp, uint32_t *bid_lenp, uint64_t inode,
-                      uint32_t *module)
+                      const uint8_t **bidp, uint32_t *bid_lenp, uint64_t inode, uint32_t *module)
 {
 	const uint8_t *bid = *bidp;
 	uint32_t bid_len = *bid_lenp;
@@ -365,9 +364,8 @@ static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, con
 /* Anonymous code (JIT, //anon, heap) has no module. */
 static int is_anonymous(const char *path)
 {
-	return path[0] == '\0' || strncmp(path, "//anon", 6) == 0 ||
-	       strcmp(path, "[heap]") == 0 || strncmp(path, "[stack", 6) == 0 ||
-	       strncmp(path, "[anon", 5) == 0;
+	return path[0] == '\0' || strncmp(path, "//anon", 6) == 0 || strcmp(path, "[heap]") == 0 ||
+	       strncmp(path, "[stack", 6) == 0 || strncmp(path, "[anon", 5) == 0;
 }
 
 /* Inserts [start, end) into the sorted table, cutting what it overlaps.
@@ -376,7 +374,7 @@ static void maps_insert(sp_process *p, const sp_mapping *m)
 {
 	sp_mapping *v = p->maps;
 	size_t n = p->nmaps, w = 0;
-	sp_mapping tail = {0, 0, 0, SP_NONE};
+	sp_mapping tail = { 0, 0, 0, SP_NONE };
 	int have_tail = 0;
 	for (size_t i = 0; i < n; i++) {
 		sp_mapping o = v[i];
@@ -412,13 +410,13 @@ static void maps_insert(sp_process *p, const sp_mapping *m)
 }
 
 int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, uint64_t pgoff,
-                   const char *path, const uint8_t *build_id, uint32_t build_id_len,
-                   uint64_t inode, uint64_t time_ns)
+                   const char *path, const uint8_t *build_id, uint32_t build_id_len, uint64_t inode,
+                   uint64_t time_ns)
 {
 	if (len == 0 || start + len < start)
 		return 0;
 	uint64_t end = start + len;
-	sp_mapping m = {start, end, pgoff, SP_NONE};
+	sp_mapping m = { start, end, pgoff, SP_NONE };
 	int rc;
 	const uint8_t *bid = build_id;
 	uint32_t bid_len = build_id_len;
@@ -491,8 +489,7 @@ static int scan_map(void *ctx, const sp_proc_map *m)
 	                      m->inode, s->time_ns);
 }
 
-int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns,
-                   sp_process **out)
+int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, sp_process **out)
 {
 	char comm[SP_PROC_NAME_MAX];
 	char *cmdline = NULL;
@@ -505,7 +502,7 @@ int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns,
 	sp_free(cmdline);
 	if (rc)
 		return rc;
-	scan_ctx s = {t, p, time_ns};
+	scan_ctx s = { t, p, time_ns };
 	rc = sp_proc_maps(pid, scan_map, &s);
 	if (rc && rc != -ESRCH)
 		return rc;

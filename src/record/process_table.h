@@ -21,15 +21,15 @@ typedef struct sp_mapping {
 
 typedef struct sp_process {
 	pid_t pid;
-	uint32_t index;         /* Spool process index. */
+	uint32_t index; /* Spool process index. */
 	int exited;
 	sp_unwind_space *space; /* Owned. */
 	sp_mapping *maps;       /* Sorted by start, non-overlapping. */
 	size_t nmaps, cap;
-	uint32_t live_threads;  /* Threads seen and not yet exited. */
-	int leader_exited;      /* The pid == tid thread exited (pthread_exit). */
-	struct sp_python *py;   /* CPython reader, or NULL. Owned. */
-	int py_probed;          /* 1 once probed for the current image. */
+	uint32_t live_threads; /* Threads seen and not yet exited. */
+	int leader_exited;     /* The pid == tid thread exited (pthread_exit). */
+	struct sp_python *py;  /* CPython reader, or NULL. Owned. */
+	int py_probed;         /* 1 once probed for the current image. */
 } sp_process;
 
 typedef struct sp_thread {
@@ -41,7 +41,7 @@ typedef struct sp_thread {
 
 /* Integer-keyed open-addressing map: key (pid/tid) -> slot. */
 typedef struct sp_imap {
-	int32_t *keys;   /* 0 means empty (pids are > 0). */
+	int32_t *keys; /* 0 means empty (pids are > 0). */
 	uint32_t *vals;
 	size_t cap, used;
 } sp_imap;
@@ -55,8 +55,8 @@ typedef struct sp_ptable {
 	size_t nprocs, cap_procs;
 	sp_thread *threads;
 	size_t nthreads, cap_threads;
-	sp_imap by_pid;  /* Live pid -> procs slot. */
-	sp_imap by_tid;  /* Live tid -> threads slot. */
+	sp_imap by_pid; /* Live pid -> procs slot. */
+	sp_imap by_tid; /* Live tid -> threads slot. */
 	sp_module_cache *modules;
 	size_t nmodcache, capmodcache;
 } sp_ptable;
@@ -77,8 +77,7 @@ uint32_t sp_ptable_slot(const sp_ptable *t, const sp_process *p);
 /* Adds a process found in /proc (attach, or a pid first seen in a
  * sample): name, command line, threads and executable mappings with their
  * build-ids. @p parent is a process slot or SP_NONE. */
-int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns,
-                   sp_process **out);
+int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, sp_process **out);
 /* Adds an empty process (spawn: mappings arrive as MMAP2 after exec). */
 int sp_ptable_add(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, const char *name,
                   const char *cmdline, sp_process **out);
@@ -98,8 +97,8 @@ int sp_ptable_rename(sp_ptable *t, sp_process *p, pid_t tid, const char *name, u
 /* An executable mapping (MMAP2 or /proc). build_id may be NULL: it is then
  * read from the file as the target sees it. */
 int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, uint64_t pgoff,
-                   const char *path, const uint8_t *build_id, uint32_t build_id_len,
-                   uint64_t inode, uint64_t time_ns);
+                   const char *path, const uint8_t *build_id, uint32_t build_id_len, uint64_t inode,
+                   uint64_t time_ns);
 
 /* The raw frame for user address @p pc of @p p. */
 void sp_ptable_frame(const sp_process *p, uint64_t pc, struct stackpulse_raw_frame *f);

@@ -36,7 +36,7 @@
 #include "record/recorder.h"
 
 #define MAX_STACK_SIZE 65528u /* perf's limit: u16 record size minus headers. */
-#define WAIT_SLICE_MS 100     /* Liveness re-check period inside wait(). */
+#define WAIT_SLICE_MS  100    /* Liveness re-check period inside wait(). */
 
 static uint64_t clock_ns(clockid_t c)
 {
@@ -141,7 +141,7 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	sp_writer_opts wo = {o.zstd_level, o.chunk_bytes};
+	sp_writer_opts wo = { o.zstd_level, o.chunk_bytes };
 	if ((rc = sp_writer_new(&wo, sp_file_sink_write, &rec->sink, &rec->w)) != 0)
 		goto fail;
 	if ((rc = sp_unwinder_new(&rec->u)) != 0)
@@ -198,7 +198,7 @@ static int open_rings(stackpulse_recorder *rec)
 			sp_ring_unmap(&rec->rings[c]);
 			return rc;
 		}
-		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)c};
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)c };
 		if (epoll_ctl(rec->epfd, EPOLL_CTL_ADD, rec->rings[c].fd, &ev) != 0)
 			return sp_error(-errno, "epoll_ctl failed");
 		opened++;
@@ -232,7 +232,7 @@ static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
 	while (pos > 0 && rec->ids[pos - 1].id > id)
 		pos--; /* Keep sorted for lookups. */
 	memmove(&rec->ids[pos + 1], &rec->ids[pos], (rec->nids - pos) * sizeof(*rec->ids));
-	rec->ids[pos] = (sp_event_id){id, tid};
+	rec->ids[pos] = (sp_event_id){ id, tid };
 	rec->nids++;
 	return 0;
 }
@@ -274,16 +274,17 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 			continue;
 		int fd;
 		if (*probe_fd < 0 && rec->nfds == 0) {
-			sp_perf_config cfg = {rec->opts.event, rec->opts.kernel, rec->opts.frequency,
-			                      rec->opts.stack_size, sp_unwind_regs_mask(),
-			                      rec->spawned};
+			sp_perf_config cfg = { rec->opts.event,       rec->opts.kernel,
+				               rec->opts.frequency,   rec->opts.stack_size,
+				               sp_unwind_regs_mask(), rec->spawned };
 			fd = sp_perf_probe(&cfg, tid, c, &rec->setup);
 		} else {
 			fd = sp_perf_event_open(&rec->setup.attr, tid, c, -1);
 			if (fd == -ESRCH)
 				return 0;
 			if (fd < 0)
-				return sp_error(fd, "perf_event_open for thread %d on cpu %d failed",
+				return sp_error(fd,
+				                "perf_event_open for thread %d on cpu %d failed",
 				                (int)tid, c);
 		}
 		if (fd < 0)
@@ -361,16 +362,16 @@ static int write_meta(stackpulse_recorder *rec)
 		note = "/proc/kallsyms is unreadable or empty; kernel frames stay unnamed";
 	snprintf(rec->kernel_note, sizeof(rec->kernel_note), "%s", note);
 	sp_meta m = {
-	    .start_time_ns = clock_ns(CLOCK_REALTIME),
-	    .start_mono_ns = clock_ns(CLOCK_MONOTONIC),
-	    .frequency = rec->opts.frequency,
-	    .stack_size = rec->opts.stack_size,
-	    .event = rec->setup.event == STACKPULSE_EVENT_CYCLES ? "cycles" : "cpu-clock",
-	    .machine = u.machine,
-	    .kernel_release = u.release,
-	    .hostname = u.nodename,
-	    .kernel_frames = rec->setup.kernel_frames,
-	    .kernel_note = rec->kernel_note,
+		.start_time_ns = clock_ns(CLOCK_REALTIME),
+		.start_mono_ns = clock_ns(CLOCK_MONOTONIC),
+		.frequency = rec->opts.frequency,
+		.stack_size = rec->opts.stack_size,
+		.event = rec->setup.event == STACKPULSE_EVENT_CYCLES ? "cycles" : "cpu-clock",
+		.machine = u.machine,
+		.kernel_release = u.release,
+		.hostname = u.nodename,
+		.kernel_frames = rec->setup.kernel_frames,
+		.kernel_note = rec->kernel_note,
 	};
 	return sp_writer_meta(rec->w, &m);
 }
@@ -390,7 +391,7 @@ static void watch_pidfd(stackpulse_recorder *rec)
 {
 	rec->pidfd = open_pidfd(rec->target);
 	if (rec->pidfd >= 0) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = UINT32_MAX };
 		if (epoll_ctl(rec->epfd, EPOLL_CTL_ADD, rec->pidfd, &ev) != 0) {
 			close(rec->pidfd);
 			rec->pidfd = -1;
@@ -419,8 +420,7 @@ static int python_required(stackpulse_recorder *rec, sp_process *p)
 /* ---- public: attach and spawn ---- */
 
 int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
-                               const stackpulse_recorder_opts *opts,
-                               stackpulse_recorder **out)
+                               const stackpulse_recorder_opts *opts, stackpulse_recorder **out)
 {
 	if (!out)
 		return sp_error(-EINVAL, "out is NULL");
@@ -434,8 +434,9 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
 	if ((rc = sp_attach_check_pid(pid)) != 0)
 		return rc;
 	if (mode == STACKPULSE_ATTACH_STOP_ENABLE_RESUME && pid == getpid())
-		return sp_error(-EINVAL, "a process cannot stop itself: attach to pid %d with "
-		                         "STACKPULSE_ATTACH_LIVE",
+		return sp_error(-EINVAL,
+		                "a process cannot stop itself: attach to pid %d with "
+		                "STACKPULSE_ATTACH_LIVE",
 		                (int)pid);
 	stackpulse_recorder *rec = NULL;
 	if ((rc = recorder_new(opts, path, &rec)) != 0 || !rec)
@@ -534,12 +535,13 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 			cmd[0] = '\0';
 			size_t at = 0;
 			for (size_t i = 0; argv[i] && at + strlen(argv[i]) + 2 <= len; i++)
-				at += (size_t)snprintf(cmd + at, len - at, "%s%s", i ? " " : "", argv[i]);
+				at += (size_t)snprintf(cmd + at, len - at, "%s%s", i ? " " : "",
+				                       argv[i]);
 			const char *base = strrchr(prog, '/');
 			char name[16];
 			snprintf(name, sizeof(name), "%s", base ? base + 1 : prog);
-			rc = sp_ptable_add(&rec->pt, child, SP_NONE, clock_ns(CLOCK_MONOTONIC), name,
-			                   cmd, &p);
+			rc = sp_ptable_add(&rec->pt, child, SP_NONE, clock_ns(CLOCK_MONOTONIC),
+			                   name, cmd, &p);
 			sp_thread *th;
 			if (rc == 0)
 				rc = sp_ptable_thread(&rec->pt, p, child, clock_ns(CLOCK_MONOTONIC),
@@ -565,8 +567,8 @@ fail:
 
 /* ---- event loop ---- */
 
-#define ORDER_SLACK_NS 2000000ull /* Records commit within microseconds. */
-#define FLUSH_NS 1000000000ull     /* Longest time a completed sample stays unwritten. */
+#define ORDER_SLACK_NS 2000000ull    /* Records commit within microseconds. */
+#define FLUSH_NS       1000000000ull /* Longest time a completed sample stays unwritten. */
 
 /* 2 when some ring holds a record old enough to be consumed now, 1 when
  * the rings only hold records younger than the ordering slack, 0 when
@@ -605,7 +607,7 @@ static int target_alive(stackpulse_recorder *rec)
 		int ep = epoll_create1(EPOLL_CLOEXEC);
 		int readable = 0;
 		if (ep >= 0) {
-			struct epoll_event in = {.events = EPOLLIN};
+			struct epoll_event in = { .events = EPOLLIN };
 			if (epoll_ctl(ep, EPOLL_CTL_ADD, rec->pidfd, &in) == 0)
 				readable = epoll_wait(ep, &ev, 1, 0) > 0;
 			close(ep);

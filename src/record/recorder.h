@@ -15,10 +15,10 @@
 #include "stackpulse.h"
 #include "unwind/unwind.h"
 
-#define SP_MAX_USER_FRAMES 1024  /* Deeper user stacks are cut (marker). */
-#define SP_MAX_KERNEL_FRAMES 512 /* Above perf_event_max_stack's limit. */
-#define SP_MAX_KADDRS (1u << 20) /* Distinct kernel addresses remembered. */
-#define SP_MAX_PY_FRAMES 256     /* Python frames read per sample. */
+#define SP_MAX_USER_FRAMES   1024       /* Deeper user stacks are cut (marker). */
+#define SP_MAX_KERNEL_FRAMES 512        /* Above perf_event_max_stack's limit. */
+#define SP_MAX_KADDRS        (1u << 20) /* Distinct kernel addresses remembered. */
+#define SP_MAX_PY_FRAMES     256        /* Python frames read per sample. */
 
 /* Event id (PERF_EVENT_IOC_ID) -> thread it was opened on. */
 typedef struct sp_event_id {
@@ -28,7 +28,7 @@ typedef struct sp_event_id {
 
 struct stackpulse_recorder {
 	stackpulse_recorder_opts opts;
-	pid_t target;      /* The attached or spawned process. */
+	pid_t target; /* The attached or spawned process. */
 	int spawned;
 	int pidfd;         /* Of the target; -1 when unavailable. */
 	int target_gone;   /* pidfd reported exit. */
@@ -39,32 +39,32 @@ struct stackpulse_recorder {
 	sp_perf_setup setup;
 
 	int ncpu;
-	sp_ring *rings;    /* One per CPU; fd -1 when the CPU is absent. */
+	sp_ring *rings; /* One per CPU; fd -1 when the CPU is absent. */
 	int epfd;
-	int *fds;          /* Sampling events (threads x CPUs). */
+	int *fds; /* Sampling events (threads x CPUs). */
 	size_t nfds, capfds;
-	sp_event_id *ids;  /* Sorted by id after setup; grows on rescans. */
+	sp_event_id *ids; /* Sorted by id after setup; grows on rescans. */
 	size_t nids, capids;
-	pid_t *direct;     /* Threads with events of their own, sorted. */
+	pid_t *direct; /* Threads with events of their own, sorted. */
 	size_t ndirect, capdirect;
 
-	uint64_t *kaddrs;  /* Open-addressing set of kernel pcs; 0 = empty. */
+	uint64_t *kaddrs; /* Open-addressing set of kernel pcs; 0 = empty. */
 	size_t kcap, kused;
 	int kptr_zeroed;
 
 	uint64_t lost;
 	uint64_t truncated;
-	uint64_t dropped;  /* Samples of unfollowed or duplicate events. */
-	uint64_t corrupt;  /* Malformed records skipped. */
-	int error;         /* First error of a drain (sticky). */
+	uint64_t dropped;       /* Samples of unfollowed or duplicate events. */
+	uint64_t corrupt;       /* Malformed records skipped. */
+	int error;              /* First error of a drain (sticky). */
 	uint64_t last_flush_ns; /* CLOCK_MONOTONIC of the last chunk flush. */
 
-	uint64_t python_samples; /* Samples that carry Python frames. */
-	int python_found;  /* A CPython target was found. */
-	struct sp_py_frame *pyframes;       /* Scratch: Python frames. */
-	struct sp_py_merge_item *pymerge;   /* Scratch: merged stack. */
-	uint64_t *pcs;     /* Scratch: unwound pcs. */
-	uint32_t *frames;  /* Scratch: frame ids of one stack. */
+	uint64_t python_samples;          /* Samples that carry Python frames. */
+	int python_found;                 /* A CPython target was found. */
+	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */
+	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
+	uint64_t *pcs;                    /* Scratch: unwound pcs. */
+	uint32_t *frames;                 /* Scratch: frame ids of one stack. */
 	char kernel_note[320];
 
 	/* Self-contained spools: (module, offset) of every distinct native
@@ -79,13 +79,11 @@ int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header 
                        const uint8_t *p, size_t len);
 
 /* The perf timestamp of a record (0 when it has none). */
-uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p,
-                                 size_t len);
+uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p, size_t len);
 
 /* Interns a frame through the writer and remembers new native frames for
  * self-contained spools. Every frame of the recording goes through here. */
-int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_frame *f,
-                      uint32_t *id);
+int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_frame *f, uint32_t *id);
 
 /* Embeds symbol tables for every module a native frame hit (when
  * self_contained is set). Unreadable modules are skipped, not errors. */

@@ -39,8 +39,9 @@ int sp_ring_map(sp_ring *r, int fd, int cpu, size_t data_bytes)
 			bytes /= 2; /* Over perf_event_mlock_kb and RLIMIT_MEMLOCK: shrink. */
 			continue;
 		}
-		return sp_error(-e, "mmap of a %zu KiB perf ring on cpu %d failed "
-		                    "(perf_event_mlock_kb and ulimit -l bound it)",
+		return sp_error(-e,
+		                "mmap of a %zu KiB perf ring on cpu %d failed "
+		                "(perf_event_mlock_kb and ulimit -l bound it)",
 		                bytes / 1024, cpu);
 	}
 }

@@ -8,15 +8,15 @@
 #include <stdint.h>
 
 typedef struct sp_ring {
-	int fd;                             /* Owner event; -1 when unused. */
+	int fd; /* Owner event; -1 when unused. */
 	int cpu;
-	struct perf_event_mmap_page *meta;  /* Control page. */
-	uint8_t *data;                      /* Data area, size bytes. */
-	uint64_t size;                      /* Power of two. */
-	size_t map_len;                     /* meta page + data. */
-	uint8_t *copy;                      /* Scratch for wrapped records (64 KiB). */
-	uint64_t corrupt;                   /* Records skipped as malformed. */
-	uint64_t peeked;                    /* Size of the record under peek. */
+	struct perf_event_mmap_page *meta; /* Control page. */
+	uint8_t *data;                     /* Data area, size bytes. */
+	uint64_t size;                     /* Power of two. */
+	size_t map_len;                    /* meta page + data. */
+	uint8_t *copy;                     /* Scratch for wrapped records (64 KiB). */
+	uint64_t corrupt;                  /* Records skipped as malformed. */
+	uint64_t peeked;                   /* Size of the record under peek. */
 } sp_ring;
 
 /* Maps @p data_bytes (a power-of-two number of pages) of ring on @p fd,

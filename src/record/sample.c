@@ -68,7 +68,7 @@ static int read_sample_id(const uint8_t *p, size_t len, sample_id *s)
 {
 	if (len < sizeof(struct perf_event_header) + SAMPLE_ID_BYTES)
 		return -1;
-	rd r = {p, len, len - SAMPLE_ID_BYTES, 0};
+	rd r = { p, len, len - SAMPLE_ID_BYTES, 0 };
 	s->pid = (pid_t)rd32(&r);
 	s->tid = (pid_t)rd32(&r);
 	s->time = rd64(&r);
@@ -174,7 +174,7 @@ static int kaddr_add(stackpulse_recorder *rec, uint64_t a)
 static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t module,
                      uint64_t offset)
 {
-	struct stackpulse_raw_frame f = {kind, module, offset, SP_NONE, 0};
+	struct stackpulse_raw_frame f = { kind, module, offset, SP_NONE, 0 };
 	return sp_recorder_frame(rec, &f, &rec->frames[(*n)++]);
 }
 
@@ -194,8 +194,8 @@ static sp_python *python_for(stackpulse_recorder *rec, sp_process *proc)
 }
 
 /* The spool frame of Python frame @p f (its code object interned once). */
-static int python_frame(stackpulse_recorder *rec, sp_python *py, const sp_py_frame *f,
-                        uint32_t *id, int *skip)
+static int python_frame(stackpulse_recorder *rec, sp_python *py, const sp_py_frame *f, uint32_t *id,
+                        int *skip)
 {
 	sp_py_code *code = sp_python_code(py, f->code);
 	*skip = !code || code->synthetic;
@@ -207,8 +207,8 @@ static int python_frame(stackpulse_recorder *rec, sp_python *py, const sp_py_fra
 		if (rc)
 			return rc;
 	}
-	struct stackpulse_raw_frame rf = {STACKPULSE_FRAME_PYTHON, SP_NONE, f->offset, code->user,
-	                                  f->line};
+	struct stackpulse_raw_frame rf = { STACKPULSE_FRAME_PYTHON, SP_NONE, f->offset, code->user,
+		                           f->line };
 	return sp_recorder_frame(rec, &rf, id);
 }
 
@@ -251,7 +251,8 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 					if (!skip)
 						(*n)++;
 				} else {
-					rc = add_frame(rec, n, STACKPULSE_FRAME_TRUNCATED, SP_NONE, 0);
+					rc = add_frame(rec, n, STACKPULSE_FRAME_TRUNCATED, SP_NONE,
+					               0);
 				}
 				if (rc)
 					return rc;
@@ -270,7 +271,7 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 
 static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 {
-	rd r = {p, len, sizeof(struct perf_event_header), 0};
+	rd r = { p, len, sizeof(struct perf_event_header), 0 };
 	uint64_t id = rd64(&r);
 	uint64_t ip = rd64(&r);
 	pid_t pid = (pid_t)rd32(&r);
@@ -349,8 +350,8 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 		uint64_t sp = (mask & bit) ? regs.value[__builtin_popcountll(mask & (bit - 1))] : 0;
 		sp_unwind_result res;
 		memset(&res, 0, sizeof(res));
-		int u = proc->space ? sp_unwind(proc->space, &regs, stack, (size_t)dyn, sp, rec->pcs,
-		                                SP_MAX_USER_FRAMES, &res)
+		int u = proc->space ? sp_unwind(proc->space, &regs, stack, (size_t)dyn, sp,
+		                                rec->pcs, SP_MAX_USER_FRAMES, &res)
 		                    : -EINVAL;
 		if (u != 0) {
 			/* Keep the sampled pc, mark the rest unknown. */
@@ -393,7 +394,7 @@ static int handle_mmap2(stackpulse_recorder *rec, uint16_t misc, const uint8_t *
 		rec->corrupt++;
 		return 0;
 	}
-	rd r = {p, len, sizeof(struct perf_event_header), 0};
+	rd r = { p, len, sizeof(struct perf_event_header), 0 };
 	pid_t pid = (pid_t)rd32(&r);
 	(void)rd32(&r);
 	uint64_t addr = rd64(&r), mlen = rd64(&r), pgoff = rd64(&r);
@@ -440,7 +441,7 @@ static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p
 		rec->corrupt++;
 		return 0;
 	}
-	rd r = {p, len, sizeof(struct perf_event_header), 0};
+	rd r = { p, len, sizeof(struct perf_event_header), 0 };
 	pid_t pid = (pid_t)rd32(&r);
 	pid_t tid = (pid_t)rd32(&r);
 	const char *comm = r.bad ? NULL : rd_str(&r, len - SAMPLE_ID_BYTES);
@@ -466,7 +467,7 @@ static int handle_task(stackpulse_recorder *rec, uint32_t type, const uint8_t *p
 		rec->corrupt++;
 		return 0;
 	}
-	rd r = {p, len, sizeof(struct perf_event_header), 0};
+	rd r = { p, len, sizeof(struct perf_event_header), 0 };
 	pid_t pid = (pid_t)rd32(&r), ppid = (pid_t)rd32(&r);
 	pid_t tid = (pid_t)rd32(&r), ptid = (pid_t)rd32(&r);
 	uint64_t time = rd64(&r);
@@ -497,7 +498,7 @@ static int handle_task(stackpulse_recorder *rec, uint32_t type, const uint8_t *p
 
 static int handle_lost(stackpulse_recorder *rec, const uint8_t *p, size_t len, int samples_only)
 {
-	rd r = {p, len, sizeof(struct perf_event_header), 0};
+	rd r = { p, len, sizeof(struct perf_event_header), 0 };
 	if (!samples_only)
 		(void)rd64(&r); /* id */
 	uint64_t lost = rd64(&r);
@@ -513,11 +514,11 @@ static int handle_lost(stackpulse_recorder *rec, const uint8_t *p, size_t len, i
 			thread = th->index;
 	}
 	rec->lost += lost;
-	return sp_writer_lost(rec->w, thread, lost, read_sample_id(p, len, &sid) == 0 ? sid.time : 0);
+	return sp_writer_lost(rec->w, thread, lost,
+	                      read_sample_id(p, len, &sid) == 0 ? sid.time : 0);
 }
 
-uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p,
-                                 size_t len)
+uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p, size_t len)
 {
 	uint64_t t = 0;
 	if (hdr->type == PERF_RECORD_SAMPLE) {
@@ -534,21 +535,14 @@ int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header 
                        const uint8_t *p, size_t len)
 {
 	switch (hdr->type) {
-	case PERF_RECORD_SAMPLE:
-		return handle_sample(rec, p, len);
-	case PERF_RECORD_MMAP2:
-		return handle_mmap2(rec, hdr->misc, p, len);
-	case PERF_RECORD_COMM:
-		return handle_comm(rec, hdr->misc, p, len);
+	case PERF_RECORD_SAMPLE: return handle_sample(rec, p, len);
+	case PERF_RECORD_MMAP2: return handle_mmap2(rec, hdr->misc, p, len);
+	case PERF_RECORD_COMM: return handle_comm(rec, hdr->misc, p, len);
 	case PERF_RECORD_FORK:
-	case PERF_RECORD_EXIT:
-		return handle_task(rec, hdr->type, p, len);
-	case PERF_RECORD_LOST:
-		return handle_lost(rec, p, len, 0);
-	case PERF_RECORD_LOST_SAMPLES:
-		return handle_lost(rec, p, len, 1);
-	default:
-		return 0; /* THROTTLE, MMAP (mmap2 supersedes it), ... */
+	case PERF_RECORD_EXIT: return handle_task(rec, hdr->type, p, len);
+	case PERF_RECORD_LOST: return handle_lost(rec, p, len, 0);
+	case PERF_RECORD_LOST_SAMPLES: return handle_lost(rec, p, len, 1);
+	default: return 0; /* THROTTLE, MMAP (mmap2 supersedes it), ... */
 	}
 }
 

@@ -35,8 +35,7 @@ char *sp_cacheio_dir(const char *opt)
 	return sp_strdup(buf);
 }
 
-static int table_path(char *buf, size_t cap, const char *dir, const uint8_t *bid,
-                      uint32_t bid_len)
+static int table_path(char *buf, size_t cap, const char *dir, const uint8_t *bid, uint32_t bid_len)
 {
 	char hex[129];
 	if (bid_len == 0 || bid_len > 64)

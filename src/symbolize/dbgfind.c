@@ -21,7 +21,7 @@
 #include "symbolize/elfid.h"
 
 #define DEFAULT_ROOT "/usr/lib/debug"
-#define MAX_ROOTS 32
+#define MAX_ROOTS    32
 
 int sp_dbg_config_init(sp_dbg_config *cfg, const char *debug_dirs, int allow_network,
                        sp_symbolize_counters *counters)
@@ -194,8 +194,8 @@ int sp_dbg_find_altlink(const sp_dbg_config *cfg, const char *dwarf_file, char *
 	char path[4096], hex[129];
 	sp_hex(bid, bid_len, hex);
 	for (size_t i = 0; i < cfg->nroots; i++) {
-		int n = snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", cfg->roots[i], hex,
-		                 hex + 2);
+		int n = snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", cfg->roots[i],
+		                 hex, hex + 2);
 		if (n <= 0 || (size_t)n >= sizeof(path))
 			continue;
 		int afd = try_candidate(cfg, path, bid, (uint32_t)bid_len, 0, 0);
@@ -228,8 +228,8 @@ int sp_dbg_find_debuginfo(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t
 	if (bid_len >= 2) {
 		sp_hex(bid, bid_len, hex);
 		for (size_t i = 0; i < cfg->nroots; i++) {
-			int n = snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", cfg->roots[i],
-			                 hex, hex + 2);
+			int n = snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug",
+			                 cfg->roots[i], hex, hex + 2);
 			if (n <= 0 || (size_t)n >= sizeof(path))
 				continue;
 			int fd = try_candidate(cfg, path, bid, bid_len, 0, 0);

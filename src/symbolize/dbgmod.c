@@ -14,7 +14,7 @@
 #include "symbolize/demangle.h"
 #include "symbolize/elfid.h"
 
-#define MAX_SYMBOLS (1u << 24)
+#define MAX_SYMBOLS   (1u << 24)
 #define MAX_CU_RANGES (1u << 22)
 
 typedef struct sym {
@@ -80,8 +80,8 @@ static const Dwfl_Callbacks callbacks = {
 	.debuginfo_path = NULL,
 };
 
-int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len,
-                   const sp_dbg_config *cfg, sp_dbgmod **out)
+int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len, const sp_dbg_config *cfg,
+                   sp_dbgmod **out)
 {
 	uint64_t size;
 	if (bid_len > 64)
@@ -101,8 +101,8 @@ int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len,
 		goto fail;
 	}
 	/* Verify before libelf or libdw parse anything more of the file. */
-	if (bid_len && (m->info.build_id_len != bid_len ||
-	                memcmp(m->info.build_id, bid, bid_len) != 0)) {
+	if (bid_len &&
+	    (m->info.build_id_len != bid_len || memcmp(m->info.build_id, bid, bid_len) != 0)) {
 		char want[129], have[129];
 		sp_hex(bid, bid_len, want);
 		sp_hex(m->info.build_id, m->info.build_id_len, have);
@@ -189,7 +189,7 @@ static int build_syms(sp_dbgmod *m)
 		Elf *elf;
 		Dwarf_Addr bias;
 		const char *name =
-		    dwfl_module_getsym_info(m->mod, i, &s, &addr, &shndx, &elf, &bias);
+		        dwfl_module_getsym_info(m->mod, i, &s, &addr, &shndx, &elf, &bias);
 		if (!name || !*name || shndx == SHN_UNDEF)
 			continue;
 		int type = GELF_ST_TYPE(s.st_info);
@@ -199,7 +199,9 @@ static int build_syms(sp_dbgmod *m)
 		m->syms[k].addr = addr;
 		m->syms[k].size = s.st_size;
 		m->syms[k].name = name;
-		m->syms[k].rank = (s.st_size ? 4 : 0) + (bind == STB_GLOBAL ? 2 : bind == STB_WEAK ? 1 : 0);
+		m->syms[k].rank = (s.st_size ? 4 : 0) + (bind == STB_GLOBAL ? 2
+		                                         : bind == STB_WEAK ? 1
+		                                                            : 0);
 		k++;
 	}
 	qsort(m->syms, k, sizeof(sym), sym_cmp);
@@ -371,8 +373,8 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 		free(scopes);
 		scopes = NULL;
 		nscopes = dwarf_offdie(dwarf_cu_getdwarf(cudie->cu), off, &inner)
-		              ? dwarf_getscopes_die(&inner, &scopes)
-		              : -1;
+		                  ? dwarf_getscopes_die(&inner, &scopes)
+		                  : -1;
 	}
 	Dwarf_Files *files = NULL;
 	if (nscopes > 0) {

@@ -14,7 +14,7 @@
 
 /* Where and how to look for debug files. */
 typedef struct sp_dbg_config {
-	char **roots;                 /* Absolute debug roots. */
+	char **roots; /* Absolute debug roots. */
 	size_t nroots;
 	int debuginfod;               /* 1: query debuginfod (built in, URLs set). */
 	const char *debuginfod_cache; /* Cache dir for the client, or NULL. */
@@ -30,8 +30,7 @@ void sp_dbg_config_free(sp_dbg_config *cfg);
 /* Finds a separate debug file for the binary; see dbgfind.c for the order.
  * Returns an fd (>= 0) and sets *path (malloc'd, for libdwfl), or -1. */
 int sp_dbg_find_debuginfo(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
-                          const char *binary, const char *debuglink, uint32_t crc,
-                          char **path);
+                          const char *binary, const char *debuglink, uint32_t crc, char **path);
 
 /* Finds the dwz supplementary file (.gnu_debugaltlink) named by the DWARF
  * file @p dwarf_file: by its own build-id under the debug roots, then by
@@ -44,8 +43,8 @@ typedef struct sp_dbgmod sp_dbgmod;
 /* Opens @p path and verifies it carries @p bid (when bid_len > 0).
  * Returns 0, STACKPULSE_EBUILDID, STACKPULSE_EUNSUPPORTED (not a regular
  * file), STACKPULSE_EFORMAT (not ELF), -ENOENT, ... with a detail. */
-int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len,
-                   const sp_dbg_config *cfg, sp_dbgmod **out);
+int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len, const sp_dbg_config *cfg,
+                   sp_dbgmod **out);
 void sp_dbgmod_free(sp_dbgmod *m);
 
 /* Resolves file offset @p off: writes frames leaf first (strings interned

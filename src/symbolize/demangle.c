@@ -15,7 +15,7 @@
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 #else
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status)
-    __attribute__((weak));
+        __attribute__((weak));
 #endif
 
 int sp_demangle_cxx_available(void)
@@ -50,11 +50,11 @@ static size_t rust_unescape(char *s, size_t n)
 	static const struct {
 		const char *esc;
 		char c;
-	} map[] = {{"$SP$", '@'},  {"$BP$", '*'},  {"$RF$", '&'},  {"$LT$", '<'},
-	           {"$GT$", '>'},  {"$LP$", '('},  {"$RP$", ')'},  {"$C$", ','},
-	           {"$u7e$", '~'}, {"$u20$", ' '}, {"$u27$", '\''}, {"$u5b$", '['},
-	           {"$u5d$", ']'}, {"$u7b$", '{'}, {"$u7d$", '}'}, {"$u3b$", ';'},
-	           {"$u2b$", '+'}, {"$u22$", '"'}};
+	} map[] = { { "$SP$", '@' },  { "$BP$", '*' },  { "$RF$", '&' },   { "$LT$", '<' },
+		    { "$GT$", '>' },  { "$LP$", '(' },  { "$RP$", ')' },   { "$C$", ',' },
+		    { "$u7e$", '~' }, { "$u20$", ' ' }, { "$u27$", '\'' }, { "$u5b$", '[' },
+		    { "$u5d$", ']' }, { "$u7b$", '{' }, { "$u7d$", '}' },  { "$u3b$", ';' },
+		    { "$u2b$", '+' }, { "$u22$", '"' } };
 	size_t r = 0, w = 0;
 	while (r < n) {
 		/* rustc prefixes components that start with an escape with '_'. */

@@ -9,8 +9,8 @@
 
 #include "common/error.h"
 
-#define MAX_PHNUM 1024
-#define MAX_SHNUM 8192
+#define MAX_PHNUM      1024
+#define MAX_SHNUM      8192
 #define MAX_NOTE_BYTES (64u << 10)
 
 int sp_elf_open_regular(const char *path, uint64_t *size)
@@ -78,7 +78,8 @@ static uint16_t g16(const rd *r, const uint8_t *p)
 static uint32_t g32(const rd *r, const uint8_t *p)
 {
 	if (r->be)
-		return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+		return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+		       p[3];
 	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
 	       ((uint32_t)p[3] << 24);
 }
@@ -130,7 +131,7 @@ static int note_range(int fd, uint64_t size, const rd *r, uint64_t off, uint64_t
 
 int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 {
-	uint8_t eh[64] = {0};
+	uint8_t eh[64] = { 0 };
 	memset(out, 0, sizeof(*out));
 	int rc = read_at(fd, size, 0, eh, sizeof(eh));
 	if (rc)
@@ -140,7 +141,7 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 	if ((eh[EI_CLASS] != ELFCLASS32 && eh[EI_CLASS] != ELFCLASS64) ||
 	    (eh[EI_DATA] != ELFDATA2LSB && eh[EI_DATA] != ELFDATA2MSB))
 		return sp_error(STACKPULSE_EFORMAT, "ELF: bad class or data encoding");
-	rd r = {eh[EI_DATA] == ELFDATA2MSB};
+	rd r = { eh[EI_DATA] == ELFDATA2MSB };
 	int is64 = eh[EI_CLASS] == ELFCLASS64;
 	out->elf_class = eh[EI_CLASS];
 	out->type = g16(&r, eh + 16);
@@ -155,7 +156,7 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 	int found = 0;
 	if (shoff && shnum && shnum <= MAX_SHNUM && shentsize >= shsz) {
 		for (uint16_t i = 0; i < shnum && !found; i++) {
-			uint8_t sh[64] = {0};
+			uint8_t sh[64] = { 0 };
 			if (read_at(fd, size, shoff + (uint64_t)i * shentsize, sh, shsz) != 0)
 				break;
 			if (g32(&r, sh + 4) != SHT_NOTE)
@@ -168,7 +169,7 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 	}
 	if (phoff && phnum && phnum <= MAX_PHNUM && phentsize >= phsz) {
 		for (uint16_t i = 0; i < phnum; i++) {
-			uint8_t ph[56] = {0};
+			uint8_t ph[56] = { 0 };
 			rc = read_at(fd, size, phoff + (uint64_t)i * phentsize, ph, phsz);
 			if (rc)
 				return rc;
@@ -193,14 +194,14 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 int sp_elf_read_section(int fd, uint64_t size, const char *name, uint8_t *buf, size_t cap,
                         size_t *len)
 {
-	uint8_t eh[64] = {0};
+	uint8_t eh[64] = { 0 };
 	int rc = read_at(fd, size, 0, eh, sizeof(eh));
 	if (rc)
 		return rc;
 	if (memcmp(eh, ELFMAG, SELFMAG) != 0 ||
 	    (eh[EI_CLASS] != ELFCLASS32 && eh[EI_CLASS] != ELFCLASS64))
 		return sp_error(STACKPULSE_EFORMAT, "not an ELF file");
-	rd r = {eh[EI_DATA] == ELFDATA2MSB};
+	rd r = { eh[EI_DATA] == ELFDATA2MSB };
 	int is64 = eh[EI_CLASS] == ELFCLASS64;
 	uint64_t shoff = is64 ? g64(&r, eh + 40) : g32(&r, eh + 32);
 	uint16_t shentsize = g16(&r, eh + (is64 ? 58 : 46));
@@ -211,7 +212,7 @@ int sp_elf_read_section(int fd, uint64_t size, const char *name, uint8_t *buf, s
 		return STACKPULSE_ENOTFOUND;
 	/* The section-name table, bounded like everything else. */
 	static _Thread_local char names[MAX_NOTE_BYTES];
-	uint8_t sh[64] = {0};
+	uint8_t sh[64] = { 0 };
 	rc = read_at(fd, size, shoff + (uint64_t)shstrndx * shentsize, sh, shsz);
 	if (rc)
 		return rc;

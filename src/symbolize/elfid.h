@@ -10,7 +10,7 @@
 
 /* Largest file we read: bigger ones are rejected with STACKPULSE_ELIMIT. */
 #define SP_ELF_MAX_FILE_SIZE (8ull << 30)
-#define SP_ELF_MAX_LOADS 32
+#define SP_ELF_MAX_LOADS     32
 
 typedef struct sp_elf_load {
 	uint64_t offset; /* p_offset */

@@ -54,7 +54,7 @@ int sp_symbolize_build_symtab(sp_writer *w, const sp_symtab_request *reqs, size_
                               const char *debug_dirs, uint32_t *embedded, uint32_t *skipped,
                               sp_symbolize_counters *counters)
 {
-	sp_symbolize_counters local = {0};
+	sp_symbolize_counters local = { 0 };
 	sp_dbg_config cfg;
 	if (embedded)
 		*embedded = 0;

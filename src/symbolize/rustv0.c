@@ -482,12 +482,8 @@ static void path(v0 *d, int in_value)
 		}
 		puts_(d, ">");
 		break;
-	case 'B':
-		backref(d, path, in_value);
-		break;
-	default:
-		d->err = 1;
-		break;
+	case 'B': backref(d, path, in_value); break;
+	default: d->err = 1; break;
 	}
 	d->depth--;
 }

@@ -37,11 +37,11 @@ int sp_symbolizer_resolve_frame_at(stackpulse_symbolizer *sym, uint32_t frame_id
 
 /* One module whose symbols the recorder wants embedded. */
 typedef struct sp_symtab_request {
-	uint32_t module;          /* Writer module index. */
-	const char *path;         /* File to read now (may be /proc/PID/root/...). */
-	const uint8_t *build_id;  /* Recorded build-id (verified against the file). */
+	uint32_t module;         /* Writer module index. */
+	const char *path;        /* File to read now (may be /proc/PID/root/...). */
+	const uint8_t *build_id; /* Recorded build-id (verified against the file). */
 	uint32_t build_id_len;
-	const uint64_t *offsets;  /* Raw NATIVE frame offsets seen for it. */
+	const uint64_t *offsets; /* Raw NATIVE frame offsets seen for it. */
 	size_t offset_count;
 } sp_symtab_request;
 

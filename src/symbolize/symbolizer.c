@@ -35,17 +35,17 @@ struct stackpulse_frame {
 typedef struct symmod {
 	int inited;
 	const struct stackpulse_module *info;
-	const char *base;          /* Basename of the path, for "base+0xOFF". */
-	int has_emb;               /* A valid table is embedded in the spool. */
+	const char *base; /* Basename of the path, for "base+0xOFF". */
+	int has_emb;      /* A valid table is embedded in the spool. */
 	sp_symcache emb;
-	int has_disk;              /* A valid table came from the cache dir. */
+	int has_disk; /* A valid table came from the cache dir. */
 	sp_symcache disk;
 	uint8_t *disk_bytes;
 	sp_symcache_builder *fresh; /* libdw answers to write back. */
 	int dbg_tried;
-	int dbg_rc;                /* Why the binary is unusable, or 0. */
+	int dbg_rc; /* Why the binary is unusable, or 0. */
 	sp_dbgmod *dbg;
-	uint64_t last_use;         /* Tick of the last libdw lookup. */
+	uint64_t last_use; /* Tick of the last libdw lookup. */
 } symmod;
 
 /* One cached resolution: frames [first, first + count) of sym->rf. */
@@ -59,7 +59,7 @@ typedef struct rslot {
 struct stackpulse_symbolizer {
 	const stackpulse_spool *spool;
 	uint32_t flags;
-	char *cache_dir;     /* NULL: no on-disk cache. */
+	char *cache_dir; /* NULL: no on-disk cache. */
 	sp_dbg_config cfg;
 	sp_symbolize_counters counters;
 	sp_strpool pool;
@@ -78,8 +78,7 @@ static int oom(void)
 	return sp_error(-ENOMEM, "symbolizer: out of memory");
 }
 
-int stackpulse_symbolizer_new(const stackpulse_spool *spool,
-                              const stackpulse_symbolizer_opts *opts,
+int stackpulse_symbolizer_new(const stackpulse_spool *spool, const stackpulse_symbolizer_opts *opts,
                               stackpulse_symbolizer **out)
 {
 	if (!spool || !out)
@@ -132,7 +131,8 @@ static void write_back(stackpulse_symbolizer *s, symmod *m)
 	size_t len;
 	if (sp_symcache_builder_finish(m->fresh, &data, &len) != 0)
 		return;
-	if (sp_cacheio_write(s->cache_dir, m->info->build_id, m->info->build_id_len, data, len) == 0)
+	if (sp_cacheio_write(s->cache_dir, m->info->build_id, m->info->build_id_len, data, len) ==
+	    0)
 		s->counters.cache_writes++;
 	sp_free(data);
 }
@@ -165,7 +165,8 @@ void sp_symbolizer_get_counters(const stackpulse_symbolizer *sym, sp_symbolize_c
 static int same_bid(const sp_symcache *t, const struct stackpulse_module *info)
 {
 	return t->build_id_len == info->build_id_len &&
-	       (info->build_id_len == 0 || memcmp(t->build_id, info->build_id, info->build_id_len) == 0);
+	       (info->build_id_len == 0 ||
+	        memcmp(t->build_id, info->build_id, info->build_id_len) == 0);
 }
 
 static symmod *module_get(stackpulse_symbolizer *s, uint32_t index)
@@ -188,8 +189,8 @@ static symmod *module_get(stackpulse_symbolizer *s, uint32_t index)
 	    sp_symcache_validate(t, len, &m->emb) == 0 && same_bid(&m->emb, m->info))
 		m->has_emb = 1;
 	if (s->cache_dir && m->info->build_id_len &&
-	    sp_cacheio_read(s->cache_dir, m->info->build_id, m->info->build_id_len,
-	                    &m->disk_bytes, &m->disk) == 0)
+	    sp_cacheio_read(s->cache_dir, m->info->build_id, m->info->build_id_len, &m->disk_bytes,
+	                    &m->disk) == 0)
 		m->has_disk = 1;
 	return m;
 }
@@ -199,7 +200,9 @@ static rslot *slot_find(stackpulse_symbolizer *s, uint32_t module, uint64_t off,
 	if (!s->cap)
 		return NULL;
 	size_t mask = s->cap - 1;
-	size_t i = (size_t)sp_hash_combine(sp_hash64(off), ((uint64_t)module << 1) | (unsigned)leaf) & mask;
+	size_t i =
+	        (size_t)sp_hash_combine(sp_hash64(off), ((uint64_t)module << 1) | (unsigned)leaf) &
+	        mask;
 	while (s->slots[i].used_leaf) {
 		rslot *r = &s->slots[i];
 		if (r->off == off && r->module == module && r->used_leaf == 1u + (unsigned)leaf)
@@ -273,7 +276,8 @@ static int open_module(stackpulse_symbolizer *s, symmod *m)
 		char *trimmed = sp_strndup(path, n - k);
 		if (!trimmed)
 			return oom();
-		rc = sp_dbgmod_open(trimmed, m->info->build_id, m->info->build_id_len, &s->cfg, &m->dbg);
+		rc = sp_dbgmod_open(trimmed, m->info->build_id, m->info->build_id_len, &s->cfg,
+		                    &m->dbg);
 		sp_free(trimmed);
 	}
 	return rc;
@@ -309,14 +313,15 @@ static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t of
 	}
 	symmod *m = module_get(s, module);
 	if (!m)
-		return sp_error(STACKPULSE_ENOTFOUND, "symbolizer: module %u not in the spool", module);
+		return sp_error(STACKPULSE_ENOTFOUND, "symbolizer: module %u not in the spool",
+		                module);
 	/* Return addresses point after the call: look up the call itself. */
 	uint64_t look = leaf || off == 0 ? off : off - 1;
 	sp_symcache_frame fr[SP_SYMCACHE_MAX_FRAMES];
 	uint32_t n = 0;
 	int offline = (s->flags & STACKPULSE_SYM_OFFLINE) != 0;
-	if (m->has_emb && (n = sp_symcache_lookup(&m->emb, look, fr, SP_SYMCACHE_MAX_FRAMES, NULL,
-	                                          NULL)) > 0)
+	if (m->has_emb &&
+	    (n = sp_symcache_lookup(&m->emb, look, fr, SP_SYMCACHE_MAX_FRAMES, NULL, NULL)) > 0)
 		s->counters.embedded_hits++;
 	if (!n && m->has_disk &&
 	    (n = sp_symcache_lookup(&m->disk, look, fr, SP_SYMCACHE_MAX_FRAMES, NULL, NULL)) > 0)
@@ -341,9 +346,9 @@ static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t of
 				return k;
 			n = (uint32_t)k;
 			if (s->cache_dir && m->info->build_id_len) {
-				if (!m->fresh && sp_symcache_builder_new(m->info->build_id,
-				                                         m->info->build_id_len,
-				                                         &m->fresh) != 0)
+				if (!m->fresh &&
+				    sp_symcache_builder_new(m->info->build_id,
+				                            m->info->build_id_len, &m->fresh) != 0)
 					return oom();
 				int rc = sp_symcache_builder_add(m->fresh, look, 1, fr, n);
 				if (rc == -ENOMEM)
@@ -443,7 +448,8 @@ int sp_symbolizer_resolve_frame_at(stackpulse_symbolizer *s, uint32_t frame_id, 
 		const char *name;
 		uint64_t start;
 		if (process != UINT32_MAX) {
-			if (sp_spool_jitsym_lookup(s->spool, process, raw->offset, &name, &start) == 0 &&
+			if (sp_spool_jitsym_lookup(s->spool, process, raw->offset, &name, &start) ==
+			            0 &&
 			    name) {
 				f.name = name;
 				f.kind = STACKPULSE_FRAME_JIT;
@@ -463,12 +469,8 @@ int sp_symbolizer_resolve_frame_at(stackpulse_symbolizer *s, uint32_t frame_id, 
 		}
 		break;
 	}
-	case STACKPULSE_FRAME_TRUNCATED:
-		f.name = "[truncated]";
-		break;
-	default:
-		f.kind = STACKPULSE_FRAME_UNKNOWN;
-		break;
+	case STACKPULSE_FRAME_TRUNCATED: f.name = "[truncated]"; break;
+	default: f.kind = STACKPULSE_FRAME_UNKNOWN; break;
 	}
 	return fn(&f, ctx);
 }
@@ -481,8 +483,8 @@ int stackpulse_symbolizer_resolve_frame(stackpulse_symbolizer *s, uint32_t frame
 	return sp_symbolizer_resolve_frame_at(s, frame_id, 1, UINT32_MAX, fn, ctx);
 }
 
-static int walk(stackpulse_symbolizer *s, uint32_t stack, uint32_t process,
-                stackpulse_frame_fn fn, void *ctx)
+static int walk(stackpulse_symbolizer *s, uint32_t stack, uint32_t process, stackpulse_frame_fn fn,
+                void *ctx)
 {
 	if (!s || !fn)
 		return sp_error(-EINVAL, "symbolizer: NULL argument");

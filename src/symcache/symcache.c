@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "common/hash.h"
 
-static const uint8_t magic[4] = {'S', 'P', 'S', 'C'};
+static const uint8_t magic[4] = { 'S', 'P', 'S', 'C' };
 
 /* ------------------------------------------------------------------ */
 /* Decoding */
@@ -45,13 +45,16 @@ int sp_symcache_validate(const uint8_t *data, size_t len, sp_symcache *out)
 	uint32_t nstr = sp_le32(data + 24);
 	if (nranges > SP_SYMCACHE_MAX_RANGES || ninl > SP_SYMCACHE_MAX_INLINES ||
 	    nstr > SP_SYMCACHE_MAX_STRINGS)
-		return sp_error(STACKPULSE_ELIMIT, "symcache: %u ranges, %u inlines, %u string bytes",
-		                nranges, ninl, nstr);
+		return sp_error(STACKPULSE_ELIMIT,
+		                "symcache: %u ranges, %u inlines, %u string bytes", nranges, ninl,
+		                nstr);
 	/* 64-bit math: the limits above keep this far from overflow. */
-	uint64_t want = (uint64_t)SP_SYMCACHE_HEADER_SIZE + (uint64_t)nranges * SP_SYMCACHE_RANGE_SIZE +
+	uint64_t want = (uint64_t)SP_SYMCACHE_HEADER_SIZE +
+	                (uint64_t)nranges * SP_SYMCACHE_RANGE_SIZE +
 	                (uint64_t)ninl * SP_SYMCACHE_INLINE_SIZE + nstr + 4;
 	if (want != len)
-		return sp_error(STACKPULSE_EFORMAT, "symcache: sections need %llu bytes, table has %zu",
+		return sp_error(STACKPULSE_EFORMAT,
+		                "symcache: sections need %llu bytes, table has %zu",
 		                (unsigned long long)want, len);
 	uint32_t crc = sp_crc32c(0, data, len - 4);
 	if (crc != sp_le32(data + len - 4))
@@ -67,16 +70,18 @@ int sp_symcache_validate(const uint8_t *data, size_t len, sp_symcache *out)
 		const uint8_t *r = inl + (size_t)i * SP_SYMCACHE_INLINE_SIZE;
 		uint32_t name = sp_le32(r), file = sp_le32(r + 4), parent = sp_le32(r + 12);
 		if (name == SP_SYMCACHE_NONE || name >= nstr || !STR_OK(file))
-			return sp_error(STACKPULSE_EFORMAT, "symcache: inline %u: string out of range", i);
+			return sp_error(STACKPULSE_EFORMAT,
+			                "symcache: inline %u: string out of range", i);
 		if (parent != SP_SYMCACHE_NONE && parent >= i)
-			return sp_error(STACKPULSE_EFORMAT, "symcache: inline %u: parent %u not earlier",
-			                i, parent);
+			return sp_error(STACKPULSE_EFORMAT,
+			                "symcache: inline %u: parent %u not earlier", i, parent);
 		/* Parents strictly decrease, so this walk ends; bound its depth. */
 		uint32_t depth = 1;
 		while (parent != SP_SYMCACHE_NONE) {
 			if (++depth > SP_SYMCACHE_MAX_INLINE_DEPTH)
-				return sp_error(STACKPULSE_ELIMIT, "symcache: inline %u: chain deeper than %d",
-				                i, SP_SYMCACHE_MAX_INLINE_DEPTH);
+				return sp_error(STACKPULSE_ELIMIT,
+				                "symcache: inline %u: chain deeper than %d", i,
+				                SP_SYMCACHE_MAX_INLINE_DEPTH);
 			parent = sp_le32(inl + (size_t)parent * SP_SYMCACHE_INLINE_SIZE + 12);
 		}
 	}
@@ -87,18 +92,21 @@ int sp_symcache_validate(const uint8_t *data, size_t len, sp_symcache *out)
 		uint32_t rlen = sp_le32(r + 8);
 		uint32_t name = sp_le32(r + 12), file = sp_le32(r + 16), chain = sp_le32(r + 24);
 		if (rlen == 0 || start > UINT64_MAX - rlen)
-			return sp_error(STACKPULSE_EFORMAT, "symcache: range %u: bad length %u", i, rlen);
+			return sp_error(STACKPULSE_EFORMAT, "symcache: range %u: bad length %u", i,
+			                rlen);
 		if (i > 0 && start < prev_end)
-			return sp_error(STACKPULSE_EFORMAT, "symcache: range %u: not sorted or overlapping",
-			                i);
+			return sp_error(STACKPULSE_EFORMAT,
+			                "symcache: range %u: not sorted or overlapping", i);
 		prev_end = start + rlen;
 		if (!STR_OK(name) || !STR_OK(file))
-			return sp_error(STACKPULSE_EFORMAT, "symcache: range %u: string out of range", i);
+			return sp_error(STACKPULSE_EFORMAT,
+			                "symcache: range %u: string out of range", i);
 		if (chain != SP_SYMCACHE_NONE && chain >= ninl)
-			return sp_error(STACKPULSE_EFORMAT, "symcache: range %u: inline %u out of range", i,
-			                chain);
+			return sp_error(STACKPULSE_EFORMAT,
+			                "symcache: range %u: inline %u out of range", i, chain);
 		if (sp_le32(r + 28) != 0)
-			return sp_error(STACKPULSE_EFORMAT, "symcache: range %u: reserved bytes set", i);
+			return sp_error(STACKPULSE_EFORMAT,
+			                "symcache: range %u: reserved bytes set", i);
 	}
 #undef STR_OK
 	memset(out, 0, sizeof(*out));
@@ -195,9 +203,9 @@ typedef struct idmap {
 struct sp_symcache_builder {
 	uint8_t build_id[SP_SYMCACHE_MAX_BUILD_ID];
 	uint32_t build_id_len;
-	sp_buf strings;       /* Concatenated NUL-terminated strings. */
-	idmap str_map;        /* String offsets, keyed by content. */
-	binline *inl;         /* Inline records, parents first. */
+	sp_buf strings; /* Concatenated NUL-terminated strings. */
+	idmap str_map;  /* String offsets, keyed by content. */
+	binline *inl;   /* Inline records, parents first. */
 	size_t ninl, inl_cap;
 	idmap inl_map;
 	bentry *ent;
@@ -371,18 +379,18 @@ size_t sp_symcache_builder_count(const sp_symcache_builder *b)
 int sp_symcache_builder_add(sp_symcache_builder *b, uint64_t start, uint32_t len,
                             const sp_symcache_frame *frames, uint32_t n)
 {
-	if (n == 0 || n > SP_SYMCACHE_MAX_FRAMES || !frames || len == 0 ||
-	    start > UINT64_MAX - len)
+	if (n == 0 || n > SP_SYMCACHE_MAX_FRAMES || !frames || len == 0 || start > UINT64_MAX - len)
 		return sp_error(-EINVAL, "symcache: bad entry (%u frames, length %u)", n, len);
 	if (b->nent >= SP_SYMCACHE_MAX_RANGES)
-		return sp_error(STACKPULSE_ELIMIT, "symcache: over %u ranges", SP_SYMCACHE_MAX_RANGES);
+		return sp_error(STACKPULSE_ELIMIT, "symcache: over %u ranges",
+		                SP_SYMCACHE_MAX_RANGES);
 	for (uint32_t i = 0; i + 1 < n; i++)
 		if (!frames[i].name)
 			return sp_error(-EINVAL, "symcache: inlined frame %u has no name", i);
 	/* Emit inline records outermost first so parents precede children. */
 	uint32_t parent = SP_SYMCACHE_NONE;
 	for (uint32_t k = n - 1; k-- > 0;) {
-		binline r = {0, 0, 0, 0};
+		binline r = { 0, 0, 0, 0 };
 		int rc = intern_str(b, frames[k].name, &r.name);
 		if (!rc)
 			rc = intern_str(b, frames[k + 1].file, &r.file);
@@ -453,8 +461,8 @@ int sp_symcache_builder_finish(sp_symcache_builder *b, uint8_t **data, size_t *l
 		bentry *last = kept ? &b->ent[kept - 1] : NULL;
 		const bentry *e = &b->ent[i];
 		/* Adjacent ranges with the same answer become one. */
-		if (last && e->start == prev_end && e->name == last->name && e->file == last->file &&
-		    e->line == last->line && e->chain == last->chain &&
+		if (last && e->start == prev_end && e->name == last->name &&
+		    e->file == last->file && e->line == last->line && e->chain == last->chain &&
 		    e->len <= UINT32_MAX - last->len) {
 			last->len += e->len;
 			prev_end += e->len;
@@ -465,7 +473,8 @@ int sp_symcache_builder_finish(sp_symcache_builder *b, uint8_t **data, size_t *l
 	}
 	b->nent = kept;
 
-	uint64_t total = (uint64_t)SP_SYMCACHE_HEADER_SIZE + (uint64_t)kept * SP_SYMCACHE_RANGE_SIZE +
+	uint64_t total = (uint64_t)SP_SYMCACHE_HEADER_SIZE +
+	                 (uint64_t)kept * SP_SYMCACHE_RANGE_SIZE +
 	                 (uint64_t)b->ninl * SP_SYMCACHE_INLINE_SIZE + b->strings.len + 4;
 	if (total > UINT32_MAX)
 		return sp_error(STACKPULSE_ELIMIT, "symcache: table of %llu bytes",

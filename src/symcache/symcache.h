@@ -14,18 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SP_SYMCACHE_VERSION 1
-#define SP_SYMCACHE_HEADER_SIZE 96
-#define SP_SYMCACHE_RANGE_SIZE 32
-#define SP_SYMCACHE_INLINE_SIZE 16
-#define SP_SYMCACHE_NONE UINT32_MAX
+#define SP_SYMCACHE_VERSION      1
+#define SP_SYMCACHE_HEADER_SIZE  96
+#define SP_SYMCACHE_RANGE_SIZE   32
+#define SP_SYMCACHE_INLINE_SIZE  16
+#define SP_SYMCACHE_NONE         UINT32_MAX
 #define SP_SYMCACHE_MAX_BUILD_ID 64
 /* Inline records per chain; a resolution has at most this plus one frames. */
 #define SP_SYMCACHE_MAX_INLINE_DEPTH 64
-#define SP_SYMCACHE_MAX_FRAMES (SP_SYMCACHE_MAX_INLINE_DEPTH + 1)
-#define SP_SYMCACHE_MAX_RANGES (1u << 24)
-#define SP_SYMCACHE_MAX_INLINES (1u << 24)
-#define SP_SYMCACHE_MAX_STRINGS (1u << 28)
+#define SP_SYMCACHE_MAX_FRAMES       (SP_SYMCACHE_MAX_INLINE_DEPTH + 1)
+#define SP_SYMCACHE_MAX_RANGES       (1u << 24)
+#define SP_SYMCACHE_MAX_INLINES      (1u << 24)
+#define SP_SYMCACHE_MAX_STRINGS      (1u << 28)
 
 /* One resolved frame. Strings point into the table (lookup) or the caller's
  * memory (builder input); NULL name means "unresolved", NULL file unknown. */

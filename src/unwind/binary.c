@@ -102,7 +102,8 @@ static int add_binary(sp_unwinder *u, sp_unwind_binary *b)
 {
 	if (u->nbins == u->cap) {
 		size_t cap = u->cap ? u->cap * 2 : 16;
-		sp_unwind_binary **bins = sp_realloc_array(u->bins, cap, sizeof(sp_unwind_binary *));
+		sp_unwind_binary **bins =
+		        sp_realloc_array(u->bins, cap, sizeof(sp_unwind_binary *));
 		if (!bins)
 			return -ENOMEM;
 		u->bins = bins;

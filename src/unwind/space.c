@@ -59,6 +59,8 @@ int sp_unwind_space_fork(const sp_unwind_space *parent, pid_t pid, sp_unwind_spa
 	if (rc)
 		return rc;
 	sp_unwind_space *s = *out;
+	if (!s)
+		return sp_error(STACKPULSE_EINTERNAL, "sp_unwind_space_fork: no space created");
 	if (parent->n && parent->maps) {
 		s->maps = sp_calloc(parent->n, sizeof(*s->maps));
 		if (!s->maps) {

@@ -34,7 +34,7 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	pid_t pid = 0;
 	int rc;
 	if (strcmp(mode, "spawn") == 0) {
-		char *argv[] = {(char *)target, arg, NULL};
+		char *argv[] = { (char *)target, arg, NULL };
 		rc = stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid);
 	} else {
 		if (strcmp(mode, "attach") == 0) {
@@ -47,8 +47,8 @@ __attribute__((constructor)) static void rec_driver_main(void)
 		} else {
 			pid = (pid_t)strtol(drv_env("SP_REC_PID", "1"), NULL, 10);
 		}
-		rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &o,
-		                                &rec);
+		rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME,
+		                                &o, &rec);
 	}
 	const char *pf = getenv("SP_REC_PIDFILE");
 	if (pf && pid > 0) {
@@ -63,7 +63,7 @@ __attribute__((constructor)) static void rec_driver_main(void)
 		fflush(stdout);
 		_exit(1);
 	}
-	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	int r2 = rec_run(rec, 60);
 	stackpulse_recorder_stats(rec, &st);
 	int r3 = stackpulse_recorder_finish(rec);

@@ -40,8 +40,8 @@ static inline const char *rec_target(const char *name, const char *extra)
 			return paths[i];
 	char cmd[2048];
 	snprintf(cmd, sizeof(cmd),
-	         "gcc -O2 -fomit-frame-pointer -o '%s' '%s/tests/record/targets/%s.c' %s",
-	         out, sp_test_source_root(), name, extra ? extra : "");
+	         "gcc -O2 -fomit-frame-pointer -o '%s' '%s/tests/record/targets/%s.c' %s", out,
+	         sp_test_source_root(), name, extra ? extra : "");
 	if (system(cmd) != 0) {
 		sp_test_fail(__FILE__, __LINE__, "cannot build %s", cmd);
 		sp_test_abort();
@@ -135,8 +135,9 @@ static inline rec_elf *rec_elf_get(const char *path)
 				cap = cap ? cap * 2 : 256;
 				e->syms = realloc(e->syms, cap * sizeof(*e->syms));
 			}
-			e->syms[e->nsyms++] = (rec_sym){s.st_value, s.st_size,
-			                                strdup(elf_strptr(elf, sh.sh_link, s.st_name))};
+			e->syms[e->nsyms++] =
+			        (rec_sym){ s.st_value, s.st_size,
+				           strdup(elf_strptr(elf, sh.sh_link, s.st_name)) };
 		}
 	}
 	elf_end(elf);
@@ -190,8 +191,9 @@ static inline uint32_t rec_stack_names(const stackpulse_spool *sp, uint32_t stac
 			n = "[truncated]";
 		} else if (f->kind == STACKPULSE_FRAME_KERNEL) {
 			const char *kn;
-			n = stackpulse_spool_ksym_lookup(sp, f->offset, &kn, NULL, NULL) == 0 ? kn
-			                                                                      : "[kernel?]";
+			n = stackpulse_spool_ksym_lookup(sp, f->offset, &kn, NULL, NULL) == 0
+			            ? kn
+			            : "[kernel?]";
 		} else if (f->kind == STACKPULSE_FRAME_NATIVE) {
 			const struct stackpulse_module *m = stackpulse_spool_module(sp, f->module);
 			/* Return addresses point after the call. */

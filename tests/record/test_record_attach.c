@@ -42,7 +42,7 @@ static void check_ladder_spool(const char *path, int min_samples)
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
 	const struct stackpulse_sample *s;
 	int total = 0, full = 0;
-	const char *seq[] = {"leaf", "middle", "entry", "main"};
+	const char *seq[] = { "leaf", "middle", "entry", "main" };
 	while (stackpulse_sample_iter_next(it, &s) == 1) {
 		total++;
 		const char *names[256];
@@ -70,7 +70,7 @@ static void attach_ladder(int mode, const char *tag)
 	CHECK(!rec_any_stopped(pid));
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 1);
 	/* The aggregate descriptor turns readable as samples arrive. */
-	struct pollfd pfd = {stackpulse_recorder_fd(rec), POLLIN, 0};
+	struct pollfd pfd = { stackpulse_recorder_fd(rec), POLLIN, 0 };
 	CHECK(pfd.fd >= 0);
 	CHECK_EQ(poll(&pfd, 1, 5000), 1);
 	/* The target exits in the middle of the recording. */
@@ -135,8 +135,8 @@ SP_TEST(never_stopped_when_attach_fails_halfway)
 	for (long n = 0; n < 400 && !ok; n += n < 40 ? 1 : 9) {
 		stackpulse_recorder *rec = NULL;
 		sp_alloc_fail_after(n);
-		int rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME,
-		                                    NULL, &rec);
+		int rc = stackpulse_recorder_attach(
+		        pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, NULL, &rec);
 		sp_alloc_fail_after(-1);
 		if (rc == 0) {
 			ok = 1;
@@ -177,13 +177,13 @@ SP_TEST(never_stopped_when_the_caller_gets_signals)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alarm;
 	sigaction(SIGALRM, &sa, NULL);
-	struct itimerval it = {{0, 500}, {0, 500}};
+	struct itimerval it = { { 0, 500 }, { 0, 500 } };
 	setitimer(ITIMER_REAL, &it, NULL);
 	int ok = 0;
 	for (int i = 0; i < 5; i++) {
 		stackpulse_recorder *rec;
-		int rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME,
-		                                    NULL, &rec);
+		int rc = stackpulse_recorder_attach(
+		        pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, NULL, &rec);
 		if (rc == 0) {
 			ok++;
 			int w = stackpulse_recorder_wait(rec, 50);
@@ -193,7 +193,7 @@ SP_TEST(never_stopped_when_the_caller_gets_signals)
 		}
 		CHECK(!rec_any_stopped(pid));
 	}
-	struct itimerval off = {{0, 0}, {0, 0}};
+	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	setitimer(ITIMER_REAL, &off, NULL);
 	signal(SIGALRM, SIG_DFL);
 	printf("%d attaches under %d signals\n", ok, (int)alarms);
@@ -218,8 +218,8 @@ SP_TEST(never_stopped_when_the_recorder_is_killed)
 			for (;;) {
 				stackpulse_recorder *rec;
 				if (stackpulse_recorder_attach(pid, spool,
-				                               STACKPULSE_ATTACH_STOP_ENABLE_RESUME, NULL,
-				                               &rec) == 0)
+				                               STACKPULSE_ATTACH_STOP_ENABLE_RESUME,
+				                               NULL, &rec) == 0)
 					stackpulse_recorder_finish(rec);
 			}
 		}
@@ -260,7 +260,8 @@ SP_TEST(target_exits_during_attach)
 		char spool[512];
 		snprintf(spool, sizeof(spool), "%s/exit%d.spool", sp_test_tmpdir(), i);
 		stackpulse_recorder *rec;
-		int mode = i % 3 == 2 ? STACKPULSE_ATTACH_LIVE : STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
+		int mode =
+		        i % 3 == 2 ? STACKPULSE_ATTACH_LIVE : STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
 		int rc = stackpulse_recorder_attach(pid, spool, mode, NULL, &rec);
 		if (rc == 0) {
 			ok++;
@@ -276,11 +277,12 @@ SP_TEST(target_exits_during_attach)
 			waitpid(killer, NULL, 0);
 		if (!reap(pid, 5)) {
 			char cmd[256];
-			snprintf(cmd, sizeof(cmd), "grep -h -E 'State|Tracer' /proc/%d/task/*/status",
-			         (int)pid);
-			if (system(cmd)) {}
-			sp_test_fail(__FILE__, __LINE__, "round %d (rc %d): target %d did not end", i,
-			             rc, (int)pid);
+			snprintf(cmd, sizeof(cmd),
+			         "grep -h -E 'State|Tracer' /proc/%d/task/*/status", (int)pid);
+			if (system(cmd)) {
+			}
+			sp_test_fail(__FILE__, __LINE__, "round %d (rc %d): target %d did not end",
+			             i, rc, (int)pid);
 			kill(pid, SIGKILL);
 			reap(pid, 5);
 		}
@@ -342,7 +344,7 @@ static void attach_hidden(const char *tag, pid_t pid, const char *bin)
 				names[k++] = nm ? nm : "?";
 			}
 		}
-		const char *seq[] = {"leaf", "middle", "entry", "main"};
+		const char *seq[] = { "leaf", "middle", "entry", "main" };
 		total++;
 		full += rec_has_seq(names, k, seq, 4);
 	}

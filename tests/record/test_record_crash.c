@@ -51,7 +51,7 @@ SP_TEST(sigkilled_recorder_leaves_a_valid_truncated_spool)
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
 	const struct stackpulse_sample *s;
 	int count = 0, full = 0, rc;
-	const char *seq[] = {"leaf", "middle", "entry", "main"};
+	const char *seq[] = { "leaf", "middle", "entry", "main" };
 	while ((rc = stackpulse_sample_iter_next(it, &s)) == 1) {
 		count++;
 		const char *names[256];

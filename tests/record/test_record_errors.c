@@ -31,8 +31,7 @@ SP_TEST(nonexistent_pid)
 	expect_err(stackpulse_recorder_attach(pid, spool_path("nopid"), 0, NULL, &rec), -ESRCH,
 	           "no process");
 	CHECK(rec == NULL);
-	expect_err(stackpulse_recorder_attach(0, spool_path("nopid"), 0, NULL, &rec), -ESRCH,
-	           NULL);
+	expect_err(stackpulse_recorder_attach(0, spool_path("nopid"), 0, NULL, &rec), -ESRCH, NULL);
 	expect_err(stackpulse_recorder_attach(-5, spool_path("nopid"), 1, NULL, &rec), -ESRCH,
 	           NULL);
 }
@@ -84,8 +83,7 @@ SP_TEST(bad_options)
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
 	           "multiple of 8");
 	o.stack_size = 0;
-	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
-	           NULL);
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL, NULL);
 	o = STACKPULSE_RECORDER_OPTS;
 	o.event = 9;
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
@@ -98,7 +96,7 @@ SP_TEST(bad_options)
 	           "mode");
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, NULL, NULL), -EINVAL,
 	           NULL);
-	char *argv[] = {"/bin/true", NULL};
+	char *argv[] = { "/bin/true", NULL };
 	o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 0;
 	expect_err(stackpulse_recorder_spawn(argv, spool_path("opts"), &o, &rec, NULL), -EINVAL,
@@ -127,7 +125,7 @@ SP_TEST(cycles_is_refused_without_a_pmu_but_auto_falls_back)
 	CHECK(!rec_any_stopped(pid));
 	o.event = STACKPULSE_EVENT_AUTO;
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("cycles"), 0, &o, &rec));
-	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
 	CHECK_EQ(st.event, STACKPULSE_EVENT_CPU_CLOCK);
 	CHECK_OK(stackpulse_recorder_finish(rec));
@@ -144,7 +142,7 @@ SP_TEST(unwritable_spool_path)
 	int rc = stackpulse_recorder_attach(pid, sp_test_tmpdir(), 0, NULL, &rec);
 	CHECK(rc == -EISDIR || rc == -EINVAL || rc == -EEXIST);
 	expect_err(stackpulse_recorder_attach(pid, "", 0, NULL, &rec), -EINVAL, NULL);
-	char *argv[] = {"/bin/true", NULL};
+	char *argv[] = { "/bin/true", NULL };
 	pid_t child = 0;
 	expect_err(stackpulse_recorder_spawn(argv, "/nonexistent-dir/y.spool", NULL, &rec, &child),
 	           -ENOENT, NULL);
@@ -155,12 +153,12 @@ SP_TEST(unwritable_spool_path)
 
 SP_TEST(spawn_of_a_missing_program)
 {
-	char *argv[] = {"/nonexistent/program", "x", NULL};
+	char *argv[] = { "/nonexistent/program", "x", NULL };
 	stackpulse_recorder *rec;
 	pid_t child = 0;
 	expect_err(stackpulse_recorder_spawn(argv, spool_path("missing"), NULL, &rec, &child),
 	           -ENOENT, "/nonexistent/program");
-	char *empty[] = {NULL};
+	char *empty[] = { NULL };
 	expect_err(stackpulse_recorder_spawn(empty, spool_path("missing"), NULL, &rec, &child),
 	           -EINVAL, NULL);
 	/* No child is left behind. */
@@ -222,7 +220,7 @@ SP_TEST(attach_to_ourselves)
 	while (rec_now() < end)
 		x = x * 3 + 1;
 	CHECK_OK(stackpulse_recorder_consume_available(rec));
-	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, getpid()), 1);
 	CHECK_OK(stackpulse_recorder_finish(rec));

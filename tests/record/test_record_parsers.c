@@ -31,9 +31,13 @@ SP_TEST(maps_line_parser)
 	REQUIRE_OK(sp_proc_parse_map_line(l3, &m));
 	CHECK_EQ(m.exec, 0);
 	CHECK_STR(m.path, "");
-	const char *bad[] = {"", "zz-10 r-xp 0 0:0 0", "10-5 r-xp 0 0:0 0 x", "10-20 r-x 0 0:0 0",
-	                     "10-20 r-xp 0 00 0", "10-20 r-xp 0 0:0 x",
-	                     "11112222333344445-20 r-xp 0 0:0 0"};
+	const char *bad[] = { "",
+		              "zz-10 r-xp 0 0:0 0",
+		              "10-5 r-xp 0 0:0 0 x",
+		              "10-20 r-x 0 0:0 0",
+		              "10-20 r-xp 0 00 0",
+		              "10-20 r-xp 0 0:0 x",
+		              "11112222333344445-20 r-xp 0 0:0 0" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char b[128];
 		snprintf(b, sizeof(b), "%s", bad[i]);
@@ -52,7 +56,7 @@ static int count_map(void *ctx, const sp_proc_map *m)
 
 SP_TEST(proc_scan_of_ourselves)
 {
-	int n[2] = {0, 0};
+	int n[2] = { 0, 0 };
 	REQUIRE_OK(sp_proc_maps(getpid(), count_map, n));
 	CHECK(n[0] >= 1); /* Our own text. */
 	CHECK(n[1] >= 3);
@@ -88,7 +92,7 @@ static int readelf_build_id(const char *path, uint8_t *out)
 	int n = 0;
 	if (p && fgets(line, sizeof(line), p))
 		for (char *c = line; c[0] && c[1] && n < 64; c += 2) {
-			char hex[3] = {c[0], c[1], 0}, *end;
+			char hex[3] = { c[0], c[1], 0 }, *end;
 			unsigned long v = strtoul(hex, &end, 16);
 			if (*end)
 				break;
@@ -102,7 +106,7 @@ static int readelf_build_id(const char *path, uint8_t *out)
 SP_TEST(build_id_matches_readelf)
 {
 	const char *bin = rec_target("ladder", NULL);
-	const char *files[] = {bin, "/bin/sh", "/lib/x86_64-linux-gnu/libc.so.6"};
+	const char *files[] = { bin, "/bin/sh", "/lib/x86_64-linux-gnu/libc.so.6" };
 	for (size_t i = 0; i < 3; i++) {
 		if (access(files[i], R_OK) != 0)
 			continue;
@@ -137,7 +141,8 @@ SP_TEST(build_id_matches_readelf)
 		line[strcspn(line, "\n")] = '\0';
 		sp_proc_map m;
 		if (sp_proc_parse_map_line(line, &m) == 0 && m.exec && strcmp(m.path, self) == 0) {
-			int rc = sp_build_id_for_mapping(getpid(), m.start, m.end, m.path, got, &len);
+			int rc = sp_build_id_for_mapping(getpid(), m.start, m.end, m.path, got,
+			                                 &len);
 			if (wn) {
 				CHECK_OK(rc);
 				CHECK(len == (uint32_t)wn && memcmp(got, want, len) == 0);
@@ -180,14 +185,14 @@ SP_TEST(build_id_rejects_bad_elf)
 		uint8_t byte;
 		size_t cut;
 	} cases[] = {
-	    {0, 'X', 0},      /* Not ELF. */
-	    {4, 9, 0},        /* Bad class. */
-	    {5, 9, 0},        /* Bad data encoding. */
-	    {0, 0x7f, 40},    /* Cut inside the header. */
-	    {0, 0x7f, 100},   /* Program headers beyond the end. */
-	    {32, 0xff, 0},    /* phoff huge. */
-	    {54, 1, 0},       /* phentsize too small. */
-	    {57, 0xff, 0},    /* phnum huge. */
+		{ 0, 'X', 0 },    /* Not ELF. */
+		{ 4, 9, 0 },      /* Bad class. */
+		{ 5, 9, 0 },      /* Bad data encoding. */
+		{ 0, 0x7f, 40 },  /* Cut inside the header. */
+		{ 0, 0x7f, 100 }, /* Program headers beyond the end. */
+		{ 32, 0xff, 0 },  /* phoff huge. */
+		{ 54, 1, 0 },     /* phentsize too small. */
+		{ 57, 0xff, 0 },  /* phnum huge. */
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		memcpy(mod, img, n);
@@ -249,8 +254,8 @@ SP_TEST(kallsyms_synthetic)
 	fprintf(f, "ffffffffc0000000 t mod_fn\t[mymod]\n");
 	fprintf(f, "ffffffff81000050 T alias_late\n"); /* Out of order, like modules. */
 	fclose(f);
-	uint64_t addrs[] = {0xffffffff81000010ull, 0xffffffff81000060ull, 0xffffffff81000150ull,
-	                    0xffffffff81000250ull, 0xffffffff81000400ull, 0xffffffffc0000010ull};
+	uint64_t addrs[] = { 0xffffffff81000010ull, 0xffffffff81000060ull, 0xffffffff81000150ull,
+		             0xffffffff81000250ull, 0xffffffff81000400ull, 0xffffffffc0000010ull };
 	ksyms_seen k;
 	memset(&k, 0, sizeof(k));
 	int zeroed = 1;
@@ -319,7 +324,7 @@ SP_TEST(process_table_life_cycle)
 	sp_buf buf;
 	sp_buf_init(&buf);
 	sp_writer *w;
-	sp_writer_opts wo = {1, 0};
+	sp_writer_opts wo = { 1, 0 };
 	REQUIRE_OK(sp_writer_new(&wo, mem_sink, &buf, &w));
 	sp_unwinder *u;
 	REQUIRE_OK(sp_unwinder_new(&u));

@@ -46,7 +46,7 @@ SP_TEST(perf_map_names_survive_the_map_file)
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 499;
 	o.python = STACKPULSE_FEATURE_OFF; /* Names must come from the map alone. */
-	char *argv[] = {(char *)py, "-X", "perf", script, NULL};
+	char *argv[] = { (char *)py, "-X", "perf", script, NULL };
 	stackpulse_recorder *rec = NULL;
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
@@ -65,7 +65,7 @@ SP_TEST(perf_map_names_survive_the_map_file)
 	stackpulse_sample_iter *it = NULL;
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
 	const struct stackpulse_sample *s;
-	find x = {"hot_perfmap_fn", 0, 0};
+	find x = { "hot_perfmap_fn", 0, 0 };
 	uint32_t samples = 0;
 	while (stackpulse_sample_iter_next(it, &s) == 1) {
 		samples++;
@@ -89,7 +89,7 @@ SP_TEST(planted_perf_map_is_not_trusted)
 	char spool[600], map[64];
 	snprintf(spool, sizeof(spool), "%s/planted.spool", sp_test_tmpdir());
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
-	char *argv[] = {(char *)bin, "0.5", NULL};
+	char *argv[] = { (char *)bin, "0.5", NULL };
 	stackpulse_recorder *rec = NULL;
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));

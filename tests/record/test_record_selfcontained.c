@@ -37,7 +37,7 @@ static void record_ladder(const char *bin, const char *spool)
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 999;
 	REQUIRE(o.self_contained == 1);
-	char *argv[] = {(char *)bin, "1.5", NULL};
+	char *argv[] = { (char *)bin, "1.5", NULL };
 	stackpulse_recorder *rec = NULL;
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
@@ -70,7 +70,7 @@ static void check_ladder(const char *spool, uint32_t flags)
 	const struct stackpulse_sample *s;
 	int leaf_samples = 0, good = 0;
 	while (stackpulse_sample_iter_next(it, &s) == 1) {
-		walk w = {0};
+		walk w = { 0 };
 		REQUIRE_OK(stackpulse_symbolizer_for_each_frame(sym, s, collect, &w));
 		uint32_t u = 0;
 		while (u < w.n && w.kinds[u] == STACKPULSE_FRAME_KERNEL)
@@ -79,9 +79,10 @@ static void check_ladder(const char *spool, uint32_t flags)
 			continue;
 		leaf_samples++;
 		if (strcmp(w.names[u + 1], "middle") == 0 && strcmp(w.names[u + 2], "entry") == 0 &&
-		    strcmp(w.names[u + 3], "main") == 0 && ends_with(w.files[u], "targets/ladder.c") &&
-		    w.lines[u] >= 14 && w.lines[u] <= 22 && w.lines[u + 1] == 26 &&
-		    w.lines[u + 2] == 33 && w.lines[u + 3] == 44)
+		    strcmp(w.names[u + 3], "main") == 0 &&
+		    ends_with(w.files[u], "targets/ladder.c") && w.lines[u] >= 14 &&
+		    w.lines[u] <= 22 && w.lines[u + 1] == 26 && w.lines[u + 2] == 33 &&
+		    w.lines[u + 3] == 44)
 			good++;
 	}
 	stackpulse_sample_iter_free(it);
@@ -107,14 +108,16 @@ SP_TEST(rebuilt_binary_still_gives_recorded_names)
 {
 	char bin[600], cmd[2048], spool[600];
 	snprintf(bin, sizeof(bin), "%s/ladder-rebuilt", sp_test_tmpdir());
-	snprintf(cmd, sizeof(cmd), "gcc -O2 -g -fomit-frame-pointer -o '%s' '%s/tests/record/targets/ladder.c'",
-	         bin, sp_test_source_root());
+	snprintf(cmd, sizeof(cmd),
+	         "gcc -O2 -g -fomit-frame-pointer -o '%s' '%s/tests/record/targets/ladder.c'", bin,
+	         sp_test_source_root());
 	REQUIRE(system(cmd) == 0);
 	snprintf(spool, sizeof(spool), "%s/rebuilt.spool", sp_test_tmpdir());
 	record_ladder(bin, spool);
 	/* Same path, different code and build-id. */
 	snprintf(cmd, sizeof(cmd),
-	         "printf 'int pad1(void){return 1;}\\nint pad2(void){return 2;}\\nint main(void){return pad1()+pad2();}\\n' "
+	         "printf 'int pad1(void){return 1;}\\nint pad2(void){return 2;}\\nint "
+	         "main(void){return pad1()+pad2();}\\n' "
 	         "| gcc -O0 -g -x c -o '%s' -",
 	         bin);
 	REQUIRE(system(cmd) == 0);

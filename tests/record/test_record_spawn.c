@@ -86,18 +86,18 @@ static void count_seq(const stackpulse_spool *sp, pid_t pid, const char *const *
 SP_TEST(spawn_call_ladder_in_order)
 {
 	const char *bin = rec_target("ladder", NULL);
-	char *argv[] = {(char *)bin, "1.5", NULL};
+	char *argv[] = { (char *)bin, "1.5", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	run r;
 	record_spawn(&r, argv, "ladder", &o);
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(r.sp);
-	CHECK(m->samples > 100); /* CPU time share varies on a loaded VM. */
+	CHECK(m->samples > 100);              /* CPU time share varies on a loaded VM. */
 	CHECK(m->samples >= r.stats.samples); /* finish drains the rest. */
 	CHECK_STR(m->event, "cpu-clock");
 	CHECK_EQ(m->frequency, 999);
 	CHECK_EQ(m->truncated, 0);
 	CHECK_EQ(r.stats.lost, 0);
-	const char *seq[] = {"leaf", "middle", "entry", "main"};
+	const char *seq[] = { "leaf", "middle", "entry", "main" };
 	int leafs, full, total;
 	count_seq(r.sp, r.pid, seq, 4, &leafs, &full, &total);
 	printf("ladder: %d samples, %d in leaf, %d full ladders\n", total, leafs, full);
@@ -124,7 +124,7 @@ SP_TEST(spawn_call_ladder_in_order)
 SP_TEST(spawn_recursion)
 {
 	const char *bin = rec_target("recursion", NULL);
-	char *argv[] = {(char *)bin, "1", NULL};
+	char *argv[] = { (char *)bin, "1", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	run r;
 	record_spawn(&r, argv, "recursion", &o);
@@ -154,11 +154,11 @@ SP_TEST(spawn_shared_library)
 	snprintf(extra, sizeof(extra), "-L'%s' -lwork -Wl,-rpath,'%s'", sp_test_tmpdir(),
 	         sp_test_tmpdir());
 	const char *bin = rec_target("shlib_main", extra);
-	char *argv[] = {(char *)bin, "1", NULL};
+	char *argv[] = { (char *)bin, "1", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	run r;
 	record_spawn(&r, argv, "shlib", &o);
-	const char *seq[] = {"lib_inner", "lib_outer", "app_call", "main"};
+	const char *seq[] = { "lib_inner", "lib_outer", "app_call", "main" };
 	int leafs, full, total;
 	count_seq(r.sp, r.pid, seq, 4, &leafs, &full, &total);
 	printf("shlib: %d samples, %d in lib_inner, %d full\n", total, leafs, full);
@@ -174,13 +174,13 @@ SP_TEST(spawn_shared_library)
 SP_TEST(spawn_four_named_threads)
 {
 	const char *bin = rec_target("threads", "-pthread");
-	char *argv[] = {(char *)bin, "1.5", NULL};
+	char *argv[] = { (char *)bin, "1.5", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	run r;
 	record_spawn(&r, argv, "threads", &o);
-	const char *tnames[4] = {"t-alpha", "t-beta", "t-gamma", "t-delta"};
-	const char *fns[4] = {"work_alpha", "work_beta", "work_gamma", "work_delta"};
-	int per[4] = {0}, right[4] = {0};
+	const char *tnames[4] = { "t-alpha", "t-beta", "t-gamma", "t-delta" };
+	const char *fns[4] = { "work_alpha", "work_beta", "work_gamma", "work_delta" };
+	int per[4] = { 0 }, right[4] = { 0 };
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(r.sp, &it));
 	const struct stackpulse_sample *s;
@@ -219,7 +219,7 @@ SP_TEST(spawn_fork_and_exec_children)
 {
 	const char *ladder = rec_target("ladder", NULL);
 	const char *bin = rec_target("forker", NULL);
-	char *argv[] = {(char *)bin, "1.5", (char *)ladder, "1.5", NULL};
+	char *argv[] = { (char *)bin, "1.5", (char *)ladder, "1.5", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	run r;
 	record_spawn(&r, argv, "forker", &o);
@@ -240,9 +240,9 @@ SP_TEST(spawn_fork_and_exec_children)
 	CHECK_EQ(exe->parent, parent->index);
 	CHECK(kid->pid != parent->pid && exe->pid != parent->pid && kid->pid != exe->pid);
 	CHECK(strstr(exe->cmdline, "ladder 1.5") != NULL);
-	const char *kseq[] = {"child_work", "main"};
-	const char *pseq[] = {"parent_work", "main"};
-	const char *eseq[] = {"leaf", "middle", "entry", "main"};
+	const char *kseq[] = { "child_work", "main" };
+	const char *pseq[] = { "parent_work", "main" };
+	const char *eseq[] = { "leaf", "middle", "entry", "main" };
 	int leafs, full, total;
 	count_seq(r.sp, kid->pid, kseq, 2, &leafs, &full, &total);
 	printf("fork child %d: %d samples, %d in child_work, %d full\n", kid->pid, total, leafs,
@@ -269,7 +269,7 @@ SP_TEST(spawn_fork_and_exec_children)
 SP_TEST(spawn_without_children_records_only_the_target)
 {
 	const char *bin = rec_target("forker", NULL);
-	char *argv[] = {(char *)bin, "0.5", NULL};
+	char *argv[] = { (char *)bin, "0.5", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	o.children = 0;
 	run r;
@@ -293,7 +293,7 @@ SP_TEST(spawn_syscalls_have_named_kernel_frames)
 	if (geteuid() != 0 && access("/proc/sys/kernel/perf_event_paranoid", R_OK) == 0)
 		sp_test_skip("kernel frames need root here");
 	const char *bin = rec_target("syscalls", NULL);
-	char *argv[] = {(char *)bin, "1", NULL};
+	char *argv[] = { (char *)bin, "1", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	o.kernel = STACKPULSE_FEATURE_REQUIRED;
 	run r;
@@ -329,8 +329,8 @@ SP_TEST(spawn_syscalls_have_named_kernel_frames)
 			}
 	}
 	stackpulse_sample_iter_free(it);
-	printf("syscalls: %d samples, %d with kernel frames, %d named, %d reach sys_loop\n",
-	       total, with_kernel, named, reaches_user);
+	printf("syscalls: %d samples, %d with kernel frames, %d named, %d reach sys_loop\n", total,
+	       with_kernel, named, reaches_user);
 	CHECK(with_kernel * 2 > total);
 	CHECK(named * 100 >= with_kernel * 99);
 	CHECK(reaches_user * 10 > with_kernel * 9);
@@ -343,7 +343,7 @@ SP_TEST(spawn_syscalls_have_named_kernel_frames)
 SP_TEST(lost_samples_are_counted)
 {
 	const char *bin = rec_target("threads", "-pthread");
-	char *argv[] = {(char *)bin, "1", NULL};
+	char *argv[] = { (char *)bin, "1", NULL };
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 20000;
 	o.stack_size = 65528;
@@ -357,7 +357,7 @@ SP_TEST(lost_samples_are_counted)
 		usleep(100000);
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	waitpid(pid, NULL, 0);
@@ -384,8 +384,9 @@ SP_TEST(spawn_python_frames)
 	if (system("command -v python3 >/dev/null") != 0)
 		sp_test_skip("no python3");
 	char script[600];
-	snprintf(script, sizeof(script), "%s/tests/record/targets/pyladder.py", sp_test_source_root());
-	char *argv[] = {"python3", script, "1.5", NULL};
+	snprintf(script, sizeof(script), "%s/tests/record/targets/pyladder.py",
+	         sp_test_source_root());
+	char *argv[] = { "python3", script, "1.5", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	run r;
 	record_spawn(&r, argv, "python", &o);
@@ -410,13 +411,14 @@ SP_TEST(spawn_python_frames)
 			const struct stackpulse_raw_frame *f = stackpulse_spool_frame(r.sp, ids[i]);
 			if (f->kind != STACKPULSE_FRAME_PYTHON)
 				continue;
-			const struct stackpulse_pycode *c = stackpulse_spool_pycode(r.sp, f->pycode);
+			const struct stackpulse_pycode *c =
+			        stackpulse_spool_pycode(r.sp, f->pycode);
 			py[k++] = c ? c->qualname : "?";
 		}
 		if (k == 0 || strcmp(py[0], "py_leaf") != 0)
 			continue;
 		total++;
-		const char *seq[] = {"py_leaf", "py_middle", "py_entry", "<module>"};
+		const char *seq[] = { "py_leaf", "py_middle", "py_entry", "<module>" };
 		ordered += rec_has_seq(py, k, seq, 4);
 	}
 	stackpulse_sample_iter_free(it);
@@ -431,7 +433,7 @@ SP_TEST(spawn_python_frames)
 SP_TEST(spawn_leader_exits_before_its_thread)
 {
 	const char *bin = rec_target("leader_exit", "-pthread");
-	char *argv[] = {(char *)bin, "1", NULL};
+	char *argv[] = { (char *)bin, "1", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	run r;
 	record_spawn(&r, argv, "leader_exit", &o);
@@ -439,7 +441,7 @@ SP_TEST(spawn_leader_exits_before_its_thread)
 	const struct stackpulse_process *p = stackpulse_spool_process(r.sp, 0);
 	REQUIRE(p != NULL);
 	CHECK(p->end_ns != 0);
-	const char *seq[] = {"orphan_work"};
+	const char *seq[] = { "orphan_work" };
 	int leafs, full, total;
 	count_seq(r.sp, r.pid, seq, 1, &leafs, &full, &total);
 	printf("leader_exit: %d samples, %d in orphan_work\n", total, leafs);

@@ -18,7 +18,7 @@ static void open_check(const char *spool, int want_samples)
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
 	const struct stackpulse_sample *s;
 	int total = 0, full = 0, kernel = 0;
-	const char *seq[] = {"leaf", "middle", "entry", "main"};
+	const char *seq[] = { "leaf", "middle", "entry", "main" };
 	while (stackpulse_sample_iter_next(it, &s) == 1) {
 		total++;
 		const char *names[256];
@@ -26,7 +26,8 @@ static void open_check(const char *spool, int want_samples)
 		full += rec_has_seq(names, d, seq, 4);
 		uint32_t ids[4];
 		if (stackpulse_spool_stack_frames(sp, s->stack, ids, 1) > 0)
-			kernel += stackpulse_spool_frame(sp, ids[0])->kind == STACKPULSE_FRAME_KERNEL;
+			kernel +=
+			        stackpulse_spool_frame(sp, ids[0])->kind == STACKPULSE_FRAME_KERNEL;
 	}
 	stackpulse_sample_iter_free(it);
 	CHECK_EQ(kernel, 0);
@@ -48,8 +49,8 @@ SP_TEST(unprivileged_spawn)
 	const char *bin = rec_target("ladder", NULL);
 	char env[2048], out[1024], spool[600];
 	snprintf(spool, sizeof(spool), "%s/spawn.spool", rec_public_dir());
-	snprintf(env, sizeof(env), "SP_REC_DRIVER=spawn SP_REC_SPOOL=%s SP_REC_TARGET=%s SP_REC_ARG=1",
-	         spool, bin);
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=spawn SP_REC_SPOOL=%s SP_REC_TARGET=%s SP_REC_ARG=1", spool, bin);
 	int st = rec_drive(env, 1, out, sizeof(out));
 	printf("nobody spawn: %s", out);
 	REQUIRE_EQ(st, 0);
@@ -64,7 +65,8 @@ SP_TEST(unprivileged_attach_to_own_target)
 	char env[2048], out[1024], spool[600];
 	snprintf(spool, sizeof(spool), "%s/attach.spool", rec_public_dir());
 	snprintf(env, sizeof(env),
-	         "SP_REC_DRIVER=attach SP_REC_SPOOL=%s SP_REC_TARGET=%s SP_REC_ARG=1.2", spool, bin);
+	         "SP_REC_DRIVER=attach SP_REC_SPOOL=%s SP_REC_TARGET=%s SP_REC_ARG=1.2", spool,
+	         bin);
 	int st = rec_drive(env, 1, out, sizeof(out));
 	printf("nobody attach: %s", out);
 	REQUIRE_EQ(st, 0);

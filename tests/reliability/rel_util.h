@@ -56,8 +56,9 @@ static REL_UNUSED const char *rel_target(const char *name)
 		if (strcmp(paths[i], out) == 0)
 			return paths[i];
 	char cmd[2048];
-	snprintf(cmd, sizeof(cmd), "gcc -O2 -g -pthread -o '%s' '%s/tests/reliability/targets/%s.c'",
-	         out, sp_test_source_root(), name);
+	snprintf(cmd, sizeof(cmd),
+	         "gcc -O2 -g -pthread -o '%s' '%s/tests/reliability/targets/%s.c'", out,
+	         sp_test_source_root(), name);
 	if (system(cmd) != 0) {
 		sp_test_fail(__FILE__, __LINE__, "cannot build: %s", cmd);
 		sp_test_abort();
@@ -151,7 +152,7 @@ typedef struct rel_msg {
 
 static REL_UNUSED void rel_send(int fd, int64_t kind, int64_t a, int64_t b, int64_t c, int64_t d)
 {
-	rel_msg m = {kind, a, b, c, d};
+	rel_msg m = { kind, a, b, c, d };
 	ssize_t r = write(fd, &m, sizeof(m));
 	(void)r;
 }
@@ -161,7 +162,8 @@ static uint64_t rel_rng_state;
 static REL_UNUSED void rel_seed(const char *what)
 {
 	const char *s = getenv("SP_REL_SEED");
-	rel_rng_state = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
+	rel_rng_state =
+	        s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) * 2654435761u + (uint64_t)getpid();
 	if (!rel_rng_state)
 		rel_rng_state = 1;
 	printf("%s: SP_REL_SEED=%llu\n", what, (unsigned long long)rel_rng_state);
@@ -176,7 +178,8 @@ static REL_UNUSED uint32_t rel_rand(uint32_t below)
 
 static REL_UNUSED void rel_sleep_ms(double ms)
 {
-	struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(long)(ms / 1000) * 1000) * 1e6)};
+	struct timespec ts = { (time_t)(ms / 1000),
+		               (long)((ms - (double)(long)(ms / 1000) * 1000) * 1e6) };
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
 }
@@ -199,7 +202,8 @@ static REL_UNUSED int rel_run(stackpulse_recorder *rec, double max_s)
 }
 
 /* Opens @p path and reads every sample; returns the open code and fills
- * @p samples (iterated) and @p iter_rc (0 on a clean end). */
+ * @p samples (iterated) and @p iter_rc (0 on a clean end). Only the numeric
+ * fields of @p meta stay valid: the spool is closed on return. */
 static REL_UNUSED int rel_read_back(const char *path, struct stackpulse_spool_meta *meta,
                                     uint64_t *samples, int *iter_rc)
 {

@@ -34,7 +34,7 @@ static int mem_sink(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
-static const uint8_t BID[20] = {0xb1, 0xd0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+static const uint8_t BID[20] = { 0xb1, 0xd0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
 
 /* ---- operations: each returns 0 or a negative code, frees everything ---- */
 
@@ -43,9 +43,10 @@ static int op_symcache_build(void *ctx, mem *out)
 	(void)ctx;
 	sp_symcache_builder *b = NULL;
 	int rc = sp_symcache_builder_new(BID, 20, &b);
-	sp_symcache_frame chain[] = {{"inl_leaf", "a.h", 3}, {"outer_fn", "a.c", 20}};
+	sp_symcache_frame chain[] = { { "inl_leaf", "a.h", 3 }, { "outer_fn", "a.c", 20 } };
 	for (uint64_t i = 0; !rc && i < 40; i++)
-		rc = sp_symcache_builder_add(b, 0x1000 + i * 16, 16, chain + (i % 2), 2 - (uint32_t)(i % 2));
+		rc = sp_symcache_builder_add(b, 0x1000 + i * 16, 16, chain + (i % 2),
+		                             2 - (uint32_t)(i % 2));
 	uint8_t *data = NULL;
 	size_t len = 0;
 	if (!rc)
@@ -71,7 +72,7 @@ static int op_symcache_merge(void *ctx, mem *out)
 	rc = sp_symcache_builder_new(BID, 20, &b);
 	if (!rc)
 		rc = sp_symcache_builder_merge(b, &t);
-	sp_symcache_frame f[] = {{"late", NULL, 0}};
+	sp_symcache_frame f[] = { { "late", NULL, 0 } };
 	if (!rc)
 		rc = sp_symcache_builder_add(b, 0x1008, 4, f, 1);
 	uint8_t *data = NULL;
@@ -87,19 +88,20 @@ static int op_symcache_merge(void *ctx, mem *out)
 static int op_write_spool(void *ctx, mem *out)
 {
 	(void)ctx;
-	mem scratch = {0};
+	mem scratch = { 0 };
 	sp_writer *w = NULL;
-	sp_writer_opts wo = {3, 512};
+	sp_writer_opts wo = { 3, 512 };
 	int rc = sp_writer_new(&wo, mem_sink, out ? out : &scratch, &w);
 #define T(x)                                                                                       \
 	do {                                                                                       \
 		if (!rc)                                                                           \
 			rc = (x);                                                                  \
 	} while (0)
-	sp_meta meta = {1700000000000000000ull, 1000, 99, 8192, "cpu-clock", "x86_64", "6.1",
-	                "host", 1, ""};
+	sp_meta meta = {
+		1700000000000000000ull, 1000, 99, 8192, "cpu-clock", "x86_64", "6.1", "host", 1, ""
+	};
 	T(sp_writer_meta(w, &meta));
-	uint32_t pr = 0, ch = 0, th[3] = {0}, mod = 0, mod2 = 0, py = 0;
+	uint32_t pr = 0, ch = 0, th[3] = { 0 }, mod = 0, mod2 = 0, py = 0;
 	T(sp_writer_process(w, 100, UINT32_MAX, 1000, "app", "app --run", &pr));
 	T(sp_writer_process(w, 101, pr, 1100, "app", "app child", &ch));
 	T(sp_writer_fork(w, pr, ch, 1100));
@@ -118,17 +120,17 @@ static int op_write_spool(void *ctx, mem *out)
 	T(sp_writer_jitsym(w, pr, 0x10000, 0x100, "jit_fn"));
 	for (uint32_t i = 0; !rc && i < 240; i++) {
 		uint32_t fr[4];
-		struct stackpulse_raw_frame rf = {STACKPULSE_FRAME_NATIVE, mod, 0x1000 + (i % 40) * 16,
-		                                  UINT32_MAX, 0};
+		struct stackpulse_raw_frame rf = { STACKPULSE_FRAME_NATIVE, mod,
+			                           0x1000 + (i % 40) * 16, UINT32_MAX, 0 };
 		T(sp_writer_frame(w, &rf, &fr[0]));
 		rf.offset = 0x1000 + ((i / 3) % 40) * 16;
 		T(sp_writer_frame(w, &rf, &fr[1]));
-		struct stackpulse_raw_frame kf = {STACKPULSE_FRAME_KERNEL, UINT32_MAX,
-		                                  0xffffffff81000010ull, UINT32_MAX, 0};
-		struct stackpulse_raw_frame pf = {STACKPULSE_FRAME_PYTHON, UINT32_MAX, 8, py, 4};
+		struct stackpulse_raw_frame kf = { STACKPULSE_FRAME_KERNEL, UINT32_MAX,
+			                           0xffffffff81000010ull, UINT32_MAX, 0 };
+		struct stackpulse_raw_frame pf = { STACKPULSE_FRAME_PYTHON, UINT32_MAX, 8, py, 4 };
 		T(sp_writer_frame(w, i % 5 ? &kf : &pf, &fr[2]));
-		struct stackpulse_raw_frame jf = {STACKPULSE_FRAME_JIT, UINT32_MAX, 0x10010,
-		                                  UINT32_MAX, 0};
+		struct stackpulse_raw_frame jf = { STACKPULSE_FRAME_JIT, UINT32_MAX, 0x10010,
+			                           UINT32_MAX, 0 };
 		T(sp_writer_frame(w, &jf, &fr[3]));
 		uint32_t st = 0;
 		T(sp_writer_stack_frames(w, fr, 1 + i % 4, &st));
@@ -169,7 +171,7 @@ static int op_read_spool(void *ctx, mem *out)
 	stackpulse_sample_iter_free(it);
 	stackpulse_spool_close(sp);
 	if (!rc && out) {
-		uint64_t v[2] = {n, depth};
+		uint64_t v[2] = { n, depth };
 		rc = mem_sink(out, v, sizeof(v));
 	}
 	return rc;
@@ -211,15 +213,10 @@ static int write_cb(void *ctx, const void *data, size_t len)
 
 static int op_profile(void *ctx, mem *out)
 {
-	int with_sym = ctx != NULL;
-	stackpulse_symbolizer *sym = NULL;
-	int rc = 0;
-	if (with_sym) {
-		/* The symbolizer is made outside the failure window. */
-		sym = ctx;
-	}
+	/* @p ctx: a symbolizer made outside the failure window, or NULL. */
+	stackpulse_symbolizer *sym = ctx;
 	stackpulse_profile *p = NULL;
-	rc = stackpulse_profile_build(g_open, sym, NULL, &p);
+	int rc = stackpulse_profile_build(g_open, sym, NULL, &p);
 	if (!rc && out)
 		rc = stackpulse_export(p, STACKPULSE_EXPORT_FOLDED, NULL, write_cb, out);
 	stackpulse_profile_free(p);
@@ -231,7 +228,7 @@ static stackpulse_profile *g_profile;
 static int op_export(void *ctx, mem *out)
 {
 	int fmt = (int)(intptr_t)ctx;
-	mem sink = {0};
+	mem sink = { 0 };
 	int rc = stackpulse_export(g_profile, fmt, NULL, write_cb, out ? out : &sink);
 	free(sink.p);
 	return rc;
@@ -242,16 +239,16 @@ static int op_export(void *ctx, mem *out)
 typedef int (*op_fn)(void *ctx, mem *out);
 
 typedef struct sweep_result {
-	uint64_t calls;    /* Allocation calls of one successful run. */
-	long points;       /* Failure points injected. */
-	long errors;       /* Of those, runs that returned an error. */
-	long tolerated;    /* Runs that succeeded with the same result anyway. */
+	uint64_t calls; /* Allocation calls of one successful run. */
+	long points;    /* Failure points injected. */
+	long errors;    /* Of those, runs that returned an error. */
+	long tolerated; /* Runs that succeeded with the same result anyway. */
 } sweep_result;
 
 static sweep_result sweep(const char *name, op_fn op, void *ctx)
 {
-	sweep_result r = {0};
-	mem ref = {0};
+	sweep_result r = { 0 };
+	mem ref = { 0 };
 	/* Warm-up: lazily created library state (error strings, zstd tables)
 	 * must not count as a leak of the first injected run. */
 	sp_alloc_fail_after(-1);
@@ -263,7 +260,7 @@ static sweep_result sweep(const char *name, op_fn op, void *ctx)
 	REQUIRE_OK(op(ctx, &ref));
 	r.calls = sp_alloc_count();
 	for (long n = 0; n < (long)r.calls + 1; n++) {
-		mem out = {0};
+		mem out = { 0 };
 		sp_alloc_fail_after(n);
 		int rc = op(ctx, &out);
 		sp_alloc_fail_after(-1);
@@ -274,13 +271,14 @@ static sweep_result sweep(const char *name, op_fn op, void *ctx)
 			if (rc < 0) {
 				r.errors++;
 				if (rc != -ENOMEM)
-					printf("  %s: failure at call %ld gave %d (%s)\n", name, n, rc,
-					       stackpulse_strerror(rc));
+					printf("  %s: failure at call %ld gave %d (%s)\n", name, n,
+					       rc, stackpulse_strerror(rc));
 				CHECK(rc == -ENOMEM || rc == STACKPULSE_ECOMPRESS);
 			} else {
 				/* A tolerated failure must not change the result. */
 				r.tolerated++;
-				CHECK(out.len == ref.len && (!out.len || memcmp(out.p, ref.p, out.len) == 0));
+				CHECK(out.len == ref.len &&
+				      (!out.len || memcmp(out.p, ref.p, out.len) == 0));
 			}
 		}
 		free(out.p);
@@ -321,8 +319,8 @@ SP_TEST(allocation_failure_at_every_site)
 	r = sweep("profile build (symbolizer)", op_profile, sym);
 	total += r.calls, points += r.points;
 	REQUIRE_OK(stackpulse_profile_build(g_open, sym, NULL, &g_profile));
-	static const char *names[] = {"", "export folded", "export pprof", "export firefox",
-	                              "export svg"};
+	static const char *names[] = { "", "export folded", "export pprof", "export firefox",
+		                       "export svg" };
 	for (int f = STACKPULSE_EXPORT_FOLDED; f <= STACKPULSE_EXPORT_SVG; f++) {
 		r = sweep(names[f], op_export, (void *)(intptr_t)f);
 		total += r.calls, points += r.points;

@@ -8,15 +8,15 @@
 #include "rel_util.h"
 
 enum {
-	M_SKIP = 1,   /* a: errno of the namespace/mount step */
-	M_SPAWN,      /* a: spawn rc, b: target pid */
-	M_ERROR,      /* a: consume rc, b: chunks, c: samples, d: seconds to the error */
-	M_AFTER,      /* a: target state, b: any thread stopped, c: alive */
-	M_AGAIN,      /* a: second consume rc */
-	M_FINISH,     /* a: finish rc, b: state after, c: any stopped, d: alive */
-	M_READ,       /* a: open rc, b: truncated, c: chunks, d: samples */
-	M_ITER,       /* a: iterator rc, b: samples iterated */
-	M_CHILDREN,   /* a: children of the recorder process left over */
+	M_SKIP = 1, /* a: errno of the namespace/mount step */
+	M_SPAWN,    /* a: spawn rc, b: target pid */
+	M_ERROR,    /* a: consume rc, b: chunks, c: samples, d: seconds to the error */
+	M_AFTER,    /* a: target state, b: any thread stopped, c: alive */
+	M_AGAIN,    /* a: second consume rc */
+	M_FINISH,   /* a: finish rc, b: state after, c: any stopped, d: alive */
+	M_READ,     /* a: open rc, b: truncated, c: chunks, d: samples */
+	M_ITER,     /* a: iterator rc, b: samples iterated */
+	M_CHILDREN, /* a: children of the recorder process left over */
 };
 
 /* Mounts a 256 KiB tmpfs at @p dir in a private mount namespace and fills
@@ -82,7 +82,7 @@ static void disk_child(int fd, const char *target, const char *dir, long free_kb
 	o.frequency = 1999;
 	o.chunk_bytes = 4096;
 	o.kernel = STACKPULSE_FEATURE_OFF;
-	char *argv[] = {(char *)target, "2", "40", NULL};
+	char *argv[] = { (char *)target, "2", "40", NULL };
 	stackpulse_recorder *rec = NULL;
 	pid_t pid = 0;
 	rc = stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid);
@@ -93,7 +93,7 @@ static void disk_child(int fd, const char *target, const char *dir, long free_kb
 		_exit(0);
 	}
 	double t0 = rel_now();
-	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	rc = 0;
 	while (rel_now() - t0 < 25 && rc == 0) {
 		stackpulse_recorder_wait(rec, 50);
@@ -113,7 +113,7 @@ static void disk_child(int fd, const char *target, const char *dir, long free_kb
 	         kill(pid, 0) == 0);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	struct stackpulse_spool_meta meta = {0};
+	struct stackpulse_spool_meta meta = { 0 };
 	uint64_t n = 0;
 	int irc = 0;
 	rc = rel_read_back(spool, &meta, &n, &irc);
@@ -187,8 +187,9 @@ SP_TEST(disk_already_full_at_start)
 {
 	rel_msg m[16];
 	run_scenario(0, m);
-	printf("full disk at start: spawn = %lld (%s), children left %lld\n", (long long)m[M_SPAWN].a,
-	       stackpulse_strerror((int)m[M_SPAWN].a), (long long)m[M_CHILDREN].a);
+	printf("full disk at start: spawn = %lld (%s), children left %lld\n",
+	       (long long)m[M_SPAWN].a, stackpulse_strerror((int)m[M_SPAWN].a),
+	       (long long)m[M_CHILDREN].a);
 	/* Either spawn refuses (-ENOSPC) and leaves no child behind, or the
 	 * header fit in the last page and the first chunk fails later. */
 	if (m[M_SPAWN].a != 0) {

@@ -16,7 +16,9 @@ static void on_alarm(int sig)
 	_exit(3);
 }
 
-enum { N_PATHS = 8 };
+enum {
+	N_PATHS = 8
+};
 
 typedef struct hostile {
 	char spool[600];
@@ -30,7 +32,7 @@ static void make_hostile(hostile *h)
 	const char *victim = rel_target("victim");
 	const char *dir = sp_test_tmpdir();
 	char *p = h->paths[0];
-	snprintf(h->paths[0], 600, "%s", victim); /* Control: right build-id. */
+	snprintf(h->paths[0], 600, "%s", victim);          /* Control: right build-id. */
 	snprintf(h->paths[1], 600, "%s/victim_copy", dir); /* Wrong build-id. */
 	snprintf(h->paths[2], 600, "/proc/self/mem");
 	snprintf(h->paths[3], 600, "/dev/zero");
@@ -130,8 +132,7 @@ SP_TEST(report_on_hostile_spool_reads_only_regular_files)
 		sp_test_skip("strace not installed");
 	const char *bin_dir = getenv("SP_BIN_DIR");
 	char report[700];
-	snprintf(report, sizeof(report), "%s/report",
-	         bin_dir ? bin_dir : "zig-out/bin");
+	snprintf(report, sizeof(report), "%s/report", bin_dir ? bin_dir : "zig-out/bin");
 	if (access(report, X_OK) != 0)
 		sp_test_skip("report example not built (zig build examples)");
 	hostile h;
@@ -140,7 +141,8 @@ SP_TEST(report_on_hostile_spool_reads_only_regular_files)
 	snprintf(trace, sizeof(trace), "%s/report.strace", sp_test_tmpdir());
 	snprintf(cmd, sizeof(cmd),
 	         "STACKPULSE_SYMBOL_CACHE_DIR='%s/cache' STACKPULSE_DEBUG_DIRS=/nonexistent "
-	         "timeout 60 strace -f -qq -y -o '%s' -e trace=openat,read,pread64,readv,preadv,mmap "
+	         "timeout 60 strace -f -qq -y -o '%s' -e "
+	         "trace=openat,read,pread64,readv,preadv,mmap "
 	         "'%s' '%s' >/dev/null 2>&1",
 	         sp_test_tmpdir(), trace, report, h.spool);
 	int rc = system(cmd);
@@ -151,14 +153,14 @@ SP_TEST(report_on_hostile_spool_reads_only_regular_files)
 	int bad = 0, lines = 0, saw_victim = 0;
 	while (fgets(line, sizeof(line), f)) {
 		lines++;
-		int is_read = strstr(line, "read(") || strstr(line, "read64(") || strstr(line, "readv(") ||
-		              strstr(line, "mmap(");
+		int is_read = strstr(line, "read(") || strstr(line, "read64(") ||
+		              strstr(line, "readv(") || strstr(line, "mmap(");
 		if (strstr(line, "victim"))
 			saw_victim = 1;
 		if (!is_read)
 			continue;
-		if (strstr(line, "/fifo>") || strstr(line, "</dev/zero>") || strstr(line, "/mem>") ||
-		    strstr(line, "<pipe:")) {
+		if (strstr(line, "/fifo>") || strstr(line, "</dev/zero>") ||
+		    strstr(line, "/mem>") || strstr(line, "<pipe:")) {
 			printf("  forbidden read: %s", line);
 			bad++;
 		}

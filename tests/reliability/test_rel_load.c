@@ -29,7 +29,7 @@ static void record_spawn(const char *name, char **argv, uint32_t hz, load_result
 	double t0 = rel_now();
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	CHECK_OK(rel_run(rec, 120));
-	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
 	CHECK_OK(stackpulse_recorder_finish(rec));
 	r->seconds = rel_now() - t0;
@@ -75,7 +75,7 @@ static void record_spawn(const char *name, char **argv, uint32_t hz, load_result
 SP_TEST(sixty_four_threads)
 {
 	const char *bin = rel_target("spin");
-	char *argv[] = {(char *)bin, "64", rel_soak() ? "30" : "3", NULL};
+	char *argv[] = { (char *)bin, "64", rel_soak() ? "30" : "3", NULL };
 	load_result r;
 	record_spawn("threads64", argv, 99, &r);
 	CHECK(r.threads >= 64);
@@ -85,7 +85,7 @@ SP_TEST(sixty_four_threads)
 SP_TEST(five_hundred_short_lived_children)
 {
 	const char *bin = rel_target("children");
-	char *argv[] = {(char *)bin, "500", "1000000", NULL};
+	char *argv[] = { (char *)bin, "500", "1000000", NULL };
 	load_result r;
 	record_spawn("children500", argv, 999, &r);
 	/* The parent plus every child is followed. */
@@ -97,7 +97,7 @@ SP_TEST(four_thousand_hz_on_two_threads)
 {
 	const char *bin = rel_target("spin");
 	const char *secs = rel_soak() ? "60" : "5";
-	char *argv[] = {(char *)bin, "2", (char *)secs, NULL};
+	char *argv[] = { (char *)bin, "2", (char *)secs, NULL };
 	load_result r;
 	record_spawn("hz4000", argv, 4000, &r);
 	double want = r.cpu_s * 4000;
@@ -132,7 +132,7 @@ SP_TEST(attach_to_sixty_four_busy_threads)
 	double attach_s = rel_now() - t0;
 	CHECK(!rel_any_thread_stopped(pid));
 	CHECK_EQ(rel_run(rec, 5), -ETIMEDOUT);
-	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	stackpulse_recorder_stats(rec, &st);
 	t0 = rel_now();
 	CHECK_OK(stackpulse_recorder_finish(rec));

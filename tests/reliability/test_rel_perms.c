@@ -47,7 +47,9 @@ static ksym_result record_with_kallsyms(const char *fake)
 		stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 		o.frequency = 999;
 		o.self_contained = 0;
-		char *argv[] = {"dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=400000", "status=none", NULL};
+		char *argv[] = { "dd",   "if=/dev/zero", "of=/dev/null",
+			         "bs=1", "count=400000", "status=none",
+			         NULL };
 		stackpulse_recorder *rec;
 		pid_t pid;
 		int rc = stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid);
@@ -62,15 +64,18 @@ static ksym_result record_with_kallsyms(const char *fake)
 			const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
 			r.samples = m->samples;
 			r.kernel_frames = m->kernel_frames;
-			snprintf(r.note, sizeof(r.note), "%s", m->kernel_note ? m->kernel_note : "");
+			snprintf(r.note, sizeof(r.note), "%s",
+			         m->kernel_note ? m->kernel_note : "");
 			r.ksyms = stackpulse_spool_ksym_count(sp);
 			for (uint32_t i = 0; i < stackpulse_spool_frame_count(sp); i++) {
-				const struct stackpulse_raw_frame *f = stackpulse_spool_frame(sp, i);
+				const struct stackpulse_raw_frame *f =
+				        stackpulse_spool_frame(sp, i);
 				if (f->kind != STACKPULSE_FRAME_KERNEL)
 					continue;
 				r.kframes++;
 				const char *name;
-				if (stackpulse_spool_ksym_lookup(sp, f->offset, &name, NULL, NULL) == 0)
+				if (stackpulse_spool_ksym_lookup(sp, f->offset, &name, NULL,
+				                                 NULL) == 0)
 					r.knamed++;
 			}
 			stackpulse_spool_close(sp);
@@ -92,8 +97,8 @@ SP_TEST(unreadable_kallsyms_leaves_kernel_frames_unnamed_with_a_note)
 	ksym_result ctl = record_with_kallsyms(NULL);
 	printf("control: finish %d, %llu samples, kernel_frames %d, %u ksyms, %u/%u kernel frames "
 	       "named, note \"%s\"\n",
-	       ctl.finish, (unsigned long long)ctl.samples, ctl.kernel_frames, ctl.ksyms, ctl.knamed,
-	       ctl.kframes, ctl.note);
+	       ctl.finish, (unsigned long long)ctl.samples, ctl.kernel_frames, ctl.ksyms,
+	       ctl.knamed, ctl.kframes, ctl.note);
 	if (!ctl.kernel_frames || ctl.kframes == 0)
 		sp_test_skip("no kernel frames here even with a readable kallsyms");
 	CHECK(ctl.knamed > 0);
@@ -106,18 +111,20 @@ SP_TEST(unreadable_kallsyms_leaves_kernel_frames_unnamed_with_a_note)
 	fclose(f);
 	/* What kptr_restrict shows: every address 0. */
 	char cmd[1400];
-	snprintf(cmd, sizeof(cmd), "head -n 20000 /proc/kallsyms | sed 's/^[0-9a-f]*/0000000000000000/' > '%s'",
+	snprintf(cmd, sizeof(cmd),
+	         "head -n 20000 /proc/kallsyms | sed 's/^[0-9a-f]*/0000000000000000/' > '%s'",
 	         zeroed);
 	REQUIRE(system(cmd) == 0);
-	const char *fakes[] = {empty, zeroed};
+	const char *fakes[] = { empty, zeroed };
 	for (int i = 0; i < 2; i++) {
 		ksym_result r = record_with_kallsyms(fakes[i]);
 		if (r.setup)
 			sp_test_skip("cannot bind-mount over /proc/kallsyms here");
-		printf("%s kallsyms: finish %d, %llu samples, kernel_frames %d, %u ksyms, %u/%u kernel "
+		printf("%s kallsyms: finish %d, %llu samples, kernel_frames %d, %u ksyms, %u/%u "
+		       "kernel "
 		       "frames named, note \"%s\"\n",
-		       i ? "zeroed" : "empty", r.finish, (unsigned long long)r.samples, r.kernel_frames,
-		       r.ksyms, r.knamed, r.kframes, r.note);
+		       i ? "zeroed" : "empty", r.finish, (unsigned long long)r.samples,
+		       r.kernel_frames, r.ksyms, r.knamed, r.kframes, r.note);
 		CHECK_EQ(r.finish, 0);
 		CHECK(r.samples > 0);
 		CHECK_EQ(r.knamed, 0);
@@ -143,7 +150,7 @@ static void symbolize_as(const char *spool, uid_t uid, int *named, int *raw)
 	REQUIRE(c >= 0);
 	if (c == 0) {
 		close(p[0]);
-		int res[2] = {-1, -1};
+		int res[2] = { -1, -1 };
 		if (uid && (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
 		            setresuid(uid, uid, uid) != 0))
 			goto out;
@@ -171,13 +178,13 @@ static void symbolize_as(const char *spool, uid_t uid, int *named, int *raw)
 		}
 		stackpulse_symbolizer_free(sym);
 		stackpulse_spool_close(sp);
-	out:;
+out:;
 		ssize_t w = write(p[1], res, sizeof(res));
 		(void)w;
 		_exit(0);
 	}
 	close(p[1]);
-	int res[2] = {-1, -1};
+	int res[2] = { -1, -1 };
 	ssize_t n = read(p[0], res, sizeof(res));
 	close(p[0]);
 	waitpid(c, NULL, 0);
@@ -202,7 +209,7 @@ SP_TEST(unreadable_binary_gives_module_plus_offset)
 	o.frequency = 499;
 	o.kernel = STACKPULSE_FEATURE_OFF;
 	o.self_contained = 0; /* Symbols must come from the binary itself. */
-	char *argv[] = {copy, "1", "1", NULL};
+	char *argv[] = { copy, "1", "1", NULL };
 	stackpulse_recorder *rec;
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));

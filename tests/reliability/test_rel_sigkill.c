@@ -4,7 +4,10 @@
  * target is never left stopped. SP_SOAK=1 runs 200 trials instead of 30. */
 #include "rel_util.h"
 
-enum { MSG_PID = 1, MSG_CHUNKS = 2 };
+enum {
+	MSG_PID = 1,
+	MSG_CHUNKS = 2
+};
 
 /* The recorder child: spawns the target, records with 512-byte chunks and
  * reports (chunks, samples) through @p fd after every drain that completed
@@ -15,7 +18,7 @@ static void recorder_child(int fd, const char *target, const char *spool)
 	o.frequency = 1999;
 	o.chunk_bytes = 512;
 	o.kernel = STACKPULSE_FEATURE_OFF;
-	char *argv[] = {(char *)target, "2", "30", NULL};
+	char *argv[] = { (char *)target, "2", "30", NULL };
 	stackpulse_recorder *rec = NULL;
 	pid_t pid = 0;
 	if (stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid) != 0)
@@ -26,7 +29,7 @@ static void recorder_child(int fd, const char *target, const char *spool)
 		stackpulse_recorder_wait(rec, 20);
 		if (stackpulse_recorder_consume_available(rec) != 0)
 			_exit(3);
-		struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+		struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 		stackpulse_recorder_stats(rec, &st);
 		if (st.chunks != last) {
 			last = st.chunks;
@@ -94,8 +97,8 @@ SP_TEST(sigkill_at_random_moments_keeps_every_completed_chunk)
 		int irc = 0;
 		int rc = rel_read_back(spool, &meta, &n, &irc);
 		if (rc != 0)
-			printf("trial %d (kill at %u ms, %lld chunks reported): open = %d %s\n", t, delay,
-			       (long long)chunks, rc, stackpulse_last_error());
+			printf("trial %d (kill at %u ms, %lld chunks reported): open = %d %s\n", t,
+			       delay, (long long)chunks, rc, stackpulse_last_error());
 		CHECK_OK(rc);
 		if (rc)
 			continue;
@@ -105,7 +108,8 @@ SP_TEST(sigkill_at_random_moments_keeps_every_completed_chunk)
 		CHECK_EQ(irc, 0);
 		CHECK_EQ(n, meta.samples);
 		if (meta.chunks < (uint64_t)chunks || irc != 0)
-			printf("trial %d: kill at %u ms: reported %lld chunks (%lld samples), file has %u "
+			printf("trial %d: kill at %u ms: reported %lld chunks (%lld samples), file "
+			       "has %u "
 			       "chunks %llu samples, iter %d\n",
 			       t, delay, (long long)chunks, (long long)samples_then, meta.chunks,
 			       (unsigned long long)n, irc);

@@ -17,7 +17,7 @@ SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 999;
 	o.chunk_bytes = 64 * 1024;
-	char *argv[] = {(char *)bin, "2", secs_arg, NULL};
+	char *argv[] = { (char *)bin, "2", secs_arg, NULL };
 	stackpulse_recorder *rec;
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
@@ -40,7 +40,7 @@ SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 			rss_last = rss;
 		}
 	}
-	struct stackpulse_recorder_stats st = {.sz = sizeof(st)};
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	stackpulse_recorder_stats(rec, &st);
 	int fds_open = rel_fd_count();
 	CHECK_EQ(fds_open, fds_during); /* No growth while recording. */

@@ -50,7 +50,7 @@ SP_TEST(target_killed_during_attach)
 		pid_t pid = start_target(bin, "8", "20");
 		REQUIRE(pid > 0);
 		rel_sleep_ms(80); /* Let the threads start. */
-		killer k = {pid, rel_rand(300000)};
+		killer k = { pid, rel_rand(300000) };
 		pthread_t th;
 		REQUIRE(pthread_create(&th, NULL, killer_main, &k) == 0);
 		stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
@@ -58,13 +58,14 @@ SP_TEST(target_killed_during_attach)
 		o.self_contained = 0;
 		stackpulse_recorder *rec = NULL;
 		double t0 = rel_now();
-		int rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME,
-		                                    &o, &rec);
+		int rc = stackpulse_recorder_attach(pid, spool,
+		                                    STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &o, &rec);
 		double took = rel_now() - t0;
 		pthread_join(th, NULL);
 		CHECK(took < 10);
 		if (getenv("SP_REL_VERBOSE"))
-			printf("attach trial %d: kill after %u us: rc %d in %.3f s\n", t, k.delay_us, rc, took);
+			printf("attach trial %d: kill after %u us: rc %d in %.3f s\n", t,
+			       k.delay_us, rc, took);
 		if (rc == 0) {
 			ok++;
 			CHECK_OK(rel_run(rec, 10));
@@ -95,7 +96,7 @@ SP_TEST(target_killed_during_recording)
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 999;
 	o.kernel = STACKPULSE_FEATURE_OFF;
-	char *argv[] = {(char *)bin, "2", "30", NULL};
+	char *argv[] = { (char *)bin, "2", "30", NULL };
 	stackpulse_recorder *rec;
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
@@ -129,12 +130,12 @@ SP_TEST(target_killed_during_finish)
 	for (int t = 0; t < trials; t++) {
 		stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 		o.frequency = 999;
-		char *argv[] = {(char *)bin, "64", "30", NULL};
+		char *argv[] = { (char *)bin, "64", "30", NULL };
 		stackpulse_recorder *rec;
 		pid_t pid;
 		REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 		CHECK_EQ(rel_run(rec, 0.5), -ETIMEDOUT);
-		killer k = {pid, rel_rand(20000)};
+		killer k = { pid, rel_rand(20000) };
 		pthread_t th;
 		REQUIRE(pthread_create(&th, NULL, killer_main, &k) == 0);
 		double t0 = rel_now();
@@ -149,7 +150,8 @@ SP_TEST(target_killed_during_finish)
 		check_complete(spool, &n);
 		CHECK(n > 0);
 		if (getenv("SP_REL_VERBOSE"))
-			printf("finish trial %d: kill after %u us, finish took %.2f s, %llu samples\n",
+			printf("finish trial %d: kill after %u us, finish took %.2f s, %llu "
+			       "samples\n",
 			       t, k.delay_us, took, (unsigned long long)n);
 	}
 }

@@ -133,7 +133,8 @@ static FX_UNUSED void fx_symbol(const char *path, const char *name, uint64_t *ad
 
 /* The return address of the first call to @p callee inside @p caller
  * (objdump): the address of the instruction after the call. */
-static FX_UNUSED uint64_t fx_return_address(const char *path, const char *caller, const char *callee)
+static FX_UNUSED uint64_t fx_return_address(const char *path, const char *caller,
+                                            const char *callee)
 {
 	char cmd[1024], line[1024], want[300], head[300];
 	snprintf(cmd, sizeof(cmd), "objdump -d --no-show-raw-insn '%s'", path);
@@ -232,7 +233,7 @@ static FX_UNUSED uint32_t fx_module(fx_spool *s, const char *path, const uint8_t
 
 static FX_UNUSED uint32_t fx_frame(fx_spool *s, int kind, uint32_t module, uint64_t offset)
 {
-	struct stackpulse_raw_frame f = {kind, module, offset, UINT32_MAX, 0};
+	struct stackpulse_raw_frame f = { kind, module, offset, UINT32_MAX, 0 };
 	uint32_t id;
 	REQUIRE_OK(sp_writer_frame(s->w, &f, &id));
 	return id;
@@ -309,9 +310,9 @@ static FX_UNUSED int fx_ends_with(const char *s, const char *suffix)
 static FX_UNUSED void fx_dump(const fx_frames *c)
 {
 	for (int i = 0; i < c->n; i++)
-		fprintf(stderr, "      #%d kind %d depth %u %s at %s:%u (%s+0x%llx)\n", i, c->f[i].kind,
-		        c->f[i].depth, c->f[i].name, c->f[i].file, c->f[i].line, c->f[i].module,
-		        (unsigned long long)c->f[i].offset);
+		fprintf(stderr, "      #%d kind %d depth %u %s at %s:%u (%s+0x%llx)\n", i,
+		        c->f[i].kind, c->f[i].depth, c->f[i].name, c->f[i].file, c->f[i].line,
+		        c->f[i].module, (unsigned long long)c->f[i].offset);
 }
 
 #endif

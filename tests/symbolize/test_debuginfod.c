@@ -13,18 +13,19 @@
 
 #include "sym_fixture.h"
 
-static const char src[] __attribute__((unused)) = "volatile int sink;\n"
-                          "static inline __attribute__((always_inline)) void inl(int x)\n"
-                          "{\n"
-                          "\tsink = x * 5; /* INL */\n"
-                          "}\n"
-                          "__attribute__((noinline)) void served_fn(int x)\n"
-                          "{\n"
-                          "\tsink = 1;\n"
-                          "\tinl(x);       /* CALL_INL */\n"
-                          "\tsink = 2;\n"
-                          "}\n"
-                          "int main(int argc, char **argv) { (void)argv; served_fn(argc); return 0; }\n";
+static const char src[] __attribute__((unused)) =
+        "volatile int sink;\n"
+        "static inline __attribute__((always_inline)) void inl(int x)\n"
+        "{\n"
+        "\tsink = x * 5; /* INL */\n"
+        "}\n"
+        "__attribute__((noinline)) void served_fn(int x)\n"
+        "{\n"
+        "\tsink = 1;\n"
+        "\tinl(x);       /* CALL_INL */\n"
+        "\tsink = 2;\n"
+        "}\n"
+        "int main(int argc, char **argv) { (void)argv; served_fn(argc); return 0; }\n";
 
 #ifdef SP_HAVE_DEBUGINFOD
 static pid_t start_server(const char *dir, const char *db, const char *log, int port)
@@ -37,8 +38,8 @@ static pid_t start_server(const char *dir, const char *db, const char *log, int 
 		dup2(1, 2);
 		char portbuf[16];
 		snprintf(portbuf, sizeof(portbuf), "%d", port);
-		execlp("debuginfod", "debuginfod", "-F", dir, "-p", portbuf, "-d", db, "-t", "0", "-g",
-		       "0", (char *)NULL);
+		execlp("debuginfod", "debuginfod", "-F", dir, "-p", portbuf, "-d", db, "-t", "0",
+		       "-g", "0", (char *)NULL);
 		_exit(127);
 	}
 	return pid;
@@ -129,7 +130,8 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 		char cmd[1400];
 		snprintf(cmd, sizeof(cmd),
 		         /* A fresh cache each try: the client caches misses. */
-		         "rm -rf '%s'; DEBUGINFOD_URLS=%s DEBUGINFOD_CACHE_PATH='%s' DEBUGINFOD_TIMEOUT=5 "
+		         "rm -rf '%s'; DEBUGINFOD_URLS=%s DEBUGINFOD_CACHE_PATH='%s' "
+		         "DEBUGINFOD_TIMEOUT=5 "
 		         "debuginfod-find debuginfo %s >/dev/null 2>&1",
 		         probe, url, probe, hex);
 		ready = system(cmd) == 0;

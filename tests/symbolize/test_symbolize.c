@@ -19,41 +19,40 @@
 #endif
 #endif
 
-static const char c_src[] =
-    "#include <stdio.h>\n"
-    "volatile int sink;\n"
-    "static inline __attribute__((always_inline)) void inner(int x)\n"
-    "{\n"
-    "\tsink = x;     /* INNER_A */\n"
-    "\tsink = x * 7; /* INNER_B */\n"
-    "}\n"
-    "static inline __attribute__((always_inline)) void middle(int x)\n"
-    "{\n"
-    "\tsink = 11;    /* MIDDLE_A */\n"
-    "\tinner(x);     /* CALL_INNER */\n"
-    "\tsink = 12;    /* MIDDLE_B */\n"
-    "}\n"
-    "__attribute__((noinline)) void outer(int x)\n"
-    "{\n"
-    "\tsink = 21;\n"
-    "\tmiddle(x);    /* CALL_MIDDLE */\n"
-    "\tsink = 22;\n"
-    "}\n"
-    "__attribute__((noinline)) int compute(int n)\n"
-    "{                /* COMPUTE_OPEN */\n"
-    "\tint s = 0;\n"
-    "\tfor (int i = 0; i < n; i++)\n"
-    "\t\ts += i * sink;\n"
-    "\treturn s;     /* COMPUTE_END */\n"
-    "}\n"
-    "int main(int argc, char **argv)\n"
-    "{\n"
-    "\t(void)argv;\n"
-    "\touter(argc);\n"
-    "\tint r = compute(argc * 100); /* CALL_COMPUTE */\n"
-    "\tprintf(\"%d\\n\", r);\n"
-    "\treturn 0;\n"
-    "}\n";
+static const char c_src[] = "#include <stdio.h>\n"
+                            "volatile int sink;\n"
+                            "static inline __attribute__((always_inline)) void inner(int x)\n"
+                            "{\n"
+                            "\tsink = x;     /* INNER_A */\n"
+                            "\tsink = x * 7; /* INNER_B */\n"
+                            "}\n"
+                            "static inline __attribute__((always_inline)) void middle(int x)\n"
+                            "{\n"
+                            "\tsink = 11;    /* MIDDLE_A */\n"
+                            "\tinner(x);     /* CALL_INNER */\n"
+                            "\tsink = 12;    /* MIDDLE_B */\n"
+                            "}\n"
+                            "__attribute__((noinline)) void outer(int x)\n"
+                            "{\n"
+                            "\tsink = 21;\n"
+                            "\tmiddle(x);    /* CALL_MIDDLE */\n"
+                            "\tsink = 22;\n"
+                            "}\n"
+                            "__attribute__((noinline)) int compute(int n)\n"
+                            "{                /* COMPUTE_OPEN */\n"
+                            "\tint s = 0;\n"
+                            "\tfor (int i = 0; i < n; i++)\n"
+                            "\t\ts += i * sink;\n"
+                            "\treturn s;     /* COMPUTE_END */\n"
+                            "}\n"
+                            "int main(int argc, char **argv)\n"
+                            "{\n"
+                            "\t(void)argv;\n"
+                            "\touter(argc);\n"
+                            "\tint r = compute(argc * 100); /* CALL_COMPUTE */\n"
+                            "\tprintf(\"%d\\n\", r);\n"
+                            "\treturn 0;\n"
+                            "}\n";
 
 /* Compiles c_src (or @p src) into the scratch dir; returns the binary path. */
 static const char *build(const char *cc, const char *flags, const char *name, const char *src,
@@ -109,8 +108,8 @@ static void scan_close(scan *s)
 static void resolve(scan *s, size_t i, fx_frames *out)
 {
 	out->n = 0;
-	REQUIRE_OK(stackpulse_symbolizer_resolve_frame(s->sym, s->first_frame + (uint32_t)i, fx_collect,
-	                                               out));
+	REQUIRE_OK(stackpulse_symbolizer_resolve_frame(s->sym, s->first_frame + (uint32_t)i,
+	                                               fx_collect, out));
 	REQUIRE(out->n >= 1);
 }
 
@@ -205,13 +204,14 @@ static void check_c_program2(const char *bin, const char *symbin)
 	fx_spool sp;
 	fx_spool_begin(&sp);
 	uint32_t mod = fx_module(&sp, bin, bid, bid_len);
-	uint32_t frames[2] = {fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, fx_offset(symbin, addr)),
-	                      fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, fx_offset(symbin, ret))};
+	uint32_t frames[2] = { fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, fx_offset(symbin, addr)),
+		               fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod,
+		                        fx_offset(symbin, ret)) };
 	uint32_t stack = fx_stack(&sp, frames, 2);
 	fx_spool_open(&sp);
 	stackpulse_symbolizer *sym;
 	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
-	fx_frames c = {.n = 0};
+	fx_frames c = { .n = 0 };
 	REQUIRE_OK(stackpulse_symbolizer_for_each_stack_frame(sym, stack, fx_collect, &c));
 	REQUIRE_EQ(c.n, 2);
 	CHECK_STR(c.f[0].name, "compute");
@@ -232,7 +232,8 @@ static void check_c_program2(const char *bin, const char *symbin)
 	CHECK_EQ(k2.dwarf_lookups, k1.dwarf_lookups);
 	CHECK_EQ(k2.result_hits, k1.result_hits + 2);
 	/* A nonzero callback value stops the walk and is returned. */
-	CHECK_EQ(stackpulse_symbolizer_for_each_stack_frame(sym, stack, fx_stop_after_one, NULL), 7);
+	CHECK_EQ(stackpulse_symbolizer_for_each_stack_frame(sym, stack, fx_stop_after_one, NULL),
+	         7);
 	stackpulse_symbolizer_free(sym);
 	fx_spool_free(&sp);
 }
@@ -269,40 +270,40 @@ SP_TEST(clang14_without_aranges_walks_cus)
 	check_c_program(bin);
 }
 
-static const char cxx_src[] =
-    "volatile int sink;\n"
-    "namespace app {\n"
-    "namespace detail {\n"
-    "template <typename T>\n"
-    "__attribute__((always_inline)) inline void helper(T v)\n"
-    "{\n"
-    "\tsink = (int)v;     // HELPER_A\n"
-    "\tsink = (int)v * 3; // HELPER_B\n"
-    "}\n"
-    "} // namespace detail\n"
-    "template <typename T>\n"
-    "struct Worker {\n"
-    "\t__attribute__((noinline, noipa)) void run(T v)\n"
-    "\t{\n"
-    "\t\tsink = 1;\n"
-    "\t\tdetail::helper<T>(v); // CALL_HELPER\n"
-    "\t\tsink = 2;\n"
-    "\t}\n"
-    "};\n"
-    "} // namespace app\n"
-    "int main(int argc, char **)\n"
-    "{\n"
-    "\tapp::Worker<long> w;\n"
-    "\tw.run(argc);\n"
-    "\treturn 0;\n"
-    "}\n";
+static const char cxx_src[] = "volatile int sink;\n"
+                              "namespace app {\n"
+                              "namespace detail {\n"
+                              "template <typename T>\n"
+                              "__attribute__((always_inline)) inline void helper(T v)\n"
+                              "{\n"
+                              "\tsink = (int)v;     // HELPER_A\n"
+                              "\tsink = (int)v * 3; // HELPER_B\n"
+                              "}\n"
+                              "} // namespace detail\n"
+                              "template <typename T>\n"
+                              "struct Worker {\n"
+                              "\t__attribute__((noinline, noipa)) void run(T v)\n"
+                              "\t{\n"
+                              "\t\tsink = 1;\n"
+                              "\t\tdetail::helper<T>(v); // CALL_HELPER\n"
+                              "\t\tsink = 2;\n"
+                              "\t}\n"
+                              "};\n"
+                              "} // namespace app\n"
+                              "int main(int argc, char **)\n"
+                              "{\n"
+                              "\tapp::Worker<long> w;\n"
+                              "\tw.run(argc);\n"
+                              "\treturn 0;\n"
+                              "}\n";
 
 SP_TEST(cxx_namespaces_templates_always_inline)
 {
 	if (!sp_demangle_cxx_available())
 		sp_test_skip("no __cxa_demangle linked: link libstdc++ (-lstdc++) or libc++abi");
 	const char *bin = build("g++", "-O2 -g", "prog_cxx", cxx_src, "cc");
-	uint32_t l_helper_a = fx_line_of(cxx_src, "HELPER_A"), l_helper_b = fx_line_of(cxx_src, "HELPER_B");
+	uint32_t l_helper_a = fx_line_of(cxx_src, "HELPER_A"),
+	         l_helper_b = fx_line_of(cxx_src, "HELPER_B");
 	uint32_t l_call = fx_line_of(cxx_src, "CALL_HELPER");
 	uint64_t addr, size;
 	fx_symbol(bin, "_ZN3app6WorkerIlE3runEl", &addr, &size);
@@ -361,8 +362,8 @@ SP_TEST(stripped_binary_debug_file_in_build_id_tree)
 	char hex[129];
 	sp_hex(bid, bid_len, hex);
 	fx_path(root, sizeof(root), "dbgroot");
-	fx_sh("mkdir -p '%s/.build-id/%.2s' && cp '%s' '%s/.build-id/%.2s/%s.debug'", root, hex, debug,
-	      root, hex, hex + 2);
+	fx_sh("mkdir -p '%s/.build-id/%.2s' && cp '%s' '%s/.build-id/%.2s/%s.debug'", root, hex,
+	      debug, root, hex, hex + 2);
 
 	/* Without the root: no DWARF, no .symtab: module+offset, never a guess. */
 	uint64_t addr, size;
@@ -409,7 +410,8 @@ SP_TEST(stripped_binary_gnu_debuglink_with_crc)
 	char full[512], stripped[512], debug[512], linked[512];
 	build_stripped(full, stripped, debug, sizeof(full));
 	fx_path(linked, sizeof(linked), "prog_l");
-	fx_sh("cd '%s' && objcopy --add-gnu-debuglink=prog_c.debug prog_s prog_l", sp_test_tmpdir());
+	fx_sh("cd '%s' && objcopy --add-gnu-debuglink=prog_c.debug prog_s prog_l",
+	      sp_test_tmpdir());
 	uint64_t addr, size;
 	fx_symbol(full, "outer", &addr, &size);
 	stackpulse_symbolizer_opts o = no_cache_opts();
@@ -465,7 +467,7 @@ SP_TEST(rebuilt_binary_build_id_mismatch_gives_no_wrong_names)
 	stackpulse_symbolizer_opts o = no_cache_opts();
 	stackpulse_symbolizer *sym;
 	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
-	fx_frames c = {.n = 0};
+	fx_frames c = { .n = 0 };
 	REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, f, fx_collect, &c));
 	REQUIRE_EQ(c.n, 1);
 	char want[128];
@@ -495,9 +497,9 @@ static int same_frames(const fx_frames *a, const fx_frames *b)
 	if (a->n != b->n)
 		return 0;
 	for (int i = 0; i < a->n; i++)
-		if (strcmp(a->f[i].name, b->f[i].name) != 0 || strcmp(a->f[i].file, b->f[i].file) != 0 ||
-		    a->f[i].line != b->f[i].line || a->f[i].kind != b->f[i].kind ||
-		    a->f[i].depth != b->f[i].depth)
+		if (strcmp(a->f[i].name, b->f[i].name) != 0 ||
+		    strcmp(a->f[i].file, b->f[i].file) != 0 || a->f[i].line != b->f[i].line ||
+		    a->f[i].kind != b->f[i].kind || a->f[i].depth != b->f[i].depth)
 			return 0;
 	return 1;
 }
@@ -622,10 +624,10 @@ SP_TEST(embedded_tables_symbolize_offline_without_the_binary)
 	}
 	offs[size] = fx_offset(bin, caddr);
 	offs[size + 1] = fx_offset(bin, ret);
-	uint32_t st2[2] = {fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, offs[size]),
-	                   fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, offs[size + 1])};
+	uint32_t st2[2] = { fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, offs[size]),
+		            fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, offs[size + 1]) };
 	uint32_t stack = fx_stack(&sp, st2, 2);
-	sp_symtab_request req = {mod, bin, bid, bid_len, offs, (size_t)size + 2};
+	sp_symtab_request req = { mod, bin, bid, bid_len, offs, (size_t)size + 2 };
 	uint32_t embedded, skipped;
 	sp_symbolize_counters k;
 	memset(&k, 0, sizeof(k));
@@ -645,9 +647,10 @@ SP_TEST(embedded_tables_symbolize_offline_without_the_binary)
 	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
 	got.n = 0;
 	for (size_t i = 0; i < size; i++)
-		REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, first + (uint32_t)i, fx_collect, &got));
+		REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, first + (uint32_t)i, fx_collect,
+		                                               &got));
 	CHECK(same_frames(&want, &got));
-	fx_frames c = {.n = 0};
+	fx_frames c = { .n = 0 };
 	REQUIRE_OK(stackpulse_symbolizer_for_each_stack_frame(sym, stack, fx_collect, &c));
 	REQUIRE_EQ(c.n, 2);
 	CHECK_STR(c.f[0].name, "compute");
@@ -692,10 +695,13 @@ SP_TEST(minidebuginfo_names_stripped_binary)
 	char full[512], mini[512];
 	snprintf(full, sizeof(full), "%s", built);
 	fx_path(mini, sizeof(mini), "prog_mini");
-	fx_sh("cd '%s' && nm -D prog_c --format=posix --defined-only | awk '{print $1}' | sort > dynsyms && "
-	      "nm prog_c --format=posix --defined-only | awk '$2 ~ /[Tt]/ {print $1}' | sort > funcsyms && "
+	fx_sh("cd '%s' && nm -D prog_c --format=posix --defined-only | awk '{print $1}' | sort > "
+	      "dynsyms && "
+	      "nm prog_c --format=posix --defined-only | awk '$2 ~ /[Tt]/ {print $1}' | sort > "
+	      "funcsyms && "
 	      "comm -13 dynsyms funcsyms > keep && objcopy --only-keep-debug prog_c mini.dbg && "
-	      "objcopy -S --remove-section .gdb_index --remove-section .comment --keep-symbols=keep "
+	      "objcopy -S --remove-section .gdb_index --remove-section .comment "
+	      "--keep-symbols=keep "
 	      "mini.dbg mini.syms && rm -f mini.syms.xz && xz mini.syms && "
 	      "strip --strip-all -R .comment -o prog_mini prog_c && "
 	      "objcopy --add-section .gnu_debugdata=mini.syms.xz prog_mini",
@@ -730,7 +736,7 @@ SP_TEST(deleted_mark_in_module_path)
 	fx_spool sp;
 	fx_spool_begin(&sp);
 	uint32_t good = fx_module(&sp, marked, bid, bid_len);
-	uint8_t other[20] = {9, 9, 9};
+	uint8_t other[20] = { 9, 9, 9 };
 	uint32_t bad = fx_module(&sp, marked, other, sizeof(other));
 	uint32_t f1 = fx_frame(&sp, STACKPULSE_FRAME_NATIVE, good, fx_offset(bin, addr));
 	uint32_t f2 = fx_frame(&sp, STACKPULSE_FRAME_NATIVE, bad, fx_offset(bin, addr));
@@ -738,7 +744,7 @@ SP_TEST(deleted_mark_in_module_path)
 	stackpulse_symbolizer_opts o = no_cache_opts();
 	stackpulse_symbolizer *sym;
 	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
-	fx_frames c = {.n = 0};
+	fx_frames c = { .n = 0 };
 	REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, f1, fx_collect, &c));
 	CHECK_STR(c.f[c.n - 1].name, "outer");
 	c.n = 0;
@@ -753,7 +759,9 @@ SP_TEST(deleted_mark_in_module_path)
 SP_TEST(many_modules_keep_descriptors_bounded)
 {
 	const char *bin = build("gcc", "-O2 -g", "prog_c", c_src, "c");
-	enum { N = 150 };
+	enum {
+		N = 150
+	};
 	uint8_t bid[64];
 	uint32_t bid_len;
 	fx_build_id(bin, bid, &bid_len);
@@ -778,7 +786,7 @@ SP_TEST(many_modules_keep_descriptors_bounded)
 	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
 	for (int round = 0; round < 2; round++) {
 		for (int i = 0; i < N; i++) {
-			fx_frames c = {.n = 0};
+			fx_frames c = { .n = 0 };
 			/* Round two needs new lookups: closed binaries reopen. */
 			uint32_t f = round == 0 ? frames[i] : frames2[i];
 			REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, f, fx_collect, &c));
@@ -796,19 +804,19 @@ SP_TEST(many_modules_keep_descriptors_bounded)
 }
 
 static const char dwz_common[] =
-    "volatile int sink;\n"
-    "struct big { int a, b, c, d; double e; };\n"
-    "static inline __attribute__((always_inline)) void shared_inner(struct big *x)\n"
-    "{\n"
-    "\tsink = x->a;\n"
-    "\tsink = x->b * 3;\n"
-    "}\n"
-    "static inline __attribute__((always_inline)) void shared_outer(struct big *x)\n"
-    "{\n"
-    "\tsink = 1;\n"
-    "\tshared_inner(x);\n"
-    "\tsink = 2;\n"
-    "}\n";
+        "volatile int sink;\n"
+        "struct big { int a, b, c, d; double e; };\n"
+        "static inline __attribute__((always_inline)) void shared_inner(struct big *x)\n"
+        "{\n"
+        "\tsink = x->a;\n"
+        "\tsink = x->b * 3;\n"
+        "}\n"
+        "static inline __attribute__((always_inline)) void shared_outer(struct big *x)\n"
+        "{\n"
+        "\tsink = 1;\n"
+        "\tshared_inner(x);\n"
+        "\tsink = 2;\n"
+        "}\n";
 
 /* dwz moves shared DWARF into a supplementary file named by
  * .gnu_debugaltlink: it must be found by its own build-id or path, and its
@@ -827,7 +835,8 @@ SP_TEST(dwz_supplementary_file)
 		         "#include \"common.h\"\n"
 		         "__attribute__((noinline)) void entry_%c(struct big *x)\n"
 		         "{\n\tsink = 5;\n\tshared_outer(x);\n\tsink = 6;\n}\n"
-		         "int main(void) { struct big x = {1, 2, 3, 4, 5.0}; entry_%c(&x); return 0; }\n",
+		         "int main(void) { struct big x = {1, 2, 3, 4, 5.0}; entry_%c(&x); return "
+		         "0; }\n",
 		         'a' + i, 'a' + i);
 		snprintf(path, sizeof(path), "%s/dwz_%c.c", tmp, 'a' + i);
 		fx_write_file(path, src);
@@ -896,18 +905,18 @@ SP_TEST(leaf_is_first_user_frame_below_kernel_frames)
 	fx_spool_begin(&sp);
 	REQUIRE_OK(sp_writer_ksym(sp.w, 0xffffffff81000000ull, "sp_fake_irq", NULL));
 	uint32_t mod = fx_module(&sp, bin, bid, bid_len);
-	struct stackpulse_raw_frame kf = {STACKPULSE_FRAME_KERNEL, UINT32_MAX, 0xffffffff81000010ull,
-	                                  UINT32_MAX, 0};
+	struct stackpulse_raw_frame kf = { STACKPULSE_FRAME_KERNEL, UINT32_MAX,
+		                           0xffffffff81000010ull, UINT32_MAX, 0 };
 	uint32_t kid;
 	REQUIRE_OK(sp_writer_frame(sp.w, &kf, &kid));
 	uint32_t entry = fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, fx_offset(bin, addr));
-	uint32_t with_kernel[3] = {kid, entry, entry};
+	uint32_t with_kernel[3] = { kid, entry, entry };
 	uint32_t stack = fx_stack(&sp, with_kernel, 3);
 	fx_spool_open(&sp);
 	stackpulse_symbolizer_opts o = no_cache_opts();
 	stackpulse_symbolizer *sym;
 	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
-	fx_frames c = {.n = 0};
+	fx_frames c = { .n = 0 };
 	REQUIRE_OK(stackpulse_symbolizer_for_each_stack_frame(sym, stack, fx_collect, &c));
 	REQUIRE(c.n >= 3);
 	CHECK_STR(c.f[0].name, "sp_fake_irq");

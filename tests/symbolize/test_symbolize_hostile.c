@@ -47,12 +47,12 @@ SP_TEST(hostile_module_paths_fail_per_frame_without_hanging)
 	fx_write_file(text, "#!/bin/sh\necho not an elf file at all, but long enough to parse\n");
 	/* The first 200 bytes of a real ELF: headers point past the end. */
 	fx_sh("head -c 200 /bin/true > '%s'", trunc);
-	const char *paths[] = {"/dev/zero", fifo, "/proc/self/mem", missing, dir, text, trunc,
-	                       "/dev/null", "", "relative/path"};
-	const char *bases[] = {"zero", "a_fifo", "mem", "no_such_file", "a_dir", "a_text", "a_trunc",
-	                       "null", "", "path"};
+	const char *paths[] = { "/dev/zero", fifo,  "/proc/self/mem", missing, dir,
+		                text,        trunc, "/dev/null",      "",      "relative/path" };
+	const char *bases[] = { "zero",    "a_fifo", "mem", "no_such_file", "a_dir", "a_text",
+		                "a_trunc", "null",   "",    "path" };
 	size_t n = sizeof(paths) / sizeof(paths[0]);
-	static const uint8_t bid[20] = {1, 2, 3};
+	static const uint8_t bid[20] = { 1, 2, 3 };
 	fx_spool sp;
 	fx_spool_begin(&sp);
 	uint32_t frames[16];
@@ -69,7 +69,7 @@ SP_TEST(hostile_module_paths_fail_per_frame_without_hanging)
 	o.debug_dirs = "/nonexistent-debug-root";
 	stackpulse_symbolizer *sym;
 	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
-	fx_frames c = {.n = 0};
+	fx_frames c = { .n = 0 };
 	REQUIRE_OK(stackpulse_symbolizer_for_each_stack_frame(sym, stack, fx_collect, &c));
 	alarm(0);
 	/* Every frame is reported, in order, as base+offset. */
@@ -125,7 +125,7 @@ SP_TEST(mutated_elf_headers_are_handled)
 	uint8_t bid[64];
 	uint32_t bid_len;
 	fx_build_id("/bin/true", bid, &bid_len);
-	sp_symbolize_counters counters = {0};
+	sp_symbolize_counters counters = { 0 };
 	sp_dbg_config cfg;
 	REQUIRE_OK(sp_dbg_config_init(&cfg, "/nonexistent-debug-root", 0, &counters));
 	static uint8_t buf[1 << 16];
@@ -179,13 +179,19 @@ SP_TEST(kernel_python_jit_truncated_unknown_frames)
 	REQUIRE_OK(sp_writer_ksym(sp.w, 0xffffffffc0000000ull, "sp_fake_modfn", "sp_fake_mod"));
 	REQUIRE_OK(sp_writer_pycode(sp.w, "Klass.method", "/app/mod.py", 10, &py));
 	REQUIRE_OK(sp_writer_jitsym(sp.w, proc, 0x7f0000001000ull, 0x100, "jitted_fn"));
-	struct stackpulse_raw_frame kf1 = {STACKPULSE_FRAME_KERNEL, UINT32_MAX, 0xffffffff81000123ull, UINT32_MAX, 0};
-	struct stackpulse_raw_frame kf2 = {STACKPULSE_FRAME_KERNEL, UINT32_MAX, 0xffffffffc0000010ull, UINT32_MAX, 0};
-	struct stackpulse_raw_frame pf = {STACKPULSE_FRAME_PYTHON, UINT32_MAX, 8, py, 17};
-	struct stackpulse_raw_frame jf = {STACKPULSE_FRAME_JIT, UINT32_MAX, 0x7f0000001010ull, UINT32_MAX, 0};
-	struct stackpulse_raw_frame jf2 = {STACKPULSE_FRAME_JIT, UINT32_MAX, 0x7f0000009000ull, UINT32_MAX, 0};
-	struct stackpulse_raw_frame uf = {STACKPULSE_FRAME_UNKNOWN, UINT32_MAX, 0x1234, UINT32_MAX, 0};
-	struct stackpulse_raw_frame tf = {STACKPULSE_FRAME_TRUNCATED, UINT32_MAX, 0, UINT32_MAX, 0};
+	struct stackpulse_raw_frame kf1 = { STACKPULSE_FRAME_KERNEL, UINT32_MAX,
+		                            0xffffffff81000123ull, UINT32_MAX, 0 };
+	struct stackpulse_raw_frame kf2 = { STACKPULSE_FRAME_KERNEL, UINT32_MAX,
+		                            0xffffffffc0000010ull, UINT32_MAX, 0 };
+	struct stackpulse_raw_frame pf = { STACKPULSE_FRAME_PYTHON, UINT32_MAX, 8, py, 17 };
+	struct stackpulse_raw_frame jf = { STACKPULSE_FRAME_JIT, UINT32_MAX, 0x7f0000001010ull,
+		                           UINT32_MAX, 0 };
+	struct stackpulse_raw_frame jf2 = { STACKPULSE_FRAME_JIT, UINT32_MAX, 0x7f0000009000ull,
+		                            UINT32_MAX, 0 };
+	struct stackpulse_raw_frame uf = { STACKPULSE_FRAME_UNKNOWN, UINT32_MAX, 0x1234, UINT32_MAX,
+		                           0 };
+	struct stackpulse_raw_frame tf = { STACKPULSE_FRAME_TRUNCATED, UINT32_MAX, 0, UINT32_MAX,
+		                           0 };
 	uint32_t ids[7];
 	REQUIRE_OK(sp_writer_frame(sp.w, &kf1, &ids[0]));
 	REQUIRE_OK(sp_writer_frame(sp.w, &kf2, &ids[1]));
@@ -206,7 +212,7 @@ SP_TEST(kernel_python_jit_truncated_unknown_frames)
 	REQUIRE_OK(stackpulse_sample_iter_new(sp.spool, &it));
 	const struct stackpulse_sample *sample;
 	REQUIRE_EQ(stackpulse_sample_iter_next(it, &sample), 1);
-	fx_frames c = {.n = 0};
+	fx_frames c = { .n = 0 };
 	REQUIRE_OK(stackpulse_symbolizer_for_each_frame(sym, sample, fx_collect, &c));
 	stackpulse_sample_iter_free(it);
 	REQUIRE_EQ(c.n, 7);
@@ -236,7 +242,8 @@ SP_TEST(kernel_python_jit_truncated_unknown_frames)
 	REQUIRE_EQ(c.n, 7);
 	CHECK_STR(c.f[2].name, "jitted_fn");
 	/* Bad ids are errors, not crashes. */
-	CHECK_EQ(stackpulse_symbolizer_resolve_frame(sym, 999999, fx_collect, &c), STACKPULSE_ENOTFOUND);
+	CHECK_EQ(stackpulse_symbolizer_resolve_frame(sym, 999999, fx_collect, &c),
+	         STACKPULSE_ENOTFOUND);
 	CHECK(stackpulse_symbolizer_for_each_stack_frame(sym, 999999, fx_collect, &c) != 0);
 	CHECK_OK(stackpulse_symbolizer_for_each_stack_frame(sym, 0, fx_collect, &c));
 	stackpulse_symbolizer_free(sym);
@@ -269,7 +276,8 @@ SP_TEST(demangle_cxx_and_rust)
 	check_demangle("_Znot_valid", "_Znot_valid");
 	/* Rust legacy: hash suffix dropped, $-escapes decoded. */
 	check_demangle("_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write");
-	check_demangle("_ZN66_$LT$alloc..vec..Vec$LT$T$GT$$u20$as$u20$core..ops..drop..Drop$GT$4drop17h0123456789abcdefE",
+	check_demangle("_ZN66_$LT$alloc..vec..Vec$LT$T$GT$$u20$as$u20$core..ops..drop..Drop$GT$"
+	               "4drop17h0123456789abcdefE",
 	               "<alloc::vec::Vec<T> as core::ops::drop::Drop>::drop");
 }
 

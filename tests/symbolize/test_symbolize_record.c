@@ -10,29 +10,29 @@
 #include "sym_fixture.h"
 
 static const char work_src[] =
-    "#include <stdio.h>\n"
-    "volatile double sink;\n"
-    "static inline __attribute__((always_inline)) double step(double x)\n"
-    "{\n"
-    "\treturn x * 1.0000001 + 0.5; /* STEP */\n"
-    "}\n"
-    "__attribute__((noinline)) double hot_loop(long n)\n"
-    "{\n"
-    "\tdouble s = 0;\n"
-    "\tfor (long i = 0; i < n; i++) {\n"
-    "\t\ts = step(s);\n"
-    "\t\tsink = s;\n"
-    "\t}\n"
-    "\treturn s;\n"
-    "}\n"
-    "__attribute__((noinline)) double driver(void)\n"
-    "{\n"
-    "\tdouble t = 0;\n"
-    "\tfor (int k = 0; k < 30; k++)\n"
-    "\t\tt += hot_loop(10000000);\n"
-    "\treturn t;\n"
-    "}\n"
-    "int main(void) { printf(\"%f\\n\", driver()); return 0; }\n";
+        "#include <stdio.h>\n"
+        "volatile double sink;\n"
+        "static inline __attribute__((always_inline)) double step(double x)\n"
+        "{\n"
+        "\treturn x * 1.0000001 + 0.5; /* STEP */\n"
+        "}\n"
+        "__attribute__((noinline)) double hot_loop(long n)\n"
+        "{\n"
+        "\tdouble s = 0;\n"
+        "\tfor (long i = 0; i < n; i++) {\n"
+        "\t\ts = step(s);\n"
+        "\t\tsink = s;\n"
+        "\t}\n"
+        "\treturn s;\n"
+        "}\n"
+        "__attribute__((noinline)) double driver(void)\n"
+        "{\n"
+        "\tdouble t = 0;\n"
+        "\tfor (int k = 0; k < 30; k++)\n"
+        "\t\tt += hot_loop(10000000);\n"
+        "\treturn t;\n"
+        "}\n"
+        "int main(void) { printf(\"%f\\n\", driver()); return 0; }\n";
 
 typedef struct tally {
 	int frames;
@@ -73,7 +73,7 @@ SP_TEST(recorded_workload_symbolizes_to_its_functions)
 	o.frequency = 499;
 	o.kernel = STACKPULSE_FEATURE_OFF;
 	o.python = STACKPULSE_FEATURE_OFF;
-	char *argv[] = {bin, NULL};
+	char *argv[] = { bin, NULL };
 	stackpulse_recorder *rec;
 	pid_t pid;
 	int rc = stackpulse_recorder_spawn(argv, spool_path, &o, &rec, &pid);
@@ -115,7 +115,8 @@ SP_TEST(recorded_workload_symbolizes_to_its_functions)
 	stackpulse_sample_iter_free(it);
 	stackpulse_symbolizer_free(sym);
 	stackpulse_spool_close(spool);
-	fprintf(stderr, "    %d samples, %d in hot_loop, %d with hot_loop<-driver<-main, %d leaf in it\n",
+	fprintf(stderr,
+	        "    %d samples, %d in hot_loop, %d with hot_loop<-driver<-main, %d leaf in it\n",
 	        samples, hot, full_chain, leaf_ok);
 	REQUIRE(samples >= 10);
 	/* The workload spends nearly all its time in hot_loop. */

@@ -12,8 +12,8 @@
 #include "stackpulse.h"
 #include "symcache/symcache.h"
 
-static const uint8_t bid[20] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
-                                7,    8,    9,    10,   11, 12, 13, 14, 15, 16};
+static const uint8_t bid[20] = { 0xde, 0xad, 0xbe, 0xef, 1,  2,  3,  4,  5,  6,
+	                         7,    8,    9,    10,   11, 12, 13, 14, 15, 16 };
 
 /* A table with: a plain function, a two-level inline chain, an unresolved
  * entry and a chain sharing its parent. */
@@ -21,12 +21,14 @@ static void build_sample(uint8_t **data, size_t *len)
 {
 	sp_symcache_builder *b;
 	REQUIRE_OK(sp_symcache_builder_new(bid, sizeof(bid), &b));
-	sp_symcache_frame plain[] = {{"main", "/src/main.c", 10}};
-	sp_symcache_frame chain[] = {{"inner", "/src/a.h", 3}, {"middle", "/src/a.h", 7},
-	                             {"outer(int)", "/src/a.c", 20}};
-	sp_symcache_frame chain2[] = {{"inner2", "/src/b.h", 30}, {"middle", "/src/a.h", 7},
-	                              {"outer(int)", "/src/a.c", 20}};
-	sp_symcache_frame unresolved[] = {{NULL, NULL, 0}};
+	sp_symcache_frame plain[] = { { "main", "/src/main.c", 10 } };
+	sp_symcache_frame chain[] = { { "inner", "/src/a.h", 3 },
+		                      { "middle", "/src/a.h", 7 },
+		                      { "outer(int)", "/src/a.c", 20 } };
+	sp_symcache_frame chain2[] = { { "inner2", "/src/b.h", 30 },
+		                       { "middle", "/src/a.h", 7 },
+		                       { "outer(int)", "/src/a.c", 20 } };
+	sp_symcache_frame unresolved[] = { { NULL, NULL, 0 } };
 	REQUIRE_OK(sp_symcache_builder_add(b, 0x1000, 16, plain, 1));
 	REQUIRE_OK(sp_symcache_builder_add(b, 0x2000, 4, chain, 3));
 	REQUIRE_OK(sp_symcache_builder_add(b, 0x3000, 1, unresolved, 1));
@@ -83,7 +85,7 @@ SP_TEST(symcache_later_entries_win_and_adjacent_merge)
 {
 	sp_symcache_builder *b;
 	REQUIRE_OK(sp_symcache_builder_new(NULL, 0, &b));
-	sp_symcache_frame f1[] = {{"old", NULL, 1}}, f2[] = {{"new", NULL, 2}};
+	sp_symcache_frame f1[] = { { "old", NULL, 1 } }, f2[] = { { "new", NULL, 2 } };
 	REQUIRE_OK(sp_symcache_builder_add(b, 100, 1, f1, 1));
 	REQUIRE_OK(sp_symcache_builder_add(b, 100, 1, f2, 1));
 	REQUIRE_OK(sp_symcache_builder_add(b, 101, 1, f2, 1));
@@ -129,7 +131,8 @@ SP_TEST(symcache_rejects_every_corruption)
 			copy[i] ^= (uint8_t)(1u << bit);
 			int rc = sp_symcache_validate(copy, len, &t);
 			if (rc == 0)
-				sp_test_fail(__FILE__, __LINE__, "flip of byte %zu bit %d accepted", i, bit);
+				sp_test_fail(__FILE__, __LINE__, "flip of byte %zu bit %d accepted",
+				             i, bit);
 		}
 	}
 	/* Every truncation is caught. */
@@ -210,7 +213,8 @@ SP_TEST(symcache_depth_limit)
 
 	/* A forged 65-record chain (parents all earlier) is refused. */
 	size_t n = SP_SYMCACHE_MAX_INLINE_DEPTH + 1;
-	size_t tlen = SP_SYMCACHE_HEADER_SIZE + SP_SYMCACHE_RANGE_SIZE + n * SP_SYMCACHE_INLINE_SIZE + 2 + 4;
+	size_t tlen = SP_SYMCACHE_HEADER_SIZE + SP_SYMCACHE_RANGE_SIZE +
+	              n * SP_SYMCACHE_INLINE_SIZE + 2 + 4;
 	uint8_t *p = calloc(1, tlen);
 	p[0] = 'S';
 	p[1] = 'P';
@@ -246,7 +250,7 @@ SP_TEST(symcache_alloc_failures)
 		sp_alloc_fail_after(k);
 		sp_symcache_builder *b = NULL;
 		int rc = sp_symcache_builder_new(bid, 20, &b);
-		sp_symcache_frame chain[] = {{"inner", "a.h", 3}, {"outer", "a.c", 20}};
+		sp_symcache_frame chain[] = { { "inner", "a.h", 3 }, { "outer", "a.c", 20 } };
 		for (uint64_t i = 0; !rc && i < 50; i++)
 			rc = sp_symcache_builder_add(b, i * 4, 2, chain, 2);
 		uint8_t *data = NULL;
@@ -294,19 +298,23 @@ SP_TEST(symcache_corpus_seeds)
 		write_seed("symcache_decode", "empty.spsym", empty, elen);
 		sp_free(empty);
 		/* Round-trip seeds: triples of (gap, len, frames) then frame bytes. */
-		static const uint8_t rt1[] = {7, 1, 2, 0, 3, 0, 1, 3, 5, 2, 3, 10, 4, 0, 1, 2, 3, 4, 5};
-		static const uint8_t rt2[] = {0, 0, 0, 200, 201, 0, 255, 3, 0, 1, 9, 9, 9};
-		static const uint8_t rt3[] = {1, 2, 252, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+		static const uint8_t rt1[] = { 7, 1,  2, 0, 3, 0, 1, 3, 5, 2,
+			                       3, 10, 4, 0, 1, 2, 3, 4, 5 };
+		static const uint8_t rt2[] = { 0, 0, 0, 200, 201, 0, 255, 3, 0, 1, 9, 9, 9 };
+		static const uint8_t rt3[] = { 1, 2, 252, 1,  2,  3,  4,  5, 6,
+			                       7, 8, 9,   10, 11, 12, 13, 14 };
 		write_seed("symcache_roundtrip", "two_entries", rt1, sizeof(rt1));
 		write_seed("symcache_roundtrip", "top_of_range", rt2, sizeof(rt2));
 		write_seed("symcache_roundtrip", "deep_chain", rt3, sizeof(rt3));
 	}
 	char path[1024];
-	snprintf(path, sizeof(path), "%s/corpus/symcache_decode/sample.spsym", sp_test_source_root());
+	snprintf(path, sizeof(path), "%s/corpus/symcache_decode/sample.spsym",
+	         sp_test_source_root());
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		sp_free(data);
-		sp_test_skip("corpus/symcache_decode/sample.spsym not found (run from the repo root)");
+		sp_test_skip(
+		        "corpus/symcache_decode/sample.spsym not found (run from the repo root)");
 	}
 	uint8_t buf[4096];
 	size_t n = fread(buf, 1, sizeof(buf), f);

@@ -258,6 +258,8 @@ int ps_read_maps(pid_t pid, ps_procmap **out)
 
 int ps_feed_maps(sp_unwind_space *s, const ps_procmap *maps, int n)
 {
+	if (!maps)
+		return n ? -EINVAL : 0;
 	for (int i = 0; i < n; i++) {
 		const char *p = maps[i].path[0] ? maps[i].path : "//anon";
 		int rc = sp_unwind_space_map(s, maps[i].start, maps[i].end, maps[i].pgoff, p, NULL,

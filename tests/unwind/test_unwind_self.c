@@ -100,7 +100,7 @@ static NOIPA void self_leaf(snapshot *s)
 	s->regs.abi = 2; /* PERF_SAMPLE_REGS_ABI_64 */
 	s->len = stack_limit > s->sp ? (size_t)(stack_limit - s->sp) : 0;
 	s->stack = malloc(s->len ? s->len : 1);
-	if (s->stack)
+	if (s->stack && s->sp)
 		copy_stack(s->stack, (const volatile uint8_t *)(uintptr_t)s->sp, s->len);
 	__asm__ volatile("" ::: "memory");
 }

@@ -21,17 +21,17 @@ static unsigned long spin(unsigned long x)
 	return x;
 }
 
-#define WORKER(N, I)                                                                     \
-	__attribute__((noinline)) void *N(void *arg)                                     \
-	{                                                                                \
-		double end = *(double *)arg;                                             \
-		unsigned long x = I;                                                     \
-		while (now() < end) {                                                    \
-			x = spin(x);                                                     \
-			__asm__ volatile("" ::: "memory");                               \
-		}                                                                        \
-		sink[I] = x;                                                             \
-		return NULL;                                                             \
+#define WORKER(N, I)                                                                               \
+	__attribute__((noinline)) void *N(void *arg)                                               \
+	{                                                                                          \
+		double end = *(double *)arg;                                                       \
+		unsigned long x = I;                                                               \
+		while (now() < end) {                                                              \
+			x = spin(x);                                                               \
+			__asm__ volatile("" ::: "memory");                                         \
+		}                                                                                  \
+		sink[I] = x;                                                                       \
+		return NULL;                                                                       \
 	}
 WORKER(work_alpha, 0)
 WORKER(work_beta, 1)
@@ -44,8 +44,8 @@ int main(int argc, char **argv)
 		secs = atof(argv[1]);
 	static double end;
 	end = now() + secs;
-	void *(*fns[4])(void *) = {work_alpha, work_beta, work_gamma, work_delta};
-	const char *names[4] = {"t-alpha", "t-beta", "t-gamma", "t-delta"};
+	void *(*fns[4])(void *) = { work_alpha, work_beta, work_gamma, work_delta };
+	const char *names[4] = { "t-alpha", "t-beta", "t-gamma", "t-delta" };
 	pthread_t t[4];
 	for (int i = 0; i < 4; i++) {
 		pthread_create(&t[i], NULL, fns[i], &end);
