@@ -1,5 +1,7 @@
-/* Two streaming passes over kallsyms: the first finds, per address, the
- * line of the closest symbol at or below it; the second emits those lines.
+/* One streaming pass over kallsyms (the kernel formats the whole file on
+ * every read, so a read is costly): each text symbol competes only for the
+ * gap of sorted addresses just above it, keeping a copy of the best line;
+ * a prefix scan then gives every address its closest symbol at or below.
  * Memory stays proportional to the addresses seen, not to kallsyms. */
 #include "record/kallsyms.h"
 
@@ -18,44 +20,69 @@
 typedef struct ksym_line {
 	uint64_t addr;
 	char type;
-	const char *name;
+	char *name;
 	const char *module; /* "" for vmlinux. */
 } ksym_line;
 
-typedef int (*line_fn)(void *ctx, uint32_t lineno, const ksym_line *l);
+typedef int (*line_fn)(void *ctx, uint32_t lineno, ksym_line *l);
 
-/* Parses "ADDR TYPE NAME [MODULE]" in place. Returns 0 or -1. */
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Parses "ADDR TYPE NAME [MODULE]" in place, by hand: the file has over a
+ * hundred thousand lines. Returns 0 or -1. */
 static int parse_line(char *s, ksym_line *l)
 {
-	char *end;
 	if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
 		return -1;
-	unsigned long long a = strtoull(s, &end, 16);
-	if (end == s || *end != ' ' || end - s > 16)
+	uint64_t a = 0;
+	int digits = 0, v;
+	while ((v = hexval(*s)) >= 0) {
+		if (++digits > 16)
+			return -1;
+		a = (a << 4) | (uint64_t)v;
+		s++;
+	}
+	if (*s != ' ')
 		return -1;
 	l->addr = a;
-	s = end + 1;
+	s++;
 	if (!*s || s[1] != ' ')
 		return -1;
 	l->type = s[0];
 	s += 2;
 	l->name = s;
-	char *sep = strpbrk(s, " \t");
 	l->module = "";
-	if (sep) {
-		*sep = '\0';
-		char *m = sep + 1;
-		while (*m == ' ' || *m == '\t')
-			m++;
-		if (*m == '[') {
-			char *close = strchr(m, ']');
-			if (close) {
-				*close = '\0';
-				l->module = m + 1;
-			}
+	if (*s == '\0' || *s == ' ' || *s == '\t')
+		return -1;
+	return 0;
+}
+
+/* Splits the name from the module; only for lines that matter. */
+static void split_name(char *s, ksym_line *l)
+{
+	char *sep = strpbrk(s, " \t");
+	if (!sep)
+		return;
+	*sep = '\0';
+	char *m = sep + 1;
+	while (*m == ' ' || *m == '\t')
+		m++;
+	if (*m == '[') {
+		char *close = strchr(m, ']');
+		if (close) {
+			*close = '\0';
+			l->module = m + 1;
 		}
 	}
-	return *l->name ? 0 : -1;
 }
 
 static int for_each_line(const char *path, line_fn fn, void *ctx)
@@ -119,20 +146,29 @@ static int is_text(char t)
 	return t == 't' || t == 'T' || t == 'w' || t == 'W';
 }
 
-typedef struct pass1 {
+/* Gap i holds the symbol starts in (addrs[i-1], addrs[i]]; the best is
+ * the highest start, first line among equals. */
+typedef struct gap {
+	uint64_t start;
+	uint32_t line; /* 0: no symbol yet. */
+	uint32_t cap;
+	char *text; /* name '\0' module '\0' */
+	size_t name_len;
+} gap;
+
+typedef struct pass {
 	const uint64_t *addrs;
 	size_t n;
-	uint64_t *best_start; /* Per address; valid when best_line != 0. */
-	uint32_t *best_line;
+	gap *gaps;
 	int nonzero;
-} pass1;
+} pass;
 
-static int pass1_fn(void *ctx, uint32_t lineno, const ksym_line *l)
+static int pass_fn(void *ctx, uint32_t lineno, ksym_line *l)
 {
-	pass1 *p = ctx;
+	pass *p = ctx;
 	if (l->addr != 0)
 		p->nonzero = 1;
-	if (!is_text(l->type) || l->addr == 0)
+	if (!is_text(l->type) || l->addr == 0 || l->addr > p->addrs[p->n - 1])
 		return 0;
 	/* First address >= this symbol's start. */
 	size_t lo = 0, hi = p->n;
@@ -143,36 +179,55 @@ static int pass1_fn(void *ctx, uint32_t lineno, const ksym_line *l)
 		else
 			hi = mid;
 	}
-	/* Best starts grow with the address, so the symbol wins a prefix. */
-	for (size_t i = lo; i < p->n; i++) {
-		if (p->best_line[i] && p->best_start[i] >= l->addr)
-			break;
-		p->best_start[i] = l->addr;
-		p->best_line[i] = lineno;
+	gap *g = &p->gaps[lo];
+	if (g->line && g->start >= l->addr)
+		return 0;
+	split_name(l->name, l);
+	size_t nl = strlen(l->name), ml = strlen(l->module);
+	if (nl + ml + 2 > g->cap) {
+		uint32_t ncap = (uint32_t)(nl + ml + 2 < 64 ? 64 : nl + ml + 2);
+		char *t = sp_malloc(ncap);
+		if (!t)
+			return -ENOMEM;
+		sp_free(g->text);
+		g->text = t;
+		g->cap = ncap;
 	}
+	memcpy(g->text, l->name, nl + 1);
+	memcpy(g->text + nl + 1, l->module, ml + 1);
+	g->name_len = nl;
+	g->start = l->addr;
+	g->line = lineno;
 	return 0;
 }
 
-typedef struct pass2 {
-	const uint32_t *lines; /* Sorted, distinct. */
-	size_t n, next;
-	sp_ksym_fn fn;
-	void *ctx;
-} pass2;
-
-static int pass2_fn(void *ctx, uint32_t lineno, const ksym_line *l)
+static int by_line(const void *a, const void *b)
 {
-	pass2 *p = ctx;
-	if (p->next >= p->n || p->lines[p->next] != lineno)
-		return 0;
-	p->next++;
-	return p->fn(p->ctx, l->addr, l->name, l->module);
+	const gap *x = *(const gap *const *)a, *y = *(const gap *const *)b;
+	return (x->line > y->line) - (x->line < y->line);
 }
 
-static int cmp_u32(const void *a, const void *b)
+static int emit(pass *p, sp_ksym_fn fn, void *ctx)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return (x > y) - (x < y);
+	/* Each address takes the last gap at or below it that has a symbol. */
+	gap **used = sp_calloc(p->n, sizeof(*used));
+	if (!used)
+		return -ENOMEM;
+	size_t m = 0;
+	const gap *cur = NULL;
+	for (size_t i = 0; i < p->n; i++) {
+		if (p->gaps[i].line)
+			cur = &p->gaps[i];
+		if (cur && (m == 0 || used[m - 1] != cur))
+			used[m++] = (gap *)(uintptr_t)cur;
+	}
+	/* Distinct lines (gaps are distinct symbols), in file order. */
+	qsort(used, m, sizeof(*used), by_line);
+	int rc = 0;
+	for (size_t i = 0; i < m && rc == 0; i++)
+		rc = fn(ctx, used[i]->start, used[i]->text, used[i]->text + used[i]->name_len + 1);
+	sp_free(used);
+	return rc;
 }
 
 int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn, void *ctx,
@@ -181,29 +236,16 @@ int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ks
 	*zeroed = 0;
 	if (n == 0)
 		return 0;
-	pass1 p1 = { addrs, n, sp_calloc(n, sizeof(uint64_t)), sp_calloc(n, sizeof(uint32_t)), 0 };
-	if (!p1.best_start || !p1.best_line) {
-		sp_free(p1.best_start);
-		sp_free(p1.best_line);
+	pass p = { addrs, n, sp_calloc(n, sizeof(gap)), 0 };
+	if (!p.gaps)
 		return -ENOMEM;
-	}
-	int rc = for_each_line(path, pass1_fn, &p1);
-	sp_free(p1.best_start);
-	if (rc == 0 && !p1.nonzero)
+	int rc = for_each_line(path, pass_fn, &p);
+	if (rc == 0 && !p.nonzero)
 		*zeroed = 1;
-	if (rc || *zeroed) {
-		sp_free(p1.best_line);
-		return rc;
-	}
-	/* Distinct needed lines, in file order. */
-	qsort(p1.best_line, n, sizeof(uint32_t), cmp_u32);
-	size_t m = 0;
+	if (rc == 0 && !*zeroed)
+		rc = emit(&p, fn, ctx);
 	for (size_t i = 0; i < n; i++)
-		if (p1.best_line[i] && (m == 0 || p1.best_line[m - 1] != p1.best_line[i]))
-			p1.best_line[m++] = p1.best_line[i];
-	pass2 p2 = { p1.best_line, m, 0, fn, ctx };
-	if (m)
-		rc = for_each_line(path, pass2_fn, &p2);
-	sp_free(p1.best_line);
+		sp_free(p.gaps[i].text);
+	sp_free(p.gaps);
 	return rc;
 }

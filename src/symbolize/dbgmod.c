@@ -23,6 +23,16 @@ typedef struct sym {
 	int rank;         /* Preference among symbols at one address. */
 } sym;
 
+/* A top-level DIE's address range: dwarf_getscopes scans every top-level
+ * DIE of the CU per lookup (thousands in big CUs); this index finds the
+ * first one containing an address directly. */
+typedef struct top_range {
+	uint64_t lo, hi;  /* [lo, hi) in DWARF addresses. */
+	uint64_t max_hi;  /* Highest hi up to here in lo order. */
+	Dwarf_Off cu_off; /* The DIE's CU. */
+	Dwarf_Die die;
+} top_range;
+
 typedef struct cu_range {
 	uint64_t lo, hi; /* [lo, hi) in DWARF addresses. */
 	Dwarf_Die cu;
@@ -44,6 +54,21 @@ struct sp_dbgmod {
 	int cu_index_built;
 	cu_range *cus;
 	size_t ncus;
+	/* The last DWARF answer: a return address (offset - 1) usually sits in
+	 * the same line row and innermost scope as the offset looked up just
+	 * before it, and then gets the same frames without dwarf_getscopes. */
+	int tops_state; /* 0 unbuilt, 1 built, -1 unusable: dwarf_getscopes. */
+	top_range *tops;
+	size_t ntops;
+	int memo_valid;
+	uint64_t memo_a;
+	void *memo_cu_addr;
+	Dwarf_Line *memo_line;
+	Dwarf_Die memo_inner;
+	const sp_strpool *memo_pool;
+	int memo_raw;
+	uint32_t memo_n;
+	sp_symcache_frame memo_frames[SP_SYMCACHE_MAX_FRAMES];
 };
 
 static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
@@ -154,6 +179,7 @@ void sp_dbgmod_free(sp_dbgmod *m)
 		dwfl_end(m->dwfl);
 	sp_free(m->syms);
 	sp_free(m->cus);
+	sp_free(m->tops);
 	sp_free(m->path);
 	sp_free(m);
 }
@@ -324,6 +350,149 @@ static int pool_str(sp_strpool *pool, const char *s, const char **out)
 	return *out ? 0 : -ENOMEM;
 }
 
+static int top_cmp(const void *pa, const void *pb)
+{
+	const top_range *a = pa, *b = pb;
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return a->die.addr < b->die.addr ? -1 : a->die.addr > b->die.addr;
+}
+
+/* Ranges of every CU's top-level DIEs. Units that import others (dwz)
+ * or ranges libdw cannot read leave the index unused. */
+static int build_tops(sp_dbgmod *m)
+{
+	m->tops_state = -1;
+	size_t cap = 0;
+	Dwarf_Die *cu = NULL;
+	Dwarf_Addr bias;
+	while ((cu = dwfl_module_nextcu(m->mod, cu, &bias)) != NULL) {
+		Dwarf_Off cu_off = dwarf_dieoffset(cu);
+		Dwarf_Die die;
+		if (dwarf_child(cu, &die) != 0)
+			continue;
+		do {
+			if (dwarf_tag(&die) == DW_TAG_imported_unit)
+				return 0;
+			ptrdiff_t o = 0;
+			Dwarf_Addr base, lo, hi;
+			while ((o = dwarf_ranges(&die, o, &base, &lo, &hi)) > 0) {
+				if (hi <= lo)
+					continue;
+				if (m->ntops == cap) {
+					if (cap >= MAX_CU_RANGES)
+						return 0;
+					size_t ncap = cap ? cap * 2 : 256;
+					top_range *n = sp_realloc_array(m->tops, ncap, sizeof(*n));
+					if (!n)
+						return sp_error(-ENOMEM,
+						                "symbolizer: out of memory");
+					m->tops = n;
+					cap = ncap;
+				}
+				top_range *t = &m->tops[m->ntops++];
+				t->lo = lo;
+				t->hi = hi;
+				t->cu_off = cu_off;
+				t->die = die;
+			}
+			if (o < 0)
+				return 0;
+		} while (dwarf_siblingof(&die, &die) == 0);
+	}
+	qsort(m->tops, m->ntops, sizeof(*m->tops), top_cmp);
+	uint64_t mx = 0;
+	for (size_t i = 0; i < m->ntops; i++) {
+		if (m->tops[i].hi > mx)
+			mx = m->tops[i].hi;
+		m->tops[i].max_hi = mx;
+	}
+	m->tops_state = 1;
+	return 0;
+}
+
+static int is_scope_tag(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+	       tag == DW_TAG_lexical_block;
+}
+
+/* The innermost scope DIE containing @p da, as dwarf_getscopes finds it
+ * (first match at each level, in DIE order). Returns 1 found, 0 none, -1
+ * when this fast path cannot be sure (the caller then asks libdw). */
+static int fast_innermost(sp_dbgmod *m, Dwarf_Die *cudie, uint64_t da, Dwarf_Die *out)
+{
+	if (m->tops_state != 1)
+		return -1;
+	Dwarf_Off cu_off = dwarf_dieoffset(cudie);
+	size_t lo = 0, hi = m->ntops;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->tops[mid].lo <= da)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const top_range *best = NULL;
+	for (size_t i = lo; i > 0 && m->tops[i - 1].max_hi > da; i--) {
+		const top_range *t = &m->tops[i - 1];
+		if (t->hi > da && t->cu_off == cu_off &&
+		    (!best || (const char *)t->die.addr < (const char *)best->die.addr))
+			best = t;
+	}
+	if (!best)
+		return 0;
+	Dwarf_Die cur = best->die;
+	for (int depth = 0; depth < 256; depth++) {
+		if (!is_scope_tag(dwarf_tag(&cur)))
+			return -1;
+		Dwarf_Die child;
+		int r = dwarf_child(&cur, &child);
+		if (r < 0)
+			return -1;
+		int found = 0;
+		while (r == 0) {
+			if (dwarf_tag(&child) == DW_TAG_imported_unit)
+				return -1;
+			int h = dwarf_haspc(&child, da);
+			if (h < 0)
+				return -1;
+			if (h > 0) {
+				found = 1;
+				break;
+			}
+			r = dwarf_siblingof(&child, &child);
+			if (r < 0)
+				return -1;
+		}
+		if (!found) {
+			*out = cur;
+			return 1;
+		}
+		cur = child;
+	}
+	return -1;
+}
+
+/* True when @p da belongs to the innermost scope @p inner found for a
+ * neighbouring address: inside it and inside none of its children (the
+ * scope walk descends only into DIEs that contain the address). */
+static int same_innermost(Dwarf_Die *inner, uint64_t da)
+{
+	if (dwarf_haspc(inner, da) != 1)
+		return 0;
+	Dwarf_Die child;
+	if (dwarf_child(inner, &child) != 0)
+		return 1;
+	do {
+		if (dwarf_tag(&child) == DW_TAG_imported_unit)
+			return 0;
+		if (dwarf_haspc(&child, da) != 0)
+			return 0; /* Inside it, or unknown: take the full walk. */
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return 1;
+}
+
 /* Fills frames from DWARF for module address @p a. Returns the count, 0
  * when DWARF knows nothing of @p a, or -ENOMEM. */
 static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_names,
@@ -361,15 +530,30 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 		if (dwarf_lineno(ln, &line) != 0)
 			line = 0;
 	}
+	if (m->memo_valid && m->memo_a == a + 1 && m->memo_pool == pool &&
+	    m->memo_raw == raw_names && m->memo_n <= max && m->memo_cu_addr == cudie->addr && ln &&
+	    ln == m->memo_line && same_innermost(&m->memo_inner, da)) {
+		memcpy(frames, m->memo_frames, m->memo_n * sizeof(*frames));
+		return (int)m->memo_n;
+	}
+	m->memo_valid = 0;
 	uint32_t n = 0;
 	int rc = 0;
 	Dwarf_Die *scopes = NULL;
-	int nscopes = dwarf_getscopes(cudie, da, &scopes);
+	Dwarf_Die inner = { 0 };
+	if (m->tops_state == 0 && (rc = build_tops(m)) != 0)
+		return rc;
+	Dwarf_Die first;
+	int nscopes = fast_innermost(m, cudie, da, &first);
+	if (nscopes < 0) {
+		nscopes = dwarf_getscopes(cudie, da, &scopes);
+		if (nscopes > 0)
+			first = scopes[0];
+	}
 	if (nscopes > 0) {
 		/* dwarf_getscopes loses the outer levels of nested inlines: redo the
 		 * walk from the innermost DIE, as eu-addr2line -i does. */
-		Dwarf_Die inner;
-		Dwarf_Off off = dwarf_dieoffset(&scopes[0]);
+		Dwarf_Off off = dwarf_dieoffset(&first);
 		free(scopes);
 		scopes = NULL;
 		nscopes = dwarf_offdie(dwarf_cu_getdwarf(cudie->cu), off, &inner)
@@ -417,6 +601,17 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 	free(scopes);
 	if (rc)
 		return rc;
+	if (have_func && ln && n <= SP_SYMCACHE_MAX_FRAMES) {
+		m->memo_valid = 1;
+		m->memo_a = a;
+		m->memo_cu_addr = cudie->addr;
+		m->memo_line = ln;
+		m->memo_inner = inner;
+		m->memo_pool = pool;
+		m->memo_raw = raw_names;
+		m->memo_n = n;
+		memcpy(m->memo_frames, frames, n * sizeof(*frames));
+	}
 	if (!have_func) {
 		/* No subprogram DIE: the symbol table names the physical frame. */
 		if (n >= max)

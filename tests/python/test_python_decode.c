@@ -482,7 +482,7 @@ SP_TEST(walk_refuses_a_stack_torn_while_read)
 		uint32_t calls = c.calls;
 		CHECK(calls >= 2);
 		/* The caller frame moves to another instruction just before the
-		 * check (the last call): refused. */
+		 * check (the last call): still the same call, accepted. */
 		sp_py_mem_reset(&e.w.mem);
 		uint64_t ia = fib1 + l->frame_instr;
 		uint64_t old = sp_le64(e.im.mem + (ia - IMG_BASE));
@@ -490,12 +490,25 @@ SP_TEST(walk_refuses_a_stack_torn_while_read)
 		c.change_at = calls;
 		c.addr = ia;
 		c.value = l->instr_is_lasti ? (old & ~0xffffffffull) | 0 : old - 4;
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 4);
+		CHECK_EQ(e.w.mem.torn, 0);
+		img_put64(&e.im, ia, old);
+		/* Its link to its caller changes: the chain is another one now,
+		 * refused. */
+		sp_py_mem_reset(&e.w.mem);
+		uint64_t pa = fib1 + l->frame_previous;
+		uint64_t old_prev = sp_le64(e.im.mem + (pa - IMG_BASE));
+		c.calls = 0;
+		c.change_at = calls;
+		c.addr = pa;
+		c.value = old_prev + 64;
 		CHECK_EQ(sp_py_walk(&e.w, top, f, 16, &n, &tr), STACKPULSE_ESTATE);
 		CHECK_EQ(n, 0);
 		CHECK_EQ(tr, 1);
 		CHECK_EQ(e.w.mem.torn, 1);
 		/* Changed back: fine again. */
-		img_put64(&e.im, ia, old);
+		img_put64(&e.im, pa, old_prev);
 		sp_py_mem_reset(&e.w.mem);
 		c.change_at = 0;
 		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));

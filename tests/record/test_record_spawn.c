@@ -386,7 +386,10 @@ SP_TEST(spawn_python_frames)
 	char script[600];
 	snprintf(script, sizeof(script), "%s/tests/record/targets/pyladder.py",
 	         sp_test_source_root());
-	char *argv[] = { "python3", script, "1.5", NULL };
+	/* The interpreter itself, not a wrapper (pyenv shims are shell scripts
+	 * whose own processes would dilute the samples). */
+	char *python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+	char *argv[] = { python, script, "1.5", NULL };
 	stackpulse_recorder_opts o = fast_opts();
 	run r;
 	record_spawn(&r, argv, "python", &o);
