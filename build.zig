@@ -110,6 +110,12 @@ pub fn build(b: *std.Build) void {
     for (example_installs.items) |s| run_tests.step.dependOn(s);
     const test_step = b.step("test", "Run unit/integration tests, replay the fuzz corpus, check exports");
     test_step.dependOn(&exports.step);
+    const link_check = b.addSystemCommand(&.{"bash"});
+    link_check.addFileArg(b.path(".ci/check-link.sh"));
+    link_check.addDirectoryArg(prefix_dir);
+    link_check.has_side_effects = true;
+    link_check.step.dependOn(b.getInstallStep());
+    test_step.dependOn(&link_check.step);
     test_step.dependOn(&run_tests.step);
 
     // Valgrind cannot decode every instruction of -mcpu=native (AVX-512 in
@@ -338,6 +344,10 @@ fn hasSystemLibstdcxx(ctx: Ctx) bool {
 fn addLib(ctx: Ctx, name: []const u8, linkage: std.builtin.LinkMode, srcs: []const []const u8) *std.Build.Step.Compile {
     const m = cModule(ctx);
     m.addCSourceFiles(.{ .files = srcs, .flags = &c_flags });
+    // UB checks trap instead of calling zig's UBSan runtime, so the
+    // installed libraries link with any C toolchain (full reports come from
+    // the clang-14 `sanitize` step).
+    if (ctx.optimize == .debug) m.sanitize_c = .trap;
     if (linkage == .dynamic) {
         m.pic = true;
         linkSystem(ctx, m, true);
