@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -201,31 +202,39 @@ static int pass_fn(void *ctx, uint32_t lineno, ksym_line *l)
 	return 0;
 }
 
+typedef struct pick {
+	uint32_t line;
+	size_t gap;
+} pick;
+
 static int by_line(const void *a, const void *b)
 {
-	const gap *x = *(const gap *const *)a, *y = *(const gap *const *)b;
+	const pick *x = a, *y = b;
 	return (x->line > y->line) - (x->line < y->line);
 }
 
 static int emit(pass *p, sp_ksym_fn fn, void *ctx)
 {
 	/* Each address takes the last gap at or below it that has a symbol. */
-	gap **used = sp_calloc(p->n, sizeof(*used));
+	pick *used = sp_calloc(p->n, sizeof(*used));
 	if (!used)
 		return -ENOMEM;
-	size_t m = 0;
-	const gap *cur = NULL;
+	size_t m = 0, cur = SIZE_MAX;
 	for (size_t i = 0; i < p->n; i++) {
 		if (p->gaps[i].line)
-			cur = &p->gaps[i];
-		if (cur && (m == 0 || used[m - 1] != cur))
-			used[m++] = (gap *)(uintptr_t)cur;
+			cur = i;
+		if (cur != SIZE_MAX && (m == 0 || used[m - 1].gap != cur)) {
+			used[m].line = p->gaps[cur].line;
+			used[m++].gap = cur;
+		}
 	}
 	/* Distinct lines (gaps are distinct symbols), in file order. */
 	qsort(used, m, sizeof(*used), by_line);
 	int rc = 0;
-	for (size_t i = 0; i < m && rc == 0; i++)
-		rc = fn(ctx, used[i]->start, used[i]->text, used[i]->text + used[i]->name_len + 1);
+	for (size_t i = 0; i < m && rc == 0; i++) {
+		const gap *g = &p->gaps[used[i].gap];
+		rc = fn(ctx, g->start, g->text, g->text + g->name_len + 1);
+	}
 	sp_free(used);
 	return rc;
 }

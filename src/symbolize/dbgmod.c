@@ -27,11 +27,16 @@ typedef struct sym {
  * DIE of the CU per lookup (thousands in big CUs); this index finds the
  * first one containing an address directly. */
 typedef struct top_range {
-	uint64_t lo, hi;  /* [lo, hi) in DWARF addresses. */
-	uint64_t max_hi;  /* Highest hi up to here in lo order. */
-	Dwarf_Off cu_off; /* The DIE's CU. */
+	uint64_t lo, hi; /* [lo, hi) in DWARF addresses. */
+	uint64_t max_hi; /* Highest hi up to here in lo order. */
 	Dwarf_Die die;
 } top_range;
+
+typedef struct top_cu {
+	Dwarf_Off cu_off;
+	size_t first, count; /* Its segment of tops. */
+	int usable;
+} top_cu;
 
 typedef struct cu_range {
 	uint64_t lo, hi; /* [lo, hi) in DWARF addresses. */
@@ -57,9 +62,10 @@ struct sp_dbgmod {
 	/* The last DWARF answer: a return address (offset - 1) usually sits in
 	 * the same line row and innermost scope as the offset looked up just
 	 * before it, and then gets the same frames without dwarf_getscopes. */
-	int tops_state; /* 0 unbuilt, 1 built, -1 unusable: dwarf_getscopes. */
 	top_range *tops;
-	size_t ntops;
+	size_t ntops, captops;
+	top_cu *topcus; /* Sorted by cu_off. */
+	size_t ntopcus, captopcus;
 	int memo_valid;
 	uint64_t memo_a;
 	void *memo_cu_addr;
@@ -180,6 +186,7 @@ void sp_dbgmod_free(sp_dbgmod *m)
 	sp_free(m->syms);
 	sp_free(m->cus);
 	sp_free(m->tops);
+	sp_free(m->topcus);
 	sp_free(m->path);
 	sp_free(m);
 }
@@ -358,56 +365,88 @@ static int top_cmp(const void *pa, const void *pb)
 	return a->die.addr < b->die.addr ? -1 : a->die.addr > b->die.addr;
 }
 
-/* Ranges of every CU's top-level DIEs. Units that import others (dwz)
- * or ranges libdw cannot read leave the index unused. */
-static int build_tops(sp_dbgmod *m)
+/* Indexes the top-level DIEs of one CU, once, on its first lookup: a
+ * segment of m->tops sorted by lo. A CU that imports units (dwz) or has
+ * ranges libdw cannot read is marked unusable. */
+static int cu_tops(sp_dbgmod *m, Dwarf_Die *cudie, const top_cu **out)
 {
-	m->tops_state = -1;
-	size_t cap = 0;
-	Dwarf_Die *cu = NULL;
-	Dwarf_Addr bias;
-	while ((cu = dwfl_module_nextcu(m->mod, cu, &bias)) != NULL) {
-		Dwarf_Off cu_off = dwarf_dieoffset(cu);
-		Dwarf_Die die;
-		if (dwarf_child(cu, &die) != 0)
-			continue;
-		do {
-			if (dwarf_tag(&die) == DW_TAG_imported_unit)
-				return 0;
-			ptrdiff_t o = 0;
-			Dwarf_Addr base, lo, hi;
-			while ((o = dwarf_ranges(&die, o, &base, &lo, &hi)) > 0) {
-				if (hi <= lo)
-					continue;
-				if (m->ntops == cap) {
-					if (cap >= MAX_CU_RANGES)
-						return 0;
-					size_t ncap = cap ? cap * 2 : 256;
-					top_range *n = sp_realloc_array(m->tops, ncap, sizeof(*n));
-					if (!n)
-						return sp_error(-ENOMEM,
-						                "symbolizer: out of memory");
-					m->tops = n;
-					cap = ncap;
+	*out = NULL;
+	Dwarf_Off cu_off = dwarf_dieoffset(cudie);
+	size_t lo = 0, hi = m->ntopcus;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->topcus[mid].cu_off < cu_off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < m->ntopcus && m->topcus[lo].cu_off == cu_off) {
+		*out = &m->topcus[lo];
+		return 0;
+	}
+	if (m->ntopcus == m->captopcus) {
+		size_t ncap = m->captopcus ? m->captopcus * 2 : 16;
+		top_cu *n = sp_realloc_array(m->topcus, ncap, sizeof(*n));
+		if (!n)
+			return sp_error(-ENOMEM, "symbolizer: out of memory");
+		m->topcus = n;
+		m->captopcus = ncap;
+	}
+	top_cu c = { cu_off, m->ntops, 0, 1 };
+	Dwarf_Die die;
+	int r = dwarf_child(cudie, &die);
+	while (r == 0 && c.usable) {
+		if (dwarf_tag(&die) == DW_TAG_imported_unit) {
+			c.usable = 0;
+			break;
+		}
+		ptrdiff_t o = 0;
+		Dwarf_Addr base, rlo, rhi;
+		while ((o = dwarf_ranges(&die, o, &base, &rlo, &rhi)) > 0) {
+			if (rhi <= rlo)
+				continue;
+			if (m->ntops == m->captops) {
+				size_t ncap = m->captops ? m->captops * 2 : 256;
+				if (ncap > MAX_CU_RANGES) {
+					c.usable = 0;
+					break;
 				}
-				top_range *t = &m->tops[m->ntops++];
-				t->lo = lo;
-				t->hi = hi;
-				t->cu_off = cu_off;
-				t->die = die;
+				top_range *n = sp_realloc_array(m->tops, ncap, sizeof(*n));
+				if (!n) {
+					m->ntops = c.first;
+					return sp_error(-ENOMEM, "symbolizer: out of memory");
+				}
+				m->tops = n;
+				m->captops = ncap;
 			}
-			if (o < 0)
-				return 0;
-		} while (dwarf_siblingof(&die, &die) == 0);
+			top_range *t = &m->tops[m->ntops++];
+			t->lo = rlo;
+			t->hi = rhi;
+			t->die = die;
+		}
+		if (o < 0)
+			c.usable = 0;
+		r = dwarf_siblingof(&die, &die);
 	}
-	qsort(m->tops, m->ntops, sizeof(*m->tops), top_cmp);
-	uint64_t mx = 0;
-	for (size_t i = 0; i < m->ntops; i++) {
-		if (m->tops[i].hi > mx)
-			mx = m->tops[i].hi;
-		m->tops[i].max_hi = mx;
+	if (r < 0)
+		c.usable = 0;
+	if (!c.usable) {
+		m->ntops = c.first;
+	} else {
+		c.count = m->ntops - c.first;
+		top_range *seg = m->tops + c.first;
+		qsort(seg, c.count, sizeof(*seg), top_cmp);
+		uint64_t mx = 0;
+		for (size_t i = 0; i < c.count; i++) {
+			if (seg[i].hi > mx)
+				mx = seg[i].hi;
+			seg[i].max_hi = mx;
+		}
 	}
-	m->tops_state = 1;
+	memmove(&m->topcus[lo + 1], &m->topcus[lo], (m->ntopcus - lo) * sizeof(*m->topcus));
+	m->topcus[lo] = c;
+	m->ntopcus++;
+	*out = &m->topcus[lo];
 	return 0;
 }
 
@@ -420,23 +459,23 @@ static int is_scope_tag(int tag)
 /* The innermost scope DIE containing @p da, as dwarf_getscopes finds it
  * (first match at each level, in DIE order). Returns 1 found, 0 none, -1
  * when this fast path cannot be sure (the caller then asks libdw). */
-static int fast_innermost(sp_dbgmod *m, Dwarf_Die *cudie, uint64_t da, Dwarf_Die *out)
+static int fast_innermost(sp_dbgmod *m, const top_cu *c, uint64_t da, Dwarf_Die *out)
 {
-	if (m->tops_state != 1)
+	if (!c || !c->usable)
 		return -1;
-	Dwarf_Off cu_off = dwarf_dieoffset(cudie);
-	size_t lo = 0, hi = m->ntops;
+	const top_range *seg = m->tops + c->first;
+	size_t lo = 0, hi = c->count;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (m->tops[mid].lo <= da)
+		if (seg[mid].lo <= da)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	const top_range *best = NULL;
-	for (size_t i = lo; i > 0 && m->tops[i - 1].max_hi > da; i--) {
-		const top_range *t = &m->tops[i - 1];
-		if (t->hi > da && t->cu_off == cu_off &&
+	for (size_t i = lo; i > 0 && seg[i - 1].max_hi > da; i--) {
+		const top_range *t = &seg[i - 1];
+		if (t->hi > da &&
 		    (!best || (const char *)t->die.addr < (const char *)best->die.addr))
 			best = t;
 	}
@@ -541,10 +580,11 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 	int rc = 0;
 	Dwarf_Die *scopes = NULL;
 	Dwarf_Die inner = { 0 };
-	if (m->tops_state == 0 && (rc = build_tops(m)) != 0)
+	const top_cu *tc;
+	if ((rc = cu_tops(m, cudie, &tc)) != 0)
 		return rc;
 	Dwarf_Die first;
-	int nscopes = fast_innermost(m, cudie, da, &first);
+	int nscopes = fast_innermost(m, tc, da, &first);
 	if (nscopes < 0) {
 		nscopes = dwarf_getscopes(cudie, da, &scopes);
 		if (nscopes > 0)

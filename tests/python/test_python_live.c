@@ -632,7 +632,8 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 		static sp_py_frame f[SP_PY_MAX_DEPTH];
 		uint32_t n;
 		int tr;
-		unsigned truncated = 0, capped = 0, full = 0, frames = 0, deep = 0;
+		unsigned truncated = 0, capped = 0, full = 0, frames = 0, deep = 0,
+		         sibling_lines = 0;
 		for (int k = 0; k < 600; k++) {
 			int rc = sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n,
 			                              &tr);
@@ -646,12 +647,15 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 				    is_mod = strcmp(q, "<module>") == 0;
 				int ours = strcmp(file_of(py, &f[i]), script) == 0;
 				int good;
-				if (is_rec)
-					/* the leaf anywhere in rec, callers at the call */
-					good = ours &&
-					       (seen_rec ? f[i].line == 6
-					                 : f[i].line >= 3 && f[i].line <= 6);
-				else if (is_mod)
+				if (is_rec) {
+					/* Any line of rec. A caller is normally at the call
+					 * (line 6), but a frame re-pushed at the same depth
+					 * between the walk and its check has the same links
+					 * and code, so its line may come from that sibling
+					 * call (docs/python.md, Verification). */
+					good = ours && f[i].line >= 3 && f[i].line <= 6;
+					sibling_lines += seen_rec && f[i].line != 6;
+				} else if (is_mod)
 					good = ours && i + 1 == n;
 				else
 					good = !ours && !seen_rec; /* random.py, at the leaf */
@@ -678,6 +682,10 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 		       "%.1f frames avg, %llu torn walks, %.1f us per stack\n",
 		       pys[v], full, truncated, capped, frames / 600.0, (unsigned long long)st.torn,
 		       (double)st.ns / 1000.0 / (double)st.stacks);
+		printf("    %s: %u caller frames with a sibling call's line\n", pys[v],
+		       sibling_lines);
+		/* Rare: a caller's line is wrong only when re-pushed mid-read. */
+		CHECK(sibling_lines * 20 <= frames);
 		CHECK(full + truncated > 0);
 		CHECK(deep > 0);
 		sp_python_free(py);
