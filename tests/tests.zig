@@ -14,6 +14,7 @@ pub const pure = [_][]const u8{
     "tests/format/test_spool_reject.c",
     "tests/format/test_spool_robust.c",
     "tests/format/test_spool_roundtrip.c",
+    "tests/format/test_spool_coverage.c",
     "tests/symcache/test_symcache.c",
 };
 
