@@ -313,7 +313,7 @@ struct stackpulse_process {
 	uint32_t index;      /**< Index in the spool's process table. */
 	pid_t pid;           /**< Kernel pid (may repeat after reuse). */
 	uint32_t parent;     /**< Index of the parent process, or UINT32_MAX. */
-	const char *name;    /**< comm after the last exec. */
+	const char *name;    /**< Latest comm of the leader thread. */
 	const char *cmdline; /**< Arguments separated by spaces. */
 	uint64_t start_ns;   /**< Time first seen. */
 	uint64_t end_ns;     /**< Time of exit, or 0 when still running. */

@@ -247,6 +247,10 @@ static int rec_comm(stackpulse_spool *s, sp_cursor *c)
 	                    0)))
 		return rc;
 	s->threads[thr].name = name;
+	/* As in ps and perf: a process is named after its leader thread. */
+	struct stackpulse_process *proc = &s->procs[s->threads[thr].process];
+	if (proc->pid == s->threads[thr].tid)
+		proc->name = name;
 	return 0;
 }
 

@@ -452,3 +452,25 @@ SP_TEST(sink_errors_stop_the_writer)
 	CHECK(w == NULL);
 	memsink_free(&m);
 }
+
+SP_TEST(leader_rename_renames_the_process)
+{
+	memsink m = { 0 };
+	sp_writer *w = NULL;
+	uint32_t proc, leader, worker;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	REQUIRE_OK(sp_writer_process(w, 300, UINT32_MAX, 1, "forker", "forker 1", &proc));
+	REQUIRE_OK(sp_writer_thread(w, proc, 300, 1, "forker", &leader));
+	REQUIRE_OK(sp_writer_thread(w, proc, 301, 2, "forker", &worker));
+	REQUIRE_OK(sp_writer_thread_name(w, leader, 3, "forked-kid"));
+	REQUIRE_OK(sp_writer_thread_name(w, worker, 4, "worker"));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	CHECK_STR(stackpulse_spool_process(s, proc)->name, "forked-kid");
+	CHECK_STR(stackpulse_spool_process(s, proc)->cmdline, "forker 1");
+	CHECK_STR(stackpulse_spool_thread(s, worker)->name, "worker");
+	stackpulse_spool_close(s);
+	memsink_free(&m);
+}
