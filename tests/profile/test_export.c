@@ -16,51 +16,6 @@
 #include "fields.h"
 #include "synth.h"
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 4096, n = 0;
-	char *buf = malloc(cap);
-	size_t k;
-	while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-		n += k;
-		if (cap - n < 2) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = '\0';
-	if (len)
-		*len = n;
-	return buf;
-}
-
-static int have_program(const char *name)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
-	return system(cmd) == 0;
-}
-
-/* Runs @p cmd through sh; returns its exit status (or -1). */
-static int run(const char *cmd)
-{
-	int st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
 static stackpulse_profile *export_fixture(sp_buf *mem, stackpulse_spool **spool)
 {
 	*spool = syn_spool(mem, NULL);
@@ -69,7 +24,7 @@ static stackpulse_profile *export_fixture(sp_buf *mem, stackpulse_spool **spool)
 
 SP_TEST(pprof_matches_go_tool_pprof_top)
 {
-	if (!have_program("go"))
+	if (!sp_test_have_program("go"))
 		sp_test_skip("go is not installed (Debian golang-go provides `go tool pprof`)");
 	sp_buf mem;
 	stackpulse_spool *s;
@@ -80,7 +35,7 @@ SP_TEST(pprof_matches_go_tool_pprof_top)
 	snprintf(out, sizeof(out), "%s/pprof-top.txt", tmp);
 	REQUIRE_OK(stackpulse_export_to_path(p, STACKPULSE_EXPORT_PPROF, NULL, path));
 	size_t len = 0;
-	char *raw = read_file(path, &len);
+	char *raw = sp_test_read_file(path, &len);
 	REQUIRE(raw != NULL);
 	CHECK(len > 20 && (unsigned char)raw[0] == 0x1f && (unsigned char)raw[1] == 0x8b);
 	free(raw);
@@ -90,13 +45,13 @@ SP_TEST(pprof_matches_go_tool_pprof_top)
 	         "GOPATH=%s/gopath GOFLAGS= GOTOOLCHAIN=local go tool pprof -top -nodecount=20 %s "
 	         ">%s 2>%s.err",
 	         tmp, tmp, tmp, tmp, path, out, out);
-	int rc = run(cmd);
-	char *text = read_file(out, NULL);
+	int rc = sp_test_run(cmd);
+	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	if (rc != 0) {
 		char errp[600];
 		snprintf(errp, sizeof(errp), "%s.err", out);
-		char *err = read_file(errp, NULL);
+		char *err = sp_test_read_file(errp, NULL);
 		fprintf(stderr, "    go tool pprof failed (%d): %s\n", rc, err ? err : "");
 		free(err);
 	}
@@ -208,7 +163,7 @@ static const char firefox_check_py[] =
 
 SP_TEST(firefox_profile_structure)
 {
-	if (!have_program("python3"))
+	if (!sp_test_have_program("python3"))
 		sp_test_skip("python3 is not installed");
 	sp_buf mem;
 	stackpulse_spool *s;
@@ -224,8 +179,8 @@ SP_TEST(firefox_profile_structure)
 	fputs(firefox_check_py, f);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd), "python3 %s %s >%s 2>&1", py, path, out);
-	int rc = run(cmd);
-	char *text = read_file(out, NULL);
+	int rc = sp_test_run(cmd);
+	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	if (rc != 0)
 		fprintf(stderr, "    %s\n", text);
@@ -321,7 +276,7 @@ static const char zoom_script[] =
 
 SP_TEST(svg_flamegraph_parses_and_renders)
 {
-	if (!have_program("python3"))
+	if (!sp_test_have_program("python3"))
 		sp_test_skip("python3 is not installed");
 	sp_buf mem;
 	stackpulse_spool *s;
@@ -339,8 +294,8 @@ SP_TEST(svg_flamegraph_parses_and_renders)
 	fputs(svg_check_py, f);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd), "python3 %s %s >%s 2>&1", py, path, out);
-	int rc = run(cmd);
-	char *text = read_file(out, NULL);
+	int rc = sp_test_run(cmd);
+	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	if (rc != 0)
 		fprintf(stderr, "    %s\n", text);
@@ -365,15 +320,15 @@ SP_TEST(svg_flamegraph_parses_and_renders)
 		CHECK(strstr(text, want[i]) != NULL);
 	}
 	free(text);
-	char *svg = read_file(path, NULL);
+	char *svg = sp_test_read_file(path, NULL);
 	REQUIRE(svg != NULL);
 	CHECK(strstr(svg, "ladder &lt;&amp;&gt; &quot;test&quot;") != NULL);
 	free(svg);
 
 	/* Render once in headless Chromium and check the picture is not blank. */
-	const char *browser = have_program("chromium")           ? "chromium"
-	                      : have_program("chromium-browser") ? "chromium-browser"
-	                                                         : NULL;
+	const char *browser = sp_test_have_program("chromium")           ? "chromium"
+	                      : sp_test_have_program("chromium-browser") ? "chromium-browser"
+	                                                                 : NULL;
 	if (!browser)
 		sp_test_skip("chromium is not installed (apt-get install -y chromium)");
 	char png[512], png_py[512], log[512];
@@ -385,15 +340,15 @@ SP_TEST(svg_flamegraph_parses_and_renders)
 	         "--no-first-run --user-data-dir=%s/chromium-profile --enable-logging=stderr "
 	         "--screenshot=%s --window-size=1200,800 file://%s >%s 2>&1",
 	         tmp, tmp, browser, tmp, png, path, log);
-	rc = run(cmd);
+	rc = sp_test_run(cmd);
 	struct stat sb;
 	if (rc != 0 || stat(png, &sb) != 0) {
-		char *l = read_file(log, NULL);
+		char *l = sp_test_read_file(log, NULL);
 		fprintf(stderr, "    chromium exit %d: %.2000s\n", rc, l ? l : "");
 		free(l);
 		sp_test_skip("headless chromium could not render here");
 	}
-	char *l = read_file(log, NULL);
+	char *l = sp_test_read_file(log, NULL);
 	if (l && strstr(l, "Uncaught"))
 		fprintf(stderr, "    script error in the SVG: %.2000s\n", l);
 	CHECK(l && !strstr(l, "Uncaught")); /* The inline script loads without errors. */
@@ -402,7 +357,7 @@ SP_TEST(svg_flamegraph_parses_and_renders)
 	 * siblings hide, and its children scale with it. */
 	char zoom_svg[512];
 	snprintf(zoom_svg, sizeof(zoom_svg), "%s/zoom.svg", tmp);
-	svg = read_file(path, NULL);
+	svg = sp_test_read_file(path, NULL);
 	REQUIRE(svg != NULL);
 	char *tail = strstr(svg, "</svg>");
 	REQUIRE(tail != NULL);
@@ -418,8 +373,8 @@ SP_TEST(svg_flamegraph_parses_and_renders)
 	        "cd %s && HOME=%s timeout 90 %s --headless --no-sandbox --disable-gpu "
 	        "--no-first-run --user-data-dir=%s/chromium-profile --dump-dom file://%s >%s 2>>%s",
 	        tmp, tmp, browser, tmp, zoom_svg, out, log);
-	CHECK_EQ(run(cmd), 0);
-	text = read_file(out, NULL);
+	CHECK_EQ(sp_test_run(cmd), 0);
+	text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	CHECK(strstr(text, "RESULT ") != NULL);
 	CHECK(strstr(text, "|ladder+0x1400=10.00,1180.00|") != NULL);
@@ -433,8 +388,8 @@ SP_TEST(svg_flamegraph_parses_and_renders)
 	fputs(png_check_py, f);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd), "python3 %s %s >%s 2>&1", png_py, png, out);
-	rc = run(cmd);
-	text = read_file(out, NULL);
+	rc = sp_test_run(cmd);
+	text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	int colours = 0;
 	double share = 0;

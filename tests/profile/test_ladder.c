@@ -15,40 +15,6 @@
 #include "harness.h"
 #include "stackpulse.h"
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 65536, n = 0, k;
-	char *buf = malloc(cap);
-	while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-		n += k;
-		if (cap - n < 2) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = '\0';
-	return buf;
-}
-
-static int run(const char *cmd)
-{
-	int st = system(cmd);
-	if (st == -1 || !WIFEXITED(st))
-		return -1;
-	return WEXITSTATUS(st);
-}
-
 /* Paths of record and report, or a skip. */
 static void tools(char *record, char *report, size_t n)
 {
@@ -65,13 +31,13 @@ static void tools(char *record, char *report, size_t n)
 static void build_workload(const char *name, char *exe, size_t n)
 {
 	char cmd[2048];
-	if (run("command -v cc >/dev/null 2>&1") != 0)
+	if (sp_test_run("command -v cc >/dev/null 2>&1") != 0)
 		sp_test_skip("no C compiler (cc) to build the workload");
 	snprintf(exe, n, "%s/%s", sp_test_tmpdir(), name);
 	snprintf(cmd, sizeof(cmd),
 	         "cc -O2 -g -fomit-frame-pointer -pthread -o %s %s/examples/workloads/%s.c", exe,
 	         sp_test_source_root(), name);
-	REQUIRE_EQ(run(cmd), 0);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
 }
 
 /* Records @p args into @p spool; skips when this machine cannot sample. */
@@ -81,8 +47,8 @@ static void record_cmd(const char *record, const char *spool, const char *args)
 	snprintf(log, sizeof(log), "%s.record.log", spool);
 	snprintf(cmd, sizeof(cmd), "%s -F 499 --kernel=off -o %s -- %s >%s 2>&1", record, spool,
 	         args, log);
-	int rc = run(cmd);
-	char *text = slurp(log);
+	int rc = sp_test_run(cmd);
+	char *text = sp_test_read_file(log, NULL);
 	if (rc != 0) {
 		fprintf(stderr, "    record failed (%d): %s\n", rc, text ? text : "");
 		if (text && (strstr(text, "perf_event_paranoid") || strstr(text, "not permitted") ||
@@ -105,8 +71,8 @@ SP_TEST(ladder_folded_exact_stacks)
 	snprintf(cmd, sizeof(cmd), "%s 3", exe);
 	record_cmd(record, spool, cmd);
 	snprintf(cmd, sizeof(cmd), "%s %s --folded >%s", report, spool, out);
-	REQUIRE_EQ(run(cmd), 0);
-	char *text = slurp(out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 
 	static const char *const tails[3] = { ";main;ladder_run;work_a", ";main;ladder_run;work_b",
@@ -158,8 +124,8 @@ SP_TEST(ladder_folded_exact_stacks)
 
 	/* --pid and --tid name the root "ladder-PID/TID". */
 	snprintf(cmd, sizeof(cmd), "%s %s --folded --pid --tid >%s", report, spool, out);
-	REQUIRE_EQ(run(cmd), 0);
-	text = slurp(out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	int pid = 0, tid = 0;
 	if (strncmp(text, "ladder-", 7) == 0) {
@@ -178,7 +144,7 @@ SP_TEST(ladder_pprof_agrees_with_top)
 {
 	char record[512], report[512], exe[512], spool[512], cmd[4096];
 	tools(record, report, sizeof(record));
-	if (run("command -v go >/dev/null 2>&1") != 0)
+	if (sp_test_run("command -v go >/dev/null 2>&1") != 0)
 		sp_test_skip("go is not installed (Debian golang-go)");
 	const char *tmp = sp_test_tmpdir();
 	build_workload("ladder", exe, sizeof(exe));
@@ -189,19 +155,19 @@ SP_TEST(ladder_pprof_agrees_with_top)
 	         "%s %s --top 10 >%s/top.txt && %s %s --pprof %s/l.pb.gz >/dev/null && "
 	         "%s %s --svg %s/l.svg >/dev/null && %s %s --firefox %s/l.json >/dev/null",
 	         report, spool, tmp, report, spool, tmp, report, spool, tmp, report, spool, tmp);
-	REQUIRE_EQ(run(cmd), 0);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
 	snprintf(
 	        cmd, sizeof(cmd),
 	        "cd %s && mkdir -p home gocache && HOME=%s/home GOCACHE=%s/gocache "
 	        "GOPATH=%s/home/go "
 	        "GOTOOLCHAIN=local go tool pprof -top -nodecount=20 l.pb.gz >pprof.txt 2>pprof.err",
 	        tmp, tmp, tmp, tmp);
-	REQUIRE_EQ(run(cmd), 0);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
 	char path[600];
 	snprintf(path, sizeof(path), "%s/top.txt", tmp);
-	char *ours = slurp(path);
+	char *ours = sp_test_read_file(path, NULL);
 	snprintf(path, sizeof(path), "%s/pprof.txt", tmp);
-	char *theirs = slurp(path);
+	char *theirs = sp_test_read_file(path, NULL);
 	REQUIRE(ours && theirs);
 	/* Each of our rows: "SELF SELF% TOTAL TOTAL%  NAME[ tag]". */
 	int rows = 0;
@@ -252,7 +218,7 @@ SP_TEST(ladder_pprof_agrees_with_top)
 	         "d[\"meta\"][\"version\"]' "
 	         "%s/l.svg %s/l.json",
 	         tmp, tmp);
-	CHECK_EQ(run(cmd), 0);
+	CHECK_EQ(sp_test_run(cmd), 0);
 }
 
 SP_TEST(threads_rooted_at_thread_names)
@@ -265,8 +231,8 @@ SP_TEST(threads_rooted_at_thread_names)
 	snprintf(cmd, sizeof(cmd), "%s 1.5", exe);
 	record_cmd(record, spool, cmd);
 	snprintf(cmd, sizeof(cmd), "%s %s --folded --thread-names >%s", report, spool, out);
-	REQUIRE_EQ(run(cmd), 0);
-	char *text = slurp(out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	long long per[3] = { 0, 0, 0 };
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -324,8 +290,8 @@ SP_TEST(python_workload_named_frames)
 			sp_test_skip("the recorder stored no Python frames for this interpreter");
 
 		snprintf(cmd, sizeof(cmd), "%s %s --folded >%s", report, spool, out);
-		REQUIRE_EQ(run(cmd), 0);
-		char *text = slurp(out);
+		REQUIRE_EQ(sp_test_run(cmd), 0);
+		char *text = sp_test_read_file(out, NULL);
 		REQUIRE(text != NULL);
 		long long fib = 0, matrix = 0, all = 0;
 		for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define SP_MAX_TESTS 512
@@ -70,6 +71,49 @@ const char *sp_test_source_root(void)
 {
 	const char *root = getenv("SP_SOURCE_ROOT");
 	return root ? root : ".";
+}
+
+char *sp_test_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	size_t cap = 65536, n = 0, k;
+	char *buf = malloc(cap);
+	while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+		n += k;
+		if (cap - n < 2) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	if (buf)
+		buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
+}
+
+int sp_test_run(const char *cmd)
+{
+	int st = system(cmd);
+	if (st == -1 || !WIFEXITED(st))
+		return -1;
+	return WEXITSTATUS(st);
+}
+
+int sp_test_have_program(const char *name)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
+	return sp_test_run(cmd) == 0;
 }
 
 static int selected(int argc, char **argv, const char *name)

@@ -29,6 +29,12 @@ _Noreturn void sp_test_skip(const char *why);
 const char *sp_test_tmpdir(void);
 /* Path of the repository root (from SP_SOURCE_ROOT or the cwd). */
 const char *sp_test_source_root(void);
+/* The whole file, NUL-terminated (malloc'd; NULL if unreadable). */
+char *sp_test_read_file(const char *path, size_t *len);
+/* Runs @p cmd through sh: its exit status, or -1 if it did not exit. */
+int sp_test_run(const char *cmd);
+/* 1 when @p name is a command on PATH. */
+int sp_test_have_program(const char *name);
 
 #define SP_TEST(name)                                                                              \
 	static void name(void);                                                                    \
