@@ -266,7 +266,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(spool);
-	if (meta->truncated)
+	if (meta->damaged)
+		fprintf(stderr, "report: %s is damaged (%s); reading the %u chunks before it\n",
+		        spool_path, meta->damage, meta->chunks);
+	else if (meta->truncated)
 		fprintf(stderr, "report: %s was cut short; reading its %u complete chunks\n",
 		        spool_path, meta->chunks);
 	/* Copied now: the meta belongs to the spool, closed before printing. */

@@ -2,7 +2,8 @@
  * over synthetic memory images: the input is a version selector, flags, a
  * tid and a memory image at IMG_BASE (format in tests/python/py_image.h).
  * It lists thread states, walks every frame chain with and without a stack
- * copy and the page cache, decodes line tables, parses debug offsets and
+ * copy and the page cache, anchored on the stack copy (3.10), decodes
+ * line tables, parses debug offsets and
  * merges the result into a made-up native stack. Everything returned must
  * be in bounds and self-consistent; the walk must never exceed its limits. */
 #include <stddef.h>
@@ -16,6 +17,7 @@
  * the harnesses link: compile them in. */
 #include "record/python_layout.c"
 #include "record/python_memory.c"
+#include "record/python_code.c"
 #include "record/python_merge.c"
 
 #include "../tests/python/py_image.h"
@@ -36,7 +38,7 @@ static void check_frames(sp_py_walker *w, const sp_py_frame *f, uint32_t n, uint
 		if (strlen(c->qualname) > 4 * SP_PY_MAX_STR ||
 		    strlen(c->filename) > 4 * SP_PY_MAX_STR)
 			__builtin_trap();
-		if (c->linetable_len > SP_PY_MAX_LINETABLE || (f[i].flags & ~1u))
+		if (c->linetable_len > SP_PY_MAX_LINETABLE || (f[i].flags & ~7u))
 			__builtin_trap();
 	}
 }
@@ -129,6 +131,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			continue;
 		check_frames(&w, f, n, max);
 		merge_check(img, len, f, n, tr);
+	}
+	/* A walk anchored on the stack copy (3.10 frame objects), as the
+	 * reader does when it has one. */
+	uint64_t anchor = 0;
+	if (sp_py_anchor(&w, &anchor) == 0) {
+		int arc = sp_py_walk(&w, anchor, f, SP_PY_MAX_DEPTH, &n, &tr);
+		if (arc == STACKPULSE_ESTATE)
+			__builtin_trap();
+		if (arc == 0) {
+			check_frames(&w, f, n, SP_PY_MAX_DEPTH);
+			merge_check(img, len, f, n, tr);
+		}
 	}
 	/* A walk from an arbitrary address taken from the input. */
 	if (len >= 16) {

@@ -29,13 +29,14 @@ static void check_tables(const stackpulse_spool *s)
 	for (uint32_t i = 0; i < nprocs; i++) {
 		const struct stackpulse_process *p = stackpulse_spool_process(s, i);
 		ENSURE(p && p->index == i && p->name && p->cmdline && p->pid >= 0);
+		ENSURE(p->initial_name && p->initial_cmdline);
 		ENSURE(p->parent == UINT32_MAX || p->parent < i);
 		ENSURE(strlen(p->name) <= 65536 && strlen(p->cmdline) <= 65536);
 	}
 	ENSURE(stackpulse_spool_process(s, nprocs) == NULL);
 	for (uint32_t i = 0; i < nthreads; i++) {
 		const struct stackpulse_thread *t = stackpulse_spool_thread(s, i);
-		ENSURE(t && t->index == i && t->process < nprocs && t->name);
+		ENSURE(t && t->index == i && t->process < nprocs && t->name && t->initial_name);
 	}
 	uint32_t nmods = stackpulse_spool_module_count(s);
 	for (uint32_t i = 0; i < nmods; i++) {
@@ -70,6 +71,9 @@ static void check_tables(const stackpulse_spool *s)
 		ENSURE(e->process == UINT32_MAX || e->process < nprocs);
 		ENSURE(e->thread == UINT32_MAX || e->thread < nthreads);
 		ENSURE(e->other == UINT32_MAX || e->other < nprocs);
+		ENSURE(e->name && e->cmdline);
+		if (e->kind != STACKPULSE_EV_EXEC && e->kind != STACKPULSE_EV_COMM)
+			ENSURE(e->name[0] == '\0' && e->cmdline[0] == '\0');
 	}
 	for (uint32_t i = 0; i < sp_spool_mapping_count(s); i++) {
 		const struct sp_mapping *mp = sp_spool_mapping(s, i);
@@ -147,6 +151,26 @@ static void check_samples(const stackpulse_spool *s)
 	stackpulse_sample_iter_free(it);
 }
 
+/* A damaged spool keeps the chunks before the damage; a strict open fails
+ * with its code and detail. An undamaged one opens strictly alike. */
+static void check_damage(const stackpulse_spool *s, const uint8_t *data, size_t size)
+{
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
+	stackpulse_spool *x = NULL;
+	int rc = stackpulse_spool_open_memory_ex(data, size, STACKPULSE_SPOOL_STRICT, &x);
+	ENSURE(m->damage != NULL);
+	if (!m->damaged) {
+		ENSURE(rc == 0 && m->damage[0] == '\0' && m->damaged_code == 0);
+		ENSURE(stackpulse_spool_meta(x)->chunks == m->chunks);
+		stackpulse_spool_close(x);
+		return;
+	}
+	ENSURE(m->truncated == 1 && m->damaged_chunk == m->chunks && m->damaged_code < 0);
+	ENSURE(m->damaged_offset >= 16 && m->damaged_offset < size && m->damage[0] != '\0');
+	ENSURE(rc == m->damaged_code && x == NULL);
+	ENSURE(strcmp(stackpulse_last_error(), m->damage) == 0);
+}
+
 static void decode_one(const uint8_t *data, size_t size)
 {
 	stackpulse_spool *s = NULL;
@@ -155,6 +179,7 @@ static void decode_one(const uint8_t *data, size_t size)
 		ENSURE(rc < 0 && s == NULL && stackpulse_last_error()[0] != '\0');
 		return;
 	}
+	check_damage(s, data, size);
 	check_tables(s);
 	check_stacks(s);
 	check_lookups(s, data, size);

@@ -195,6 +195,23 @@ struct stackpulse_recorder_stats {
 	int python_frames;         /**< 1 when a CPython target was found. */
 	int event;                 /**< ::stackpulse_event actually used. */
 	uint64_t python_samples;   /**< Samples that carry Python frames. */
+	/* Added after 0.1.0: the cost and quality of reading Python stacks
+	 * (CPython targets only; 0 otherwise). */
+	uint64_t python_reads;        /**< Python stack reads (samples of threads of a
+	                               *   CPython process). */
+	uint64_t python_read_failed;  /**< Reads that found no Python thread state
+	                               *   (thread not yet or no longer in Python). */
+	uint64_t python_truncated;    /**< Python stacks cut (a frame freed or
+	                               *   changed under the reader, depth cap). */
+	uint64_t python_torn;         /**< Walks that saw the stack change while
+	                               *   reading it (each is retried once). */
+	uint64_t python_read_ns;      /**< Time spent reading Python stacks; divide
+	                               *   by `python_reads` for the cost per sample. */
+	uint64_t python_read_calls;   /**< process_vm_readv calls made for them. */
+	uint64_t python_delay_ns;     /**< Sum over reads of (read time - sample
+	                               *   time): Python stacks are read when the
+	                               *   ring is drained. */
+	uint64_t python_delay_max_ns; /**< Largest such delay. */
 };
 
 /**
@@ -278,8 +295,10 @@ STACKPULSE_API int stackpulse_recorder_finish(stackpulse_recorder *rec);
 /* ------------------------------------------------------------------ */
 /** @name Spool reader
  * A spool is opened once and validated completely: every chunk, checksum
- * and id is checked before the open succeeds (a cut file opens with
- * ::stackpulse_spool_meta's `truncated` set). The tables (processes,
+ * and id is checked before the open succeeds. A cut file opens with
+ * ::stackpulse_spool_meta's `truncated` set; a file with a damaged chunk
+ * opens with `damaged` and `truncated` set, keeping every chunk before the
+ * damage (::STACKPULSE_SPOOL_STRICT refuses it instead). The tables (processes,
  * threads, modules, frames, stacks) are kept in memory; samples are
  * streamed one chunk at a time by a ::stackpulse_sample_iter.
  * Accessors are read-only and may run concurrently.
@@ -302,10 +321,25 @@ struct stackpulse_spool_meta {
 	const char *hostname;       /**< uname nodename. */
 	int kernel_frames;          /**< 1 when kernel frames were recorded. */
 	const char *kernel_note;    /**< Why kernel frames are missing, or "". */
-	int truncated;              /**< 1 when the file was cut (no footer). */
+	int truncated;              /**< 1 when not all of the file was read: it
+	                             *   was cut (no footer) or is `damaged`. */
 	uint64_t samples;           /**< Samples in the file. */
 	uint64_t lost;              /**< Samples reported lost. */
 	uint32_t chunks;            /**< Complete chunks read. */
+	/* Added after 0.1.0: damage reporting. */
+	int damaged;             /**< 1 when reading stopped at damaged bytes (a bad
+	                          *   checksum, zstd frame or record): every chunk
+	                          *   before them was kept, nothing after them, and
+	                          *   `truncated` is 1 too. */
+	uint32_t damaged_chunk;  /**< Index of the damaged chunk (equals `chunks`);
+	                          *   `chunks` for a damaged footer. 0 when not damaged. */
+	uint64_t damaged_offset; /**< File offset of the damaged chunk header (or
+	                          *   footer). 0 when not damaged. */
+	int damaged_code;        /**< The error a strict open reports for the damage
+	                          *   (for example ::STACKPULSE_ECHECKSUM); 0 when
+	                          *   not damaged. */
+	const char *damage;      /**< What was wrong, for example "chunk 3 at offset
+	                          *   4096: checksum mismatch (...)"; "" when not damaged. */
 };
 
 /** A process. Indexes are stable within one spool. */
@@ -313,10 +347,16 @@ struct stackpulse_process {
 	uint32_t index;      /**< Index in the spool's process table. */
 	pid_t pid;           /**< Kernel pid (may repeat after reuse). */
 	uint32_t parent;     /**< Index of the parent process, or UINT32_MAX. */
-	const char *name;    /**< Latest comm of the leader thread. */
-	const char *cmdline; /**< Arguments separated by spaces. */
+	const char *name;    /**< Latest name: from the last (by time) EXEC of
+	                      *   the process or COMM of its leader thread. */
+	const char *cmdline; /**< Arguments separated by spaces, from the last
+	                      *   (by time) EXEC. */
 	uint64_t start_ns;   /**< Time first seen. */
 	uint64_t end_ns;     /**< Time of exit, or 0 when still running. */
+	/* Added after 0.1.0: names over time. The events in between carry the
+	 * names they set (::stackpulse_spool_event `name`, `cmdline`). */
+	const char *initial_name;    /**< Name when first seen. */
+	const char *initial_cmdline; /**< Command line when first seen. */
 };
 
 /** A thread. */
@@ -324,7 +364,9 @@ struct stackpulse_thread {
 	uint32_t index;   /**< Index in the spool's thread table. */
 	uint32_t process; /**< Index of its process. */
 	pid_t tid;        /**< Kernel thread id. */
-	const char *name; /**< Latest thread name (comm). */
+	const char *name; /**< Latest thread name: from its last (by time) COMM. */
+	/* Added after 0.1.0. */
+	const char *initial_name; /**< Name when first seen. */
 };
 
 /** A mapped file (binary or library). Shared by all processes mapping it. */
@@ -383,6 +425,12 @@ struct stackpulse_spool_event {
 	uint32_t thread;  /**< Thread index, or UINT32_MAX. */
 	uint32_t other;   /**< FORK: child process index; else UINT32_MAX. */
 	uint64_t count;   /**< LOST: number of samples. */
+	/* Added after 0.1.0: what a rename set, so a process's names can be
+	 * shown over time (start from its `initial_name`). */
+	const char *name;    /**< EXEC: the process's new name; COMM: the thread's
+	                      *   new name (also the process's when the thread is
+	                      *   its leader); else "". */
+	const char *cmdline; /**< EXEC: the new command line; else "". */
 };
 
 /** Iterator over the samples, one chunk in memory at a time. */
@@ -391,11 +439,22 @@ typedef struct stackpulse_sample_iter stackpulse_sample_iter;
 /**
  * Opens and validates the spool file at @p path. Returns 0, an errno code
  * for I/O, or a format code (::STACKPULSE_EFORMAT, ::STACKPULSE_EVERSION,
- * ::STACKPULSE_ECHECKSUM, ::STACKPULSE_ELIMIT). A file cut at a chunk
- * boundary or inside a chunk opens with `truncated` set, keeping every
- * complete chunk. Only regular files are opened.
+ * ::STACKPULSE_ECHECKSUM, ::STACKPULSE_ELIMIT) when the file header is bad.
+ * A file cut at a chunk boundary or inside a chunk opens with `truncated`
+ * set, keeping every complete chunk. A file whose chunk (or footer) is
+ * damaged opens with `damaged` and `truncated` set, keeping every chunk
+ * before the damage; `damaged_chunk`, `damaged_offset`, `damaged_code` and
+ * `damage` say where and what. Only regular files are opened.
  */
 STACKPULSE_API int stackpulse_spool_open(const char *path, stackpulse_spool **out);
+
+/**
+ * Like ::stackpulse_spool_open, with ::stackpulse_spool_open_flags in
+ * @p flags (0 gives the default; ::STACKPULSE_SPOOL_STRICT refuses a damaged
+ * file with the damage's code and detail). Unknown flags give -EINVAL.
+ */
+STACKPULSE_API int stackpulse_spool_open_ex(const char *path, unsigned flags,
+                                            stackpulse_spool **out);
 
 /**
  * Like ::stackpulse_spool_open, over @p len bytes at @p buf. The bytes are
@@ -403,6 +462,20 @@ STACKPULSE_API int stackpulse_spool_open(const char *path, stackpulse_spool **ou
  */
 STACKPULSE_API int stackpulse_spool_open_memory(const void *buf, size_t len,
                                                 stackpulse_spool **out);
+
+/** Flags of ::stackpulse_spool_open_memory_ex. */
+enum stackpulse_spool_open_flags {
+	/** Fail on a damaged chunk or footer (with the damage's code and detail)
+	 *  instead of opening the spool with `damaged` set. */
+	STACKPULSE_SPOOL_STRICT = 1,
+};
+
+/**
+ * Like ::stackpulse_spool_open_memory, with ::stackpulse_spool_open_flags in
+ * @p flags (0 gives the default). Unknown flags give -EINVAL.
+ */
+STACKPULSE_API int stackpulse_spool_open_memory_ex(const void *buf, size_t len, unsigned flags,
+                                                   stackpulse_spool **out);
 
 /** Closes @p spool. Iterators and symbolizers made from it must be freed
  * first. NULL is ignored. */

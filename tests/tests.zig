@@ -15,12 +15,17 @@ pub const pure = [_][]const u8{
     "tests/format/test_spool_robust.c",
     "tests/format/test_spool_roundtrip.c",
     "tests/format/test_spool_coverage.c",
+    "tests/format/test_spool_damage.c",
+    "tests/format/test_spool_source.c",
+    "tests/format/test_spool_writer_faults.c",
+    "tests/format/test_spool_tables.c",
     "tests/symcache/test_symcache.c",
 };
 
 /// Tests that link the whole library (and may use the OS).
 pub const os = [_][]const u8{
     "tests/record/test_record_parsers.c",
+    "tests/record/test_kallsyms_cache.c",
     "tests/record/test_record_spawn.c",
     "tests/record/test_record_attach.c",
     "tests/record/test_record_errors.c",
@@ -29,6 +34,7 @@ pub const os = [_][]const u8{
     "tests/record/test_record_selfcontained.c",
     "tests/record/test_record_perfmap.c",
     "tests/python/test_python_live.c",
+    "tests/python/test_python_share.c",
     "tests/io/test_spool_file.c",
     "tests/unwind/test_unwind_hostile.c",
     "tests/unwind/test_unwind_real.c",
@@ -37,6 +43,9 @@ pub const os = [_][]const u8{
     "tests/symbolize/test_symbolize_hostile.c",
     "tests/symbolize/test_debuginfod.c",
     "tests/symbolize/test_symbolize_record.c",
+    "tests/symbolize/test_symbolize_grab.c",
+    "tests/symbolize/test_symbolize_stripped.c",
+    "tests/symbolize/test_symbolize_ranges.c",
     "tests/profile/test_profile.c",
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",

@@ -34,7 +34,8 @@ static void mem_close(void *ctx)
 	sp_free(ctx);
 }
 
-int stackpulse_spool_open_memory(const void *buf, size_t len, stackpulse_spool **out)
+int stackpulse_spool_open_memory_ex(const void *buf, size_t len, unsigned flags,
+                                    stackpulse_spool **out)
 {
 	sp_error_clear();
 	if (!out)
@@ -42,13 +43,20 @@ int stackpulse_spool_open_memory(const void *buf, size_t len, stackpulse_spool *
 	*out = NULL;
 	if (!buf && len)
 		return sp_error(-EINVAL, "NULL buffer of %zu bytes", len);
+	if (flags & ~(unsigned)STACKPULSE_SPOOL_STRICT)
+		return sp_error(-EINVAL, "unknown open flags %#x", flags);
 	struct mem_source *m = sp_malloc(sizeof(*m));
 	if (!m)
 		return sp_error(-ENOMEM, "cannot allocate a memory source");
 	m->p = buf;
 	m->len = len;
 	sp_source src = { mem_read_at, mem_close, m, len };
-	return sp_spool_open_source(&src, out);
+	return sp_spool_open_source_ex(&src, flags, out);
+}
+
+int stackpulse_spool_open_memory(const void *buf, size_t len, stackpulse_spool **out)
+{
+	return stackpulse_spool_open_memory_ex(buf, len, 0, out);
 }
 
 /* ------------------------------------------------------------------ */

@@ -18,8 +18,8 @@ static int copy_events(const stackpulse_spool *s, sp_writer *w)
 			rc = sp_writer_fork(w, e->process, e->other, e->time_ns);
 			break;
 		case STACKPULSE_EV_EXEC:
-			rc = p ? sp_writer_process_exec(w, e->process, e->time_ns, p->name,
-			                                p->cmdline)
+			rc = p ? sp_writer_process_exec(w, e->process, e->time_ns, e->name,
+			                                e->cmdline)
 			       : sp_error(STACKPULSE_EINTERNAL, "exec event without process");
 			break;
 		case STACKPULSE_EV_EXIT:
@@ -29,7 +29,7 @@ static int copy_events(const stackpulse_spool *s, sp_writer *w)
 			rc = sp_writer_lost(w, e->thread, e->count, e->time_ns);
 			break;
 		case STACKPULSE_EV_COMM:
-			rc = t ? sp_writer_thread_name(w, e->thread, e->time_ns, t->name)
+			rc = t ? sp_writer_thread_name(w, e->thread, e->time_ns, e->name)
 			       : sp_error(STACKPULSE_EINTERNAL, "rename event without thread");
 			break;
 		default: rc = sp_error(STACKPULSE_EINTERNAL, "event kind %d", e->kind); break;
@@ -56,13 +56,13 @@ static int copy_tables(const stackpulse_spool *s, sp_writer *w)
 	}
 	for (uint32_t i = 0; i < stackpulse_spool_process_count(s); i++) {
 		const struct stackpulse_process *p = stackpulse_spool_process(s, i);
-		if ((rc = sp_writer_process(w, p->pid, p->parent, p->start_ns, p->name, p->cmdline,
-		                            &id)))
+		if ((rc = sp_writer_process(w, p->pid, p->parent, p->start_ns, p->initial_name,
+		                            p->initial_cmdline, &id)))
 			return rc;
 	}
 	for (uint32_t i = 0; i < stackpulse_spool_thread_count(s); i++) {
 		const struct stackpulse_thread *t = stackpulse_spool_thread(s, i);
-		if ((rc = sp_writer_thread(w, t->process, t->tid, 0, t->name, &id)))
+		if ((rc = sp_writer_thread(w, t->process, t->tid, 0, t->initial_name, &id)))
 			return rc;
 	}
 	for (uint32_t i = 0; i < stackpulse_spool_module_count(s); i++) {
@@ -192,7 +192,9 @@ static int tables_equal(const stackpulse_spool *a, const stackpulse_spool *b, ch
 		const struct stackpulse_process *y = stackpulse_spool_process(b, i);
 		if (x->index != y->index || x->pid != y->pid || x->parent != y->parent ||
 		    !str_eq(x->name, y->name) || !str_eq(x->cmdline, y->cmdline) ||
-		    x->start_ns != y->start_ns || x->end_ns != y->end_ns)
+		    x->start_ns != y->start_ns || x->end_ns != y->end_ns ||
+		    !str_eq(x->initial_name, y->initial_name) ||
+		    !str_eq(x->initial_cmdline, y->initial_cmdline))
 			DIFF("process %u differs", i);
 	}
 	if (stackpulse_spool_thread_count(a) != stackpulse_spool_thread_count(b))
@@ -200,7 +202,8 @@ static int tables_equal(const stackpulse_spool *a, const stackpulse_spool *b, ch
 	for (uint32_t i = 0; i < stackpulse_spool_thread_count(a); i++) {
 		const struct stackpulse_thread *x = stackpulse_spool_thread(a, i);
 		const struct stackpulse_thread *y = stackpulse_spool_thread(b, i);
-		if (x->process != y->process || x->tid != y->tid || !str_eq(x->name, y->name))
+		if (x->process != y->process || x->tid != y->tid || !str_eq(x->name, y->name) ||
+		    !str_eq(x->initial_name, y->initial_name))
 			DIFF("thread %u differs", i);
 	}
 	if (stackpulse_spool_module_count(a) != stackpulse_spool_module_count(b))
@@ -266,7 +269,8 @@ static int symbols_equal(const stackpulse_spool *a, const stackpulse_spool *b, c
 		const struct stackpulse_spool_event *x = stackpulse_spool_event(a, i);
 		const struct stackpulse_spool_event *y = stackpulse_spool_event(b, i);
 		if (x->kind != y->kind || x->time_ns != y->time_ns || x->process != y->process ||
-		    x->thread != y->thread || x->other != y->other || x->count != y->count)
+		    x->thread != y->thread || x->other != y->other || x->count != y->count ||
+		    !str_eq(x->name, y->name) || !str_eq(x->cmdline, y->cmdline))
 			DIFF("event %u differs", i);
 	}
 	if (stackpulse_spool_ksym_count(a) != stackpulse_spool_ksym_count(b))

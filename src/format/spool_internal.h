@@ -86,6 +86,9 @@ struct stackpulse_spool {
 
 	sp_intern module_ix, frame_ix, stack_ix;
 
+	uint64_t footer_at;   /* Offset of a valid footer ending the file, or UINT64_MAX. */
+	uint32_t chunk_limit; /* Read no chunk from this index on (UINT32_MAX: all). */
+
 	uint64_t raw_used; /* Decompressed bytes so far. */
 	uint64_t raw_cap;
 	uint64_t mem_used; /* Table bytes so far. */
@@ -104,6 +107,10 @@ int sp_spool_grow(stackpulse_spool *s, void **arr, uint32_t *cap, uint32_t need,
  * adding to the tables and counting samples into @p ref->samples. */
 int sp_spool_decode_chunk(stackpulse_spool *s, uint32_t index, struct sp_chunk_ref *ref,
                           const uint8_t *raw);
+
+/* Applies the EXEC and COMM events, sorted by time, to the process and
+ * thread names, so the latest rename by time wins whatever the file order. */
+void sp_spool_apply_names(stackpulse_spool *s);
 
 /* Reads, checks and decompresses one chunk described by @p ref. @p stored
  * and @p raw are scratch buffers owned by the caller (grown as needed).

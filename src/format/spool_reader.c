@@ -165,6 +165,24 @@ static int check_footer(stackpulse_spool *s, uint64_t off)
 	return 0;
 }
 
+/* Finds a valid footer ending the file. With one, a chunk that does not
+ * fit before it is damaged, not cut: the file was complete once. */
+static int probe_footer(stackpulse_spool *s)
+{
+	s->footer_at = UINT64_MAX;
+	if (s->src.size < SP_FILE_HEADER_LEN + SP_FOOTER_LEN)
+		return 0;
+	uint64_t off = s->src.size - SP_FOOTER_LEN;
+	uint8_t f[SP_FOOTER_LEN];
+	int rc = read_at(s, off, f, sizeof(f));
+	if (rc)
+		return rc;
+	if (sp_le32(f) == SP_FOOTER_MAGIC && sp_le32(f + 28) == sp_crc32c(0, f, 28) &&
+	    sp_le64(f + 16) == off)
+		s->footer_at = off;
+	return 0;
+}
+
 /* Parses and checks the chunk header at @p off. Returns 1 when the file ends
  * inside the chunk (a cut file), 0 with @p ref filled, or an error. */
 static int chunk_header(stackpulse_spool *s, uint64_t off, struct sp_chunk_ref *ref)
@@ -204,6 +222,10 @@ static int chunk_header(stackpulse_spool *s, uint64_t off, struct sp_chunk_ref *
 	} else if (ref->codec == SP_CODEC_ZSTD &&
 	           ref->stored_len > ZSTD_compressBound(ref->raw_len)) {
 		bad = "stored length larger than zstd's bound for the raw length";
+	} else if (s->footer_at != UINT64_MAX &&
+	           (s->footer_at - off < SP_CHUNK_HEADER_LEN ||
+	            ref->stored_len > s->footer_at - off - SP_CHUNK_HEADER_LEN)) {
+		bad = "chunk runs into the footer";
 	}
 	if (bad)
 		return sp_error(rc, "chunk %u at offset %llu: %s (codec %u, stored %u, raw %u)",
@@ -222,7 +244,23 @@ static int chunk_header(stackpulse_spool *s, uint64_t off, struct sp_chunk_ref *
 	return 0;
 }
 
-static int read_chunks(stackpulse_spool *s)
+/* Where the walk stopped on damaged bytes. */
+struct damage {
+	int found;       /* The error belongs to the chunk or footer below. */
+	int decoded;     /* Records of the damaged chunk reached the tables. */
+	uint32_t chunk;  /* Index of the damaged chunk. */
+	uint64_t offset; /* Its file offset. */
+};
+
+/* Errors that damaged bytes cause, as opposed to I/O or memory failures. */
+static int is_damage(int rc)
+{
+	return rc == STACKPULSE_EFORMAT || rc == STACKPULSE_ECHECKSUM ||
+	       rc == STACKPULSE_ECOMPRESS || rc == STACKPULSE_ELIMIT ||
+	       rc == STACKPULSE_EUNSUPPORTED;
+}
+
+static int read_chunks(stackpulse_spool *s, struct damage *d)
 {
 	struct sp_chunk_scratch sc = { 0 };
 	uint64_t off = SP_FILE_HEADER_LEN;
@@ -231,7 +269,10 @@ static int read_chunks(stackpulse_spool *s)
 	for (;;) {
 		uint64_t left = s->src.size - off;
 		uint8_t m[4];
-		if (left < sizeof(m))
+		d->chunk = s->nchunks;
+		d->offset = off;
+		d->decoded = 0;
+		if (left < sizeof(m) || s->nchunks == s->chunk_limit)
 			break;
 		if ((rc = read_at(s, off, m, sizeof(m))))
 			break;
@@ -255,16 +296,20 @@ static int read_chunks(stackpulse_spool *s)
 			break;
 		}
 		const uint8_t *raw = NULL;
-		if (rc || (rc = sp_chunk_load(&s->src, s->nchunks, &ref, &sc, &raw)) ||
-		    (rc = sp_spool_decode_chunk(s, s->nchunks, &ref, raw)) ||
+		if (rc || (rc = sp_chunk_load(&s->src, s->nchunks, &ref, &sc, &raw)))
+			break;
+		d->decoded = 1;
+		if ((rc = sp_spool_decode_chunk(s, s->nchunks, &ref, raw)) ||
 		    (rc = SP_SPOOL_GROW(s, s->chunks, s->chunks_cap, s->nchunks + 1, "chunks")))
 			break;
 		s->chunks[s->nchunks++] = ref;
 		off += SP_CHUNK_HEADER_LEN + (uint64_t)ref.stored_len;
 	}
 	sp_chunk_scratch_free(&sc);
-	if (rc)
+	if (rc) {
+		d->found = is_damage(rc);
 		return rc;
+	}
 	s->meta.truncated = !complete;
 	return 0;
 }
@@ -360,6 +405,7 @@ static int finish_tables(stackpulse_spool *s)
 	    (rc = stable_sort(s->jitsyms, s->njitsyms, sizeof(*s->jitsyms), cmp_jitsym)) ||
 	    (rc = stable_sort(s->stats, s->nstats, sizeof(*s->stats), cmp_stat)))
 		return rc;
+	sp_spool_apply_names(s);
 	s->meta.chunks = s->nchunks;
 	s->meta.duration_ns = s->meta.samples ? s->last_time - s->first_time : 0;
 	return 0;
@@ -372,40 +418,92 @@ static uint64_t cap_for(uint64_t size, uint64_t floor, uint64_t ratio)
 	return size * ratio > floor ? size * ratio : floor;
 }
 
-int sp_spool_open_source(const sp_source *src, stackpulse_spool **out)
+/* One pass over the file, reading at most @p limit chunks. The spool is
+ * left in *out, also on failure, and does not own the source yet. */
+static int open_pass(const sp_source *src, uint32_t limit, struct damage *d, stackpulse_spool **out)
 {
-	*out = NULL;
 	stackpulse_spool *s = sp_calloc(1, sizeof(*s));
-	if (!s) {
-		if (src->close)
-			src->close(src->ctx);
+	*out = s;
+	if (!s)
 		return sp_error(-ENOMEM, "cannot allocate a spool");
-	}
 	s->src = *src;
+	s->src.close = NULL;
+	s->chunk_limit = limit;
 	s->meta.format_version = SP_SPOOL_VERSION;
 	s->meta.event = s->meta.machine = s->meta.kernel_release = "";
-	s->meta.hostname = s->meta.kernel_note = "";
+	s->meta.hostname = s->meta.kernel_note = s->meta.damage = "";
 	s->raw_cap = cap_for(src->size, SP_RAW_TOTAL_FLOOR, SP_RAW_TOTAL_RATIO);
 	s->mem_cap = cap_for(src->size, SP_TABLE_BYTES_FLOOR, SP_TABLE_BYTES_RATIO);
 	sp_intern_init(&s->module_ix);
 	sp_intern_init(&s->frame_ix);
 	sp_intern_init(&s->stack_ix);
 	int rc = SP_SPOOL_GROW(s, s->stacks, s->stacks_cap, 1, "stack nodes");
-	if (!rc) {
-		s->stacks[0] = (struct sp_stack_node){ 0, UINT32_MAX, 0 };
-		s->nstacks = 1;
-		rc = check_header(s);
+	if (rc)
+		return rc;
+	s->stacks[0] = (struct sp_stack_node){ 0, UINT32_MAX, 0 };
+	s->nstacks = 1;
+	if ((rc = check_header(s)) || (rc = probe_footer(s)))
+		return rc;
+	return read_chunks(s, d);
+}
+
+/* Records the damage in the metadata; takes @p detail. */
+static int mark_damaged(stackpulse_spool *s, const struct damage *d, int code, char *detail)
+{
+	int rc = SP_SPOOL_GROW(s, s->strings, s->strings_cap, s->nstrings + 1, "strings");
+	if (rc) {
+		sp_free(detail);
+		return rc;
 	}
-	if (!rc)
-		rc = read_chunks(s);
+	s->strings[s->nstrings++] = detail;
+	s->meta.truncated = 1;
+	s->meta.damaged = 1;
+	s->meta.damaged_chunk = d->chunk;
+	s->meta.damaged_offset = d->offset;
+	s->meta.damaged_code = code;
+	s->meta.damage = detail;
+	return 0;
+}
+
+int sp_spool_open_source_ex(const sp_source *src, unsigned flags, stackpulse_spool **out)
+{
+	*out = NULL;
+	struct damage d = { 0, 0, 0, 0 };
+	stackpulse_spool *s = NULL;
+	int rc = open_pass(src, UINT32_MAX, &d, &s);
+	if (rc && d.found && !(flags & STACKPULSE_SPOOL_STRICT)) {
+		/* Keep every chunk before the damage, like a cut file. */
+		int code = rc;
+		char *detail = sp_strdup(stackpulse_last_error());
+		rc = detail ? 0 : sp_error(-ENOMEM, "cannot copy the damage detail");
+		if (!rc && d.decoded) {
+			/* Part of the damaged chunk reached the tables: read
+			 * again, stopping before it. */
+			stackpulse_spool_close(s);
+			struct damage again = { 0, 0, 0, 0 };
+			rc = open_pass(src, d.chunk, &again, &s);
+		}
+		if (rc)
+			sp_free(detail);
+		else
+			rc = mark_damaged(s, &d, code, detail);
+	}
 	if (!rc)
 		rc = finish_tables(s);
 	if (rc) {
 		stackpulse_spool_close(s);
+		if (src->close)
+			src->close(src->ctx);
 		return rc;
 	}
+	s->src.close = src->close;
 	*out = s;
 	return 0;
+}
+
+int sp_spool_open_source(const sp_source *src, stackpulse_spool **out)
+{
+	return sp_spool_open_source_ex(src, 0, out);
 }
 
 void stackpulse_spool_close(stackpulse_spool *s)

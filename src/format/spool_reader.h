@@ -18,7 +18,11 @@ typedef struct sp_source {
 } sp_source;
 
 /* Opens and validates a spool from @p src. Takes ownership of @p src (its
- * close runs on failure too). */
+ * close runs on failure too). A damaged chunk or footer opens the spool as
+ * damaged, keeping the chunks before it, unless @p flags has
+ * STACKPULSE_SPOOL_STRICT. */
+int sp_spool_open_source_ex(const sp_source *src, unsigned flags, stackpulse_spool **out);
+/* sp_spool_open_source_ex without flags. */
 int sp_spool_open_source(const sp_source *src, stackpulse_spool **out);
 
 /* The embedded symbol-cache table of @p module, if any: 0 or

@@ -154,8 +154,9 @@ static int add_event(stackpulse_spool *s, int kind, uint64_t time, uint32_t proc
 	int rc = SP_SPOOL_GROW(s, s->events, s->events_cap, s->nevents + 1, "events");
 	if (rc)
 		return rc;
-	s->events[s->nevents++] =
-	        (struct stackpulse_spool_event){ kind, time, process, thread, other, count };
+	s->events[s->nevents++] = (struct stackpulse_spool_event){
+		kind, time, process, thread, other, count, "", "",
+	};
 	return 0;
 }
 
@@ -198,6 +199,8 @@ static int rec_process(stackpulse_spool *s, sp_cursor *c)
 	    (rc = SP_SPOOL_GROW(s, s->procs, s->procs_cap, s->nprocs + 1, "processes")))
 		return rc;
 	p.index = s->nprocs;
+	p.initial_name = p.name;
+	p.initial_cmdline = p.cmdline;
 	s->procs[s->nprocs++] = p;
 	return 0;
 }
@@ -214,8 +217,9 @@ static int rec_exec(stackpulse_spool *s, sp_cursor *c)
 	    (rc = get_str(s, c, SP_NAME_MAX, &cmdline, "command line")) ||
 	    (rc = add_event(s, STACKPULSE_EV_EXEC, time, proc, UINT32_MAX, UINT32_MAX, 0)))
 		return rc;
-	s->procs[proc].name = name;
-	s->procs[proc].cmdline = cmdline;
+	/* Applied in time order once all events are in (sp_spool_apply_names). */
+	s->events[s->nevents - 1].name = name;
+	s->events[s->nevents - 1].cmdline = cmdline;
 	return 0;
 }
 
@@ -230,6 +234,7 @@ static int rec_thread(stackpulse_spool *s, sp_cursor *c)
 	    (rc = SP_SPOOL_GROW(s, s->threads, s->threads_cap, s->nthreads + 1, "threads")))
 		return rc;
 	t.index = s->nthreads;
+	t.initial_name = t.name;
 	s->threads[s->nthreads++] = t;
 	return 0;
 }
@@ -246,11 +251,7 @@ static int rec_comm(stackpulse_spool *s, sp_cursor *c)
 	    (rc = add_event(s, STACKPULSE_EV_COMM, time, s->threads[thr].process, thr, UINT32_MAX,
 	                    0)))
 		return rc;
-	s->threads[thr].name = name;
-	/* As in ps and perf: a process is named after its leader thread. */
-	struct stackpulse_process *proc = &s->procs[s->threads[thr].process];
-	if (proc->pid == s->threads[thr].tid)
-		proc->name = name;
+	s->events[s->nevents - 1].name = name;
 	return 0;
 }
 
@@ -279,6 +280,10 @@ static int rec_fork(stackpulse_spool *s, sp_cursor *c)
 	    (rc = get_ref(c, s->nprocs, &child, "child process")) ||
 	    (rc = sp_cursor_varint(c, &time, "time")))
 		return rc;
+	/* A child first seen before its fork was recorded without a parent.
+	 * Only an earlier process may become it, so chains stay acyclic. */
+	if (s->procs[child].parent == UINT32_MAX && parent < child)
+		s->procs[child].parent = parent;
 	return add_event(s, STACKPULSE_EV_FORK, time, parent, UINT32_MAX, child, 0);
 }
 
@@ -655,4 +660,21 @@ int sp_spool_decode_chunk(stackpulse_spool *s, uint32_t index, struct sp_chunk_r
 	}
 	ref->samples = s->meta.samples - before;
 	return 0;
+}
+
+void sp_spool_apply_names(stackpulse_spool *s)
+{
+	for (uint32_t i = 0; i < s->nevents; i++) {
+		const struct stackpulse_spool_event *e = &s->events[i];
+		if (e->kind == STACKPULSE_EV_EXEC) {
+			s->procs[e->process].name = e->name;
+			s->procs[e->process].cmdline = e->cmdline;
+		} else if (e->kind == STACKPULSE_EV_COMM) {
+			struct stackpulse_thread *t = &s->threads[e->thread];
+			t->name = e->name;
+			/* As in ps and perf: a process is named after its leader. */
+			if (s->procs[t->process].pid == t->tid)
+				s->procs[t->process].name = e->name;
+		}
+	}
 }

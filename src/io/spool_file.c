@@ -1,4 +1,4 @@
-/* stackpulse_spool_open: the spool decoder over a pread-based file source. */
+/* stackpulse_spool_open and _open_ex: the spool decoder over a pread-based file source. */
 #include <errno.h>
 #include <unistd.h>
 
@@ -26,10 +26,17 @@ static void fd_close(void *ctx)
 
 int stackpulse_spool_open(const char *path, stackpulse_spool **out)
 {
+	return stackpulse_spool_open_ex(path, 0, out);
+}
+
+int stackpulse_spool_open_ex(const char *path, unsigned flags, stackpulse_spool **out)
+{
 	sp_error_clear();
 	if (!out)
 		return sp_error(-EINVAL, "no output pointer");
 	*out = NULL;
+	if (flags & ~(unsigned)STACKPULSE_SPOOL_STRICT)
+		return sp_error(-EINVAL, "unknown spool open flags 0x%x", flags);
 	int fd = -1;
 	uint64_t size = 0;
 	int rc = sp_file_open_regular(path, 0, 0, &fd, &size);
@@ -42,7 +49,7 @@ int stackpulse_spool_open(const char *path, stackpulse_spool **out)
 	}
 	f->fd = fd;
 	sp_source src = { fd_read_at, fd_close, f, size };
-	rc = sp_spool_open_source(&src, out);
+	rc = sp_spool_open_source_ex(&src, flags, out);
 	if (rc)
 		return sp_error_context(rc, "%s", path);
 	return 0;

@@ -19,8 +19,11 @@
 #include "record/perf_events.h"
 #include "record/proc_scan.h"
 
-#define STOP_TIMEOUT_MS 5000 /* A thread in D state may take a while. */
-#define MAX_RESCANS     1000
+#define STOP_TIMEOUT_MS    5000 /* Per pass; a thread in D state may take a while. */
+#define RELEASE_TIMEOUT_MS 2000 /* For interrupted threads to reach a stop at detach. */
+#define MAX_RESCANS        1000
+#define POLL_MIN_US        50 /* Back-off while polling for stops. */
+#define POLL_MAX_US        2000
 
 int sp_attach_check_pid(pid_t pid)
 {
@@ -54,32 +57,79 @@ static long now_ms(void)
 	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int stopped_has(const sp_stopped *s, pid_t tid)
+/* Index of @p tid in the sorted stopped set, or -1. */
+static long stopped_find(const sp_stopped *s, pid_t tid)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (s->tids[i] == tid)
-			return 1;
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->t[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->n && s->t[lo].tid == tid ? (long)lo : -1;
+}
+
+/* Room for @p more entries, so that a thread once stopped can always be
+ * recorded (an allocation failure then would leave it stopped). */
+static int stopped_reserve(sp_stopped *s, size_t more)
+{
+	if (s->cap - s->n >= more)
+		return 0;
+	size_t nc = s->cap ? s->cap : 16;
+	while (nc - s->n < more)
+		nc *= 2;
+	sp_stopped_thread *nt = sp_realloc_array(s->t, nc, sizeof(*nt));
+	if (!nt)
+		return -ENOMEM;
+	s->t = nt;
+	s->cap = nc;
 	return 0;
 }
 
-static int stopped_add(sp_stopped *s, pid_t tid, int sig)
+/* Thread ids tried and found gone, sorted after each pass. */
+typedef struct tidset {
+	pid_t *v;
+	size_t n, cap;
+} tidset;
+
+static int tidset_reserve(tidset *g, size_t more)
 {
-	if (s->n == s->cap) {
-		size_t nc = s->cap ? s->cap * 2 : 16;
-		pid_t *nt = sp_realloc_array(s->tids, nc, sizeof(*nt));
-		if (!nt)
-			return -ENOMEM;
-		s->tids = nt;
-		int *ns = sp_realloc_array(s->sigs, nc, sizeof(*ns));
-		if (!ns)
-			return -ENOMEM;
-		s->sigs = ns;
-		s->cap = nc;
-	}
-	s->tids[s->n] = tid;
-	s->sigs[s->n] = sig;
-	s->n++;
+	if (g->cap - g->n >= more)
+		return 0;
+	size_t nc = g->cap ? g->cap : 16;
+	while (nc - g->n < more)
+		nc *= 2;
+	pid_t *nv = sp_realloc_array(g->v, nc, sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	g->v = nv;
+	g->cap = nc;
 	return 0;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+static int tidset_has(const tidset *g, pid_t tid)
+{
+	return g->n && bsearch(&tid, g->v, g->n, sizeof(*g->v), cmp_pid) != NULL;
+}
+
+static int cmp_stopped(const void *a, const void *b)
+{
+	pid_t x = ((const sp_stopped_thread *)a)->tid, y = ((const sp_stopped_thread *)b)->tid;
+	return (x > y) - (x < y);
+}
+
+static void sleep_us(unsigned us)
+{
+	struct timespec ts = { 0, (long)us * 1000 };
+	nanosleep(&ts, NULL);
 }
 
 /* Polls tracee @p tid: 0 nothing new, 1 exited (reaped unless
@@ -106,26 +156,53 @@ static int poll_tracee(pid_t tid, int keep_exit, int *status)
 	return 0;
 }
 
-/* Detaches from @p tid; if it is no longer in a stop it was SIGKILLed and
- * is dying: reap its traced zombie so its process can be reaped. */
-static void release(pid_t tid, int sig, int keep_exit)
+/* The signal to re-deliver at detach for ptrace stop @p status: a
+ * signal-delivery stop holds one, an interrupt or group stop
+ * (PTRACE_EVENT_STOP) none. */
+static int stop_signal(int status)
+{
+	return (status >> 16) == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(status);
+}
+
+static long detach(pid_t tid, int sig)
 {
 	/* ptrace takes the signal number in its pointer argument. */
 	void *data = (void *)(uintptr_t)sig; /* NOLINT(performance-no-int-to-ptr) */
-	if (ptrace(PTRACE_DETACH, tid, NULL, data) == 0)
-		return;
-	long deadline = now_ms() + 2000;
-	for (;;) {
-		int status;
-		int r = poll_tracee(tid, keep_exit, &status);
-		if (r == 1 || r < 0)
+	return ptrace(PTRACE_DETACH, tid, NULL, data);
+}
+
+/* Detaches from every thread of @p v (reordered). A thread not in a stop
+ * cannot be detached: it was interrupted and is about to stop, or it was
+ * SIGKILLed and is dying. Those are polled together until they stop (then
+ * detached) or are gone (their traced zombie reaped, unless it is
+ * @p keep_pid, so its process can be reaped). */
+static void release_all(sp_stopped_thread *v, size_t n, pid_t keep_pid)
+{
+	size_t left = 0;
+	for (size_t i = 0; i < n; i++)
+		if (detach(v[i].tid, v[i].sig) != 0)
+			v[left++] = v[i];
+	long deadline = now_ms() + RELEASE_TIMEOUT_MS;
+	unsigned us = POLL_MIN_US;
+	while (left > 0) {
+		size_t w = 0;
+		for (size_t i = 0; i < left; i++) {
+			int status = 0;
+			int r = poll_tracee(v[i].tid, v[i].tid == keep_pid, &status);
+			if (r == 1 || r < 0)
+				continue;
+			if (r == 2) {
+				int sig = v[i].sig ? v[i].sig : stop_signal(status);
+				if (detach(v[i].tid, sig) == 0)
+					continue;
+			}
+			v[w++] = v[i];
+		}
+		left = w;
+		if (left == 0 || now_ms() > deadline)
 			return;
-		if (r == 2 && ptrace(PTRACE_DETACH, tid, NULL, NULL) == 0)
-			return;
-		if (now_ms() > deadline)
-			return;
-		struct timespec ts = { 0, 500000 };
-		nanosleep(&ts, NULL);
+		sleep_us(us);
+		us = us * 2 > POLL_MAX_US ? POLL_MAX_US : us * 2;
 	}
 }
 
@@ -164,29 +241,88 @@ static int permission_error(pid_t pid, int code, const char *what)
 	return sp_error(code, "%s pid %d refused: %s; %s", what, (int)pid, buf, hint);
 }
 
-/* Waits (bounded) for @p tid to reach a ptrace stop. Returns 0 stopped
- * (*sig = signal to re-deliver), 1 when the thread is gone, or < 0. */
-static int wait_stop(pid_t tid, int keep_exit, int *sig)
+/* PTRACE_SEIZE of thread @p tid: 0 seized, 1 the thread is gone (skip it),
+ * < 0 error (the target exited, or a refusal with its reason). */
+static int seize(pid_t pid, pid_t tid)
+{
+	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) == 0)
+		return 0;
+	int e = errno;
+	if (e == ESRCH)
+		return 1; /* Thread exited meanwhile. */
+	/* An exiting task also refuses with EPERM. */
+	int gone = 0;
+	for (int k = 0; k < 20 && !(gone = thread_gone(pid, tid)); k++)
+		sleep_us(500);
+	if (gone && tid != pid)
+		return 1;
+	if (gone)
+		return sp_error(-ESRCH, "pid %d exited during attach", (int)pid);
+	return permission_error(pid, -e, "ptrace of");
+}
+
+/* Reaps stopped threads of @p s that died meanwhile (SIGKILL ends a ptrace
+ * stop). Until its other threads are reaped, a dying group leader is never
+ * reported to us, so a pending leader would wait out the deadline. */
+static void reap_stopped(sp_stopped *s)
+{
+	pid_t keep = s->own_child ? s->pid : 0;
+	size_t w = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		int status = 0;
+		if (poll_tracee(s->t[i].tid, s->t[i].tid == keep, &status) != 1)
+			s->t[w++] = s->t[i]; /* Order kept: still sorted. */
+	}
+	s->n = w;
+}
+
+/* Waits for every seized thread of @p b to stop (moved into @p s, whose
+ * room is reserved) or go away, all against one deadline. On error the
+ * threads still pending are left in @p b for the caller to release.
+ * Threads that went away are added to @p gone (room reserved). */
+static int wait_batch(sp_stopped *s, sp_stopped_thread *b, size_t *nb, tidset *gone)
 {
 	long deadline = now_ms() + STOP_TIMEOUT_MS;
-	*sig = 0;
+	unsigned us = POLL_MIN_US;
+	pid_t keep = s->own_child ? s->pid : 0;
 	for (;;) {
-		int status = 0;
-		int r = poll_tracee(tid, keep_exit, &status);
-		if (r < 0)
-			return r;
-		if (r == 1)
-			return 1;
-		if (r == 2) {
-			if ((status >> 16) != PTRACE_EVENT_STOP)
-				*sig = WSTOPSIG(status); /* Signal-delivery stop: keep it. */
-			return 0;
+		size_t w = 0;
+		int err = 0, progress = 0;
+		for (size_t i = 0; i < *nb; i++) {
+			int status = 0;
+			int r = err ? 0 : poll_tracee(b[i].tid, b[i].tid == keep, &status);
+			if (r == 1) {
+				gone->v[gone->n++] = b[i].tid; /* Reaped from our side. */
+				progress = 1;
+				continue;
+			}
+			if (r == 2) {
+				s->t[s->n].tid = b[i].tid;
+				s->t[s->n].sig = stop_signal(status);
+				s->n++;
+				progress = 1;
+				continue;
+			}
+			if (r < 0)
+				err = r;
+			b[w++] = b[i];
 		}
+		*nb = w;
+		if (err)
+			return sp_error(err, "waiting for the threads of pid %d to stop failed",
+			                (int)s->pid);
+		if (w == 0)
+			return 0;
 		if (now_ms() > deadline)
-			return sp_error(-ETIMEDOUT, "thread %d did not stop within %d ms", (int)tid,
-			                STOP_TIMEOUT_MS);
-		struct timespec ts = { 0, 200000 };
-		nanosleep(&ts, NULL);
+			return sp_error(-ETIMEDOUT,
+			                "thread %d (of %zu pending) did not stop within %d ms",
+			                (int)b[0].tid, w, STOP_TIMEOUT_MS);
+		if (progress)
+			us = POLL_MIN_US;
+		else
+			reap_stopped(s);
+		sleep_us(us);
+		us = us * 2 > POLL_MAX_US ? POLL_MAX_US : us * 2;
 	}
 }
 
@@ -204,11 +340,21 @@ static int is_child_of_us(pid_t pid)
 	return strtol(rp + 4, NULL, 10) == (long)getpid();
 }
 
+/* Each pass seizes and interrupts every thread not yet stopped, then waits
+ * for all of them together: a busy thread on a loaded machine needs a
+ * scheduler slot to reach its stop, and waiting for each in turn added
+ * those up (seconds for 64 busy threads on 2 CPUs). Passes repeat until
+ * one lists no thread it has not met: once every listed thread is stopped,
+ * none can create another. A thread that exited before it stopped counts
+ * as new too: it may have created one first. */
 int sp_attach_stop(pid_t pid, sp_stopped *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->pid = pid;
 	s->own_child = is_child_of_us(pid);
+	sp_stopped_thread *batch = NULL; /* Seized, not yet seen stopped. */
+	size_t nb = 0;
+	tidset gone = { NULL, 0, 0 };
 	int rc = 0;
 	for (int round = 0; round < MAX_RESCANS; round++) {
 		pid_t *tids;
@@ -218,79 +364,71 @@ int sp_attach_stop(pid_t pid, sp_stopped *s)
 			rc = sp_error(-ESRCH, "pid %d exited during attach", (int)pid);
 		if (rc)
 			break;
-		int added = 0;
+		sp_free(batch);
+		nb = 0;
+		batch = sp_calloc(n, sizeof(*batch));
+		if (!batch || (rc = stopped_reserve(s, n)) != 0 ||
+		    (rc = tidset_reserve(&gone, n)) != 0) {
+			rc = rc ? rc : -ENOMEM;
+			sp_free(tids);
+			break;
+		}
+		size_t fresh = 0;
 		for (size_t i = 0; i < n && rc == 0; i++) {
 			pid_t tid = tids[i];
-			if (stopped_has(s, tid))
+			if (stopped_find(s, tid) >= 0 || tidset_has(&gone, tid))
 				continue;
-			if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
-				int e = errno;
-				if (e == ESRCH)
-					continue; /* Thread exited meanwhile. */
-				/* An exiting task also refuses with EPERM. */
-				int gone = 0;
-				for (int k = 0; k < 20 && !(gone = thread_gone(pid, tid)); k++) {
-					struct timespec ts = { 0, 500000 };
-					nanosleep(&ts, NULL);
-				}
-				if (gone && tid != pid)
-					continue;
-				if (gone) {
-					rc = sp_error(-ESRCH, "pid %d exited during attach",
-					              (int)pid);
-					break;
-				}
-				rc = permission_error(pid, -e, "ptrace of");
-				break;
+			fresh++;
+			rc = seize(pid, tid);
+			if (rc == 1) {
+				gone.v[gone.n++] = tid;
+				rc = 0;
+				continue;
 			}
-			if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0 && errno != ESRCH) {
+			if (rc)
+				break;
+			batch[nb].tid = tid;
+			batch[nb].sig = 0;
+			nb++; /* Released below on any error. */
+			if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0 && errno != ESRCH)
 				rc = sp_error(-errno, "PTRACE_INTERRUPT of thread %d failed",
 				              (int)tid);
-				release(tid, 0, s->own_child && tid == pid);
-				break;
-			}
-			int sig;
-			int w = wait_stop(tid, s->own_child && tid == pid, &sig);
-			if (w == 1)
-				continue; /* Gone; reaped from our side. */
-			if (w < 0) {
-				rc = w;
-				release(tid, 0, s->own_child && tid == pid);
-				break;
-			}
-			rc = stopped_add(s, tid, sig);
-			if (rc) {
-				release(tid, sig, s->own_child && tid == pid);
-				break;
-			}
-			added = 1;
 		}
 		sp_free(tids);
+		if (rc == 0)
+			rc = wait_batch(s, batch, &nb, &gone);
+		qsort(s->t, s->n, sizeof(*s->t), cmp_stopped);
+		if (gone.n)
+			qsort(gone.v, gone.n, sizeof(*gone.v), cmp_pid);
 		if (rc)
 			break;
-		if (!added) {
-			if (!stopped_has(s, pid)) {
+		if (fresh == 0) {
+			if (stopped_find(s, pid) < 0) {
 				rc = sp_error(-ESRCH, "pid %d exited during attach", (int)pid);
 				break;
 			}
-			return 0; /* Every thread listed is stopped: none can clone. */
+			sp_free(batch);
+			sp_free(gone.v);
+			return 0;
 		}
 	}
 	if (rc == 0)
 		rc = sp_error(STACKPULSE_ELIMIT, "pid %d kept creating threads during attach",
 		              (int)pid);
+	if (batch)
+		release_all(batch, nb, s->own_child ? pid : 0);
+	sp_free(batch);
+	sp_free(gone.v);
 	sp_attach_resume(s);
 	return rc;
 }
 
 void sp_attach_resume(sp_stopped *s)
 {
-	for (size_t i = 0; i < s->n; i++)
-		release(s->tids[i], s->sigs[i], s->own_child && s->tids[i] == s->pid);
-	sp_free(s->tids);
-	sp_free(s->sigs);
-	s->tids = NULL;
-	s->sigs = NULL;
+	if (s->t)
+		release_all(s->t, s->n, s->own_child ? s->pid : 0);
+	sp_free(s->t);
+	s->t = NULL;
 	s->n = s->cap = 0;
 }
 

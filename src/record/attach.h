@@ -9,10 +9,14 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+typedef struct sp_stopped_thread {
+	pid_t tid;
+	int sig; /* Signal to re-deliver at detach (0: none). */
+} sp_stopped_thread;
+
 typedef struct sp_stopped {
 	pid_t pid;
-	pid_t *tids; /* Threads held in a ptrace stop, sorted. */
-	int *sigs;   /* Signal to re-deliver at detach (0: none). */
+	sp_stopped_thread *t; /* Threads held in a ptrace stop, sorted by tid. */
 	size_t n, cap;
 	int own_child; /* The target is the caller's child: never reap it. */
 } sp_stopped;
@@ -25,8 +29,9 @@ int sp_attach_check_pid(pid_t pid);
 void sp_attach_block_signals(sigset_t *old);
 void sp_attach_restore_signals(const sigset_t *old);
 
-/* Stops every thread of @p pid, rescanning until no thread appears. On
- * failure no thread is left stopped. Returns 0, -ESRCH (exited), -EPERM
+/* Stops every thread of @p pid, rescanning until no thread appears. Each
+ * pass interrupts all new threads at once and waits for them together
+ * (one 5 s deadline per pass). On failure no thread is left stopped. Returns 0, -ESRCH (exited), -EPERM
  * (with the reason) or another negative code. */
 int sp_attach_stop(pid_t pid, sp_stopped *s);
 /* Detaches from every stopped thread, re-delivering pending signals.

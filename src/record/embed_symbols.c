@@ -1,19 +1,239 @@
 /* Self-contained spools: every distinct native frame is remembered as it
  * is interned, and at finish the symbolizer embeds one symbol table per
  * module those frames hit, so the spool symbolizes on another machine
- * without the binaries. */
+ * without the binaries.
+ *
+ * A module's file may not be reachable by its recorded path at finish: it
+ * lives in another mount namespace (a container), or it was deleted or
+ * replaced. So the first time a module is sampled, while its process is
+ * alive, the file is opened as that process sees it (/proc/PID/map_files,
+ * /proc/PID/root/PATH, /proc/PID/exe) and, once its build-id matches the
+ * recorded one, the descriptor is kept until finish unless the recorded
+ * path reaches the very same file (descriptors stay flat for ordinary
+ * recordings). At finish, a module whose path no longer holds its build-id
+ * is opened through a live process again. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "record/build_id.h"
+#include "record/proc_scan.h"
 #include "record/recorder.h"
+#include "symbolize/cacheio.h"
 #include "symbolize/symbolize.h"
+
+/* Descriptors held per recording; later modules fall back to their path. */
+#define SP_EMBED_MAX_FDS 128
+/* Live processes tried per module. */
+#define SP_EMBED_MAX_PROBES 8
+
+enum {
+	GRAB_UNTRIED = 0,
+	GRAB_DONE = 1,
+	GRAB_OVER_CAP = 2
+};
+
+struct sp_embed_file {
+	int state;
+	int fd; /* -1 when none is held. */
+};
 
 struct sp_native_frame {
 	uint32_t module;
 	uint64_t offset;
 };
+
+static const char deleted_mark[] = " (deleted)";
+
+/* The recorded path without the kernel's " (deleted)" mark, in @p buf. */
+static const char *trim_deleted(const char *path, char *buf, size_t cap)
+{
+	size_t n = strlen(path), k = sizeof(deleted_mark) - 1;
+	if (n > k && strcmp(path + n - k, deleted_mark) == 0 && n - k < cap) {
+		memcpy(buf, path, n - k);
+		buf[n - k] = '\0';
+		return buf;
+	}
+	return path;
+}
+
+/* Keeps @p fd when it is a regular file carrying the recorded build-id. A
+ * module recorded without a build-id is trusted only through map_files,
+ * which is the mapped file itself. */
+static int verify(int fd, const uint8_t *bid, uint32_t bid_len, int is_mapped_file)
+{
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		goto reject;
+	if (bid_len) {
+		uint8_t got[SP_BUILD_ID_MAX];
+		uint32_t got_len = 0;
+		if (sp_build_id_read_fd(fd, got, &got_len) != 0 || got_len != bid_len ||
+		    memcmp(got, bid, bid_len) != 0)
+			goto reject;
+	} else if (!is_mapped_file) {
+		goto reject;
+	}
+	return fd;
+reject:
+	close(fd);
+	return -1;
+}
+
+/* Regular files only, and never blocks: a path inside a container could
+ * name a FIFO or a device, which must not even be opened. */
+static int open_ro(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return -1;
+	return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+}
+
+typedef struct map_find {
+	const char *path;
+	uint64_t start, end;
+	int found;
+} map_find;
+
+static int find_map(void *ctx, const sp_proc_map *m)
+{
+	map_find *f = ctx;
+	if (strcmp(m->path, f->path) != 0)
+		return 0;
+	f->start = m->start;
+	f->end = m->end;
+	f->found = 1;
+	return 1;
+}
+
+/* Opens the file @p pid maps at [start, end) as @p path, as that process
+ * sees it. Returns a verified fd or -1. */
+static int open_as_seen_by(pid_t pid, uint64_t start, uint64_t end, const char *path,
+                           const uint8_t *bid, uint32_t bid_len)
+{
+	char p[4200], trimmed[4096];
+	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", (int)pid, (unsigned long long)start,
+	         (unsigned long long)end);
+	int fd = verify(open_ro(p), bid, bid_len, 1);
+	if (fd >= 0)
+		return fd;
+	/* map_files needs CAP_SYS_ADMIN (or CHECKPOINT_RESTORE); the root link
+	 * reaches another mount namespace without it, exe a deleted program. */
+	const char *live = trim_deleted(path, trimmed, sizeof(trimmed));
+	int n = snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, live);
+	if (n > 0 && (size_t)n < sizeof(p) && (fd = verify(open_ro(p), bid, bid_len, 0)) >= 0)
+		return fd;
+	snprintf(p, sizeof(p), "/proc/%d/exe", (int)pid);
+	if ((fd = verify(open_ro(p), bid, bid_len, 0)) >= 0)
+		return fd;
+	/* Our table may hold a mapping split by a later mmap: map_files needs
+	 * the exact bounds, which /proc/PID/maps has. */
+	map_find f = { path, 0, 0, 0 };
+	if (sp_proc_maps(pid, find_map, &f) == 1 && f.found && (f.start != start || f.end != end)) {
+		snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", (int)pid,
+		         (unsigned long long)f.start, (unsigned long long)f.end);
+		return verify(open_ro(p), bid, bid_len, 1);
+	}
+	return -1;
+}
+
+/* Opens @p module through a live process that maps it, newest first. */
+static int open_live(stackpulse_recorder *rec, uint32_t module, const char *path,
+                     const uint8_t *bid, uint32_t bid_len)
+{
+	int probes = 0;
+	for (size_t i = rec->pt.nprocs; i-- > 0 && probes < SP_EMBED_MAX_PROBES;) {
+		const sp_process *p = rec->pt.procs[i];
+		if (p->exited)
+			continue;
+		for (size_t j = 0; j < p->nmaps; j++) {
+			if (p->maps[j].module != module)
+				continue;
+			probes++;
+			int fd = open_as_seen_by(p->pid, p->maps[j].start, p->maps[j].end, path,
+			                         bid, bid_len);
+			if (fd >= 0)
+				return fd;
+			break;
+		}
+	}
+	return -1;
+}
+
+/* On the first sample of @p module: opens its file through a live process
+ * and keeps the descriptor unless the recorded path reaches the same file.
+ * Failing is not an error: finish then tries the path and the processes. */
+static int grab(stackpulse_recorder *rec, uint32_t module)
+{
+	if (module >= rec->nembed_files) {
+		size_t ncap = rec->nembed_files ? rec->nembed_files : 16;
+		while (ncap <= module)
+			ncap *= 2;
+		struct sp_embed_file *g = sp_realloc_array(rec->embed_files, ncap, sizeof(*g));
+		if (!g)
+			return sp_error(-ENOMEM, "cannot track %zu modules", ncap);
+		for (size_t i = rec->nembed_files; i < ncap; i++) {
+			g[i].state = GRAB_UNTRIED;
+			g[i].fd = -1;
+		}
+		rec->embed_files = g;
+		rec->nembed_files = ncap;
+	}
+	struct sp_embed_file *ef = &rec->embed_files[module];
+	if (ef->state == GRAB_DONE)
+		return 0;
+	if (rec->embed_fds >= SP_EMBED_MAX_FDS) {
+		ef->state = GRAB_OVER_CAP;
+		return 0;
+	}
+	ef->state = GRAB_DONE;
+	const char *path;
+	const uint8_t *bid;
+	uint32_t bid_len;
+	if (sp_ptable_module_info(&rec->pt, module, &path, &bid, &bid_len) != 0 || path[0] != '/')
+		return 0;
+	int fd = open_live(rec, module, path, bid, bid_len);
+	struct stat here, there;
+	if (fd >= 0 && stat(path, &here) == 0 && fstat(fd, &there) == 0 &&
+	    here.st_dev == there.st_dev && here.st_ino == there.st_ino) {
+		close(fd); /* Reachable by its path: finish opens it there. */
+		fd = -1;
+	}
+	ef->fd = fd;
+	if (fd >= 0)
+		rec->embed_fds++;
+	return 0;
+}
+
+/* True when @p path is a regular file carrying @p bid (any file when the
+ * module has no build-id). */
+static int path_still_good(const char *path, const uint8_t *bid, uint32_t bid_len)
+{
+	int fd = open_ro(path);
+	if (fd < 0)
+		return 0;
+	return verify(fd, bid, bid_len, bid_len == 0) >= 0 && close(fd) == 0;
+}
+
+void sp_recorder_embed_release(stackpulse_recorder *rec)
+{
+	for (size_t i = 0; i < rec->nembed_files; i++)
+		if (rec->embed_files[i].fd >= 0)
+			close(rec->embed_files[i].fd);
+	sp_free(rec->embed_files);
+	rec->embed_files = NULL;
+	rec->nembed_files = 0;
+	rec->embed_fds = 0;
+}
 
 int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_frame *f, uint32_t *id)
 {
@@ -26,6 +246,11 @@ int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_fram
 	rec->frames_seen = *id + 1;
 	if (!rec->opts.self_contained || f->kind != STACKPULSE_FRAME_NATIVE)
 		return 0;
+	if (f->module >= rec->nembed_files || rec->embed_files[f->module].state == GRAB_UNTRIED) {
+		rc = grab(rec, f->module);
+		if (rc)
+			return rc;
+	}
 	if (rec->nnative == rec->capnative) {
 		size_t ncap = rec->capnative ? rec->capnative * 2 : 256;
 		struct sp_native_frame *grown = sp_realloc_array(rec->native, ncap, sizeof(*grown));
@@ -48,6 +273,16 @@ static int by_module_offset(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* The symbol cache of the embed step: STACKPULSE_SYMBOL_CACHE_DIR, else
+ * the XDG default; STACKPULSE_NO_SYMBOL_CACHE turns it off. */
+char *sp_recorder_cache_dir(void)
+{
+	const char *off = getenv("STACKPULSE_NO_SYMBOL_CACHE");
+	if (off && *off && strcmp(off, "0") != 0)
+		return NULL;
+	return sp_cacheio_dir(NULL);
+}
+
 int sp_recorder_embed_symbols(stackpulse_recorder *rec)
 {
 	if (!rec->opts.self_contained || rec->nnative == 0)
@@ -60,32 +295,56 @@ int sp_recorder_embed_symbols(stackpulse_recorder *rec)
 			nmod++;
 	uint64_t *offsets = sp_calloc(rec->nnative, sizeof(*offsets));
 	sp_symtab_request *reqs = sp_calloc(nmod, sizeof(*reqs));
-	if (!offsets || !reqs) {
+	char *trimmed = sp_calloc(nmod, 4096);
+	if (!offsets || !reqs || !trimmed) {
 		sp_free(offsets);
 		sp_free(reqs);
+		sp_free(trimmed);
 		return sp_error(-ENOMEM, "cannot plan symbol tables for %zu modules", nmod);
 	}
 	size_t nreq = 0;
+	int rc = 0;
 	for (size_t i = 0; i < rec->nnative;) {
 		size_t j = i;
-		while (j < rec->nnative && rec->native[j].module == rec->native[i].module) {
+		uint32_t module = rec->native[i].module;
+		while (j < rec->nnative && rec->native[j].module == module) {
 			offsets[j] = rec->native[j].offset;
 			j++;
 		}
 		sp_symtab_request *r = &reqs[nreq];
 		/* A module the table does not know (should not happen) is left out. */
-		if (sp_ptable_module_info(&rec->pt, rec->native[i].module, &r->path, &r->build_id,
+		if (sp_ptable_module_info(&rec->pt, module, &r->path, &r->build_id,
 		                          &r->build_id_len) == 0) {
-			r->module = rec->native[i].module;
+			r->module = module;
 			r->offsets = &offsets[i];
 			r->offset_count = j - i;
+			/* Not held, and the path no longer has the file (deleted or
+			 * replaced since, or over the cap): try the live processes. */
+			if (module < rec->nembed_files && rec->embed_files[module].fd < 0 &&
+			    r->path[0] == '/' &&
+			    !path_still_good(r->path, r->build_id, r->build_id_len)) {
+				int fd = open_live(rec, module, r->path, r->build_id,
+				                   r->build_id_len);
+				rec->embed_files[module].fd = fd; /* Closed by release. */
+			}
+			if (module < rec->nembed_files && rec->embed_files[module].fd >= 0) {
+				r->have_fd = 1;
+				r->fd = rec->embed_files[module].fd;
+			}
+			/* libdwfl looks for .gnu_debuglink files next to this path. */
+			r->path = trim_deleted(r->path, trimmed + nreq * 4096, 4096);
 			nreq++;
 		}
 		i = j;
 	}
+	char *cache_dir = rc ? NULL : sp_recorder_cache_dir();
 	uint32_t embedded = 0, skipped = 0;
-	int rc = sp_symbolize_build_symtab(rec->w, reqs, nreq, NULL, &embedded, &skipped, NULL);
+	if (!rc)
+		rc = sp_symbolize_build_symtab_cached(rec->w, reqs, nreq, NULL, cache_dir,
+		                                      &embedded, &skipped, NULL);
+	sp_free(cache_dir);
 	sp_free(offsets);
 	sp_free(reqs);
+	sp_free(trimmed);
 	return rc;
 }

@@ -162,6 +162,8 @@ typedef struct pass {
 	size_t n;
 	gap *gaps;
 	int nonzero;
+	sp_ksym_fn each;
+	void *each_ctx;
 } pass;
 
 static int pass_fn(void *ctx, uint32_t lineno, ksym_line *l)
@@ -169,7 +171,13 @@ static int pass_fn(void *ctx, uint32_t lineno, ksym_line *l)
 	pass *p = ctx;
 	if (l->addr != 0)
 		p->nonzero = 1;
-	if (!is_text(l->type) || l->addr == 0 || l->addr > p->addrs[p->n - 1])
+	if (p->each && is_text(l->type) && l->addr != 0) {
+		split_name(l->name, l);
+		int rc = p->each(p->each_ctx, l->addr, l->name, l->module);
+		if (rc)
+			return rc;
+	}
+	if (p->n == 0 || !is_text(l->type) || l->addr == 0 || l->addr > p->addrs[p->n - 1])
 		return 0;
 	/* First address >= this symbol's start. */
 	size_t lo = 0, hi = p->n;
@@ -242,16 +250,22 @@ static int emit(pass *p, sp_ksym_fn fn, void *ctx)
 int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn, void *ctx,
                         int *zeroed)
 {
+	return sp_kallsyms_scan(path, addrs, n, fn, ctx, zeroed, NULL, NULL);
+}
+
+int sp_kallsyms_scan(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn, void *ctx,
+                     int *zeroed, sp_ksym_fn each, void *each_ctx)
+{
 	*zeroed = 0;
-	if (n == 0)
+	if (n == 0 && !each)
 		return 0;
-	pass p = { addrs, n, sp_calloc(n, sizeof(gap)), 0 };
+	pass p = { addrs, n, sp_calloc(n ? n : 1, sizeof(gap)), 0, each, each_ctx };
 	if (!p.gaps)
 		return -ENOMEM;
 	int rc = for_each_line(path, pass_fn, &p);
 	if (rc == 0 && !p.nonzero)
 		*zeroed = 1;
-	if (rc == 0 && !*zeroed)
+	if (rc == 0 && !*zeroed && n > 0)
 		rc = emit(&p, fn, ctx);
 	for (size_t i = 0; i < n; i++)
 		sp_free(p.gaps[i].text);

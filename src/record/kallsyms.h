@@ -18,4 +18,16 @@ typedef int (*sp_ksym_fn)(void *ctx, uint64_t start, const char *name, const cha
 int sp_kallsyms_resolve(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn, void *ctx,
                         int *zeroed);
 
+/* As sp_kallsyms_resolve, and also passes every text symbol of the file,
+ * in file order, to @p each when it is not NULL (even when n is 0). */
+int sp_kallsyms_scan(const char *path, const uint64_t *addrs, size_t n, sp_ksym_fn fn, void *ctx,
+                     int *zeroed, sp_ksym_fn each, void *each_ctx);
+
+/* As sp_kallsyms_resolve on /proc/kallsyms, but answers from a table of the
+ * core kernel text cached per boot in the symbol cache directory @p dir
+ * (NULL: no cache) when every address lies inside it. A missing or invalid
+ * table is rebuilt from the full read. */
+int sp_kallsyms_resolve_cached(const char *dir, const uint64_t *addrs, size_t n, sp_ksym_fn fn,
+                               void *ctx, int *zeroed);
+
 #endif

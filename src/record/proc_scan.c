@@ -63,6 +63,24 @@ int sp_proc_state(pid_t pid, char *state, uid_t *uid)
 	return 0;
 }
 
+int sp_proc_ppid(pid_t pid, pid_t *ppid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (sp_proc_read_small(path, buf, sizeof(buf)) < 0)
+		return -ESRCH;
+	/* "pid (comm) S ppid ...": the comm ends at the last ')'. */
+	char *rp = strrchr(buf, ')');
+	if (!rp || rp[1] != ' ' || rp[2] == '\0' || rp[3] != ' ')
+		return -ESRCH;
+	char *end;
+	long v = strtol(rp + 4, &end, 10);
+	if (end == rp + 4 || v < 0 || v > INT_MAX)
+		return -ESRCH;
+	*ppid = (pid_t)v;
+	return 0;
+}
+
 static int cmp_pid(const void *a, const void *b)
 {
 	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;

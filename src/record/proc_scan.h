@@ -21,6 +21,10 @@ long sp_proc_read_small(const char *path, char *buf, size_t cap);
  * the process. Returns 0 or -ESRCH. */
 int sp_proc_state(pid_t pid, char *state, uid_t *uid);
 
+/* The parent pid of @p pid (0 for init and kernel threads). Returns 0 or
+ * -ESRCH. */
+int sp_proc_ppid(pid_t pid, pid_t *ppid);
+
 /* The thread ids of @p pid (sorted ascending). Caller frees *tids. */
 int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count);
 

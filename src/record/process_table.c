@@ -229,6 +229,7 @@ static int new_process(sp_ptable *t, pid_t pid, uint32_t parent_slot, uint64_t t
 	if (!p)
 		return -ENOMEM;
 	p->pid = pid;
+	p->first_ns = time_ns;
 	uint32_t parent = parent_slot == SP_NONE ? SP_NONE : t->procs[parent_slot]->index;
 	rc = sp_writer_process(t->w, pid, parent, time_ns, name ? name : "", cmdline ? cmdline : "",
 	                       &p->index);
@@ -504,8 +505,12 @@ int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, s
 		return rc;
 	scan_ctx s = { t, p, time_ns };
 	rc = sp_proc_maps(pid, scan_map, &s);
-	if (rc && rc != -ESRCH)
+	if (rc == -ESRCH) {
+		p->unscanned = 1; /* Gone already: nothing read. */
+		rc = 0;
+	} else if (rc) {
 		return rc;
+	}
 	pid_t *tids = NULL;
 	size_t n = 0;
 	if (sp_proc_tasks(pid, &tids, &n) == 0) {
@@ -523,11 +528,70 @@ int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, s
 
 /* ---- life cycle ---- */
 
+/* Gives @p p (first seen in its own records, /proc unreadable) what it
+ * inherited at fork: the parent's mappings and unwind state, with its own
+ * later mappings on top. */
+static int inherit_maps(sp_ptable *t, const sp_process *parent, sp_process *p)
+{
+	size_t cap = parent->nmaps + 3 * p->nmaps + 2; /* Each insert may split one. */
+	sp_mapping *maps = sp_calloc(cap, sizeof(*maps));
+	sp_unwind_space *space = NULL;
+	int rc = maps ? 0 : -ENOMEM;
+	if (rc == 0)
+		rc = parent->space ? sp_unwind_space_fork(parent->space, p->pid, &space)
+		                   : sp_unwind_space_new(t->u, p->pid, &space);
+	if (rc) {
+		sp_free(maps);
+		return rc;
+	}
+	if (parent->nmaps)
+		memcpy(maps, parent->maps, parent->nmaps * sizeof(*maps));
+	sp_mapping *own = p->maps;
+	size_t nown = p->nmaps;
+	p->maps = maps;
+	p->nmaps = parent->nmaps;
+	p->cap = cap;
+	for (size_t i = 0; i < nown && rc == 0; i++) {
+		maps_insert(p, &own[i]);
+		const char *path;
+		const uint8_t *bid;
+		uint32_t bid_len;
+		if (own[i].module != SP_NONE &&
+		    sp_ptable_module_info(t, own[i].module, &path, &bid, &bid_len) == 0)
+			rc = sp_unwind_space_map(space, own[i].start, own[i].end, own[i].pgoff,
+			                         path, bid, bid_len);
+	}
+	sp_free(own);
+	sp_unwind_space_free(p->space);
+	p->space = space;
+	p->unscanned = 0;
+	return rc;
+}
+
+/* A FORK for a live pid first seen at or after the fork's time is the
+ * child itself, met in its own records first (a FORK written late on
+ * another CPU): link it to its parent rather than start a duplicate. */
+static int adopt(sp_ptable *t, sp_process *parent, sp_process *p, pid_t tid, uint64_t time_ns)
+{
+	int rc = 0;
+	if (p->unscanned && !p->execed)
+		rc = inherit_maps(t, parent, p);
+	if (rc == 0)
+		rc = sp_writer_fork(t->w, parent->index, p->index, time_ns);
+	sp_thread *th;
+	if (rc == 0)
+		rc = sp_ptable_thread(t, p, tid, time_ns, NULL, &th);
+	return rc;
+}
+
 int sp_ptable_fork(sp_ptable *t, pid_t ppid, pid_t pid, pid_t tid, uint64_t time_ns)
 {
 	sp_process *parent = sp_ptable_find(t, ppid);
 	if (!parent)
 		return 0; /* Not followed; the child is scanned if it ever samples. */
+	sp_process *early = sp_ptable_find(t, pid);
+	if (early && early != parent && early->first_ns >= time_ns)
+		return adopt(t, parent, early, tid, time_ns);
 	uint32_t pslot = sp_ptable_slot(t, parent);
 	/* The writer copies strings, so the parent's current name is reused by
 	 * reading it back through /proc would race; the child starts unnamed
@@ -572,6 +636,7 @@ int sp_ptable_exec(sp_ptable *t, pid_t pid, pid_t tid, const char *comm, uint64_
 	if (!p)
 		return 0;
 	p->nmaps = 0;
+	p->execed = 1;
 	if (p->space)
 		sp_unwind_space_clear(p->space);
 	sp_python_free(p->py); /* A new image: probe again. */

@@ -30,6 +30,9 @@ typedef struct sp_process {
 	int leader_exited;     /* The pid == tid thread exited (pthread_exit). */
 	struct sp_python *py;  /* CPython reader, or NULL. Owned. */
 	int py_probed;         /* 1 once probed for the current image. */
+	uint64_t first_ns;     /* First seen: its FORK, a scan or its first record. */
+	int unscanned;         /* First seen in its own records, /proc unreadable. */
+	int execed;            /* An exec was seen. */
 } sp_process;
 
 typedef struct sp_thread {
@@ -82,7 +85,10 @@ int sp_ptable_scan(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, s
 int sp_ptable_add(sp_ptable *t, pid_t pid, uint32_t parent, uint64_t time_ns, const char *name,
                   const char *cmdline, sp_process **out);
 /* PERF_RECORD_FORK of a new process: copies the parent's mappings and
- * unwind space. A pid already known (reuse) gets a new process. */
+ * unwind space. A live pid first seen at or after the fork's time is that
+ * child, met in its own records first: it is linked to the parent (and
+ * inherits its mappings when it was not scanned and did not exec). An
+ * older live pid (reuse, its EXIT lost) is ended and a new process starts. */
 int sp_ptable_fork(sp_ptable *t, pid_t ppid, pid_t pid, pid_t tid, uint64_t time_ns);
 /* An exec (COMM with the exec flag): mappings dropped, new name/cmdline. */
 int sp_ptable_exec(sp_ptable *t, pid_t pid, pid_t tid, const char *comm, uint64_t time_ns);

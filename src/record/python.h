@@ -10,6 +10,7 @@
  *     remember it and probe again only on a new candidate mapping, so
  *     non-Python targets cost nothing more.
  *   - per sample of thread tid (after unwinding the native stack):
+ *       sp_python_set_sample_time(py, sample time) (optional)
  *       sp_python_read_stack(py, tid, stack copy, sp, frames, ...)
  *         (STACKPULSE_ENOTFOUND: a thread without Python state: keep the
  *         native stack as it is)
@@ -86,17 +87,34 @@ sp_py_code *sp_python_code(sp_python *py, uint32_t id);
 
 /* Reading costs, for statistics and benchmarks. */
 typedef struct sp_python_stats {
-	uint64_t stacks;     /* sp_python_read_stack calls. */
-	uint64_t frames;     /* Frames returned. */
-	uint64_t truncated;  /* Stacks returned truncated. */
-	uint64_t torn;       /* Walks refused because the stack changed while
-	                       * it was read (each is retried once). */
-	uint64_t read_calls; /* process_vm_readv (or pread) calls. */
-	uint64_t rescans;    /* Thread-list rescans. */
-	uint64_t ns;         /* Time spent in sp_python_read_stack. */
-	uint32_t codes;      /* Code objects interned. */
+	uint64_t stacks;        /* sp_python_read_stack calls. */
+	uint64_t failed;        /* Calls that returned no stack (no thread
+	                          * state for the tid, process gone, ...). */
+	uint64_t frames;        /* Frames returned. */
+	uint64_t truncated;     /* Stacks returned truncated. */
+	uint64_t torn;          /* Walks refused because the stack changed while
+	                          * it was read (each is retried once). */
+	uint64_t anchored;      /* 3.10 walks anchored on the stack copy. */
+	uint64_t anchor_misses; /* Anchored walks cut at a frame missing from
+	                          * the copy (freed since the sample). */
+	uint64_t read_calls;    /* process_vm_readv (or pread) calls. */
+	uint64_t rescans;       /* Thread-list rescans. */
+	uint64_t ns;            /* Time spent in sp_python_read_stack. */
+	uint64_t delayed;       /* Reads whose sample time was known. */
+	uint64_t delay_ns;      /* Sum of (read time - sample time) of those. */
+	uint64_t delay_max_ns;  /* Largest such delay. */
+	uint32_t codes;         /* Code objects interned. */
 } sp_python_stats;
 void sp_python_get_stats(const sp_python *py, sp_python_stats *out);
+
+/* The CLOCK_MONOTONIC time (ns) of the sample the next
+ * sp_python_read_stack belongs to (0: unknown), for the delay statistics. */
+void sp_python_set_sample_time(sp_python *py, uint64_t ns);
+
+/* Makes every later read of @p py also add its costs to @p totals (not
+ * codes), so a recorder can sum them over processes that come and go.
+ * @p totals must outlive @p py; NULL stops it. */
+void sp_python_set_totals(sp_python *py, sp_python_stats *totals);
 
 /* ---- perf maps (/tmp/perf-PID.map) ---------------------------------- */
 

@@ -1,5 +1,5 @@
-/* Per-version CPython layouts: tables for 3.10-3.12 and the _Py_DebugOffsets
- * parser for 3.13+. The table values come from each version's
+/* Per-version CPython layouts: one table row for each of 3.10-3.12 and the
+ * _Py_DebugOffsets parser for 3.13+. The table values come from each version's
  * Include/internal/pycore_{runtime,interp,frame,code}.h and
  * Include/cpython/{pystate,code,frameobject,unicodeobject}.h, and were checked
  * with offsetof() against the installed headers (see docs/python.md). */
@@ -12,107 +12,73 @@
 
 #define PY_VER(maj, min) ((uint32_t)(((maj) << 24) | ((min) << 16)))
 
-static void base_objects(sp_py_layout *l)
-{
-	l->ob_type = 8;
-	l->var_size = 16;
-	l->bytes_data = 32;
-	l->str_length = 16;
-	l->str_state = 32;
-}
+/* One row per minor version. Fields a version lacks are SP_PY_NONE. */
+/* clang-format off */
+static const sp_py_layout tables[] = {
+	{
+	    /* 3.10: PyFrameObject chain; one eval activation per frame. */
+	    .version = PY_VER(3, 10),
+	    .runtime_interpreters_head = 32, .interp_next = 0,
+	    .interp_threads_head = 8, /* tstate_head */
+	    .tstate_read = 184, .tstate_next = 8, .tstate_thread_id = 176,
+	    .tstate_native_thread_id = SP_PY_NONE, .tstate_frame = 24,
+	    .cframe_current_frame = SP_PY_NONE,
+	    .frame_read = 104, .frame_type = 8, .frame_previous = 24 /* f_back */,
+	    .frame_code = 32, .frame_instr = 96 /* f_lasti, in code units */,
+	    .frame_owner = SP_PY_NONE, .frame_is_entry = SP_PY_NONE,
+	    .instr_is_lasti = 1, .owner_first_c = 0xff,
+	    .code_read = 128, .code_firstlineno = 40, .code_filename = 104, .code_name = 112,
+	    .code_qualname = SP_PY_NONE, .code_linetable = 120, .code_adaptive = SP_PY_NONE,
+	    .linetable = SP_PY_LINETABLE_310,
+	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
+	    .str_ascii = 48, .str_compact = 72,
+	},
+	{
+	    .version = PY_VER(3, 11),
+	    .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 16,
+	    .tstate_read = 168, .tstate_next = 8, .tstate_thread_id = 152,
+	    .tstate_native_thread_id = 160, .tstate_frame = 56 /* cframe */,
+	    .cframe_current_frame = 8,
+	    .frame_read = 72, .frame_type = SP_PY_NONE, .frame_previous = 48, .frame_code = 32,
+	    .frame_instr = 56 /* prev_instr */, .frame_owner = 69, .frame_is_entry = 68,
+	    .instr_is_prev = 1, .owner_first_c = 0xff,
+	    .code_read = 144, .code_firstlineno = 72, .code_filename = 112, .code_name = 120,
+	    .code_qualname = 128, .code_linetable = 136, .code_adaptive = 184,
+	    .linetable = SP_PY_LINETABLE_311,
+	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
+	    .str_ascii = 48, .str_compact = 72,
+	},
+	{
+	    .version = PY_VER(3, 12),
+	    .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 72,
+	    .tstate_read = 152, .tstate_next = 8, .tstate_thread_id = 136,
+	    .tstate_native_thread_id = 144, .tstate_frame = 56 /* cframe */,
+	    .cframe_current_frame = 0,
+	    .frame_read = 72, .frame_type = SP_PY_NONE, .frame_previous = 8, .frame_code = 0,
+	    .frame_instr = 56 /* prev_instr */, .frame_owner = 70,
+	    .frame_is_entry = SP_PY_NONE, .instr_is_prev = 1,
+	    .owner_first_c = 3, /* FRAME_OWNED_BY_CSTACK: the <shim> entry frame */
+	    .code_read = 144, .code_firstlineno = 68, .code_filename = 112, .code_name = 120,
+	    .code_qualname = 128, .code_linetable = 136, .code_adaptive = 192,
+	    .linetable = SP_PY_LINETABLE_311,
+	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
+	    .str_ascii = 40, .str_compact = 56,
+	},
+};
+/* clang-format on */
 
 int sp_py_layout_from_table(uint32_t hexversion, sp_py_layout *l)
 {
-	uint32_t minor = (hexversion >> 16) & 0xff;
 	memset(l, 0, sizeof(*l));
-	if ((hexversion >> 24) != 3 || minor < 10 || minor > 12)
-		return sp_error(STACKPULSE_EUNSUPPORTED, "python %u.%u has no offset table",
-		                hexversion >> 24, minor);
-	memset(l, 0, sizeof(*l));
-	l->version = hexversion;
-	base_objects(l);
-	l->frame_type = SP_PY_NONE;
-	l->frame_owner = SP_PY_NONE;
-	l->frame_is_entry = SP_PY_NONE;
-	l->code_qualname = SP_PY_NONE;
-	l->code_adaptive = SP_PY_NONE;
-	l->cframe_current_frame = SP_PY_NONE;
-	l->tstate_native_thread_id = SP_PY_NONE;
-	l->owner_first_c = 0xff;
-	l->code_filename = 112;
-	l->code_name = 120;
-	l->code_qualname = 128;
-	l->code_linetable = 136;
-	l->linetable = SP_PY_LINETABLE_311;
-	l->interp_next = 0;
-	l->tstate_next = 8;
-	switch (minor) {
-	case 10: /* PyFrameObject chain; one eval activation per frame. */
-		l->runtime_interpreters_head = 32;
-		l->interp_threads_head = 8; /* tstate_head */
-		l->tstate_thread_id = 176;
-		l->tstate_frame = 24;
-		l->tstate_read = 184;
-		l->frame_type = 8;
-		l->frame_previous = 24; /* f_back */
-		l->frame_code = 32;
-		l->frame_instr = 96; /* f_lasti, in code units */
-		l->instr_is_lasti = 1;
-		l->frame_read = 104;
-		l->code_firstlineno = 40;
-		l->code_filename = 104;
-		l->code_name = 112;
-		l->code_qualname = SP_PY_NONE;
-		l->code_linetable = 120;
-		l->code_read = 128;
-		l->linetable = SP_PY_LINETABLE_310;
-		l->str_ascii = 48;
-		l->str_compact = 72;
-		break;
-	case 11:
-		l->runtime_interpreters_head = 40;
-		l->interp_threads_head = 16;
-		l->tstate_thread_id = 152;
-		l->tstate_native_thread_id = 160;
-		l->tstate_frame = 56; /* cframe */
-		l->cframe_current_frame = 8;
-		l->tstate_read = 168;
-		l->frame_code = 32;
-		l->frame_previous = 48;
-		l->frame_instr = 56; /* prev_instr */
-		l->instr_is_prev = 1;
-		l->frame_is_entry = 68;
-		l->frame_owner = 69;
-		l->frame_read = 72;
-		l->code_firstlineno = 72;
-		l->code_adaptive = 184;
-		l->code_read = 144;
-		l->str_ascii = 48;
-		l->str_compact = 72;
-		break;
-	default: /* 12 */
-		l->runtime_interpreters_head = 40;
-		l->interp_threads_head = 72;
-		l->tstate_thread_id = 136;
-		l->tstate_native_thread_id = 144;
-		l->tstate_frame = 56; /* cframe */
-		l->cframe_current_frame = 0;
-		l->tstate_read = 152;
-		l->frame_code = 0;
-		l->frame_previous = 8;
-		l->frame_instr = 56; /* prev_instr */
-		l->instr_is_prev = 1;
-		l->frame_owner = 70;
-		l->owner_first_c = 3; /* FRAME_OWNED_BY_CSTACK: the <shim> entry frame */
-		l->frame_read = 72;
-		l->code_firstlineno = 68;
-		l->code_adaptive = 192;
-		l->code_read = 144;
-		l->str_ascii = 40;
-		l->str_compact = 56;
-		break;
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		if ((tables[i].version >> 16) == (hexversion >> 16)) {
+			*l = tables[i];
+			l->version = hexversion;
+			return sp_py_layout_check(l);
+		}
 	}
-	return sp_py_layout_check(l);
+	return sp_error(STACKPULSE_EUNSUPPORTED, "python %u.%u has no offset table",
+	                hexversion >> 24, (hexversion >> 16) & 0xff);
 }
 
 int sp_py_has_debug_cookie(const uint8_t *buf, size_t len)

@@ -1,4 +1,6 @@
-/* CPython memory decoders over a read callback (see python_memory.h).
+/* CPython target memory and frame walks over a read callback (see
+ * python_memory.h): batched reads with a page cache, thread states, the
+ * frame chain and its verification. Code objects are in python_code.c.
  * Hot paths return plain codes without formatting error details: invalid
  * frames are expected in a running target and only end a walk. */
 #include "record/python_memory.h"
@@ -9,16 +11,6 @@
 #include "common/alloc.h"
 #include "common/bytes.h"
 #include "common/error.h"
-#include "common/hash.h"
-
-/* Highest user-space address on the 64-bit targets we support (x86_64 with
- * 5-level paging, aarch64 52-bit VA). */
-#define USER_MAX 0x00ffffffffffffffULL
-
-static int plausible(uint64_t addr, uint64_t align)
-{
-	return addr >= 4096 && addr < USER_MAX && (addr & (align - 1)) == 0;
-}
 
 /* ---- memory ------------------------------------------------------------ */
 
@@ -93,7 +85,8 @@ int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n)
 		} else if (in_stack(m, iov[i].addr, iov[i].len)) {
 			memcpy(iov[i].buf, m->stack + (iov[i].addr - m->stack_start), iov[i].len);
 			iov[i].ok = 1;
-		} else if (!plausible(iov[i].addr, 1) || USER_MAX - iov[i].addr < iov[i].len) {
+		} else if (!sp_py_plausible(iov[i].addr, 1) ||
+		           SP_PY_USER_MAX - iov[i].addr < iov[i].len) {
 			continue;
 		} else if (m->pages && iov[i].len <= SP_PY_PAGE) {
 			if (page_copy(m, &iov[i])) {
@@ -179,7 +172,7 @@ void sp_py_mem_prefetch(sp_py_mem *m, uint64_t addr, uint32_t n)
 {
 	uint64_t pages[SP_PY_PREFETCH];
 	uint32_t k = 0;
-	if (!m->pages || n > SP_PY_PREFETCH || !plausible(addr, 1))
+	if (!m->pages || n > SP_PY_PREFETCH || !sp_py_plausible(addr, 1))
 		return;
 	uint64_t top = addr & ~(uint64_t)(SP_PY_PAGE - 1);
 	for (uint32_t i = 0; i < n && top >= (uint64_t)(i + 1) * SP_PY_PAGE; i++)
@@ -195,7 +188,8 @@ static int mem_peek(const sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
 		return 1;
 	}
 	sp_py_iov iov = { addr, buf, len, 0 };
-	return m->pages && plausible(addr, 1) && USER_MAX - addr >= len && page_copy(m, &iov);
+	return m->pages && sp_py_plausible(addr, 1) && SP_PY_USER_MAX - addr >= len &&
+	       page_copy(m, &iov);
 }
 
 static int read1(sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
@@ -204,364 +198,13 @@ static int read1(sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
 	return sp_py_mem_read(m, &iov, 1);
 }
 
-/* ---- code cache ----------------------------------------------------------- */
-
-struct sp_py_codes {
-	sp_py_code *items;
-	uint32_t count, cap;
-	uint32_t *slots; /* id + 1 per slot; 0 is empty. */
-	uint32_t nslots; /* Power of two. */
-};
-
-int sp_py_codes_new(sp_py_codes **out)
-{
-	sp_py_codes *c = sp_calloc(1, sizeof(*c));
-	if (!c)
-		return sp_error(-ENOMEM, "python code cache");
-	*out = c;
-	return 0;
-}
-
-void sp_py_codes_free(sp_py_codes *c)
-{
-	if (!c)
-		return;
-	for (uint32_t i = 0; i < c->count; i++) {
-		sp_free(c->items[i].qualname);
-		sp_free(c->items[i].filename);
-		sp_free(c->items[i].linetable);
-	}
-	sp_free(c->items);
-	sp_free(c->slots);
-	sp_free(c);
-}
-
-uint32_t sp_py_codes_count(const sp_py_codes *c)
-{
-	return c->count;
-}
-
-sp_py_code *sp_py_codes_get(sp_py_codes *c, uint32_t id)
-{
-	return id < c->count ? &c->items[id] : NULL;
-}
-
-/* Slot for @p addr: its current entry or the empty slot to fill. */
-static uint32_t *codes_slot(sp_py_codes *c, uint64_t addr)
-{
-	uint32_t mask = c->nslots - 1, i = (uint32_t)sp_hash64(addr) & mask;
-	while (c->slots[i] && c->items[c->slots[i] - 1].addr != addr)
-		i = (i + 1) & mask;
-	return &c->slots[i];
-}
-
-static int codes_grow(sp_py_codes *c)
-{
-	if (c->count >= SP_PY_MAX_CODES)
-		return STACKPULSE_ELIMIT;
-	if (c->count == c->cap) {
-		uint32_t cap = c->cap ? c->cap * 2 : 64;
-		sp_py_code *items = sp_realloc_array(c->items, cap, sizeof(*items));
-		if (!items)
-			return -ENOMEM;
-		c->items = items;
-		c->cap = cap;
-	}
-	/* Keep the table at most half full; entries replaced by address reuse
-	 * keep their slot, so count bounds the occupancy. */
-	if ((c->count + 1) * 2 > c->nslots) {
-		uint32_t n = c->nslots ? c->nslots * 2 : 128;
-		uint32_t *slots = sp_calloc(n, sizeof(*slots));
-		if (!slots)
-			return -ENOMEM;
-		sp_free(c->slots);
-		c->slots = slots;
-		c->nslots = n;
-		for (uint32_t id = 0; id < c->count; id++) {
-			uint32_t *s = codes_slot(c, c->items[id].addr);
-			if (*s == 0 || c->items[*s - 1].addr == c->items[id].addr)
-				*s = id + 1; /* The newest entry per address wins. */
-		}
-	}
-	return 0;
-}
-
-/* ---- strings -------------------------------------------------------------- */
-
-static size_t put_utf8(char *out, uint32_t cp)
-{
-	if (cp == 0 || (cp >= 0xd800 && cp < 0xe000) || cp > 0x10ffff)
-		cp = '?';
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xc0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xe0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		out[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	out[0] = (char)(0xf0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	out[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
-/* Where a str's characters are, from its header. */
-typedef struct str_loc {
-	uint64_t data;
-	uint32_t kind;  /* Bytes per character: 1, 2 or 4. */
-	uint32_t chars; /* Characters to read (capped). */
-	int ascii;
-} str_loc;
-
-static int str_locate(const sp_py_walker *w, uint64_t addr, const uint8_t *hdr, str_loc *loc)
-{
-	const sp_py_layout *l = w->layout;
-	if (w->types.unicode && sp_le64(hdr + l->ob_type) != w->types.unicode)
-		return STACKPULSE_EFORMAT;
-	uint64_t length = sp_le64(hdr + l->str_length);
-	uint32_t state = sp_le32(hdr + l->str_state);
-	uint32_t kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
-	if (!compact || (kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1))
-		return STACKPULSE_EFORMAT;
-	if (length > (1u << 30))
-		return STACKPULSE_EFORMAT;
-	loc->chars = length > SP_PY_MAX_STR ? SP_PY_MAX_STR : (uint32_t)length;
-	loc->kind = kind;
-	loc->ascii = (int)ascii;
-	loc->data = addr + (ascii ? l->str_ascii : l->str_compact);
-	return 0;
-}
-
-/* Converts @p n characters of @p kind at @p raw to a new UTF-8 string. */
-static char *str_convert(const uint8_t *raw, const str_loc *loc)
-{
-	char *s = sp_malloc((size_t)loc->chars * 4 + 1);
-	if (!s)
-		return NULL;
-	size_t o = 0;
-	for (uint32_t i = 0; i < loc->chars; i++) {
-		uint32_t cp;
-		if (loc->kind == 1)
-			cp = raw[i];
-		else if (loc->kind == 2)
-			cp = sp_le16(raw + 2 * (size_t)i);
-		else
-			cp = sp_le32(raw + 4 * (size_t)i);
-		if (loc->ascii && cp >= 0x80)
-			cp = '?';
-		o += put_utf8(s + o, cp);
-	}
-	s[o] = 0;
-	return s;
-}
-
-/* ---- code objects ---------------------------------------------------------- */
-
-/* Decodes a new code object from its header @p hdr. */
-static int code_decode(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, sp_py_code *out)
-{
-	const sp_py_layout *l = w->layout;
-	uint64_t fname = sp_le64(hdr + l->code_filename);
-	uint64_t qname =
-	        sp_le64(hdr + (l->code_qualname != SP_PY_NONE ? l->code_qualname : l->code_name));
-	uint64_t ltab = sp_le64(hdr + l->code_linetable);
-	if (!plausible(fname, 8) || !plausible(qname, 8) || !plausible(ltab, 8))
-		return STACKPULSE_EFORMAT;
-
-	uint8_t fh[256], qh[256], lh[256];
-	sp_py_iov iov[3] = { { fname, fh, l->str_compact, 0 },
-		             { qname, qh, l->str_compact, 0 },
-		             { ltab, lh, l->bytes_data, 0 } };
-	int rc = sp_py_mem_read(&w->mem, iov, 3);
-	if (rc < 0)
-		return rc == STACKPULSE_ENOTFOUND ? STACKPULSE_EFORMAT : rc;
-	str_loc floc, qloc;
-	if (str_locate(w, fname, fh, &floc) || str_locate(w, qname, qh, &qloc))
-		return STACKPULSE_EFORMAT;
-	if (w->types.bytes && sp_le64(lh + l->ob_type) != w->types.bytes)
-		return STACKPULSE_EFORMAT;
-	uint64_t llen = sp_le64(lh + l->var_size);
-	if (llen > (1u << 30))
-		return STACKPULSE_EFORMAT;
-
-	uint8_t *fraw = sp_malloc((size_t)floc.chars * floc.kind + 1);
-	uint8_t *qraw = sp_malloc((size_t)qloc.chars * qloc.kind + 1);
-	uint8_t *table = llen <= SP_PY_MAX_LINETABLE ? sp_malloc((size_t)llen + 1) : NULL;
-	rc = -ENOMEM;
-	if (!fraw || !qraw || (llen <= SP_PY_MAX_LINETABLE && !table))
-		goto out;
-	sp_py_iov d[3] = { { floc.data, fraw, floc.chars * floc.kind, 0 },
-		           { qloc.data, qraw, qloc.chars * qloc.kind, 0 },
-		           { ltab + l->bytes_data, table, table ? (uint32_t)llen : 0, 0 } };
-	rc = sp_py_mem_read(&w->mem, d, 3);
-	if (rc < 0) {
-		rc = rc == STACKPULSE_ENOTFOUND ? STACKPULSE_EFORMAT : rc;
-		goto out;
-	}
-	memset(out, 0, sizeof(*out));
-	out->addr = addr;
-	out->filename = str_convert(fraw, &floc);
-	out->qualname = str_convert(qraw, &qloc);
-	if (!out->filename || !out->qualname) {
-		sp_free(out->filename);
-		sp_free(out->qualname);
-		rc = -ENOMEM;
-		goto out;
-	}
-	out->first_line = (int32_t)sp_le32(hdr + l->code_firstlineno);
-	out->linetable = table;
-	out->linetable_len = table ? (uint32_t)llen : 0;
-	table = NULL;
-	out->user = UINT32_MAX;
-	if (l->code_adaptive != SP_PY_NONE) {
-		uint64_t units = sp_le64(hdr + l->var_size);
-		out->code_units = units > (1u << 28) ? 0 : (uint32_t)units;
-	}
-	out->synthetic =
-	        (w->types.init_cleanup && addr == w->types.init_cleanup) ||
-	        ((l->version >> 16) >= 0x030d && out->linetable_len == 0 &&
-	         strcmp(out->filename, "__init__") == 0 && strcmp(out->qualname, "__init__") == 0);
-	rc = 0;
-out:
-	sp_free(fraw);
-	sp_free(qraw);
-	sp_free(table);
-	return rc;
-}
-
-static void code_fingerprint(const sp_py_layout *l, const uint8_t *hdr, uint64_t fp[4])
-{
-	fp[0] = sp_le64(hdr + l->code_filename);
-	fp[1] = sp_le64(hdr + (l->code_qualname != SP_PY_NONE ? l->code_qualname : l->code_name));
-	fp[2] = sp_le64(hdr + l->code_linetable);
-	fp[3] = sp_le32(hdr + l->code_firstlineno) |
-	        (l->code_adaptive != SP_PY_NONE ? sp_le64(hdr + l->var_size) << 32 : 0);
-}
-
-/* Interns the code object at @p addr whose header @p hdr was just read. */
-static int code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, uint32_t *id)
-{
-	const sp_py_layout *l = w->layout;
-	if (!w->types.code || sp_le64(hdr + l->ob_type) != w->types.code)
-		return STACKPULSE_EFORMAT;
-	uint64_t fp[4];
-	code_fingerprint(l, hdr, fp);
-	sp_py_codes *c = w->codes;
-	if (c->nslots) {
-		uint32_t s = *codes_slot(c, addr);
-		if (s && memcmp(c->items[s - 1].fingerprint, fp, sizeof(fp)) == 0) {
-			*id = s - 1;
-			return 0;
-		}
-	}
-	int rc = codes_grow(c);
-	if (rc)
-		return rc;
-	sp_py_code code;
-	rc = code_decode(w, addr, hdr, &code);
-	if (rc)
-		return rc;
-	memcpy(code.fingerprint, fp, sizeof(fp));
-	c->items[c->count] = code;
-	*codes_slot(c, addr) = c->count + 1;
-	*id = c->count++;
-	return 0;
-}
-
-int sp_py_code_intern(sp_py_walker *w, uint64_t addr, uint32_t *id)
-{
-	uint8_t hdr[SP_PY_MAX_BLOCK];
-	if (!plausible(addr, 8))
-		return STACKPULSE_EFORMAT;
-	int rc = read1(&w->mem, addr, hdr, w->layout->code_read);
-	if (rc)
-		return rc == STACKPULSE_ENOTFOUND ? STACKPULSE_EFORMAT : rc;
-	return code_intern_hdr(w, addr, hdr, id);
-}
-
-/* ---- line tables ------------------------------------------------------------ */
-
-static uint32_t lt_varint(const uint8_t *t, size_t len, size_t *i)
-{
-	uint32_t v = 0, shift = 0;
-	while (*i < len) {
-		uint8_t b = t[(*i)++];
-		if (shift < 32)
-			v |= (uint32_t)(b & 63) << shift;
-		shift += 6;
-		if (!(b & 64))
-			break;
-	}
-	return v;
-}
-
-static int32_t lt_svarint(const uint8_t *t, size_t len, size_t *i)
-{
-	uint32_t v = lt_varint(t, len, i);
-	return (v & 1) ? -(int32_t)(v >> 1) : (int32_t)(v >> 1);
-}
-
-int32_t sp_py_line(int format, const uint8_t *t, size_t len, int32_t first_line, int64_t offset)
-{
-	if (offset < 0)
-		return first_line;
-	if (!t)
-		return 0;
-	int64_t line = first_line, addr = 0;
-	if (format == SP_PY_LINETABLE_310) {
-		/* (unsigned byte delta, signed line delta); -128: no line. */
-		for (size_t i = 0; i + 1 < len; i += 2) {
-			int64_t start = addr;
-			int8_t ld = (int8_t)t[i + 1];
-			addr += t[i];
-			int no_line = ld == -128;
-			if (!no_line)
-				line += ld;
-			if (offset >= start && offset < addr)
-				return no_line || line < 0 || line > INT32_MAX ? 0 : (int32_t)line;
-		}
-		return 0;
-	}
-	for (size_t i = 0; i < len;) {
-		uint8_t b = t[i];
-		if (!(b & 0x80))
-			return 0; /* Not at an entry start: malformed. */
-		uint32_t code = (b >> 3) & 15;
-		int64_t end = addr + 2 * ((b & 7) + 1);
-		size_t j = i + 1;
-		int no_line = 0;
-		if (code == 15)
-			no_line = 1;
-		else if (code == 13 || code == 14)
-			line += lt_svarint(t, len, &j);
-		else if (code >= 10)
-			line += code - 10;
-		if (offset >= addr && offset < end)
-			return no_line || line < 0 || line > INT32_MAX ? 0 : (int32_t)line;
-		addr = end;
-		/* Entries start at the next byte with bit 7 set. */
-		for (i = i + 1; i < len && !(t[i] & 0x80); i++)
-			;
-	}
-	return 0;
-}
-
 /* ---- thread states -------------------------------------------------------------- */
 
 int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 {
 	const sp_py_layout *l = w->layout;
 	uint8_t b[SP_PY_MAX_BLOCK];
-	if (!plausible(addr, 8))
+	if (!sp_py_plausible(addr, 8))
 		return STACKPULSE_EFORMAT;
 	int rc = read1(&w->mem, addr, b, l->tstate_read);
 	if (rc)
@@ -575,7 +218,7 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 		uint64_t t = sp_le64(b + l->tstate_native_thread_id);
 		if (t > 0 && t <= INT32_MAX)
 			out->tid = (int64_t)t;
-	} else if (w->pthread_tid && plausible(out->thread_id, 8)) {
+	} else if (w->pthread_tid && sp_py_plausible(out->thread_id, 8)) {
 		uint8_t t[4];
 		if (read1(&w->mem, out->thread_id + w->pthread_tid, t, 4) == 0) {
 			uint32_t v = sp_le32(t);
@@ -585,7 +228,7 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 	}
 	if (l->cframe_current_frame != SP_PY_NONE && out->frame) {
 		uint8_t f[8];
-		if (!plausible(out->frame, 8) ||
+		if (!sp_py_plausible(out->frame, 8) ||
 		    read1(&w->mem, out->frame + l->cframe_current_frame, f, 8) != 0)
 			out->frame = 0;
 		else
@@ -605,7 +248,7 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
 		return rc;
 	uint64_t interp = sp_le64(v);
 	for (uint32_t ni = 0; interp; ni++) {
-		if (ni >= SP_PY_MAX_INTERPS || !plausible(interp, 8))
+		if (ni >= SP_PY_MAX_INTERPS || !sp_py_plausible(interp, 8))
 			return sp_error(STACKPULSE_ELIMIT, "python: bad interpreter list");
 		uint8_t nx[8], th[8];
 		sp_py_iov iov[2] = { { interp + l->interp_next, nx, 8, 0 },
@@ -628,6 +271,125 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
 	return 0;
 }
 
+/* ---- anchoring on the stack copy (3.10) ----------------------------------------- */
+
+/* Byte offset in the stack copy of the first aligned word equal to @p v in
+ * [@p from, @p to), else SP_PY_NO_ANCHOR. */
+static uint64_t stack_find(const sp_py_mem *m, uint64_t v, uint64_t from, uint64_t to)
+{
+	uint64_t o = from + ((8 - ((m->stack_start + from) & 7)) & 7);
+	if (to > m->stack_len)
+		to = m->stack_len;
+	for (; o + 8 <= to; o += 8)
+		if (sp_le64(m->stack + o) == v)
+			return o;
+	return SP_PY_NO_ANCHOR;
+}
+
+/* 1 when @p code appears within SP_PY_ANCHOR_NEAR bytes of offset @p pos. */
+static int code_near(const sp_py_mem *m, uint64_t code, uint64_t pos)
+{
+	uint64_t from = pos > SP_PY_ANCHOR_NEAR ? pos - SP_PY_ANCHOR_NEAR : 0;
+	return stack_find(m, code, from, pos + SP_PY_ANCHOR_NEAR + 8) != SP_PY_NO_ANCHOR;
+}
+
+/* Checks the next frame @p addr of an anchored walk against the copy:
+ * 1 when it lies further up (*pos moves there), 2 when the chain has left
+ * the copy (stop checking), 0 when it is missing (torn). */
+static int anchor_next(const sp_py_mem *m, uint64_t addr, uint64_t *pos)
+{
+	uint64_t o = stack_find(m, addr, *pos + 8, m->stack_len);
+	if (o != SP_PY_NO_ANCHOR) {
+		*pos = o;
+		return 1;
+	}
+	return m->stack_len - *pos <= SP_PY_ANCHOR_TAIL ? 2 : 0;
+}
+
+/* 1 when the frame @p fb found at offset @p pos may be the sample's top. */
+static int anchor_ok(const sp_py_walker *w, const uint8_t *fb, uint64_t pos)
+{
+	const sp_py_layout *l = w->layout;
+	/* Freed frames (free list, zombie frames) keep their type but have
+	 * no references. */
+	if (sp_le64(fb + l->frame_type) != w->types.frame || sp_le64(fb) == 0)
+		return 0;
+	uint64_t back = sp_le64(fb + l->frame_previous), code = sp_le64(fb + l->frame_code);
+	uint64_t p = pos;
+	if (!sp_py_plausible(code, 8) || !code_near(&w->mem, code, pos))
+		return 0;
+	return back == 0 || anchor_next(&w->mem, back, &p) != 0;
+}
+
+/* Scans the stack copy from offset @p from for the leafmost word that
+ * points at a live frame object which may continue the sample's chain.
+ * Returns 0 with its address and offset, STACKPULSE_ENOTFOUND or the read
+ * callback's error. */
+static int anchor_scan(sp_py_walker *w, uint64_t from, uint64_t skip, uint64_t *top,
+                       uint64_t *top_pos)
+{
+	const sp_py_layout *l = w->layout;
+	sp_py_mem *m = &w->mem;
+	/* The verify buffer is free between walks: candidates' headers go there. */
+	sp_py_iov iov[SP_PY_MAX_LIVE];
+	uint64_t pos[SP_PY_MAX_LIVE];
+	uint64_t o = from + ((8 - ((m->stack_start + from) & 7)) & 7), last = 0;
+	uint32_t words = 0, calls = 0;
+	while (o + 8 <= m->stack_len && words < SP_PY_ANCHOR_WORDS &&
+	       calls < SP_PY_ANCHOR_BATCHES) {
+		/* The top frame is usually among the first candidates, and each
+		 * candidate on another page costs the kernel a page walk: start
+		 * small. */
+		uint32_t n = 0, batch = calls == 0 ? SP_PY_MAX_LIVE / 4 : SP_PY_MAX_LIVE;
+		for (; o + 8 <= m->stack_len && words < SP_PY_ANCHOR_WORDS && n < batch;
+		     o += 8, words++) {
+			uint64_t v = sp_le64(m->stack + o);
+			if (v == last || v == skip || !sp_py_plausible(v, 8) ||
+			    SP_PY_USER_MAX - v < l->frame_read || in_stack(m, v, 1))
+				continue;
+			last = v;
+			int dup = 0;
+			for (uint32_t k = 0; k < n && !dup; k++)
+				dup = iov[k].addr == v;
+			if (dup)
+				continue;
+			iov[n] = (sp_py_iov){ v, m->verify + (size_t)n * (SP_PY_PAGE / 2),
+				              l->frame_read, 0 };
+			pos[n++] = o;
+		}
+		if (!n)
+			break;
+		calls++;
+		m->calls++;
+		int rc = m->read(m->ctx, iov, n, 0);
+		if (rc < 0)
+			return rc;
+		for (uint32_t k = 0; k < n; k++) {
+			if (iov[k].ok && anchor_ok(w, iov[k].buf, pos[k])) {
+				*top = iov[k].addr;
+				*top_pos = pos[k];
+				return 0;
+			}
+		}
+	}
+	return STACKPULSE_ENOTFOUND;
+}
+
+int sp_py_anchor(sp_py_walker *w, uint64_t *top)
+{
+	const sp_py_layout *l = w->layout;
+	const sp_py_mem *m = &w->mem;
+	w->anchor_pos = 0;
+	if (!m->stack || !m->verify || l->frame_type == SP_PY_NONE || !w->types.frame ||
+	    l->frame_read > SP_PY_PAGE / 2)
+		return STACKPULSE_ENOTFOUND;
+	uint64_t pos;
+	int rc = anchor_scan(w, 0, 0, top, &pos);
+	if (rc == 0)
+		w->anchor_pos = pos + 1;
+	return rc;
+}
+
 /* ---- frame walk ------------------------------------------------------------------ */
 
 /* A frame read but not yet resolved (its code object is fetched together
@@ -645,10 +407,10 @@ static int resolve(sp_py_walker *w, const pending *p, const uint8_t *hdr, sp_py_
 	const sp_py_layout *l = w->layout;
 	uint32_t id;
 	memset(out, 0, sizeof(*out));
-	int rc = code_intern_hdr(w, p->code, hdr, &id);
+	int rc = sp_py_code_intern_hdr(w, p->code, hdr, &id);
 	if (rc)
 		return rc;
-	const sp_py_code *c = &w->codes->items[id];
+	const sp_py_code *c = sp_py_codes_get(w->codes, id);
 	if (c->synthetic)
 		return 0;
 	int64_t off;
@@ -680,7 +442,8 @@ static int resolve(sp_py_walker *w, const pending *p, const uint8_t *hdr, sp_py_
 /* What a walk read of each frame it used, to check it again. */
 typedef struct frame_rec {
 	uint64_t addr;
-	uint8_t bytes[24]; /* previous, code, instr fields as read */
+	uint8_t bytes[24];  /* previous, code, instr fields as read */
+	uint32_t out_index; /* Index in the output its frame gets (if shown). */
 } frame_rec;
 
 static void rec_fields(const sp_py_layout *l, const uint8_t *fb, uint8_t *out)
@@ -704,13 +467,13 @@ static void prefetch_codes(sp_py_walker *w, uint64_t top)
 	uint64_t addr = top;
 	for (uint32_t steps = 0; steps < 2 * SP_PY_MAX_DEPTH + 2 && nw + 2 <= SP_PY_PAGES / 2;
 	     steps++) {
-		if (!plausible(addr, 8) || !mem_peek(&w->mem, addr, fb, l->frame_read))
+		if (!sp_py_plausible(addr, 8) || !mem_peek(&w->mem, addr, fb, l->frame_read))
 			break;
 		uint64_t code = sp_le64(fb + l->frame_code);
 		if (l->code_tagged)
 			code &= ~(uint64_t)7;
 		int shim = l->frame_owner != SP_PY_NONE && fb[l->frame_owner] >= l->owner_first_c;
-		if (!shim && plausible(code, 8) && USER_MAX - code >= l->code_read) {
+		if (!shim && sp_py_plausible(code, 8) && SP_PY_USER_MAX - code >= l->code_read) {
 			uint64_t a = code & ~(uint64_t)(SP_PY_PAGE - 1);
 			uint64_t b = (code + l->code_read - 1) & ~(uint64_t)(SP_PY_PAGE - 1);
 			for (uint64_t p = a;; p += SP_PY_PAGE) {
@@ -732,11 +495,15 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
                      int *truncated, frame_rec *recs, uint32_t *nrecs)
 {
 	const sp_py_layout *l = w->layout;
-	uint8_t fb[SP_PY_MAX_BLOCK], cb[SP_PY_MAX_BLOCK];
+	uint8_t fb[SP_PY_MAX_BLOCK] = { 0 }, cb[SP_PY_MAX_BLOCK] = { 0 };
 	uint64_t addr = top;
 	pending p = { 0, 0, 0 };
 	int have = 0;
-	uint32_t count = 0, steps = 0, group_start = 0;
+	uint32_t count = 0, steps = 0, group_start = 0, gaps = 0;
+	uint64_t last_frame = 0; /* the last frame that passed */
+	uint64_t apos = w->anchor_pos ? w->anchor_pos - 1 : 0;
+	int anchored = w->anchor_pos && w->mem.stack && apos < w->mem.stack_len;
+	w->anchor_pos = 0; /* one walk only */
 	*n = 0;
 	*nrecs = 0;
 	*truncated = 0;
@@ -744,12 +511,12 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		max = SP_PY_MAX_DEPTH;
 	/* 3.11+ frames sit below the top one in the thread's data stack:
 	 * take them in one read, close to one instant. */
-	if (!l->instr_is_lasti && plausible(top, 8))
+	if (!l->instr_is_lasti && sp_py_plausible(top, 8))
 		sp_py_mem_prefetch(&w->mem, top, SP_PY_PREFETCH);
 	if (w->mem.pages)
 		prefetch_codes(w, top);
 	for (;;) {
-		if (addr && (!plausible(addr, 8) || ++steps > 2 * SP_PY_MAX_DEPTH + 2)) {
+		if (addr && (!sp_py_plausible(addr, 8) || ++steps > 2 * SP_PY_MAX_DEPTH + 2)) {
 			*truncated = 1;
 			addr = 0;
 			if (!have)
@@ -792,13 +559,47 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 			*truncated = 1;
 			break;
 		}
-		if (l->frame_type != SP_PY_NONE && w->types.frame &&
-		    sp_le64(fb + l->frame_type) != w->types.frame) {
+		/* 3.10 frame objects: freed ones keep their type, not their
+		 * references. */
+		int dead = l->frame_type != SP_PY_NONE && w->types.frame &&
+		           (sp_le64(fb + l->frame_type) != w->types.frame || sp_le64(fb) == 0);
+		if (dead && !(anchored && addr != top)) {
 			*truncated = 1;
 			break;
 		}
+		if (anchored && addr != top) {
+			/* Each next frame of the sample sits further up its copy,
+			 * with its code pointer close by. */
+			uint64_t at = apos;
+			int a = dead ? 0 : anchor_next(&w->mem, addr, &at);
+			if (a == 1 && !code_near(&w->mem, sp_le64(fb + l->frame_code), at))
+				a = 0;
+			if (a != 0)
+				apos = at;
+			if (a == 0) {
+				/* Freed since the sample: go on from the next live
+				 * frame further up the copy, and say that frames
+				 * are missing in between. */
+				uint64_t next, npos;
+				w->anchor_misses++;
+				if (++gaps > SP_PY_ANCHOR_GAPS ||
+				    anchor_scan(w, apos + 8, last_frame, &next, &npos) != 0) {
+					*truncated = 1;
+					break;
+				}
+				if (count > 0)
+					out[count - 1].flags |= SP_PY_FRAME_GAP;
+				addr = next;
+				apos = npos;
+				top = next;
+				continue;
+			}
+			anchored = a == 1;
+		}
+		last_frame = addr;
 		if (*nrecs < 2 * SP_PY_MAX_DEPTH + 2 && !in_stack(&w->mem, addr, l->frame_read)) {
 			recs[*nrecs].addr = addr;
+			recs[*nrecs].out_index = count;
 			rec_fields(l, fb, recs[*nrecs].bytes);
 			(*nrecs)++;
 		}
@@ -825,7 +626,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 				break;
 			}
 		}
-		if (!plausible(code, 8)) {
+		if (!sp_py_plausible(code, 8)) {
 			*truncated = 1;
 			break;
 		}
@@ -848,9 +649,12 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 
 /* Reads the pages of @p recs again in one call and compares the fields.
  * Returns 1 when every frame is unchanged (the stack existed as returned at
- * the time of this read), 0 when one changed, -1 when it cannot tell. */
-static int verify(sp_py_walker *w, const frame_rec *recs, uint32_t nrecs)
+ * the time of this read), 0 when one changed (*changed: the rootmost such
+ * record), -1 when it cannot tell. */
+static int verify(sp_py_walker *w, uint64_t top, const frame_rec *recs, uint32_t nrecs,
+                  uint32_t *changed)
 {
+	int bad = 0;
 	const sp_py_layout *l = w->layout;
 	sp_py_iov iov[SP_PY_MAX_LIVE];
 	uint32_t np = 0;
@@ -889,19 +693,27 @@ static int verify(sp_py_walker *w, const frame_rec *recs, uint32_t nrecs)
 			if (lo >= hi)
 				continue;
 			if (!iov[k].ok)
-				return 0; /* unmapped since: the stack shrank */
+				break; /* unmapped since: the stack shrank */
 			memcpy(fb + (lo - recs[i].addr), (uint8_t *)iov[k].buf + (lo - p), hi - lo);
 			got += (uint32_t)(hi - lo);
 		}
-		if (got != l->frame_read)
-			return -1;
+		if (got != l->frame_read) {
+			bad = 1;
+			*changed = i;
+			continue;
+		}
 		rec_fields(l, fb, now);
-		/* Links and code only: a frame that merely moved to another
-		 * instruction is still the same call, with a slightly later line. */
-		if (memcmp(now, recs[i].bytes, 16) != 0)
-			return 0;
+		/* Links and code of every frame; the instruction of callers too:
+		 * a caller only moves on once its callee has returned, so the
+		 * frames above it are another call's. The top frame's may move:
+		 * it is still the same call, with a slightly later line. */
+		if (memcmp(now, recs[i].bytes, recs[i].addr == top || w->loose_verify ? 16 : 24) !=
+		    0) {
+			bad = 1;
+			*changed = i;
+		}
 	}
-	return 1;
+	return bad ? 0 : 1;
 }
 
 int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
@@ -910,14 +722,23 @@ int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, ui
 	frame_rec *recs = sp_malloc((2 * SP_PY_MAX_DEPTH + 2) * sizeof(*recs));
 	if (!recs)
 		return -ENOMEM;
-	uint32_t nrecs;
+	uint32_t nrecs, changed = 0;
 	int rc = walk_once(w, top, out, max, n, truncated, recs, &nrecs);
-	if (rc == 0 && w->mem.verify && verify(w, recs, nrecs) == 0) {
-		/* Changed under the reader: return nothing rather than a mix. */
+	if (rc == 0 && w->mem.verify && verify(w, top, recs, nrecs, &changed) == 0) {
+		/* Changed under the reader: never a mix. With loose_verify (a
+		 * second try), the frames rootward of the rootmost change are
+		 * kept, flagged as missing their leaf side; else nothing. */
+		uint32_t keep = recs[changed].out_index + 1;
 		w->mem.torn++;
-		*n = 0;
-		*truncated = 1;
-		rc = STACKPULSE_ESTATE;
+		if (w->loose_verify && keep < *n) {
+			memmove(out, out + keep, (*n - keep) * sizeof(*out));
+			*n -= keep;
+			out[0].flags |= SP_PY_FRAME_LEAF_GAP;
+		} else {
+			*n = 0;
+			*truncated = 1;
+			rc = STACKPULSE_ESTATE;
+		}
 	}
 	sp_free(recs);
 	return rc;

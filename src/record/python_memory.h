@@ -21,6 +21,16 @@
 #define SP_PY_MAX_IOV       16u        /* Reads per sp_py_mem_read. */
 #define SP_PY_MAX_LIVE      32u        /* Reads per callback call. */
 
+/* Highest user-space address on the 64-bit targets we support (x86_64 with
+ * 5-level paging, aarch64 52-bit VA). */
+#define SP_PY_USER_MAX 0x00ffffffffffffffULL
+
+/* 1 when @p addr may be a user-space pointer aligned to @p align. */
+static inline int sp_py_plausible(uint64_t addr, uint64_t align)
+{
+	return addr >= 4096 && addr < SP_PY_USER_MAX && (addr & (align - 1)) == 0;
+}
+
 /* One read of target memory: @p len bytes at @p addr into @p buf. The
  * callback sets @p ok to 1 for each read it completed in full. */
 typedef struct sp_py_iov {
@@ -117,9 +127,15 @@ int32_t sp_py_line(int format, const uint8_t *table, size_t len, int32_t first_l
 
 /* One Python frame, leaf first in a walk. */
 enum sp_py_frame_flag {
-	SP_PY_FRAME_ENTRY = 1u, /* Outermost frame of one eval activation: the
+	SP_PY_FRAME_ENTRY = 1u,    /* Outermost frame of one eval activation: the
 	                         * frames up to and including it ran in one
 	                         * _PyEval_EvalFrameDefault call. */
+	SP_PY_FRAME_GAP = 2u,      /* Frames of an unknown number are missing
+	                         * between this frame and the next (3.10
+	                         * frames freed between sample and read). */
+	SP_PY_FRAME_LEAF_GAP = 4u, /* On the first frame: frames of an unknown
+	                            * number are missing leafward of it (they
+	                            * changed while read, twice). */
 };
 typedef struct sp_py_frame {
 	uint32_t code;   /* Code id in the sp_py_codes. */
@@ -134,7 +150,15 @@ typedef struct sp_py_walker {
 	sp_py_types types;
 	sp_py_codes *codes;
 	sp_py_mem mem;
-	uint32_t pthread_tid; /* 3.10: offset of the tid in glibc's struct
+	/* Set by sp_py_anchor for the next walk: 1 + the byte offset of the
+	 * top frame's pointer in the stack copy; 0: none. */
+	uint64_t anchor_pos;
+	uint64_t anchor_misses; /* Frames missing from the copy in anchored walks. */
+	uint8_t loose_verify;   /* 1 (a second try): verification compares
+	                         * links and code only, not the callers'
+	                         * instructions, and a torn walk keeps the
+	                         * frames rootward of the change. */
+	uint32_t pthread_tid;   /* 3.10: offset of the tid in glibc's struct
 	                       * pthread (thread_id points at it); 0: unknown. */
 } sp_py_walker;
 
@@ -165,6 +189,36 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
  * valid even when truncated), STACKPULSE_ESTATE or -ENOMEM. */
 int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
                int *truncated);
+
+/* Interns the code object at @p addr whose header (layout->code_read
+ * bytes) @p hdr was just read: its type must be PyCode_Type. Returns 0 and
+ * its id, STACKPULSE_EFORMAT, STACKPULSE_ELIMIT or -ENOMEM. */
+int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, uint32_t *id);
+
+/* 3.10 keeps its frames in heap objects that nothing on the C stack
+ * describes, so a late read of tstate->frame sees the thread where it is
+ * now, not where the sample caught it. Each eval activation keeps its
+ * frame pointer (and code pointer) in its stack frame, though, so the
+ * sample's stack copy names the frames that were running: the leafmost
+ * word of the copy that points at a frame object (whose f_back is 0 or
+ * further up the copy, and whose code pointer sits near it) is the
+ * sample's top frame. An anchored walk then requires each next frame to
+ * appear further up the copy (within its last SP_PY_ANCHOR_TAIL bytes the
+ * chain may leave the copy and is read live). A frame that does not was
+ * freed since the sample: the walk goes on from the next live frame
+ * further up the copy and flags the gap (SP_PY_FRAME_GAP), so the root
+ * side of the stack survives fast-changing leaves. */
+#define SP_PY_NO_ANCHOR      UINT64_MAX
+#define SP_PY_ANCHOR_TAIL    4096u /* Bytes at the end of the copy past which frames are read live. */
+#define SP_PY_ANCHOR_WORDS   4096u /* Stack words scanned for the top frame. */
+#define SP_PY_ANCHOR_BATCHES 4u    /* Read calls spent looking for it. */
+#define SP_PY_ANCHOR_NEAR    512u  /* Code pointer within this many bytes of the frame's. */
+#define SP_PY_ANCHOR_GAPS    4u    /* Gaps (frames freed since the sample) bridged per walk. */
+/* Finds the sample's top frame from the stack copy (mem.stack, which
+ * must stay set for the walk) for layouts with frame objects (3.10).
+ * Returns 0 with *top (and w->anchor_pos set for the next sp_py_walk),
+ * STACKPULSE_ENOTFOUND, or the read callback's error. */
+int sp_py_anchor(sp_py_walker *w, uint64_t *top);
 
 /* Decodes (or finds) the code object at @p addr; exposed for tests.
  * Returns 0 and its id, STACKPULSE_EFORMAT for an invalid object, or

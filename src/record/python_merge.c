@@ -64,11 +64,72 @@ static void emit_group(emitter *e, const sp_py_frame *py, uint32_t npy, uint32_t
 		emit(e, SP_PY_MERGE_PYTHON, i);
 }
 
+/* A Python stack with a gap (SP_PY_FRAME_GAP on frame cut - 1, or
+ * SP_PY_FRAME_LEAF_GAP on frame 0 and cut 0): the frames
+ * before it pair with the leafmost activations, those after it with the
+ * rootmost; activations in between stay native, after one marker. */
+static void merge_gap(const sp_py_merge_in *in, uint32_t cut, emitter *e, uint32_t E)
+{
+	uint32_t G1 = group_count(in->py, cut), G2 = group_count(in->py + cut, in->npy - cut);
+	if (G2 > E)
+		G2 = E; /* cannot happen with a consistent stack: keep the root */
+	if (G1 > E - G2)
+		G1 = E - G2;
+	if (G1 + G2 < E)
+		*e->flags |= SP_PY_MERGE_PY_CUT;
+	int marker_done = G1 + G2 == E;
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < in->npcs; i++) {
+		if (!sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0)) {
+			emit(e, SP_PY_MERGE_NATIVE, i);
+			continue;
+		}
+		uint32_t a = k++;
+		if (a < G1) {
+			emit_group(e, in->py, cut, a);
+		} else if (a >= E - G2) {
+			uint32_t s, end;
+			group_bounds(in->py + cut, in->npy - cut, a - (E - G2), &s, &end);
+			for (uint32_t j = s; j < end; j++)
+				emit(e, SP_PY_MERGE_PYTHON, cut + j);
+		} else {
+			if (!marker_done) {
+				emit(e, SP_PY_MERGE_TRUNCATED, 0);
+				marker_done = 1;
+			}
+			emit(e, SP_PY_MERGE_NATIVE, i);
+		}
+	}
+}
+
 int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, uint32_t *n,
                 uint32_t *flags)
 {
 	emitter e = { out, max, 0, flags };
 	*flags = 0;
+	uint32_t cut = 0;
+	int gap = in->npy > 0 && (in->py[0].flags & SP_PY_FRAME_LEAF_GAP);
+	for (uint32_t i = 0; i + 1 < in->npy && !gap; i++)
+		if (in->py[i].flags & SP_PY_FRAME_GAP) {
+			cut = i + 1;
+			gap = 1;
+		}
+	if (gap) {
+		if (in->native_truncated || in->py_truncated) {
+			/* No certain root end to pair the far side with: keep
+			 * the leaf side only, as a cut stack. */
+			sp_py_merge_in leaf = *in;
+			leaf.npy = cut;
+			leaf.py_truncated = 1;
+			return sp_py_merge(&leaf, out, max, n, flags);
+		}
+		uint32_t E = 0;
+		for (uint32_t i = 0; i < in->npcs; i++)
+			E += (uint32_t)sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0);
+		merge_gap(in, cut, &e, E);
+		*n = e.n;
+		return 0;
+	}
 	uint32_t E = 0;
 	for (uint32_t i = 0; i < in->npcs; i++)
 		E += (uint32_t)sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0);

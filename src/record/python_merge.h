@@ -51,8 +51,12 @@ typedef struct sp_py_merge_in {
  * cut end is unknown), else from the root (the leaf side may have moved
  * on since the sample); unmatched activations stay native and unmatched
  * leaf-side groups are dropped. Python groups left over after a truncated
- * native stack are appended at the root end. Returns 0; *flags gets
- * enum sp_py_merge_flag bits. */
+ * native stack are appended at the root end. A Python stack with a gap
+ * (SP_PY_FRAME_GAP) pairs the frames before the gap from the leaf and those
+ * after it from the root; the activations between stay native after one
+ * TRUNCATED marker (with a truncated side, only the leaf part is kept).
+ * SP_PY_FRAME_LEAF_GAP on the first frame is a gap before it.
+ * Returns 0; *flags gets enum sp_py_merge_flag bits. */
 int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, uint32_t *n,
                 uint32_t *flags);
 

@@ -44,6 +44,8 @@ struct sp_python {
 	uint64_t last_scan_ns;
 	int scanned;
 	sp_python_stats stats;
+	sp_python_stats *totals; /* Also gets each read's costs, or NULL. */
+	uint64_t sample_ns;      /* Of the next read; 0: unknown. */
 };
 
 static uint64_t now_ns(void)
@@ -525,7 +527,36 @@ void sp_python_get_stats(const sp_python *py, sp_python_stats *out)
 {
 	*out = py->stats;
 	out->codes = sp_py_codes_count(py->w.codes);
-	out->torn = py->w.mem.torn;
+}
+
+void sp_python_set_sample_time(sp_python *py, uint64_t ns)
+{
+	py->sample_ns = ns;
+}
+
+void sp_python_set_totals(sp_python *py, sp_python_stats *totals)
+{
+	py->totals = totals;
+}
+
+/* Adds what one read cost (@p now minus @p before) to the totals. */
+static void add_totals(sp_python_stats *t, const sp_python_stats *now,
+                       const sp_python_stats *before)
+{
+	t->stacks += now->stacks - before->stacks;
+	t->failed += now->failed - before->failed;
+	t->frames += now->frames - before->frames;
+	t->truncated += now->truncated - before->truncated;
+	t->torn += now->torn - before->torn;
+	t->anchored += now->anchored - before->anchored;
+	t->anchor_misses += now->anchor_misses - before->anchor_misses;
+	t->read_calls += now->read_calls - before->read_calls;
+	t->rescans += now->rescans - before->rescans;
+	t->ns += now->ns - before->ns;
+	t->delayed += now->delayed - before->delayed;
+	t->delay_ns += now->delay_ns - before->delay_ns;
+	if (now->delay_max_ns > t->delay_max_ns)
+		t->delay_max_ns = now->delay_max_ns;
 }
 
 /* ---- threads and stacks ------------------------------------------------------------ */
@@ -577,58 +608,108 @@ static uint64_t lookup(const sp_python *py, pid_t tid)
 	return 0;
 }
 
+/* Points the reader at the sample's stack copy, with an empty page cache. */
+static void mem_begin(sp_python *py, const uint8_t *stack, size_t stack_len, uint64_t stack_start)
+{
+	sp_py_mem_reset(&py->w.mem);
+	py->w.mem.stack = stack;
+	py->w.mem.stack_len = stack ? stack_len : 0;
+	py->w.mem.stack_start = stack_start;
+}
+
+/* One walk: from the frame the stack copy anchors (3.10), else from the
+ * thread state's top frame @p top. */
+static int walk(sp_python *py, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
+                int *truncated)
+{
+	uint64_t anchor = 0;
+	int rc = sp_py_anchor(&py->w, &anchor);
+	if (rc == -ESRCH || rc == -ENOMEM)
+		return rc;
+	if (rc == 0) {
+		py->stats.anchored++;
+		top = anchor;
+	}
+	if (!top)
+		return 0;
+	return sp_py_walk(&py->w, top, out, max, n, truncated);
+}
+
+/* Finds the thread state of @p tid (rescanning the thread list when it is
+ * unknown or stale) and reads it into @p ts, with the sample's stack copy
+ * (3.11/3.12 reach the top frame through tstate->cframe, which lives on
+ * the C stack: so it is the sample's). */
+static int find_tstate(sp_python *py, pid_t tid, uint64_t t0, const uint8_t *stack,
+                       size_t stack_len, uint64_t stack_start, uint64_t *ts_addr, sp_py_tstate *ts)
+{
+	uint64_t addr = lookup(py, tid);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!addr) {
+			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS)
+				return STACKPULSE_ENOTFOUND;
+			int rc = rescan(py);
+			if (rc != 0)
+				return rc;
+			addr = lookup(py, tid);
+			if (!addr)
+				return STACKPULSE_ENOTFOUND;
+		}
+		mem_begin(py, stack, stack_len, stack_start);
+		int rc = sp_py_read_tstate(&py->w, addr, ts);
+		if (rc == -ESRCH)
+			return rc;
+		if (rc == 0 && ts->tid == tid) {
+			*ts_addr = addr;
+			return 0;
+		}
+		/* The thread state was freed or reused: rescan once. */
+		addr = 0;
+		py->last_scan_ns = 0;
+	}
+	return STACKPULSE_ENOTFOUND;
+}
+
 int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t stack_len,
                          uint64_t stack_start, sp_py_frame *out, uint32_t max, uint32_t *n,
                          int *truncated)
 {
 	uint64_t t0 = now_ns();
+	sp_python_stats before = py->stats;
+	uint64_t torn0 = py->w.mem.torn, misses0 = py->w.anchor_misses;
 	*n = 0;
 	*truncated = 0;
 	py->stats.stacks++;
-	uint64_t ts_addr = lookup(py, tid);
-	int rc = 0;
-	sp_py_tstate ts;
-	for (int attempt = 0; attempt < 2; attempt++) {
-		if (!ts_addr) {
-			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS) {
-				rc = STACKPULSE_ENOTFOUND;
-				goto done;
-			}
-			if ((rc = rescan(py)) != 0)
-				goto done;
-			ts_addr = lookup(py, tid);
-			if (!ts_addr) {
-				rc = STACKPULSE_ENOTFOUND;
-				goto done;
-			}
-		}
-		sp_py_mem_reset(&py->w.mem);
-		py->w.mem.stack = stack;
-		py->w.mem.stack_len = stack ? stack_len : 0;
-		py->w.mem.stack_start = stack_start;
-		rc = sp_py_read_tstate(&py->w, ts_addr, &ts);
-		if (rc == -ESRCH)
-			goto done;
-		if (rc == 0 && ts.tid == tid)
-			break;
-		/* The thread state was freed or reused: rescan once. */
-		ts_addr = 0;
-		py->last_scan_ns = 0;
-		rc = STACKPULSE_ENOTFOUND;
+	if (py->sample_ns && t0 >= py->sample_ns) {
+		uint64_t d = t0 - py->sample_ns;
+		py->stats.delayed++;
+		py->stats.delay_ns += d;
+		if (d > py->stats.delay_max_ns)
+			py->stats.delay_max_ns = d;
 	}
+	py->sample_ns = 0;
+	uint64_t ts_addr = 0;
+	sp_py_tstate ts;
+	int rc = find_tstate(py, tid, t0, stack, stack_len, stack_start, &ts_addr, &ts);
 	if (rc)
 		goto done;
-	if (ts.frame)
-		rc = sp_py_walk(&py->w, ts.frame, out, max, n, truncated);
+	rc = walk(py, ts.frame, out, max, n, truncated);
 	if (rc == STACKPULSE_ESTATE) {
-		/* The stack changed while it was read: once more from the
-		 * thread's current top frame (not the sampled one), else give
-		 * up cleanly. */
-		sp_py_mem_reset(&py->w.mem);
-		py->w.mem.stack = NULL;
+		/* The stack changed while it was read: once more, anchored
+		 * again when the copy allows (3.10), else from the thread's
+		 * current top frame; then give up cleanly. */
+		int anchored = py->stats.anchored != before.anchored;
+		mem_begin(py, anchored ? stack : NULL, stack_len, stack_start);
+		/* Second try: a caller that moves on while it is read (fast
+		 * recursion) no longer refuses the walk; links and code must
+		 * still hold. */
+		py->w.loose_verify = 1;
 		rc = sp_py_read_tstate(&py->w, ts_addr, &ts);
-		if (rc == 0 && ts.tid == tid && ts.frame)
-			rc = sp_py_walk(&py->w, ts.frame, out, max, n, truncated);
+		if (rc == 0 && ts.tid == tid)
+			rc = anchored ? walk(py, ts.frame, out, max, n, truncated)
+			              : (ts.frame ? sp_py_walk(&py->w, ts.frame, out, max, n,
+			                                       truncated)
+			                          : 0);
+		py->w.loose_verify = 0;
 		if (rc == STACKPULSE_ESTATE || (rc == 0 && ts.tid != tid) ||
 		    (rc != 0 && rc != -ESRCH && rc != -ENOMEM)) {
 			*n = 0;
@@ -640,6 +721,11 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	py->stats.truncated += (uint64_t)(*truncated != 0);
 done:
 	py->w.mem.stack = NULL;
+	py->stats.failed += (uint64_t)(rc != 0);
+	py->stats.torn += py->w.mem.torn - torn0;
+	py->stats.anchor_misses += py->w.anchor_misses - misses0;
 	py->stats.ns += now_ns() - t0;
+	if (py->totals)
+		add_totals(py->totals, &py->stats, &before);
 	return rc;
 }

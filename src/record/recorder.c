@@ -37,6 +37,10 @@
 
 #define MAX_STACK_SIZE 65528u /* perf's limit: u16 record size minus headers. */
 #define WAIT_SLICE_MS  100    /* Liveness re-check period inside wait(). */
+/* Polling period once a CPython target is found: its stacks are read when
+ * the ring is drained, not at sample time, so drain soon after samples
+ * arrive instead of at the wakeup watermark (ring/4). */
+#define PY_WAIT_SLICE_MS 2
 
 static uint64_t clock_ns(clockid_t c)
 {
@@ -108,6 +112,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->pyframes);
 	sp_free(rec->pymerge);
 	sp_free(rec->native);
+	sp_recorder_embed_release(rec);
 	sp_free(rec);
 }
 
@@ -649,7 +654,7 @@ int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
 		if (st == 0 && !any_alive(rec))
 			return 0;
 		/* Young records become consumable within the slack. */
-		int slice = st == 1 ? 3 : WAIT_SLICE_MS;
+		int slice = st == 1 ? 3 : rec->python_found ? PY_WAIT_SLICE_MS : WAIT_SLICE_MS;
 		if (timeout_ms >= 0) {
 			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
 			if (spent >= (uint64_t)timeout_ms)
@@ -776,6 +781,15 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_frames = rec->python_found;
 	s.event = rec->setup.event;
 	s.python_samples = rec->python_samples;
+	const sp_python_stats *ps = &rec->python_stats;
+	s.python_reads = ps->stacks;
+	s.python_read_failed = ps->failed;
+	s.python_truncated = ps->truncated;
+	s.python_torn = ps->torn;
+	s.python_read_ns = ps->ns;
+	s.python_read_calls = ps->read_calls;
+	s.python_delay_ns = ps->delay_ns;
+	s.python_delay_max_ns = ps->delay_max_ns;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }

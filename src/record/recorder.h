@@ -11,6 +11,7 @@
 #include "io/file.h"
 #include "record/perf_events.h"
 #include "record/process_table.h"
+#include "record/python.h"
 #include "record/ring.h"
 #include "stackpulse.h"
 #include "unwind/unwind.h"
@@ -61,6 +62,7 @@ struct stackpulse_recorder {
 
 	uint64_t python_samples;          /* Samples that carry Python frames. */
 	int python_found;                 /* A CPython target was found. */
+	sp_python_stats python_stats;     /* Python reading costs, summed over processes. */
 	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */
 	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
 	uint64_t *pcs;                    /* Scratch: unwound pcs. */
@@ -72,6 +74,11 @@ struct stackpulse_recorder {
 	struct sp_native_frame *native;
 	size_t nnative, capnative;
 	uint32_t frames_seen; /* Frame ids below this were already handed out. */
+	/* Per module: its file, opened while a process mapping it lived
+	 * (embed_symbols.c). */
+	struct sp_embed_file *embed_files;
+	size_t nembed_files;
+	uint32_t embed_fds; /* Descriptors held in embed_files. */
 };
 
 /* Handles one ring record; returns 0 or a writer error. */
@@ -88,6 +95,12 @@ int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_fram
 /* Embeds symbol tables for every module a native frame hit (when
  * self_contained is set). Unreadable modules are skipped, not errors. */
 int sp_recorder_embed_symbols(stackpulse_recorder *rec);
+/* The symbol cache directory of the recorder (sp_free it), or NULL when
+ * STACKPULSE_NO_SYMBOL_CACHE turns the cache off or none can be formed. */
+char *sp_recorder_cache_dir(void);
+
+/* Closes the module files held for embedding. */
+void sp_recorder_embed_release(stackpulse_recorder *rec);
 
 /* Copies the perf maps of every process seen into the spool (JIT names). */
 int sp_recorder_write_perfmaps(stackpulse_recorder *rec);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/cursor.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "record/kallsyms.h"
@@ -25,36 +26,31 @@
 #define PERF_IP_BIT 32 /* PERF_REG_ARM64_PC */
 #endif
 
-typedef struct rd {
-	const uint8_t *p;
-	size_t len, pos;
-	int bad;
-} rd;
+/* The kernel writes perf records in host byte order. Both supported
+ * targets (x86_64, aarch64) are little-endian, so the cursor's
+ * little-endian getters read them as they are. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "perf records are host-endian; sp_cursor reads little-endian");
 
-static uint64_t rd64(rd *r)
+/* A cursor over the body of record @p p: everything after its header. */
+static sp_cursor record_body(const uint8_t *p, size_t len)
 {
-	uint64_t v = 0;
-	if (r->len - r->pos < 8) {
-		r->bad = 1;
-		r->pos = r->len;
-		return 0;
-	}
-	memcpy(&v, r->p + r->pos, 8);
-	r->pos += 8;
-	return v;
+	size_t h = sizeof(struct perf_event_header);
+	return len < h ? sp_cursor_make(p, 0) : sp_cursor_make(p + h, len - h);
 }
 
-static uint32_t rd32(rd *r)
+/* The NUL-terminated string at the cursor; it must end before body offset
+ * @p end (where the sample_id trailer starts). NULL when it does not. */
+static const char *cursor_str(sp_cursor *c, size_t end)
 {
-	uint32_t v = 0;
-	if (r->len - r->pos < 4) {
-		r->bad = 1;
-		r->pos = r->len;
-		return 0;
-	}
-	memcpy(&v, r->p + r->pos, 4);
-	r->pos += 4;
-	return v;
+	if (end > c->len || c->pos >= end)
+		return NULL;
+	const uint8_t *s = c->p + c->pos;
+	const uint8_t *nul = memchr(s, '\0', end - c->pos);
+	if (!nul)
+		return NULL;
+	c->pos += (size_t)(nul - s) + 1;
+	return (const char *)s;
 }
 
 typedef struct sample_id {
@@ -68,14 +64,17 @@ static int read_sample_id(const uint8_t *p, size_t len, sample_id *s)
 {
 	if (len < sizeof(struct perf_event_header) + SAMPLE_ID_BYTES)
 		return -1;
-	rd r = { p, len, len - SAMPLE_ID_BYTES, 0 };
-	s->pid = (pid_t)rd32(&r);
-	s->tid = (pid_t)rd32(&r);
-	s->time = rd64(&r);
-	s->cpu = rd32(&r);
-	(void)rd32(&r);
-	s->id = rd64(&r);
-	return r.bad ? -1 : 0;
+	sp_cursor c = sp_cursor_make(p + len - SAMPLE_ID_BYTES, SAMPLE_ID_BYTES);
+	uint32_t pid = 0, tid = 0, res = 0;
+	if (sp_cursor_le32(&c, &pid, "sample_id pid") ||
+	    sp_cursor_le32(&c, &tid, "sample_id tid") ||
+	    sp_cursor_le64(&c, &s->time, "sample_id time") ||
+	    sp_cursor_le32(&c, &s->cpu, "sample_id cpu") ||
+	    sp_cursor_le32(&c, &res, "sample_id res") || sp_cursor_le64(&c, &s->id, "sample_id id"))
+		return -1;
+	s->pid = (pid_t)pid;
+	s->tid = (pid_t)tid;
+	return 0;
 }
 
 static pid_t id_owner(const stackpulse_recorder *rec, uint64_t id)
@@ -119,8 +118,10 @@ static int followed_pid(const stackpulse_recorder *rec, pid_t pid)
 	return rec->opts.children || pid == rec->target;
 }
 
-/* The live process of @p pid, scanned from /proc when first seen (a fork
- * whose record was lost, or a process created during a live attach). */
+/* The live process of @p pid, scanned from /proc when first seen: a fork
+ * whose record was lost or is still to come (it may sit in another CPU's
+ * ring), or a process created during a live attach. Its parent is linked
+ * when followed; a FORK that comes later adopts it (sp_ptable_fork). */
 static int process_for(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_process **out)
 {
 	sp_process *p = sp_ptable_find(&rec->pt, pid);
@@ -128,9 +129,21 @@ static int process_for(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_pr
 		*out = p;
 		return 0;
 	}
-	int rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, time, &p);
-	if (rc == -ESRCH || rc == -ENOENT || rc == -EACCES)
-		rc = sp_ptable_add(&rec->pt, pid, SP_NONE, time, "", "", &p);
+	uint32_t parent = SP_NONE;
+	pid_t ppid;
+	if (sp_proc_ppid(pid, &ppid) == 0 && ppid != pid) {
+		sp_process *pp = sp_ptable_find(&rec->pt, ppid);
+		if (pp)
+			parent = sp_ptable_slot(&rec->pt, pp);
+	}
+	int rc = sp_ptable_scan(&rec->pt, pid, parent, time, &p);
+	if (rc == -ESRCH || rc == -ENOENT || rc == -EACCES) {
+		/* The scan may have added it before its maps were refused. */
+		p = sp_ptable_find(&rec->pt, pid);
+		rc = p ? 0 : sp_ptable_add(&rec->pt, pid, parent, time, "", "", &p);
+		if (rc == 0)
+			p->unscanned = 1;
+	}
 	if (rc)
 		return rc;
 	*out = p;
@@ -185,10 +198,12 @@ static sp_python *python_for(stackpulse_recorder *rec, sp_process *proc)
 		return NULL;
 	if (!proc->py_probed) {
 		proc->py_probed = 1;
-		if (sp_python_probe(proc->pid, &proc->py) != 0)
+		if (sp_python_probe(proc->pid, &proc->py) != 0) {
 			proc->py = NULL;
-		else
+		} else {
 			rec->python_found = 1;
+			sp_python_set_totals(proc->py, &rec->python_stats);
+		}
 	}
 	return proc->py;
 }
@@ -216,12 +231,14 @@ static int python_frame(stackpulse_recorder *rec, sp_python *py, const sp_py_fra
  * process runs CPython, else the native pcs alone. */
 static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
                        const sp_unwind_result *res, const uint8_t *stack, size_t stack_len,
-                       uint64_t sp, uint32_t *n)
+                       uint64_t sp, uint64_t time, uint32_t *n)
 {
 	int rc;
 	sp_python *py = python_for(rec, proc);
 	uint32_t npy = 0;
 	int py_trunc = 0;
+	if (py)
+		sp_python_set_sample_time(py, time);
 	if (py && sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
 	                               SP_MAX_PY_FRAMES, &npy, &py_trunc) != 0)
 		npy = 0;
@@ -271,53 +288,57 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 
 static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 {
-	rd r = { p, len, sizeof(struct perf_event_header), 0 };
-	uint64_t id = rd64(&r);
-	uint64_t ip = rd64(&r);
-	pid_t pid = (pid_t)rd32(&r);
-	pid_t tid = (pid_t)rd32(&r);
-	uint64_t time = rd64(&r);
-	uint32_t cpu = rd32(&r);
-	(void)rd32(&r);
-	uint64_t nr = rd64(&r);
-	if (r.bad || nr > (r.len - r.pos) / 8) {
+	sp_cursor c = record_body(p, len);
+	uint64_t id = 0, ip = 0, time = 0, nr = 0;
+	uint32_t upid = 0, utid = 0, cpu = 0, reserved = 0;
+	const uint8_t *chain = NULL;
+	if (sp_cursor_le64(&c, &id, "sample id") || sp_cursor_le64(&c, &ip, "sample ip") ||
+	    sp_cursor_le32(&c, &upid, "sample pid") || sp_cursor_le32(&c, &utid, "sample tid") ||
+	    sp_cursor_le64(&c, &time, "sample time") || sp_cursor_le32(&c, &cpu, "sample cpu") ||
+	    sp_cursor_le32(&c, &reserved, "sample res") ||
+	    sp_cursor_le64(&c, &nr, "callchain nr") || nr > sp_cursor_left(&c) / 8 ||
+	    sp_cursor_bytes(&c, (size_t)nr * 8, &chain, "callchain")) {
 		rec->corrupt++;
 		return 0;
 	}
-	const uint8_t *chain = p + r.pos;
-	r.pos += (size_t)nr * 8;
+	pid_t pid = (pid_t)upid, tid = (pid_t)utid;
 	(void)ip;
 	sp_regs regs;
 	memset(&regs, 0, sizeof(regs));
-	regs.abi = rd64(&r);
 	uint64_t mask = rec->setup.attr.sample_regs_user;
+	if (sp_cursor_le64(&c, &regs.abi, "regs abi")) {
+		rec->corrupt++;
+		return 0;
+	}
 	if (regs.abi) {
 		uint32_t cnt = (uint32_t)__builtin_popcountll(mask);
-		if (cnt > SP_UNWIND_MAX_REGS || cnt > (r.len - r.pos) / 8) {
+		if (cnt > SP_UNWIND_MAX_REGS || cnt > sp_cursor_left(&c) / 8) {
 			rec->corrupt++;
 			return 0;
 		}
 		for (uint32_t i = 0; i < cnt; i++)
-			regs.value[i] = rd64(&r);
+			if (sp_cursor_le64(&c, &regs.value[i], "user register")) {
+				rec->corrupt++;
+				return 0;
+			}
 		regs.count = cnt;
 	}
-	uint64_t ssize = rd64(&r);
+	uint64_t ssize = 0, dyn = 0;
 	const uint8_t *stack = NULL;
-	uint64_t dyn = 0;
+	if (sp_cursor_le64(&c, &ssize, "stack size")) {
+		rec->corrupt++;
+		return 0;
+	}
 	if (ssize) {
-		if (ssize > r.len - r.pos || r.len - r.pos - ssize < 8) {
+		/* The copy, then its dynamic size. */
+		if (ssize > sp_cursor_left(&c) || sp_cursor_left(&c) - ssize < 8 ||
+		    sp_cursor_bytes(&c, (size_t)ssize, &stack, "user stack") ||
+		    sp_cursor_le64(&c, &dyn, "stack dyn_size")) {
 			rec->corrupt++;
 			return 0;
 		}
-		stack = p + r.pos;
-		r.pos += (size_t)ssize;
-		dyn = rd64(&r);
 		if (dyn > ssize)
 			dyn = ssize;
-	}
-	if (r.bad) {
-		rec->corrupt++;
-		return 0;
 	}
 	if (!followed_pid(rec, pid) || duplicate(rec, tid, id)) {
 		rec->dropped++;
@@ -334,9 +355,11 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 
 	uint32_t n = 0;
 	/* Kernel part, leaf first; PERF_CONTEXT_* markers are skipped. */
+	sp_cursor cc = sp_cursor_make(chain, (size_t)nr * 8);
 	for (uint64_t i = 0; i < nr && n < SP_MAX_KERNEL_FRAMES; i++) {
-		uint64_t a;
-		memcpy(&a, chain + i * 8, 8);
+		uint64_t a = 0;
+		if (sp_cursor_le64(&cc, &a, "callchain entry"))
+			break; /* Cannot happen: the length was checked. */
 		if (a >= (uint64_t)PERF_CONTEXT_MAX)
 			continue;
 		if ((rc = add_frame(rec, &n, STACKPULSE_FRAME_KERNEL, SP_NONE, a)) != 0)
@@ -362,7 +385,7 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 				res.count = 1;
 			}
 		}
-		if ((rc = user_frames(rec, proc, tid, &res, stack, (size_t)dyn, sp, &n)) != 0)
+		if ((rc = user_frames(rec, proc, tid, &res, stack, (size_t)dyn, sp, time, &n)) != 0)
 			return rc;
 		if (res.truncated) {
 			rec->truncated++;
@@ -377,61 +400,62 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 	return sp_writer_sample(rec->w, time, th->index, stack_id, 1, cpu);
 }
 
-/* Copies the NUL-terminated string at r.pos that must end before @p end. */
-static const char *rd_str(rd *r, size_t end)
+/* The fields of a PERF_RECORD_MMAP2 that we use. */
+typedef struct mmap2_rec {
+	pid_t pid;
+	uint64_t addr, len, pgoff, inode;
+	uint8_t bid[20];
+	uint32_t bid_len;
+	const char *path;
+} mmap2_rec;
+
+static int parse_mmap2(uint16_t misc, const uint8_t *p, size_t len, mmap2_rec *m)
 {
-	if (r->pos >= end)
-		return NULL;
-	const uint8_t *s = r->p + r->pos;
-	const uint8_t *nul = memchr(s, '\0', end - r->pos);
-	return nul ? (const char *)s : NULL;
+	sp_cursor c = record_body(p, len);
+	uint32_t pid = 0, tid = 0, maj = 0, min = 0, prot = 0, flags = 0;
+	uint64_t ino_gen = 0;
+	memset(m, 0, sizeof(*m));
+	if (sp_cursor_le32(&c, &pid, "mmap2 pid") || sp_cursor_le32(&c, &tid, "mmap2 tid") ||
+	    sp_cursor_le64(&c, &m->addr, "mmap2 addr") ||
+	    sp_cursor_le64(&c, &m->len, "mmap2 len") ||
+	    sp_cursor_le64(&c, &m->pgoff, "mmap2 pgoff"))
+		return -1;
+	m->pid = (pid_t)pid;
+	if (misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+		/* u8 size, u8[3] reserved, u8[20] build_id. */
+		const uint8_t *b;
+		if (sp_cursor_bytes(&c, 24, &b, "mmap2 build-id"))
+			return -1;
+		m->bid_len = b[0] > 20 ? 20 : b[0];
+		memcpy(m->bid, b + 4, 20);
+	} else if (sp_cursor_le32(&c, &maj, "mmap2 maj") || sp_cursor_le32(&c, &min, "mmap2 min") ||
+	           sp_cursor_le64(&c, &m->inode, "mmap2 ino") ||
+	           sp_cursor_le64(&c, &ino_gen, "mmap2 ino_generation")) {
+		return -1;
+	}
+	if (sp_cursor_le32(&c, &prot, "mmap2 prot") || sp_cursor_le32(&c, &flags, "mmap2 flags"))
+		return -1;
+	/* read_sample_id succeeded: the trailer fits after the header. */
+	m->path = cursor_str(&c, len - SAMPLE_ID_BYTES - sizeof(struct perf_event_header));
+	return m->path ? 0 : -1;
 }
 
 static int handle_mmap2(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p, size_t len)
 {
 	sample_id sid;
-	if (read_sample_id(p, len, &sid) != 0) {
+	mmap2_rec m;
+	if (read_sample_id(p, len, &sid) != 0 || parse_mmap2(misc, p, len, &m) != 0) {
 		rec->corrupt++;
 		return 0;
 	}
-	rd r = { p, len, sizeof(struct perf_event_header), 0 };
-	pid_t pid = (pid_t)rd32(&r);
-	(void)rd32(&r);
-	uint64_t addr = rd64(&r), mlen = rd64(&r), pgoff = rd64(&r);
-	uint8_t bid[20];
-	uint32_t bid_len = 0;
-	uint64_t inode = 0;
-	if (misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
-		if (r.len - r.pos < 24) {
-			rec->corrupt++;
-			return 0;
-		}
-		bid_len = r.p[r.pos];
-		if (bid_len > 20)
-			bid_len = 20;
-		memcpy(bid, r.p + r.pos + 4, 20);
-		r.pos += 24;
-	} else {
-		(void)rd32(&r);
-		(void)rd32(&r);
-		inode = rd64(&r);
-		(void)rd64(&r);
-	}
-	(void)rd32(&r); /* prot */
-	(void)rd32(&r); /* flags */
-	const char *path = r.bad ? NULL : rd_str(&r, len - SAMPLE_ID_BYTES);
-	if (!path) {
-		rec->corrupt++;
-		return 0;
-	}
-	if (!followed_pid(rec, pid) || duplicate(rec, sid.tid, sid.id))
+	if (!followed_pid(rec, m.pid) || duplicate(rec, sid.tid, sid.id))
 		return 0;
 	sp_process *proc;
-	int rc = process_for(rec, pid, sid.time, &proc);
+	int rc = process_for(rec, m.pid, sid.time, &proc);
 	if (rc)
 		return rc;
-	return sp_ptable_mmap(&rec->pt, proc, addr, mlen, pgoff, path, bid_len ? bid : NULL,
-	                      bid_len, inode, sid.time);
+	return sp_ptable_mmap(&rec->pt, proc, m.addr, m.len, m.pgoff, m.path,
+	                      m.bid_len ? m.bid : NULL, m.bid_len, m.inode, sid.time);
 }
 
 static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p, size_t len)
@@ -441,14 +465,17 @@ static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p
 		rec->corrupt++;
 		return 0;
 	}
-	rd r = { p, len, sizeof(struct perf_event_header), 0 };
-	pid_t pid = (pid_t)rd32(&r);
-	pid_t tid = (pid_t)rd32(&r);
-	const char *comm = r.bad ? NULL : rd_str(&r, len - SAMPLE_ID_BYTES);
+	sp_cursor c = record_body(p, len);
+	uint32_t upid = 0, utid = 0;
+	const char *comm = NULL;
+	if (sp_cursor_le32(&c, &upid, "comm pid") == 0 &&
+	    sp_cursor_le32(&c, &utid, "comm tid") == 0)
+		comm = cursor_str(&c, len - SAMPLE_ID_BYTES - sizeof(struct perf_event_header));
 	if (!comm) {
 		rec->corrupt++;
 		return 0;
 	}
+	pid_t pid = (pid_t)upid, tid = (pid_t)utid;
 	if (!followed_pid(rec, pid) || duplicate(rec, sid.tid, sid.id))
 		return 0;
 	sp_process *proc;
@@ -467,15 +494,16 @@ static int handle_task(stackpulse_recorder *rec, uint32_t type, const uint8_t *p
 		rec->corrupt++;
 		return 0;
 	}
-	rd r = { p, len, sizeof(struct perf_event_header), 0 };
-	pid_t pid = (pid_t)rd32(&r), ppid = (pid_t)rd32(&r);
-	pid_t tid = (pid_t)rd32(&r), ptid = (pid_t)rd32(&r);
-	uint64_t time = rd64(&r);
-	if (r.bad) {
+	sp_cursor c = record_body(p, len);
+	uint32_t upid = 0, uppid = 0, utid = 0, uptid = 0;
+	uint64_t time = 0;
+	if (sp_cursor_le32(&c, &upid, "task pid") || sp_cursor_le32(&c, &uppid, "task ppid") ||
+	    sp_cursor_le32(&c, &utid, "task tid") || sp_cursor_le32(&c, &uptid, "task ptid") ||
+	    sp_cursor_le64(&c, &time, "task time")) {
 		rec->corrupt++;
 		return 0;
 	}
-	(void)ptid;
+	pid_t pid = (pid_t)upid, ppid = (pid_t)uppid, tid = (pid_t)utid;
 	if (duplicate(rec, sid.tid, sid.id))
 		return 0;
 	if (type == PERF_RECORD_EXIT) {
@@ -498,11 +526,10 @@ static int handle_task(stackpulse_recorder *rec, uint32_t type, const uint8_t *p
 
 static int handle_lost(stackpulse_recorder *rec, const uint8_t *p, size_t len, int samples_only)
 {
-	rd r = { p, len, sizeof(struct perf_event_header), 0 };
-	if (!samples_only)
-		(void)rd64(&r); /* id */
-	uint64_t lost = rd64(&r);
-	if (r.bad) {
+	sp_cursor c = record_body(p, len);
+	uint64_t id = 0, lost = 0;
+	if ((!samples_only && sp_cursor_le64(&c, &id, "lost id")) ||
+	    sp_cursor_le64(&c, &lost, "lost count")) {
 		rec->corrupt++;
 		return 0;
 	}
@@ -523,8 +550,11 @@ uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint
 	uint64_t t = 0;
 	if (hdr->type == PERF_RECORD_SAMPLE) {
 		/* identifier, ip, pid/tid, then time. */
-		if (len >= sizeof(*hdr) + 32)
-			memcpy(&t, p + sizeof(*hdr) + 24, 8);
+		sp_cursor c = record_body(p, len);
+		const uint8_t *skip;
+		if (sp_cursor_bytes(&c, 24, &skip, "sample head") ||
+		    sp_cursor_le64(&c, &t, "sample time"))
+			return 0;
 		return t;
 	}
 	sample_id sid;
@@ -568,7 +598,9 @@ int sp_recorder_write_ksyms(stackpulse_recorder *rec)
 	qsort(rec->kaddrs, n, sizeof(uint64_t), cmp_u64);
 	rec->kused = 0;
 	int zeroed = 0;
-	int rc = sp_kallsyms_resolve("/proc/kallsyms", rec->kaddrs, n, emit_ksym, rec->w, &zeroed);
+	char *dir = sp_recorder_cache_dir();
+	int rc = sp_kallsyms_resolve_cached(dir, rec->kaddrs, n, emit_ksym, rec->w, &zeroed);
+	sp_free(dir);
 	memset(rec->kaddrs, 0, rec->kcap * sizeof(uint64_t));
 	if (zeroed)
 		rec->kptr_zeroed = 1;

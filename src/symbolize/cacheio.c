@@ -121,6 +121,12 @@ static int make_dirs(const char *dir)
 int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, const uint8_t *data,
                      size_t len)
 {
+	return sp_cacheio_write_mode(dir, bid, bid_len, data, len, 0644);
+}
+
+int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
+                          const uint8_t *data, size_t len, unsigned mode)
+{
 	static _Atomic unsigned counter;
 	char path[4096], tmp[4200];
 	int rc = table_path(path, sizeof(path), dir, bid, bid_len);
@@ -131,7 +137,7 @@ int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, cons
 		return sp_error(rc, "%s: cannot create the symbol cache directory", dir);
 	unsigned k = counter++;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(), k);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
 	if (fd < 0)
 		return sp_error(-errno, "%s: cannot create", tmp);
 	size_t done = 0;

@@ -25,4 +25,8 @@ int sp_cacheio_read(const char *dir, const uint8_t *bid, uint32_t bid_len, uint8
 int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, const uint8_t *data,
                      size_t len);
 
+/* As sp_cacheio_write, creating the file with permissions @p mode. */
+int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
+                          const uint8_t *data, size_t len, unsigned mode);
+
 #endif

@@ -14,10 +14,18 @@
 
 #ifdef SP_HAVE_DEBUGINFOD
 #include <elfutils/debuginfod.h>
+#include <pthread.h>
+#include <time.h>
+
+/* Longest debuginfod query (a lower DEBUGINFOD_MAXTIME wins). */
+#define SP_DEBUGINFOD_MAX_SECONDS 60
+
+static void debuginfod_env_once(const char *cache);
 #endif
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "symbolize/dbgcache.h"
 #include "symbolize/elfid.h"
 
 #define DEFAULT_ROOT "/usr/lib/debug"
@@ -56,6 +64,8 @@ int sp_dbg_config_init(sp_dbg_config *cfg, const char *debug_dirs, int allow_net
 	const char *urls = getenv("DEBUGINFOD_URLS");
 	cfg->debuginfod = allow_network && urls && *urls;
 	cfg->debuginfod_cache = getenv("STACKPULSE_DEBUGINFOD_CACHE_DIR");
+	if (cfg->debuginfod)
+		debuginfod_env_once(cfg->debuginfod_cache);
 #else
 	(void)allow_network;
 #endif
@@ -114,45 +124,68 @@ static int found(int fd, const char *path, char **out)
 }
 
 #ifdef SP_HAVE_DEBUGINFOD
+/* libdebuginfod takes its cache directory only from DEBUGINFOD_CACHE_PATH,
+ * and setenv is not thread-safe. So the environment is written at most
+ * once per process: when the first configuration with debuginfod enabled is
+ * made, which is before any client of ours exists, under a lock, and never
+ * restored. Later configurations never write it, whatever their cache. */
+static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
+static int env_decided;
+
+static void debuginfod_env_once(const char *cache)
+{
+	pthread_mutex_lock(&env_lock);
+	if (!env_decided) {
+		env_decided = 1;
+		if (cache && *cache) {
+			const char *cur = getenv("DEBUGINFOD_CACHE_PATH");
+			if (!cur || strcmp(cur, cache) != 0)
+				setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+		}
+	}
+	pthread_mutex_unlock(&env_lock);
+}
+
+/* Time limit of one query, without touching the environment: the client
+ * calls the progress function about once a second while it waits, and a
+ * nonzero return cancels the transfer. */
+typedef struct query_clock {
+	struct timespec start;
+	long max_s;
+} query_clock;
+
+static int query_progress(debuginfod_client *c, long a, long b)
+{
+	(void)a, (void)b;
+	const query_clock *k = debuginfod_get_user_data(c);
+	struct timespec now;
+	if (!k || clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+		return 0;
+	return now.tv_sec - k->start.tv_sec >= k->max_s;
+}
+
 static int query_debuginfod(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
                             char **out)
 {
 	if (cfg->counters)
 		cfg->counters->debuginfod_queries++;
-	/* The client reads its settings from the environment; set ours only for
-	 * the duration of the call. */
-	char *old_cache = NULL;
-	int had_cache = 0;
-	if (cfg->debuginfod_cache && *cfg->debuginfod_cache) {
-		const char *o = getenv("DEBUGINFOD_CACHE_PATH");
-		had_cache = o != NULL;
-		old_cache = o ? strdup(o) : NULL;
-		setenv("DEBUGINFOD_CACHE_PATH", cfg->debuginfod_cache, 1);
+	query_clock k = { { 0, 0 }, SP_DEBUGINFOD_MAX_SECONDS };
+	const char *mt = getenv("DEBUGINFOD_MAXTIME");
+	if (mt && *mt) {
+		long v = strtol(mt, NULL, 10);
+		if (v > 0 && v < k.max_s)
+			k.max_s = v;
 	}
-	int set_timeout = getenv("DEBUGINFOD_TIMEOUT") == NULL;
-	if (set_timeout)
-		setenv("DEBUGINFOD_TIMEOUT", "10", 1);
-	int set_maxtime = getenv("DEBUGINFOD_MAXTIME") == NULL;
-	if (set_maxtime)
-		setenv("DEBUGINFOD_MAXTIME", "60", 1);
+	clock_gettime(CLOCK_MONOTONIC, &k.start);
 	int fd = -1;
 	char *path = NULL;
 	debuginfod_client *c = debuginfod_begin();
 	if (c) {
+		debuginfod_set_user_data(c, &k);
+		debuginfod_set_progressfn(c, query_progress);
 		fd = debuginfod_find_debuginfo(c, bid, (int)bid_len, &path);
 		debuginfod_end(c);
 	}
-	if (set_timeout)
-		unsetenv("DEBUGINFOD_TIMEOUT");
-	if (set_maxtime)
-		unsetenv("DEBUGINFOD_MAXTIME");
-	if (cfg->debuginfod_cache && *cfg->debuginfod_cache) {
-		if (had_cache && old_cache)
-			setenv("DEBUGINFOD_CACHE_PATH", old_cache, 1);
-		else
-			unsetenv("DEBUGINFOD_CACHE_PATH");
-	}
-	free(old_cache);
 	if (fd < 0) {
 		free(path);
 		return -1;
@@ -219,7 +252,24 @@ int sp_dbg_find_altlink(const sp_dbg_config *cfg, const char *dwarf_file, char *
 	return -1;
 }
 
+static int find_debuginfo(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
+                          const char *binary, const char *debuglink, uint32_t crc, char **out);
+
 int sp_dbg_find_debuginfo(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
+                          const char *binary, const char *debuglink, uint32_t crc, char **out)
+{
+	*out = NULL;
+	int fd = sp_dbgcache_find(cfg, bid, bid_len, out);
+	if (fd >= 0)
+		return fd;
+	fd = find_debuginfo(cfg, bid, bid_len, binary, debuglink, crc, out);
+	/* Found the slow way: keep a decompressed copy for next time. */
+	if (fd >= 0 && cfg->cache_dir && bid_len >= 2)
+		sp_dbgcache_store(cfg, bid, bid_len, fd);
+	return fd;
+}
+
+static int find_debuginfo(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
                           const char *binary, const char *debuglink, uint32_t crc, char **out)
 {
 	char path[4096];

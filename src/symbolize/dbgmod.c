@@ -7,6 +7,7 @@
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -75,6 +76,11 @@ struct sp_dbgmod {
 	int memo_raw;
 	uint32_t memo_n;
 	sp_symcache_frame memo_frames[SP_SYMCACHE_MAX_FRAMES];
+	uint64_t memo_lo, memo_hi;
+	/* Module addresses [ans_lo, ans_hi) around the last address resolved
+	 * that all get the same answer (its line row inside its innermost scope,
+	 * or its symbol when there is no DWARF). */
+	uint64_t ans_lo, ans_hi;
 };
 
 static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
@@ -111,15 +117,9 @@ static const Dwfl_Callbacks callbacks = {
 	.debuginfo_path = NULL,
 };
 
-int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len, const sp_dbg_config *cfg,
-                   sp_dbgmod **out)
+static int open_fd(int fd, uint64_t size, const char *path, const uint8_t *bid, uint32_t bid_len,
+                   const sp_dbg_config *cfg, sp_dbgmod **out)
 {
-	uint64_t size;
-	if (bid_len > 64)
-		return sp_error(-EINVAL, "%s: build-id of %u bytes", path, bid_len);
-	int fd = sp_elf_open_regular(path, &size);
-	if (fd < 0)
-		return fd;
 	sp_dbgmod *m = sp_calloc(1, sizeof(*m));
 	if (!m) {
 		close(fd);
@@ -175,6 +175,40 @@ fail:
 		close(fd);
 	sp_dbgmod_free(m);
 	return rc;
+}
+
+int sp_dbgmod_open(const char *path, const uint8_t *bid, uint32_t bid_len, const sp_dbg_config *cfg,
+                   sp_dbgmod **out)
+{
+	uint64_t size;
+	if (bid_len > 64)
+		return sp_error(-EINVAL, "%s: build-id of %u bytes", path, bid_len);
+	int fd = sp_elf_open_regular(path, &size);
+	if (fd < 0)
+		return fd;
+	return open_fd(fd, size, path, bid, bid_len, cfg, out);
+}
+
+int sp_dbgmod_open_fd(int fd, const char *path, const uint8_t *bid, uint32_t bid_len,
+                      const sp_dbg_config *cfg, sp_dbgmod **out)
+{
+	if (fd < 0)
+		return sp_error(-EBADF, "%s: no descriptor", path);
+	if (bid_len > 64) {
+		close(fd);
+		return sp_error(-EINVAL, "%s: build-id of %u bytes", path, bid_len);
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return sp_error(STACKPULSE_EUNSUPPORTED, "%s: not a regular file", path);
+	}
+	if (st.st_size < 64 || (uint64_t)st.st_size > SP_ELF_MAX_FILE_SIZE) {
+		close(fd);
+		return sp_error(STACKPULSE_ELIMIT, "%s: %lld bytes is not a usable size", path,
+		                (long long)st.st_size);
+	}
+	return open_fd(fd, (uint64_t)st.st_size, path, bid, bid_len, cfg, out);
 }
 
 void sp_dbgmod_free(sp_dbgmod *m)
@@ -245,6 +279,35 @@ static int build_syms(sp_dbgmod *m)
 			m->syms[w++] = m->syms[i];
 	m->nsyms = w;
 	return 0;
+}
+
+/* Module addresses around @p addr that name the same symbol (or none):
+ * up to the next symbol, and inside the symbol's size. */
+static void sym_range(const sp_dbgmod *m, uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+	size_t l = 0, h = m->nsyms;
+	while (l < h) {
+		size_t mid = l + (h - l) / 2;
+		if (m->syms[mid].addr <= addr)
+			l = mid + 1;
+		else
+			h = mid;
+	}
+	*lo = addr;
+	*hi = l < m->nsyms ? m->syms[l].addr : addr + 1;
+	if (l > 0) {
+		const sym *s = &m->syms[l - 1];
+		uint64_t end = s->size ? s->addr + s->size : UINT64_MAX;
+		if (addr < end) {
+			*lo = s->addr;
+			if (end < *hi)
+				*hi = end;
+		} else {
+			*lo = end; /* Past its end: unnamed up to the next symbol. */
+		}
+	}
+	if (*hi <= addr)
+		*hi = addr + 1;
 }
 
 static const char *sym_lookup(sp_dbgmod *m, uint64_t addr)
@@ -532,6 +595,83 @@ static int same_innermost(Dwarf_Die *inner, uint64_t da)
 	return 1;
 }
 
+/* Narrows [*lo, *hi) (DWARF addresses, containing @p da) to where the
+ * line row @p ln holds and the innermost scope stays @p inner: inside the
+ * range of @p inner that holds @p da, and outside every child's ranges.
+ * Leaves [da, da + 1) when unsure. */
+static void dwarf_answer_range(Dwarf_Die *cudie, uint64_t da, Dwarf_Line *ln, Dwarf_Die *inner,
+                               uint64_t *lo, uint64_t *hi)
+{
+	*lo = da;
+	*hi = da + 1;
+	Dwarf_Lines *lines;
+	size_t nl;
+	if (!ln || dwarf_getsrclines(cudie, &lines, &nl) != 0 || nl == 0)
+		return;
+	/* Rows are sorted by address: the row for da, then the next address. */
+	size_t l = 0, h = nl;
+	while (l < h) {
+		size_t mid = l + (h - l) / 2;
+		Dwarf_Addr ad;
+		if (dwarf_lineaddr(dwarf_onesrcline(lines, mid), &ad) != 0)
+			return;
+		if (ad <= da)
+			l = mid + 1;
+		else
+			h = mid;
+	}
+	if (l == 0 || l >= nl)
+		return;
+	Dwarf_Addr rlo, rhi;
+	if (dwarf_lineaddr(dwarf_onesrcline(lines, l - 1), &rlo) != 0 ||
+	    dwarf_lineaddr(dwarf_onesrcline(lines, l), &rhi) != 0 || rhi <= da || rlo > da)
+		return;
+	/* The lookup is monotonic in the address, so equal ends mean equal
+	 * rows all the way between. */
+	if (dwarf_getsrc_die(cudie, rlo) != ln || dwarf_getsrc_die(cudie, rhi - 1) != ln)
+		return;
+	uint64_t a = rlo, b = rhi;
+	ptrdiff_t o = 0;
+	Dwarf_Addr base, slo, shi;
+	int inside = 0;
+	while ((o = dwarf_ranges(inner, o, &base, &slo, &shi)) > 0) {
+		if (slo <= da && da < shi) {
+			inside = 1;
+			if (slo > a)
+				a = slo;
+			if (shi < b)
+				b = shi;
+		}
+	}
+	if (o < 0 || !inside)
+		return;
+	Dwarf_Die child;
+	int r = dwarf_child(inner, &child);
+	while (r == 0) {
+		o = 0;
+		while ((o = dwarf_ranges(&child, o, &base, &slo, &shi)) > 0) {
+			if (shi <= slo)
+				continue;
+			if (shi <= da) {
+				if (shi > a)
+					a = shi;
+			} else if (slo > da) {
+				if (slo < b)
+					b = slo;
+			} else {
+				return; /* A child holds da: inner was not innermost. */
+			}
+		}
+		if (o < 0)
+			return;
+		r = dwarf_siblingof(&child, &child);
+	}
+	if (r < 0 || a > da || b <= da)
+		return;
+	*lo = a;
+	*hi = b;
+}
+
 /* Fills frames from DWARF for module address @p a. Returns the count, 0
  * when DWARF knows nothing of @p a, or -ENOMEM. */
 static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_names,
@@ -573,6 +713,10 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 	    m->memo_raw == raw_names && m->memo_n <= max && m->memo_cu_addr == cudie->addr && ln &&
 	    ln == m->memo_line && same_innermost(&m->memo_inner, da)) {
 		memcpy(frames, m->memo_frames, m->memo_n * sizeof(*frames));
+		if (a >= m->memo_lo && a < m->memo_hi) {
+			m->ans_lo = m->memo_lo;
+			m->ans_hi = m->memo_hi;
+		}
 		return (int)m->memo_n;
 	}
 	m->memo_valid = 0;
@@ -641,7 +785,15 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 	free(scopes);
 	if (rc)
 		return rc;
+	if (have_func && nscopes > 0) {
+		uint64_t rlo, rhi;
+		dwarf_answer_range(cudie, da, ln, &inner, &rlo, &rhi);
+		m->ans_lo = rlo + bias;
+		m->ans_hi = rhi + bias;
+	}
 	if (have_func && ln && n <= SP_SYMCACHE_MAX_FRAMES) {
+		m->memo_lo = m->ans_lo;
+		m->memo_hi = m->ans_hi;
 		m->memo_valid = 1;
 		m->memo_a = a;
 		m->memo_cu_addr = cudie->addr;
@@ -681,8 +833,11 @@ int sp_dbgmod_resolve(sp_dbgmod *m, uint64_t off, sp_strpool *pool, int raw_name
 	frames[0].file = NULL;
 	frames[0].line = 0;
 	uint64_t a;
+	m->ans_lo = m->ans_hi = 0;
 	if (sp_elf_offset_to_vaddr(&m->info, off, &a) != 0)
 		return 1;
+	m->ans_lo = a;
+	m->ans_hi = a + 1;
 	int n = dwarf_frames(m, a, pool, raw_names, frames, max);
 	if (n != 0)
 		return n;
@@ -694,5 +849,73 @@ int sp_dbgmod_resolve(sp_dbgmod *m, uint64_t off, sp_strpool *pool, int raw_name
 	const char *s = sym_lookup(m, a);
 	if (s && pool_name(pool, s, raw_names, &frames[0].name) != 0)
 		return -ENOMEM;
+	/* With DWARF loaded, a neighbour might have lines: stay exact. */
+	if (!m->dw)
+		sym_range(m, a, &m->ans_lo, &m->ans_hi);
 	return 1;
+}
+
+int sp_dbgmod_symbol_extent(sp_dbgmod *m, uint64_t off, uint64_t *start, uint64_t *len)
+{
+	uint64_t a;
+	if (sp_elf_offset_to_vaddr(&m->info, off, &a) != 0)
+		return STACKPULSE_ENOTFOUND;
+	if (!m->syms_built) {
+		int rc = build_syms(m);
+		if (rc)
+			return rc;
+	}
+	size_t l = 0, h = m->nsyms;
+	while (l < h) {
+		size_t mid = l + (h - l) / 2;
+		if (m->syms[mid].addr <= a)
+			l = mid + 1;
+		else
+			h = mid;
+	}
+	if (l == 0)
+		return STACKPULSE_ENOTFOUND;
+	const sym *sy = &m->syms[l - 1];
+	if (!sy->size || a - sy->addr >= sy->size || sy->addr > a)
+		return STACKPULSE_ENOTFOUND;
+	uint64_t lo = sy->addr, hi = sy->addr + sy->size;
+	if (l < m->nsyms && m->syms[l].addr < hi)
+		hi = m->syms[l].addr;
+	uint64_t flo = off - (a - lo), fhi = off + (hi - a);
+	/* The whole symbol must map back through one segment. */
+	uint64_t chk;
+	if (sp_elf_offset_to_vaddr(&m->info, flo, &chk) != 0 || chk != lo ||
+	    sp_elf_offset_to_vaddr(&m->info, fhi - 1, &chk) != 0 || chk != hi - 1)
+		return STACKPULSE_ENOTFOUND;
+	*start = flo;
+	*len = fhi - flo;
+	return 0;
+}
+
+int sp_dbgmod_resolve_range(sp_dbgmod *m, uint64_t off, sp_strpool *pool, int raw_names,
+                            sp_symcache_frame *frames, uint32_t max, uint64_t *start, uint32_t *len)
+{
+	int n = sp_dbgmod_resolve(m, off, pool, raw_names, frames, max);
+	*start = off;
+	*len = 1;
+	if (n <= 0 || m->ans_hi <= m->ans_lo)
+		return n;
+	/* Back to file offsets, inside the segment that holds off. */
+	for (uint32_t i = 0; i < m->info.nloads; i++) {
+		const sp_elf_load *l = &m->info.loads[i];
+		if (off < l->offset || off - l->offset >= l->filesz)
+			continue;
+		uint64_t a = l->vaddr + (off - l->offset);
+		uint64_t lo = m->ans_lo > l->vaddr ? m->ans_lo : l->vaddr;
+		uint64_t hi = m->ans_hi < l->vaddr + l->filesz ? m->ans_hi : l->vaddr + l->filesz;
+		if (lo > a || hi <= a)
+			break;
+		uint64_t span = hi - lo;
+		if (span > UINT32_MAX)
+			break;
+		*start = off - (a - lo);
+		*len = (uint32_t)span;
+		break;
+	}
+	return n;
 }

@@ -43,6 +43,8 @@ typedef struct sp_symtab_request {
 	uint32_t build_id_len;
 	const uint64_t *offsets; /* Raw NATIVE frame offsets seen for it. */
 	size_t offset_count;
+	int have_fd; /* 1: read @p fd (borrowed, not closed) instead of @p path. */
+	int fd;      /* A descriptor grabbed while the process lived. */
 } sp_symtab_request;
 
 /* For each request, resolves every offset both as a leaf (offset) and as a
@@ -56,5 +58,14 @@ typedef struct sp_symtab_request {
 int sp_symbolize_build_symtab(sp_writer *w, const sp_symtab_request *reqs, size_t n,
                               const char *debug_dirs, uint32_t *embedded, uint32_t *skipped,
                               sp_symbolize_counters *counters);
+
+/* The same, reading and refilling the on-disk symbol cache in @p cache_dir
+ * (NULL: no cache): offsets the cache names cost no DWARF work, and the
+ * binary is opened only when some offset is missing from it (or unnamed
+ * there). New answers are merged into the cache file. */
+int sp_symbolize_build_symtab_cached(sp_writer *w, const sp_symtab_request *reqs, size_t n,
+                                     const char *debug_dirs, const char *cache_dir,
+                                     uint32_t *embedded, uint32_t *skipped,
+                                     sp_symbolize_counters *counters);
 
 #endif

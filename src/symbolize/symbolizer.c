@@ -105,6 +105,7 @@ int stackpulse_symbolizer_new(const stackpulse_spool *spool, const stackpulse_sy
 	 * (embedded tables are still used: they are all an offline run has). */
 	if (!offline && !(o.flags & (STACKPULSE_SYM_NO_CACHE | STACKPULSE_SYM_RAW_NAMES)))
 		s->cache_dir = sp_cacheio_dir(o.cache_dir);
+	s->cfg.cache_dir = s->cache_dir;
 	s->nmods = stackpulse_spool_module_count(spool);
 	if (s->nmods) {
 		s->mods = sp_calloc(s->nmods, sizeof(symmod));
@@ -120,12 +121,11 @@ fail:
 	return rc;
 }
 
-/* Writes the module's new answers, merged with what the cache held. */
+/* Writes the module's new answers, merged with what the cache held (see
+ * remember_fresh). */
 static void write_back(stackpulse_symbolizer *s, symmod *m)
 {
 	if (!m->fresh || !s->cache_dir || sp_symcache_builder_count(m->fresh) == 0)
-		return;
-	if (m->has_disk && sp_symcache_builder_merge(m->fresh, &m->disk) != 0)
 		return;
 	uint8_t *data;
 	size_t len;
@@ -301,6 +301,25 @@ static void close_lru(stackpulse_symbolizer *s)
 	s->nopen--;
 }
 
+/* Adds a libdw answer for the cache file. The file's old entries go in
+ * first, so the new answers win where both cover an offset. */
+static int remember_fresh(symmod *m, uint64_t at, uint32_t span, const sp_symcache_frame *fr,
+                          uint32_t n)
+{
+	if (!m->fresh) {
+		if (sp_symcache_builder_new(m->info->build_id, m->info->build_id_len, &m->fresh) !=
+		    0)
+			return oom();
+		int rc = m->has_disk ? sp_symcache_builder_merge(m->fresh, &m->disk) : 0;
+		if (rc) {
+			sp_symcache_builder_free(m->fresh);
+			m->fresh = NULL;
+			return rc;
+		}
+	}
+	return sp_symcache_builder_add(m->fresh, at, span, fr, n);
+}
+
 /* Resolves a NATIVE frame into the result cache. */
 static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t off, int leaf,
                           rslot **out)
@@ -317,16 +336,23 @@ static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t of
 		                module);
 	/* Return addresses point after the call: look up the call itself. */
 	uint64_t look = leaf || off == 0 ? off : off - 1;
-	sp_symcache_frame fr[SP_SYMCACHE_MAX_FRAMES];
-	uint32_t n = 0;
+	sp_symcache_frame fr[SP_SYMCACHE_MAX_FRAMES], alt[SP_SYMCACHE_MAX_FRAMES];
+	uint32_t n = 0, k;
 	int offline = (s->flags & STACKPULSE_SYM_OFFLINE) != 0;
 	if (m->has_emb &&
 	    (n = sp_symcache_lookup(&m->emb, look, fr, SP_SYMCACHE_MAX_FRAMES, NULL, NULL)) > 0)
 		s->counters.embedded_hits++;
-	if (!n && m->has_disk &&
-	    (n = sp_symcache_lookup(&m->disk, look, fr, SP_SYMCACHE_MAX_FRAMES, NULL, NULL)) > 0)
+	/* An unnamed answer (a stripped binary, no debug file at the time) is
+	 * not final: a debug root, debuglink or debuginfod may name it now. */
+	if ((!n || !fr[n - 1].name) && m->has_disk &&
+	    (k = sp_symcache_lookup(&m->disk, look, alt, SP_SYMCACHE_MAX_FRAMES, NULL, NULL)) > 0) {
 		s->counters.cache_hits++;
-	if (!n && !offline) {
+		if (!n || alt[k - 1].name) {
+			memcpy(fr, alt, k * sizeof(*fr));
+			n = k;
+		}
+	}
+	if ((!n || !fr[n - 1].name) && !offline) {
 		if (!m->dbg_tried) {
 			if (s->nopen >= MAX_OPEN_BINARIES)
 				close_lru(s);
@@ -339,20 +365,22 @@ static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t of
 		}
 		if (m->dbg) {
 			m->last_use = ++s->tick;
-			int k = sp_dbgmod_resolve(m->dbg, look, &s->pool,
-			                          (s->flags & STACKPULSE_SYM_RAW_NAMES) != 0, fr,
-			                          SP_SYMCACHE_MAX_FRAMES);
-			if (k < 0)
-				return k;
-			n = (uint32_t)k;
+			uint64_t at;
+			uint32_t span;
+			int got = sp_dbgmod_resolve_range(
+			        m->dbg, look, &s->pool, (s->flags & STACKPULSE_SYM_RAW_NAMES) != 0,
+			        alt, SP_SYMCACHE_MAX_FRAMES, &at, &span);
+			if (got < 0)
+				return got;
+			k = (uint32_t)got;
 			if (s->cache_dir && m->info->build_id_len) {
-				if (!m->fresh &&
-				    sp_symcache_builder_new(m->info->build_id,
-				                            m->info->build_id_len, &m->fresh) != 0)
-					return oom();
-				int rc = sp_symcache_builder_add(m->fresh, look, 1, fr, n);
+				int rc = remember_fresh(m, at, span, alt, k);
 				if (rc == -ENOMEM)
 					return rc;
+			}
+			if (!n || alt[k - 1].name) {
+				memcpy(fr, alt, k * sizeof(*fr));
+				n = k;
 			}
 		}
 	}

@@ -166,6 +166,23 @@ static int shape_lifecycle(sp_writer *w)
 	return sp_writer_symtab(w, mod, tab, sizeof(tab));
 }
 
+/* Renames written out of time order, and a leader renamed by COMM. */
+static int shape_names(sp_writer *w)
+{
+	uint32_t p, lead, other;
+	int rc;
+	if ((rc = sp_writer_process(w, 30, UINT32_MAX, 1, "bash", "bash -c run", &p)) ||
+	    (rc = sp_writer_thread(w, p, 30, 1, "bash", &lead)) ||
+	    (rc = sp_writer_thread(w, p, 31, 2, "bash", &other)) ||
+	    (rc = sp_writer_process_exec(w, p, 50, "python3", "python3 app.py")) ||
+	    (rc = sp_writer_thread_name(w, lead, 60, "app-main")) ||
+	    (rc = sp_writer_thread_name(w, other, 70, "pool-1")) ||
+	    (rc = sp_writer_process_exec(w, p, 40, "env", "env python3 app.py")) ||
+	    (rc = sp_writer_thread_name(w, other, 45, "early")))
+		return rc;
+	return sp_writer_sample(w, 80, other, 0, 1, 0);
+}
+
 static void variants(const char *name, shape_fn fn)
 {
 	static const struct {
@@ -224,6 +241,60 @@ static void damaged(void)
 		put(DECODE, name, copy, m.len);
 		free(copy);
 	}
+	memsink_free(&m);
+}
+
+/* A damaged chunk in the middle of a complete file: the spool opens with
+ * the chunks before it. A broken checksum; a bad record under a valid
+ * checksum (the chunk rewritten stored); a length running into the footer. */
+static void damaged_middle(void)
+{
+	memsink m = make(shape_rich, 1, 96, 1);
+	size_t offs[64] = { 0 };
+	size_t n = 0, off = SP_FILE_HEADER_LEN;
+	while (n < 64 && sp_le32(m.data + off) == SP_CHUNK_MAGIC) {
+		offs[n++] = off;
+		off += SP_CHUNK_HEADER_LEN + sp_le32(m.data + off + 12);
+	}
+	if (n < 4)
+		exit(1);
+	size_t footer = off, c = offs[n / 2], end = offs[n / 2 + 1];
+	uint8_t *copy = malloc(m.len + 64);
+	memcpy(copy, m.data, m.len);
+	copy[c + SP_CHUNK_HEADER_LEN + 1] ^= 0x08;
+	put(BOTH, "mid-checksum", copy, m.len);
+	/* The last chunk claims 8 bytes of the footer. */
+	memcpy(copy, m.data, m.len);
+	size_t last = offs[n - 1];
+	sp_put_le32(copy + last + 12, sp_le32(m.data + last + 12) + 8);
+	fix_chunk_crc_len(copy, last, sp_le32(m.data + last + 12));
+	put(BOTH, "last-into-footer", copy, m.len);
+	/* Chunk c's records plus a stack node with an undefined parent. */
+	const uint8_t *h = m.data + c;
+	uint32_t stored = sp_le32(h + 12), raw_len = sp_le32(h + 16);
+	uint8_t raw[4096];
+	if (raw_len + 4 > sizeof(raw))
+		exit(1);
+	if (h[4] == SP_CODEC_ZSTD)
+		(void)ZSTD_decompress(raw, raw_len, h + SP_CHUNK_HEADER_LEN, stored);
+	else
+		memcpy(raw, h + SP_CHUNK_HEADER_LEN, raw_len);
+	static const uint8_t bad[] = { SP_REC_STACK, 3, 0xff, 0x7f, 0 };
+	memcpy(raw + raw_len, bad, sizeof(bad));
+	size_t new_len = raw_len + sizeof(bad);
+	memcpy(copy, m.data, c + SP_CHUNK_HEADER_LEN);
+	copy[c + 4] = SP_CODEC_NONE;
+	sp_put_le32(copy + c + 12, (uint32_t)new_len);
+	sp_put_le32(copy + c + 16, (uint32_t)new_len);
+	memcpy(copy + c + SP_CHUNK_HEADER_LEN, raw, new_len);
+	fix_chunk_crc(copy, c);
+	size_t at = c + SP_CHUNK_HEADER_LEN + new_len;
+	memcpy(copy + at, m.data + end, m.len - end);
+	size_t new_footer = at + (footer - end);
+	sp_put_le64(copy + new_footer + 16, new_footer);
+	sp_put_le32(copy + new_footer + 28, sp_crc32c(0, copy + new_footer, 28));
+	put(BOTH, "mid-bad-record", copy, new_footer + SP_FOOTER_LEN);
+	free(copy);
 	memsink_free(&m);
 }
 
@@ -308,7 +379,9 @@ int main(int argc, char **argv)
 	variants("deep", shape_deep);
 	variants("python", shape_python);
 	variants("lifecycle", shape_lifecycle);
+	variants("names", shape_names);
 	damaged();
+	damaged_middle();
 	handmade();
 	printf("gen_corpus: %d seeds written\n", written);
 	return 0;

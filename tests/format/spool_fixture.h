@@ -41,7 +41,8 @@ static SP_FIXTURE_UNUSED int memsink_write(void *ctx, const void *p, size_t n)
 		m->data = d;
 		m->cap = cap;
 	}
-	memcpy(m->data + m->len, p, n);
+	if (n)
+		memcpy(m->data + m->len, p, n);
 	m->len += n;
 	return 0;
 }

@@ -314,29 +314,33 @@ static int write_variant(sp_writer *w, int v)
 		if ((rc = (x)))                                                                    \
 			return rc;                                                                 \
 	} while (0)
-	/* p2 is renamed by EXEC and t by COMM below, so names that differ are
-	 * those of p and t2 (the spool keeps the latest name only). */
+	/* p2 is renamed by EXEC and t by COMM below: their first names and
+	 * each rename are kept too (79..83). */
 	TRY(sp_writer_process(w, v == 6 ? 11 : 10, UINT32_MAX, v == 64 ? 1 : 0, v == 9 ? "p2" : "p",
 	                      v == 7 ? "p y" : "p x", &p));
-	TRY(sp_writer_process(w, 20, v == 8 ? UINT32_MAX : p, 0, "q", "q", &p2));
-	TRY(sp_writer_thread(w, p, v == 10 ? 13 : 12, 0, "t", &t));
+	TRY(sp_writer_process(w, 20, v == 8 ? UINT32_MAX : p, 0, v == 79 ? "q2" : "q",
+	                      v == 80 ? "q y" : "q", &p2));
+	TRY(sp_writer_thread(w, p, v == 10 ? 13 : 12, 0, v == 81 ? "t2" : "t", &t));
 	TRY(sp_writer_thread(w, v == 12 ? p : p2, 21, 0, v == 11 ? "u2" : "u", &t2));
 	uint8_t bid[20];
 	memcpy(bid, rich_build_id, sizeof(bid));
 	bid[19] = v == 67 ? 0 : bid[19];
 	TRY(sp_writer_module(w, v == 13 ? "/m2" : "/m", bid, v == 14 ? 19 : 20, &mod));
 	TRY(sp_writer_module(w, "/n", NULL, 0, &mod2));
-	TRY(sp_writer_mapping(w, p, v == 15 ? mod2 : mod, v == 70 ? 0x800 : 0x1000,
+	TRY(sp_writer_mapping(w, v == 85 ? p2 : p, v == 15 ? mod2 : mod, v == 70 ? 0x800 : 0x1000,
 	                      v == 16 ? 0x3000 : 0x2000, v == 17 ? 1 : 0, v == 71 ? 6 : 5));
 	TRY(sp_writer_pycode(w, v == 18 ? "g" : "f", v == 72 ? "b.py" : "a.py", v == 19 ? 2 : 1,
 	                     &py));
+	uint32_t pyb;
+	TRY(sp_writer_pycode(w, "fb", "a.py", 1, &pyb));
 	struct stackpulse_raw_frame f = { STACKPULSE_FRAME_NATIVE, v == 20 ? mod2 : mod,
 		                          v == 21 ? 0x11 : 0x10, 0, 0 };
 	TRY(sp_writer_frame(w, &f, &fr));
 	f = (struct stackpulse_raw_frame){ v == 22 ? STACKPULSE_FRAME_JIT : STACKPULSE_FRAME_KERNEL,
 		                           0, 0xffffffff81000000ull, 0, 0 };
 	TRY(sp_writer_frame(w, &f, &fr2));
-	f = (struct stackpulse_raw_frame){ STACKPULSE_FRAME_PYTHON, 0, 4, py, v == 23 ? 3 : 2 };
+	f = (struct stackpulse_raw_frame){ STACKPULSE_FRAME_PYTHON, 0, 4, v == 86 ? pyb : py,
+		                           v == 23 ? 3 : 2 };
 	TRY(sp_writer_frame(w, &f, &fp));
 	uint32_t fs[3] = { fr, fr2, fp };
 	if (v == 24) {
@@ -345,21 +349,32 @@ static int write_variant(sp_writer *w, int v)
 	}
 	TRY(sp_writer_stack_frames(w, fs, 3, &st));
 	TRY(sp_writer_stack_frames(w, fs + 1, 2, &st2));
+	/* Two one-frame stacks, and a node whose parent is one or the other. */
+	uint32_t na, nb, nc;
+	TRY(sp_writer_stack(w, 0, fr, &na));
+	TRY(sp_writer_stack(w, 0, fr2, &nb));
+	TRY(sp_writer_stack(w, v == 87 ? nb : na, fp, &nc));
 	TRY(sp_writer_sample(w, v == 25 ? 101 : 100, t, st, 1, 0));
-	TRY(sp_writer_sample(w, 200, v == 26 ? t : t2, st2, 1, 0));
+	TRY(sp_writer_sample(w, v == 93 ? 201 : 200, v == 26 ? t : t2, st2, 1, 0));
 	TRY(sp_writer_sample(w, 300, t, v == 27 ? st2 : st, v == 28 ? 2 : 1, v == 29 ? 1 : 0));
 	if (v != 30)
 		TRY(sp_writer_sample(w, 400, t, 0, 1, 0));
-	TRY(sp_writer_fork(w, p, p2, v == 31 ? 6 : 5));
+	/* Variant 8 forks the other way: a FORK would give p2 its parent. */
+	int swap = v == 89 || v == 8;
+	TRY(sp_writer_fork(w, swap ? p2 : p, swap ? p : v == 90 ? p : p2, v == 31 ? 6 : 5));
+	TRY(sp_writer_process_exec(w, p2, 6, v == 82 ? "pre2" : "pre", v == 83 ? "pre2" : "pre"));
 	TRY(sp_writer_process_exec(w, p2, 7, v == 32 ? "e2" : "e", "e"));
+	TRY(sp_writer_thread_name(w, t, 7, v == 84 ? "r1" : "r0"));
 	if (v == 75) {
 		TRY(sp_writer_lost(w, t, 3, 8));
 		TRY(sp_writer_thread_name(w, t, 8, "r"));
 	} else {
 		TRY(sp_writer_thread_name(w, t, 8, v == 33 ? "r2" : "r"));
-		TRY(sp_writer_lost(w, t, v == 34 ? 4 : 3, 9));
+		TRY(sp_writer_lost(w, t, v == 34 || v == 88 ? 4 : 3, 9));
 	}
-	TRY(sp_writer_exit(w, p2, v == 35 ? UINT32_MAX : t2, v == 65 ? 11 : 10));
+	/* The same total lost, split differently in 88. */
+	TRY(sp_writer_lost(w, UINT32_MAX, v == 88 ? 3 : 4, 12));
+	TRY(sp_writer_exit(w, p2, v == 35 ? UINT32_MAX : v == 91 ? t : t2, v == 65 ? 11 : 10));
 	TRY(sp_writer_ksym(w, v == 36 ? 0xffffffff81000001ull : 0xffffffff81000000ull, "k",
 	                   v == 37 ? "mod" : ""));
 	if (v != 38)
@@ -367,7 +382,7 @@ static int write_variant(sp_writer *w, int v)
 	TRY(sp_writer_jitsym(w, v == 40 ? p2 : p, v == 76 ? 0x5001 : 0x5000, v == 41 ? 0x20 : 0x10,
 	                     v == 42 ? "j2" : "j"));
 	if (v != 43)
-		TRY(sp_writer_jitsym(w, p, 0x6000, 0x10, "j3"));
+		TRY(sp_writer_jitsym(w, v == 92 ? p2 : p, 0x6000, 0x10, "j3"));
 	static const uint8_t tab1[] = "table-one", tab2[] = "table-two";
 	TRY(sp_writer_symtab(w, v == 44 ? mod2 : mod, v == 45 ? tab2 : tab1,
 	                     v == 69 ? sizeof(tab1) - 1 : sizeof(tab1)));
@@ -412,7 +427,7 @@ static int write_variant(sp_writer *w, int v)
 #undef TRY
 	return sp_writer_finish(w);
 }
-#define VARIANTS 79
+#define VARIANTS 94
 
 static int open_variant(int v, memsink *m, stackpulse_spool **s)
 {
@@ -482,6 +497,35 @@ SP_TEST(equal_notices_a_difference_in_every_table)
 	}
 	stackpulse_spool_close(s0);
 	memsink_free(&m0);
+}
+
+/* Comparing spools whose samples cannot be read (the bytes changed after
+ * the open, or memory ran out) is an error, not a verdict. */
+SP_TEST(equal_reports_iteration_errors)
+{
+	memsink ma = { 0 }, mb = { 0 };
+	stackpulse_spool *a, *b;
+	REQUIRE_OK(open_variant(0, &ma, &a));
+	REQUIRE_OK(open_variant(0, &mb, &b));
+	char why[160];
+	CHECK_EQ(sp_spool_equal(a, b, why, sizeof(why)), 1);
+	ma.data[SP_FILE_HEADER_LEN + 8] ^= 1; /* Chunk 0's sequence number. */
+	CHECK_EQ(sp_spool_equal(a, b, why, sizeof(why)), STACKPULSE_EFORMAT);
+	ma.data[SP_FILE_HEADER_LEN + 8] ^= 1;
+	mb.data[SP_FILE_HEADER_LEN + 8] ^= 1;
+	CHECK_EQ(sp_spool_equal(a, b, why, sizeof(why)), STACKPULSE_EFORMAT);
+	mb.data[SP_FILE_HEADER_LEN + 8] ^= 1;
+	for (long n = 0; n < 2; n++) {
+		sp_alloc_fail_after(n);
+		int rc = sp_spool_equal(a, b, why, sizeof(why));
+		sp_alloc_fail_after(-1);
+		CHECK_EQ(rc, -ENOMEM);
+	}
+	CHECK_EQ(sp_spool_equal(a, b, why, sizeof(why)), 1);
+	stackpulse_spool_close(a);
+	stackpulse_spool_close(b);
+	memsink_free(&ma);
+	memsink_free(&mb);
 }
 
 /* A sink failing at every offset while copying into tiny chunks, so every

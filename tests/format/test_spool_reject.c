@@ -8,6 +8,38 @@
 #define FILE_CAP (1u << 20)
 static uint8_t file[FILE_CAP];
 
+/* Opens strictly, as the rejection rules are written, and checks that the
+ * default open agrees: the same error for a bad file header, else a spool
+ * opened as damaged at the chunk or footer the strict error names. The
+ * strict result and its detail are what the caller sees. */
+static int strict_open(const void *p, size_t n, stackpulse_spool **out)
+{
+	int rc = stackpulse_spool_open_memory_ex(p, n, STACKPULSE_SPOOL_STRICT, out);
+	char detail[1024];
+	snprintf(detail, sizeof(detail), "%s", stackpulse_last_error());
+	stackpulse_spool *s = NULL;
+	int lrc = stackpulse_spool_open_memory(p, n, &s);
+	if (rc == 0) {
+		CHECK_EQ(lrc, 0);
+		if (s)
+			CHECK_EQ(stackpulse_spool_meta(s)->damaged, 0);
+	} else if (lrc != 0) {
+		CHECK_EQ(lrc, rc); /* Nothing to keep: the file header is bad. */
+	} else {
+		const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
+		CHECK_EQ(m->damaged, 1);
+		CHECK_EQ(m->truncated, 1);
+		CHECK_EQ(m->damaged_code, rc);
+		CHECK_EQ(m->damaged_chunk, m->chunks);
+		CHECK_STR(m->damage, detail);
+		CHECK(m->damaged_offset >= SP_FILE_HEADER_LEN);
+	}
+	stackpulse_spool_close(s);
+	/* The caller looks at the strict open's detail. */
+	stackpulse_spool_close(*out);
+	return stackpulse_spool_open_memory_ex(p, n, STACKPULSE_SPOOL_STRICT, out);
+}
+
 /* Builds the body of one record from varints and strings: "v" a varint,
  * "z" a zigzag varint, "s" a string, "b" a (ptr, len) blob. */
 static void rec(sp_buf *out, unsigned type, const char *fmt, ...)
@@ -56,7 +88,7 @@ static int open_records(const sp_buf *b, uint64_t samples)
 	size_t n = raw_spool(file, FILE_CAP, b->data, b->len, 1, 1, 0, 1, samples);
 	REQUIRE(n > 0);
 	stackpulse_spool *s = NULL;
-	int rc = stackpulse_spool_open_memory(file, n, &s);
+	int rc = strict_open(file, n, &s);
 	if (rc == 0) {
 		/* Accepted input must also iterate cleanly. */
 		stackpulse_sample_iter *it;
@@ -97,26 +129,26 @@ SP_TEST(file_header_rejections)
 {
 	size_t n = raw_spool(file, FILE_CAP, NULL, 0, 0, 1, 0, 1, 0);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(file, n, &s));
+	REQUIRE_OK(strict_open(file, n, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 0);
 	CHECK_EQ(stackpulse_spool_meta(s)->chunks, 0);
 	stackpulse_spool_close(s);
 
 	file[1] = 'X';
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EFORMAT);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EFORMAT);
 	CHECK(strstr(stackpulse_last_error(), "magic") != NULL);
 	n = raw_spool(file, FILE_CAP, NULL, 0, 0, 2, 0, 1, 0);
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EVERSION);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EVERSION);
 	n = raw_spool(file, FILE_CAP, NULL, 0, 0, 0, 0, 1, 0);
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EVERSION);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EVERSION);
 	n = raw_spool(file, FILE_CAP, NULL, 0, 0, 1, 1, 1, 0);
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EUNSUPPORTED);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EUNSUPPORTED);
 	n = raw_spool(file, FILE_CAP, NULL, 0, 0, 1, 0, 1, 0);
 	file[13] = 1;
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EFORMAT);
-	CHECK_EQ(stackpulse_spool_open_memory(file, 0, &s), STACKPULSE_ETRUNCATED);
-	CHECK_EQ(stackpulse_spool_open_memory("ELF", 3, &s), STACKPULSE_EFORMAT);
-	CHECK_EQ(stackpulse_spool_open_memory(NULL, 5, &s), -22);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EFORMAT);
+	CHECK_EQ(strict_open(file, 0, &s), STACKPULSE_ETRUNCATED);
+	CHECK_EQ(strict_open("ELF", 3, &s), STACKPULSE_EFORMAT);
+	CHECK_EQ(strict_open(NULL, 5, &s), -22);
 }
 
 SP_TEST(chunk_header_rejections)
@@ -127,17 +159,17 @@ SP_TEST(chunk_header_rejections)
 	stackpulse_spool *s;
 	size_t n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 0);
 	const size_t c = SP_FILE_HEADER_LEN;
-	REQUIRE_OK(stackpulse_spool_open_memory(file, n, &s));
+	REQUIRE_OK(strict_open(file, n, &s));
 	stackpulse_spool_close(s);
 
 	/* A flipped payload bit fails the checksum, with a precise message. */
 	file[c + SP_CHUNK_HEADER_LEN + 3] ^= 0x10;
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_ECHECKSUM);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_ECHECKSUM);
 	CHECK(strstr(stackpulse_last_error(), "chunk 0 at offset 16") != NULL);
 	file[c + SP_CHUNK_HEADER_LEN + 3] ^= 0x10;
 	/* So does a flipped header bit (base time is covered too). */
 	file[c + 20] ^= 1;
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_ECHECKSUM);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_ECHECKSUM);
 	file[c + 20] ^= 1;
 
 	struct {
@@ -158,7 +190,7 @@ SP_TEST(chunk_header_rejections)
 		uint8_t old = file[cases[i].off];
 		file[cases[i].off] = cases[i].value;
 		fix_chunk_crc_len(file, c, stored);
-		int rc = stackpulse_spool_open_memory(file, n, &s);
+		int rc = strict_open(file, n, &s);
 		if (rc != cases[i].code)
 			fprintf(stderr, "    case %zu: %d %s\n", i, rc, stackpulse_last_error());
 		CHECK_EQ(rc, cases[i].code);
@@ -168,11 +200,11 @@ SP_TEST(chunk_header_rejections)
 
 	/* Uncompressed chunks must have equal lengths. */
 	n = raw_spool(file, FILE_CAP, b.data, b.len, 0, 1, 0, 1, 0);
-	REQUIRE_OK(stackpulse_spool_open_memory(file, n, &s));
+	REQUIRE_OK(strict_open(file, n, &s));
 	stackpulse_spool_close(s);
 	sp_put_le32(file + c + 16, (uint32_t)b.len + 1);
 	fix_chunk_crc(file, c);
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EFORMAT);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EFORMAT);
 	sp_buf_free(&b);
 }
 
@@ -187,20 +219,20 @@ SP_TEST(zstd_payload_rejections)
 	size_t n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 0);
 	sp_put_le32(file + c + 16, (uint32_t)b.len - 1);
 	fix_chunk_crc(file, c);
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EFORMAT);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EFORMAT);
 	/* A corrupt frame body (checksum fixed up) is a decompression error. */
 	n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 0);
 	uint32_t stored = sp_le32(file + c + 12);
 	for (uint32_t i = 6; i < stored; i++)
 		file[c + SP_CHUNK_HEADER_LEN + i] ^= 0x5a;
 	fix_chunk_crc(file, c);
-	int rc = stackpulse_spool_open_memory(file, n, &s);
+	int rc = strict_open(file, n, &s);
 	CHECK(rc == STACKPULSE_ECOMPRESS || rc == STACKPULSE_EFORMAT);
 	/* Not a zstd frame at all. */
 	n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 0);
 	memset(file + c + SP_CHUNK_HEADER_LEN, 0, 4);
 	fix_chunk_crc(file, c);
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EFORMAT);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EFORMAT);
 	sp_buf_free(&b);
 }
 
@@ -239,11 +271,11 @@ SP_TEST(decompression_bomb_is_refused)
 	}
 	CHECK(m.len < 4096);
 	stackpulse_spool *s;
-	CHECK_EQ(stackpulse_spool_open_memory(m.data, m.len, &s), STACKPULSE_ELIMIT);
+	CHECK_EQ(strict_open(m.data, m.len, &s), STACKPULSE_ELIMIT);
 	CHECK(strstr(stackpulse_last_error(), "decompressed total") != NULL);
 	/* Two such chunks fit the 16 MiB floor: they open, as a cut file. */
 	size_t two = SP_FILE_HEADER_LEN + 2 * (m.len - SP_FILE_HEADER_LEN) / 4;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, two, &s));
+	REQUIRE_OK(strict_open(m.data, two, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
 	CHECK_EQ(stackpulse_spool_meta(s)->chunks, 2);
 	stackpulse_spool_close(s);
@@ -260,20 +292,20 @@ SP_TEST(footer_rejections)
 	rec(&b, SP_REC_SAMPLES, "vzvvvv", V(1), Z(5), V(0), V(1), V(1), V(0));
 	stackpulse_spool *s;
 	size_t n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 2);
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EFORMAT); /* count */
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EFORMAT); /* count */
 	n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 1);
-	REQUIRE_OK(stackpulse_spool_open_memory(file, n, &s));
+	REQUIRE_OK(strict_open(file, n, &s));
 	stackpulse_spool_close(s);
 	file[n - 1] ^= 1;
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_ECHECKSUM);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_ECHECKSUM);
 	file[n - 1] ^= 1;
 	/* Bytes after the footer. */
 	file[n] = 0;
-	CHECK_EQ(stackpulse_spool_open_memory(file, n + 1, &s), STACKPULSE_EFORMAT);
+	CHECK_EQ(strict_open(file, n + 1, &s), STACKPULSE_EFORMAT);
 	/* Footer offset must be where the footer is. */
 	sp_put_le64(file + n - 16, 17);
 	sp_put_le32(file + n - 4, sp_crc32c(0, file + n - 32, 28));
-	CHECK_EQ(stackpulse_spool_open_memory(file, n, &s), STACKPULSE_EFORMAT);
+	CHECK_EQ(strict_open(file, n, &s), STACKPULSE_EFORMAT);
 	sp_buf_free(&b);
 }
 
@@ -494,6 +526,10 @@ SP_TEST(duplicates_and_bad_values_rejected)
 	EXPECT_REJECT(&b, 0, STACKPULSE_EFORMAT);
 	sp_buf_reset(&b);
 	basics(&b);
+	rec(&b, SP_REC_MAPPING, "vvvvvv", V(0), V(0), V(UINT64_MAX - 1), V(2), V(0), V(0));
+	EXPECT_REJECT(&b, 0, STACKPULSE_EFORMAT);
+	sp_buf_reset(&b);
+	basics(&b);
 	rec(&b, SP_REC_JITSYM, "vvvs", V(0), V(UINT64_MAX), V(2), "j");
 	EXPECT_REJECT(&b, 0, STACKPULSE_EFORMAT);
 	/* Symbol table parts out of order, and a second table. */
@@ -541,7 +577,7 @@ SP_TEST(unknown_records_and_trailing_fields_are_skipped)
 	rec(&b, SP_REC_SAMPLES, "vzvvvvv", V(1), Z(5), V(0), V(1), V(1), V(3), V(1));
 	size_t n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 1);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(file, n, &s));
+	REQUIRE_OK(strict_open(file, n, &s));
 	CHECK_STR(stackpulse_spool_process(s, 0)->cmdline, "p c");
 	CHECK_STR(stackpulse_spool_thread(s, 0)->name, "t");
 	CHECK_EQ(stackpulse_spool_frame(s, 0)->offset, 0x1010);
@@ -558,6 +594,33 @@ SP_TEST(unknown_records_and_trailing_fields_are_skipped)
 	CHECK_EQ(x->stack, 1);
 	CHECK_EQ(stackpulse_sample_iter_next(it, &x), 0);
 	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(s);
+	sp_buf_free(&b);
+}
+
+/* A table sent in many small parts is joined in order (its buffer grows
+ * geometrically, never past the total), and lost counts saturate. */
+SP_TEST(symtab_parts_join_and_lost_saturates)
+{
+	sp_buf b;
+	sp_buf_init(&b);
+	basics(&b);
+	static const char text[] = "0123456789abcdef";
+	for (uint64_t off = 0; off < 16; off += 2)
+		rec(&b, SP_REC_SYMTAB, "vvvb", V(0), V(16), off, text + off, (size_t)2);
+	rec(&b, SP_REC_LOST, "vvv", V(0), V(UINT64_MAX - 1), V(5));
+	rec(&b, SP_REC_LOST, "vvv", V(1), V(3), V(6));
+	size_t n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 0);
+	stackpulse_spool *s;
+	REQUIRE_OK(strict_open(file, n, &s));
+	const uint8_t *tab;
+	size_t len;
+	REQUIRE_OK(sp_spool_module_symtab(s, 0, &tab, &len));
+	CHECK_EQ(len, 16);
+	CHECK(memcmp(tab, text, 16) == 0);
+	CHECK(stackpulse_spool_module(s, 0)->has_symbols);
+	CHECK_EQ(stackpulse_spool_meta(s)->lost, UINT64_MAX);
+	CHECK_EQ(stackpulse_spool_event(s, 1)->count, 3);
 	stackpulse_spool_close(s);
 	sp_buf_free(&b);
 }

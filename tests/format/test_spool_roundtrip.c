@@ -474,3 +474,97 @@ SP_TEST(leader_rename_renames_the_process)
 	stackpulse_spool_close(s);
 	memsink_free(&m);
 }
+
+/* Renames keep their history: the first names stay on the process and
+ * thread, each EXEC and COMM event carries the name it set, and the latest
+ * rename by time wins even when the records arrive out of order (events from
+ * several CPUs are not sorted). A copy keeps all of it. */
+SP_TEST(renames_keep_their_history_in_time_order)
+{
+	memsink m = { 0 };
+	sp_writer *w = NULL;
+	uint32_t proc, leader, worker;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	REQUIRE_OK(sp_writer_process(w, 400, UINT32_MAX, 1, "bash", "bash -c run", &proc));
+	REQUIRE_OK(sp_writer_thread(w, proc, 400, 1, "bash", &leader));
+	REQUIRE_OK(sp_writer_thread(w, proc, 401, 2, "bash", &worker));
+	REQUIRE_OK(sp_writer_process_exec(w, proc, 50, "python3", "python3 app.py"));
+	REQUIRE_OK(sp_writer_thread_name(w, leader, 60, "app-main"));
+	REQUIRE_OK(sp_writer_thread_name(w, worker, 70, "pool-1"));
+	/* Written last, but earlier in time: it does not win. */
+	REQUIRE_OK(sp_writer_process_exec(w, proc, 40, "env", "env python3 app.py"));
+	REQUIRE_OK(sp_writer_thread_name(w, worker, 45, "early"));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	const struct stackpulse_process *p = stackpulse_spool_process(s, proc);
+	CHECK_STR(p->initial_name, "bash");
+	CHECK_STR(p->initial_cmdline, "bash -c run");
+	CHECK_STR(p->name, "app-main");
+	CHECK_STR(p->cmdline, "python3 app.py");
+	CHECK_STR(stackpulse_spool_thread(s, leader)->initial_name, "bash");
+	CHECK_STR(stackpulse_spool_thread(s, leader)->name, "app-main");
+	CHECK_STR(stackpulse_spool_thread(s, worker)->name, "pool-1");
+	/* The history, in time order. */
+	static const struct {
+		int kind;
+		uint64_t time;
+		const char *name, *cmdline;
+	} want[] = {
+		{ STACKPULSE_EV_EXEC, 40, "env", "env python3 app.py" },
+		{ STACKPULSE_EV_COMM, 45, "early", "" },
+		{ STACKPULSE_EV_EXEC, 50, "python3", "python3 app.py" },
+		{ STACKPULSE_EV_COMM, 60, "app-main", "" },
+		{ STACKPULSE_EV_COMM, 70, "pool-1", "" },
+	};
+	REQUIRE_EQ(stackpulse_spool_event_count(s), 5);
+	for (uint32_t i = 0; i < 5; i++) {
+		const struct stackpulse_spool_event *e = stackpulse_spool_event(s, i);
+		CHECK_EQ(e->kind, want[i].kind);
+		CHECK_EQ(e->time_ns, want[i].time);
+		CHECK_STR(e->name, want[i].name);
+		CHECK_STR(e->cmdline, want[i].cmdline);
+		CHECK_EQ(e->process, proc);
+	}
+	/* A copy writes the events in time order and reads back the same. */
+	memsink c = { 0 };
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &c, &w));
+	REQUIRE_OK(sp_spool_copy(s, w));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s2 = NULL;
+	REQUIRE_OK(stackpulse_spool_open_memory(c.data, c.len, &s2));
+	char why[128] = "";
+	CHECK(sp_spool_equal(s, s2, why, sizeof(why)) == 1);
+	CHECK_STR(why, "");
+	CHECK_STR(stackpulse_spool_process(s2, proc)->initial_name, "bash");
+	stackpulse_spool_close(s2);
+	stackpulse_spool_close(s);
+	memsink_free(&c);
+	memsink_free(&m);
+}
+
+SP_TEST(fork_names_the_parent_of_a_child_seen_first)
+{
+	memsink m = { 0 };
+	sp_writer *w = NULL;
+	uint32_t parent, child, late;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	REQUIRE_OK(sp_writer_process(w, 400, UINT32_MAX, 1, "parent", "parent", &parent));
+	REQUIRE_OK(sp_writer_process(w, 401, UINT32_MAX, 2, "child", "child", &child));
+	REQUIRE_OK(sp_writer_process(w, 402, parent, 3, "late", "late", &late));
+	REQUIRE_OK(sp_writer_fork(w, parent, child, 4));
+	REQUIRE_OK(sp_writer_fork(w, child, late, 5));  /* Has a parent: kept. */
+	REQUIRE_OK(sp_writer_fork(w, late, parent, 6)); /* A later one: ignored. */
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	CHECK_EQ(stackpulse_spool_process(s, child)->parent, parent);
+	CHECK_EQ(stackpulse_spool_process(s, late)->parent, parent);
+	CHECK_EQ(stackpulse_spool_process(s, parent)->parent, UINT32_MAX);
+	CHECK_EQ(stackpulse_spool_event_count(s), 3);
+	stackpulse_spool_close(s);
+	memsink_free(&m);
+}

@@ -244,3 +244,43 @@ SP_TEST(file_changed_after_open)
 	CHECK(stackpulse_last_error()[0] != '\0');
 	stackpulse_spool_close(s);
 }
+
+/* A damaged middle chunk: the default open keeps the chunks before it and
+ * says where; the strict open refuses the file with the same detail. */
+SP_TEST(damaged_file_opens_lenient_or_strict)
+{
+	const char *path = tmp_path("damaged.spool");
+	write_rich_file(path, 64); /* Small chunks: several of them. */
+	int fd = open(path, O_RDWR);
+	REQUIRE(fd >= 0);
+	uint8_t head[SP_FILE_HEADER_LEN + SP_CHUNK_HEADER_LEN];
+	REQUIRE_EQ(pread(fd, head, sizeof(head), 0), (ssize_t)sizeof(head));
+	REQUIRE_EQ(sp_le32(head + SP_FILE_HEADER_LEN), SP_CHUNK_MAGIC);
+	/* The second chunk's payload: past the first chunk, then its header. */
+	uint64_t second =
+	        SP_FILE_HEADER_LEN + SP_CHUNK_HEADER_LEN + sp_le32(head + SP_FILE_HEADER_LEN + 12);
+	uint8_t byte;
+	REQUIRE_EQ(pread(fd, &byte, 1, (off_t)(second + SP_CHUNK_HEADER_LEN + 2)), 1);
+	byte ^= 0x10;
+	REQUIRE_EQ(pwrite(fd, &byte, 1, (off_t)(second + SP_CHUNK_HEADER_LEN + 2)), 1);
+	close(fd);
+
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(stackpulse_spool_open_ex(path, 0, &s));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
+	CHECK_EQ(m->damaged, 1);
+	CHECK_EQ(m->truncated, 1);
+	CHECK_EQ(m->damaged_chunk, 1);
+	CHECK_EQ(m->damaged_offset, second);
+	CHECK(m->damage && strstr(m->damage, "chunk 1") != NULL);
+	CHECK_EQ(m->chunks, 1);
+	stackpulse_spool_close(s);
+
+	s = NULL;
+	int rc = stackpulse_spool_open_ex(path, STACKPULSE_SPOOL_STRICT, &s);
+	CHECK(rc != 0);
+	CHECK(s == NULL);
+	CHECK(strstr(stackpulse_last_error(), "chunk 1") != NULL);
+	CHECK(strstr(stackpulse_last_error(), "damaged.spool") != NULL);
+	CHECK_EQ(stackpulse_spool_open_ex(path, 0x80, &s), -EINVAL);
+}

@@ -1,6 +1,6 @@
 /* Writes the seed corpus of fuzz/python_frames: valid synthetic images of
  * every layout (plain chains, shims on the C stack, several threads, a deep
- * chain) and mutated copies. Build and run from the repository root:
+ * chain, 3.10 stacks anchored on the stack copy) and mutated copies. Build and run from the repository root:
  *   cc -std=c17 -D_GNU_SOURCE -Iinclude -Isrc tests/python/gen_python_corpus.c \
  *      src/record/python_layout.c src/common/error.c -o /tmp/gen && /tmp/gen corpus/python_frames */
 #include <stdio.h>
@@ -82,6 +82,33 @@ static int build(int v, int kind)
 	return 0;
 }
 
+/* 3.10 with a stack copy naming its frames (frame and code pointers per
+ * activation, as _PyEval_EvalFrameDefault spills them) for the anchored
+ * walk; @p freed: the middle frame was freed since (a gap). */
+static int build_anchored(int freed)
+{
+	if (img_init(&im, 0) != 0)
+		return -1;
+	uint64_t a = img_code(&im, "fib", "/t/demo.py", 2, lines_a, 6);
+	uint64_t m = img_code(&im, "<module>", "/t/demo.py", 1, lines_b, 4);
+	if (!a || !m)
+		return -1;
+	uint64_t fr[4], co[4] = { a, a, a, m };
+	fr[3] = img_frame(&im, m, 1, 0, 1, 0, 0);
+	for (int i = 2; i >= 0; i--)
+		fr[i] = img_frame(&im, a, (uint32_t)i, fr[i + 1], 1, 0, 0);
+	if (!fr[0] || !img_runtime(&im, 4242, fr[3]))
+		return -1;
+	uint64_t stk = IMG_BASE + IMG_MAX - IMG_STACK_LEN;
+	for (int i = 0; i < 4; i++) {
+		img_put64(&im, stk + 32 + 416 * (uint64_t)i, fr[i]);
+		img_put64(&im, stk + 72 + 416 * (uint64_t)i, co[i]);
+	}
+	if (freed)
+		img_put64(&im, fr[1], 0); /* ob_refcnt */
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "corpus/python_frames";
@@ -103,6 +130,11 @@ int main(int argc, char **argv)
 				save(dir, name, v, 2 | 16, IMG_MAX);
 			}
 		}
+	}
+	for (int freed = 0; freed < 2; freed++) {
+		if (build_anchored(freed) != 0)
+			return 1;
+		save(dir, freed ? "anchor_310_gap" : "anchor_310", 0, 1 | 2 | 16, IMG_MAX);
 	}
 	return 0;
 }

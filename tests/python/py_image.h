@@ -162,6 +162,7 @@ static inline uint64_t img_frame(py_img *im, uint64_t code, uint32_t step, uint6
 	img_put64(im, f + im->l.frame_previous, prev);
 	img_put64(im, f + im->l.frame_code, code | (im->l.code_tagged && code ? 1u : 0u));
 	if (im->l.instr_is_lasti) {
+		img_put64(im, f, 1); /* ob_refcnt: a live frame object */
 		img_put64(im, f + im->l.frame_type, IMG_T_FRAME);
 		img_put32(im, f + im->l.frame_instr, 2 * step);
 	} else {

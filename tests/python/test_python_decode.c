@@ -11,6 +11,7 @@
  * library does not contain: compile them in. */
 #include "record/python_layout.c"
 #include "record/python_memory.c"
+#include "record/python_code.c"
 #include "record/python_merge.c"
 
 #include "py_image.h"
@@ -481,18 +482,56 @@ SP_TEST(walk_refuses_a_stack_torn_while_read)
 		CHECK_EQ(n, 4);
 		uint32_t calls = c.calls;
 		CHECK(calls >= 2);
-		/* The caller frame moves to another instruction just before the
+		/* The top frame moves to another instruction just before the
 		 * check (the last call): still the same call, accepted. */
 		sp_py_mem_reset(&e.w.mem);
-		uint64_t ia = fib1 + l->frame_instr;
+		uint64_t ia = top + l->frame_instr;
 		uint64_t old = sp_le64(e.im.mem + (ia - IMG_BASE));
 		c.calls = 0;
 		c.change_at = calls;
 		c.addr = ia;
-		c.value = l->instr_is_lasti ? (old & ~0xffffffffull) | 0 : old - 4;
+		c.value = l->instr_is_lasti ? (old & ~0xffffffffull) | 2 : old + 2;
 		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
 		CHECK_EQ(n, 4);
 		CHECK_EQ(e.w.mem.torn, 0);
+		img_put64(&e.im, ia, old);
+		/* A caller moves on: its callee returned, so the frames above it
+		 * are another call's: refused. */
+		sp_py_mem_reset(&e.w.mem);
+		ia = fib1 + l->frame_instr;
+		old = sp_le64(e.im.mem + (ia - IMG_BASE));
+		c.calls = 0;
+		c.change_at = calls;
+		c.addr = ia;
+		c.value = l->instr_is_lasti ? (old & ~0xffffffffull) | 0 : old - 4;
+		CHECK_EQ(sp_py_walk(&e.w, top, f, 16, &n, &tr), STACKPULSE_ESTATE);
+		CHECK_EQ(e.w.mem.torn, 1);
+		/* A second try (loose) accepts the moved caller. */
+		sp_py_mem_reset(&e.w.mem);
+		img_put64(&e.im, ia, old);
+		c.calls = 0;
+		e.w.loose_verify = 1;
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 4);
+		CHECK_EQ(e.w.mem.torn, 1);
+		/* A link that changes on a second try: the frames rootward of
+		 * it are kept, flagged as missing their leaf side. */
+		sp_py_mem_reset(&e.w.mem);
+		img_put64(&e.im, ia, old);
+		uint64_t la = fib1 + l->frame_previous;
+		uint64_t old_link = sp_le64(e.im.mem + (la - IMG_BASE));
+		c.calls = 0;
+		c.change_at = calls;
+		c.addr = la;
+		c.value = old_link + 64;
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		REQUIRE_EQ(n, 2); /* run, <module>: fib and fib1 dropped */
+		CHECK(f[0].flags & SP_PY_FRAME_LEAF_GAP);
+		CHECK_STR(qual(&e, &f[1]), "<module>");
+		CHECK_EQ(e.w.mem.torn, 2);
+		img_put64(&e.im, la, old_link);
+		e.w.loose_verify = 0;
+		e.w.mem.torn = 0;
 		img_put64(&e.im, ia, old);
 		/* Its link to its caller changes: the chain is another one now,
 		 * refused. */
@@ -652,4 +691,144 @@ SP_TEST(merge_replaces_eval_activations)
 	CHECK_EQ(sp_py_in_eval(eval_r, 1, 0x1000, 0), 0);
 	CHECK_EQ(sp_py_in_eval(eval_r, 1, 0x2000, 0), 1);
 	CHECK_EQ(sp_py_in_eval(eval_r, 1, 0x2000, 1), 0);
+}
+
+/* ---- 3.10: anchoring on the stack copy ------------------------------------------------- */
+
+static uint8_t anchor_verify[SP_PY_MAX_LIVE * SP_PY_PAGE];
+
+/* A 3.10 stack copy in which each activation keeps its frame and code
+ * pointers (as _PyEval_EvalFrameDefault spills them), 416 bytes apart. */
+static void stack_words(uint8_t *stk, size_t len, const uint64_t *frames, const uint64_t *codes,
+                        uint32_t n)
+{
+	memset(stk, 0, len);
+	for (uint32_t i = 0; i < n; i++) {
+		sp_put_le64(stk + 32 + 416 * i, frames[i]);
+		sp_put_le64(stk + 72 + 416 * i, codes[i]);
+		sp_put_le64(stk + 192 + 416 * i, frames[i]);
+	}
+}
+
+SP_TEST(anchor_310_on_stack_copy_and_bridge_freed_frames)
+{
+	walk_env e;
+	env_init(&e, IMG_V310);
+	uint64_t mod = img_frame(&e.im, e.mod, 2, 0, 1, 0, 0);
+	uint64_t run = img_frame(&e.im, e.run, 2, mod, 1, 0, 0);
+	uint64_t fib1 = img_frame(&e.im, e.fib, 3, run, 1, 0, 0);
+	uint64_t fib0 = img_frame(&e.im, e.fib, 0, fib1, 1, 0, 0);
+	REQUIRE(fib0);
+	uint64_t frames[4] = { fib0, fib1, run, mod }, codes[4] = { e.fib, e.fib, e.run, e.mod };
+	static uint8_t stk[8192];
+	stack_words(stk, sizeof(stk), frames, codes, 4);
+	e.w.mem.stack = stk;
+	e.w.mem.stack_len = sizeof(stk);
+	e.w.mem.stack_start = 0x7ff000000000ull;
+	e.w.mem.verify = anchor_verify;
+	sp_py_frame f[8];
+	uint32_t n;
+	int tr;
+	uint64_t top = 0;
+
+	/* The thread has moved on (tstate->frame would say <module>): the
+	 * copy still names the sample's leaf. */
+	REQUIRE_OK(sp_py_anchor(&e.w, &top));
+	CHECK_EQ(top, fib0);
+	CHECK_OK(sp_py_walk(&e.w, top, f, 8, &n, &tr));
+	REQUIRE_EQ(n, 4);
+	CHECK_EQ(tr, 0);
+	CHECK_STR(qual(&e, &f[0]), "fib");
+	CHECK_STR(qual(&e, &f[3]), "<module>");
+	for (uint32_t i = 0; i < n; i++)
+		CHECK_EQ(f[i].flags & SP_PY_FRAME_GAP, 0);
+
+	/* fib1 was freed since (no references): fib0 -> gap -> run. */
+	img_put64(&e.im, fib1, 0);
+	REQUIRE_OK(sp_py_anchor(&e.w, &top));
+	CHECK_OK(sp_py_walk(&e.w, top, f, 8, &n, &tr));
+	REQUIRE_EQ(n, 3);
+	CHECK_EQ(tr, 0);
+	CHECK_STR(qual(&e, &f[0]), "fib");
+	CHECK(f[0].flags & SP_PY_FRAME_GAP);
+	CHECK_STR(qual(&e, &f[1]), "Worker.run");
+	CHECK_EQ(f[1].line, 11);
+
+	/* A frame reused by another call: its code is not the sample's. */
+	img_put64(&e.im, fib1, 1);
+	img_put64(&e.im, fib1 + e.im.l.frame_code, e.mod);
+	REQUIRE_OK(sp_py_anchor(&e.w, &top));
+	CHECK_OK(sp_py_walk(&e.w, top, f, 8, &n, &tr));
+	REQUIRE_EQ(n, 3);
+	CHECK(f[0].flags & SP_PY_FRAME_GAP);
+	img_put64(&e.im, fib1 + e.im.l.frame_code, e.fib);
+
+	/* The leaf itself was freed: the walk starts at fib1 (the merge
+	 * pairs it from the root, as the native stack is deeper). */
+	img_put64(&e.im, fib0, 0);
+	REQUIRE_OK(sp_py_anchor(&e.w, &top));
+	CHECK_EQ(top, fib1);
+	CHECK_OK(sp_py_walk(&e.w, top, f, 8, &n, &tr));
+	REQUIRE_EQ(n, 3);
+	CHECK_EQ(tr, 0);
+	CHECK_EQ(f[0].flags & SP_PY_FRAME_GAP, 0);
+
+	/* No frame in the copy: no anchor (the caller reads tstate->frame). */
+	memset(stk, 0, sizeof(stk));
+	CHECK_EQ(sp_py_anchor(&e.w, &top), STACKPULSE_ENOTFOUND);
+	/* 3.11+ never anchors this way. */
+	walk_env e2;
+	env_init(&e2, IMG_V311);
+	e2.w.mem.stack = stk;
+	e2.w.mem.stack_len = sizeof(stk);
+	e2.w.mem.verify = anchor_verify;
+	CHECK_EQ(sp_py_anchor(&e2.w, &top), STACKPULSE_ENOTFOUND);
+	env_free(&e2);
+	env_free(&e);
+}
+
+SP_TEST(merge_pairs_both_sides_of_a_gap)
+{
+	/* Four eval activations (0x1200..) with C frames between them. */
+	const sp_py_range eval[1] = { { 0x1200, 0x1300 } };
+	const uint64_t pcs[8] = { 0x1210, 0x5001, 0x1221, 0x5001, 0x1231, 0x5001, 0x1241, 0x6001 };
+	/* Leaf fib (gap after it), then run and <module>: 3.10, one frame
+	 * per activation. */
+	sp_py_frame py[3] = { { 0, SP_PY_FRAME_ENTRY | SP_PY_FRAME_GAP, 0, 3 },
+		              { 1, SP_PY_FRAME_ENTRY, 0, 11 },
+		              { 2, SP_PY_FRAME_ENTRY, 0, 13 } };
+	sp_py_merge_in in = { pcs, 8, 0, eval, 1, py, 3, 0 };
+	sp_py_merge_item out[16];
+	uint32_t m, flags;
+	CHECK_OK(sp_py_merge(&in, out, 16, &m, &flags));
+	/* py0, C, [truncated], eval (unknown), C, py1, C, py2, root */
+	const uint32_t kinds[9] = { SP_PY_MERGE_PYTHON, SP_PY_MERGE_NATIVE, SP_PY_MERGE_TRUNCATED,
+		                    SP_PY_MERGE_NATIVE, SP_PY_MERGE_NATIVE, SP_PY_MERGE_PYTHON,
+		                    SP_PY_MERGE_NATIVE, SP_PY_MERGE_PYTHON, SP_PY_MERGE_NATIVE };
+	const uint32_t index[9] = { 0, 1, 0, 2, 3, 1, 5, 2, 7 };
+	REQUIRE_EQ(m, 9);
+	for (uint32_t i = 0; i < m; i++) {
+		CHECK_EQ(out[i].kind, kinds[i]);
+		CHECK_EQ(out[i].index, index[i]);
+	}
+	CHECK(flags & SP_PY_MERGE_PY_CUT);
+	/* A leaf gap: the groups pair from the root, a marker at the leaf. */
+	py[0].flags = SP_PY_FRAME_ENTRY | SP_PY_FRAME_LEAF_GAP;
+	CHECK_OK(sp_py_merge(&in, out, 16, &m, &flags));
+	REQUIRE_EQ(m, 9);
+	CHECK_EQ(out[0].kind, SP_PY_MERGE_TRUNCATED);
+	CHECK_EQ(out[1].kind, SP_PY_MERGE_NATIVE);
+	CHECK_EQ(out[1].index, 0);
+	CHECK_EQ(out[3].kind, SP_PY_MERGE_PYTHON);
+	CHECK_EQ(out[3].index, 0);
+	CHECK_EQ(out[7].kind, SP_PY_MERGE_PYTHON);
+	CHECK_EQ(out[7].index, 2);
+	/* With the native stack cut, only the leaf side is kept, as cut. */
+	py[0].flags = SP_PY_FRAME_ENTRY | SP_PY_FRAME_GAP;
+	in.native_truncated = 1;
+	CHECK_OK(sp_py_merge(&in, out, 16, &m, &flags));
+	CHECK_EQ(out[0].kind, SP_PY_MERGE_PYTHON);
+	CHECK_EQ(out[0].index, 0);
+	for (uint32_t i = 1; i < m; i++)
+		CHECK(out[i].kind != SP_PY_MERGE_PYTHON);
 }

@@ -288,7 +288,7 @@ SP_TEST(demo_stacks_every_version)
 		CHECK(ne >= 1);
 		sp_py_frame f[SP_PY_MAX_DEPTH];
 		uint32_t n;
-		int tr, deep = 0;
+		int tr, deep = 0, edge = 0;
 		/* Stopped snapshots (ptrace stop): exact checks, with and without
 		 * a stack copy, which must agree. */
 		for (int k = 0; k < 10; k++) {
@@ -306,17 +306,24 @@ SP_TEST(demo_stacks_every_version)
 				int tr2;
 				CHECK_OK(sp_python_read_stack(py, c.pid, stack, len, sp, g,
 				                              SP_PY_MAX_DEPTH, &m, &tr2));
-				CHECK_EQ(m, n);
-				for (uint32_t i = 0; i < m && i < n; i++) {
-					CHECK_EQ(g[i].code, f[i].code);
-					CHECK_EQ(g[i].line, f[i].line);
-					CHECK_EQ(g[i].flags, f[i].flags);
+				/* Stopped inside a call or return, the copy (3.10:
+				 * frame objects found on the C stack) may hold one
+				 * leaf frame more or less than tstate's frame link:
+				 * the rest must be the same frames. */
+				uint32_t dg = m == n + 1 ? 1 : 0, df = n == m + 1 ? 1 : 0;
+				edge += dg || df;
+				CHECK(m == n || dg || df);
+				for (uint32_t i = 0; i + dg < m && i + df < n; i++) {
+					CHECK_EQ(g[i + dg].code, f[i + df].code);
+					CHECK_EQ(g[i + dg].line, f[i + df].line);
+					CHECK_EQ(g[i + dg].flags, f[i + df].flags);
 				}
 			}
 			ptrace(PTRACE_DETACH, c.pid, NULL, NULL);
 			usleep(3000);
 		}
 		CHECK(deep > 0);
+		CHECK(edge <= 3); /* Call/return edges are rare stops. */
 		/* Live reads of the running target: never a wrong frame. */
 		int ok = 0;
 		for (int k = 0; k < 300; k++) {

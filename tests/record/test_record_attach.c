@@ -233,6 +233,50 @@ SP_TEST(never_stopped_when_the_recorder_is_killed)
 	CHECK(reap(pid, 5));
 }
 
+/* A target that creates and joins threads without pause: every stop
+ * pass finds threads that exited (reaped while traced) and threads not yet
+ * stopped, and the passes must still converge (no STACKPULSE_ELIMIT, no
+ * -ETIMEDOUT) with nothing left stopped or traced. */
+SP_TEST(attach_while_threads_come_and_go)
+{
+	const char *churn = rec_target("churn", "-pthread");
+	pid_t pid = start(churn, "60");
+	usleep(100000);
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/churn.spool", sp_test_tmpdir());
+	int ok = 0;
+	for (int i = 0; i < 6; i++) {
+		stackpulse_recorder *rec;
+		int rc = stackpulse_recorder_attach(
+		        pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, NULL, &rec);
+		if (rc != 0) {
+			sp_test_fail(__FILE__, __LINE__, "attach %d: %d %s", i, rc,
+			             stackpulse_last_error());
+			break;
+		}
+		CHECK(!rec_any_stopped(pid));
+		double end = rec_now() + 0.2;
+		while (rec_now() < end) {
+			CHECK(stackpulse_recorder_wait(rec, 50) >= 0);
+			CHECK_OK(stackpulse_recorder_consume_available(rec));
+		}
+		CHECK_OK(stackpulse_recorder_finish(rec));
+		ok++;
+		char path[64], status[4096];
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+		FILE *f = fopen(path, "r");
+		REQUIRE(f != NULL);
+		size_t n = fread(status, 1, sizeof(status) - 1, f);
+		fclose(f);
+		status[n] = '\0';
+		CHECK(strstr(status, "TracerPid:\t0\n") != NULL);
+	}
+	CHECK_EQ(ok, 6);
+	CHECK(!rec_any_stopped(pid));
+	kill(pid, SIGKILL);
+	CHECK(reap(pid, 5));
+}
+
 /* Targets that exit while we attach: a churning target that ends on its
  * own, and a target SIGKILLed at staggered moments of the attach. Attach
  * either fails with -ESRCH or works; the target always ends and nothing

@@ -12,6 +12,7 @@
 #include "record/kallsyms.h"
 #include "record/proc_scan.h"
 #include "record/process_table.h"
+#include "record/recorder.h"
 
 SP_TEST(maps_line_parser)
 {
@@ -395,6 +396,420 @@ SP_TEST(process_table_life_cycle)
 	CHECK(p1->end_ns != 0);
 	CHECK_EQ(stackpulse_spool_process(sp, 2)->pid, 200);
 	CHECK_EQ(stackpulse_spool_process(sp, 3)->parent, 0);
+	stackpulse_spool_close(sp);
+	sp_buf_free(&buf);
+}
+
+/* ---- perf ring records fed to the record parser (sample.c) ---- */
+
+/* Pids above PID_MAX_LIMIT (4 Mi): /proc never has them, so the parser
+ * sees exactly the records given here. */
+#define FAKE_PARENT 2000000001
+#define FAKE_CHILD  2000000002
+
+typedef struct perf_rec {
+	uint8_t b[2048];
+	size_t n;
+	uint32_t type;
+	uint16_t misc;
+} perf_rec;
+
+static void pr_begin(perf_rec *r, uint32_t type, uint16_t misc)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	r->misc = misc;
+	r->n = sizeof(struct perf_event_header);
+}
+
+static void pr_u32(perf_rec *r, uint32_t v)
+{
+	memcpy(r->b + r->n, &v, 4);
+	r->n += 4;
+}
+
+static void pr_u64(perf_rec *r, uint64_t v)
+{
+	memcpy(r->b + r->n, &v, 8);
+	r->n += 8;
+}
+
+/* A NUL-terminated string padded to 8 bytes, as the kernel writes it. */
+static void pr_str(perf_rec *r, const char *s)
+{
+	size_t l = strlen(s) + 1;
+	memcpy(r->b + r->n, s, l);
+	r->n += (l + 7) & ~(size_t)7;
+}
+
+/* The sample_id_all trailer: pid/tid, time, cpu/res, id. */
+static void pr_end(perf_rec *r, pid_t pid, pid_t tid, uint64_t time)
+{
+	pr_u32(r, (uint32_t)pid);
+	pr_u32(r, (uint32_t)tid);
+	pr_u64(r, time);
+	pr_u64(r, 0);
+	pr_u64(r, 0);
+}
+
+static void pr_fork(perf_rec *r, pid_t ppid, pid_t pid, uint64_t time)
+{
+	pr_begin(r, PERF_RECORD_FORK, 0);
+	pr_u32(r, (uint32_t)pid);
+	pr_u32(r, (uint32_t)ppid);
+	pr_u32(r, (uint32_t)pid);
+	pr_u32(r, (uint32_t)ppid);
+	pr_u64(r, time);
+	pr_end(r, ppid, ppid, time);
+}
+
+static void pr_comm(perf_rec *r, pid_t pid, const char *comm, int exec, uint64_t time)
+{
+	pr_begin(r, PERF_RECORD_COMM, exec ? PERF_RECORD_MISC_COMM_EXEC : 0);
+	pr_u32(r, (uint32_t)pid);
+	pr_u32(r, (uint32_t)pid);
+	pr_str(r, comm);
+	pr_end(r, pid, pid, time);
+}
+
+static void pr_mmap2(perf_rec *r, pid_t pid, uint64_t addr, uint64_t len, const char *path,
+                     const uint8_t *bid, uint64_t time)
+{
+	pr_begin(r, PERF_RECORD_MMAP2, bid ? PERF_RECORD_MISC_MMAP_BUILD_ID : 0);
+	pr_u32(r, (uint32_t)pid);
+	pr_u32(r, (uint32_t)pid);
+	pr_u64(r, addr);
+	pr_u64(r, len);
+	pr_u64(r, 0); /* pgoff */
+	if (bid) {
+		uint8_t b[24] = { 20 };
+		memcpy(b + 4, bid, 20);
+		memcpy(r->b + r->n, b, 24);
+		r->n += 24;
+	} else {
+		pr_u32(r, 8);    /* maj */
+		pr_u32(r, 1);    /* min */
+		pr_u64(r, 4242); /* ino */
+		pr_u64(r, 0);    /* ino_generation */
+	}
+	pr_u32(r, 5); /* prot: r-x */
+	pr_u32(r, 2); /* flags */
+	pr_str(r, path);
+	pr_end(r, pid, pid, time);
+}
+
+/* A sample without user registers: kernel callchain only. */
+static void pr_sample(perf_rec *r, pid_t pid, uint64_t time, const uint64_t *chain, uint64_t nr)
+{
+	pr_begin(r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL);
+	pr_u64(r, 0); /* identifier */
+	pr_u64(r, chain && nr > 1 ? chain[1] : 0);
+	pr_u32(r, (uint32_t)pid);
+	pr_u32(r, (uint32_t)pid);
+	pr_u64(r, time);
+	pr_u64(r, 1); /* cpu 1, res 0 */
+	pr_u64(r, nr);
+	for (uint64_t i = 0; i < nr; i++)
+		pr_u64(r, chain[i]);
+	pr_u64(r, 0); /* regs abi: none */
+	pr_u64(r, 0); /* stack size */
+}
+
+static void pr_lost(perf_rec *r, uint64_t lost, uint64_t time)
+{
+	pr_begin(r, PERF_RECORD_LOST, 0);
+	pr_u64(r, 7); /* id */
+	pr_u64(r, lost);
+	pr_end(r, FAKE_PARENT, FAKE_PARENT, time);
+}
+
+/* Hands the first @p len bytes of @p r to the parser, with the header's
+ * size saying @p len (as the ring does). */
+static int pr_feed_len(stackpulse_recorder *rec, const perf_rec *r, size_t len)
+{
+	uint8_t copy[2048];
+	struct perf_event_header h = { r->type, r->misc, (uint16_t)len };
+	memcpy(copy, r->b, r->n);
+	if (len >= sizeof(h))
+		memcpy(copy, &h, sizeof(h));
+	return sp_recorder_record(rec, &h, copy, len);
+}
+
+static int pr_feed(stackpulse_recorder *rec, const perf_rec *r)
+{
+	return pr_feed_len(rec, r, r->n);
+}
+
+/* A recorder with only what the record parser uses, writing to memory. */
+static stackpulse_recorder *fake_recorder(sp_buf *buf)
+{
+	stackpulse_recorder *rec = sp_calloc(1, sizeof(*rec));
+	REQUIRE(rec != NULL);
+	rec->opts = STACKPULSE_RECORDER_OPTS;
+	rec->opts.python = STACKPULSE_FEATURE_OFF;
+	rec->opts.self_contained = 0;
+	rec->target = FAKE_PARENT;
+	rec->sink.fd = rec->epfd = rec->pidfd = -1;
+	sp_writer_opts wo = { 1, 0 };
+	REQUIRE_OK(sp_writer_new(&wo, mem_sink, buf, &rec->w));
+	REQUIRE_OK(sp_unwinder_new(&rec->u));
+	sp_ptable_init(&rec->pt, rec->w, rec->u);
+	rec->pcs = sp_calloc(SP_MAX_USER_FRAMES, sizeof(uint64_t));
+	rec->frames = sp_calloc(SP_MAX_USER_FRAMES + SP_MAX_KERNEL_FRAMES + 1, sizeof(uint32_t));
+	REQUIRE(rec->pcs && rec->frames);
+	return rec;
+}
+
+/* Finishes the spool in @p buf and frees @p rec. */
+static void fake_finish(stackpulse_recorder *rec)
+{
+	CHECK_OK(sp_writer_finish(rec->w));
+	sp_writer_free(rec->w);
+	sp_ptable_free(&rec->pt);
+	sp_unwinder_free(rec->u);
+	sp_free(rec->pcs);
+	sp_free(rec->frames);
+	sp_free(rec->kaddrs);
+	sp_free(rec->native);
+	sp_free(rec);
+}
+
+static const uint64_t kchain[] = { (uint64_t)PERF_CONTEXT_KERNEL, 0xffffffff81000010ull,
+	                           0xffffffff81000020ull };
+
+SP_TEST(perf_records_parse)
+{
+	sp_buf buf;
+	sp_buf_init(&buf);
+	stackpulse_recorder *rec = fake_recorder(&buf);
+	static const uint8_t bid[20] = { 0xde, 0xad, 0xbe, 0xef, 1,  2,  3,  4,  5,  6,
+		                         7,    8,    9,    10,   11, 12, 13, 14, 15, 16 };
+	perf_rec r;
+	pr_comm(&r, FAKE_PARENT, "main-thread", 0, 10);
+	CHECK_OK(pr_feed(rec, &r));
+	pr_mmap2(&r, FAKE_PARENT, 0x400000, 0x1000, "/fake/app", NULL, 11);
+	CHECK_OK(pr_feed(rec, &r));
+	pr_mmap2(&r, FAKE_PARENT, 0x700000, 0x2000, "/fake/libx.so", bid, 12);
+	CHECK_OK(pr_feed(rec, &r));
+	pr_sample(&r, FAKE_PARENT, 13, kchain, 3);
+	CHECK_OK(pr_feed(rec, &r));
+	pr_lost(&r, 5, 14);
+	CHECK_OK(pr_feed(rec, &r));
+	CHECK_EQ(rec->corrupt, 0);
+	CHECK_EQ(rec->lost, 5);
+	sp_process *p = sp_ptable_find(&rec->pt, FAKE_PARENT);
+	REQUIRE(p != NULL);
+	struct stackpulse_raw_frame f;
+	sp_ptable_frame(p, 0x400010, &f);
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_NATIVE);
+	CHECK_EQ(f.offset, 0x10);
+	sp_ptable_frame(p, 0x701000, &f);
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_NATIVE);
+	CHECK_EQ(f.offset, 0x1000);
+	fake_finish(rec);
+
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_EQ(stackpulse_spool_process_count(sp), 1);
+	CHECK_EQ(stackpulse_spool_process(sp, 0)->pid, FAKE_PARENT);
+	REQUIRE_EQ(stackpulse_spool_thread_count(sp), 1);
+	CHECK_STR(stackpulse_spool_thread(sp, 0)->name, "main-thread");
+	int lib_ok = 0;
+	for (uint32_t i = 0; i < stackpulse_spool_module_count(sp); i++) {
+		const struct stackpulse_module *m = stackpulse_spool_module(sp, i);
+		if (strcmp(m->path, "/fake/libx.so") == 0)
+			lib_ok = m->build_id_len == 20 && memcmp(m->build_id, bid, 20) == 0;
+	}
+	CHECK(lib_ok);
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	REQUIRE_EQ(stackpulse_sample_iter_next(it, &s), 1);
+	CHECK_EQ(s->pid, FAKE_PARENT);
+	CHECK_EQ(s->cpu, 1);
+	uint32_t fr[4];
+	REQUIRE_EQ(stackpulse_spool_stack_frames(sp, s->stack, fr, 4), 2);
+	CHECK_EQ(stackpulse_spool_frame(sp, fr[0])->kind, STACKPULSE_FRAME_KERNEL);
+	CHECK_EQ(stackpulse_spool_frame(sp, fr[0])->offset, 0xffffffff81000010ull);
+	CHECK_EQ(stackpulse_spool_frame(sp, fr[1])->offset, 0xffffffff81000020ull);
+	CHECK_EQ(stackpulse_sample_iter_next(it, &s), 0);
+	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(sp);
+	sp_buf_free(&buf);
+}
+
+/* Every record kind cut at every length, plus lying length fields: each is
+ * skipped and counted as corrupt (never an error, never a crash). Records
+ * whose cut still parses (text fields have no length) must at least not
+ * fail. */
+SP_TEST(perf_records_malformed)
+{
+	sp_buf buf;
+	sp_buf_init(&buf);
+	stackpulse_recorder *rec = fake_recorder(&buf);
+	perf_rec recs[6];
+	pr_comm(&recs[0], FAKE_PARENT, "a-rather-long-name", 0, 10);
+	pr_mmap2(&recs[1], FAKE_PARENT, 0x400000, 0x1000, "/fake/app", NULL, 11);
+	static const uint8_t bid[20] = { 1 };
+	pr_mmap2(&recs[2], FAKE_PARENT, 0x500000, 0x1000, "/fake/lib", bid, 12);
+	pr_sample(&recs[3], FAKE_PARENT, 13, kchain, 3);
+	pr_fork(&recs[4], FAKE_PARENT, FAKE_CHILD, 14);
+	pr_lost(&recs[5], 3, 15);
+	uint64_t cuts = 0, corrupt_before = rec->corrupt;
+	for (size_t k = 0; k < 6; k++)
+		for (size_t len = 0; len < recs[k].n; len++) {
+			CHECK_OK(pr_feed_len(rec, &recs[k], len));
+			cuts++;
+		}
+	uint64_t corrupt = rec->corrupt - corrupt_before;
+	printf("%llu cut records, %llu counted corrupt\n", (unsigned long long)cuts,
+	       (unsigned long long)corrupt);
+	/* A SAMPLE fails at every cut. The others end in the sample_id
+	 * trailer, which is then read from whatever ends the cut record:
+	 * FORK fails below header + trailer, LOST below its two counters, COMM
+	 * and MMAP2 while their text cannot end before the trailer. (Cuts
+	 * shorter than the header itself were read beyond the record by the
+	 * old reader.) */
+	size_t h = sizeof(struct perf_event_header), trailer = 32;
+	size_t comm_min = h + 8 + strlen("a-rather-long-name") + 1 + trailer;
+	size_t mmap_min = h + 64 + strlen("/fake/app") + 1 + trailer;
+	CHECK_EQ(corrupt, recs[3].n + (h + trailer) + (h + 16) + comm_min + 2 * mmap_min);
+
+	perf_rec r;
+	uint64_t c0 = rec->corrupt;
+	/* A callchain longer than the record. */
+	pr_sample(&r, FAKE_PARENT, 20, kchain, 3);
+	uint64_t huge = (uint64_t)1 << 61;
+	memcpy(r.b + 8 + 40, &huge, 8);
+	CHECK_OK(pr_feed(rec, &r));
+	CHECK_EQ(rec->corrupt, c0 + 1);
+	/* User registers announced but missing. */
+	rec->setup.attr.sample_regs_user = 0x7;
+	pr_sample(&r, FAKE_PARENT, 21, kchain, 3);
+	uint64_t abi = 2;
+	memcpy(r.b + r.n - 16, &abi, 8);
+	CHECK_OK(pr_feed(rec, &r));
+	CHECK_EQ(rec->corrupt, c0 + 2);
+	rec->setup.attr.sample_regs_user = 0;
+	/* A stack copy larger than the record. */
+	pr_sample(&r, FAKE_PARENT, 22, kchain, 3);
+	uint64_t ssize = 4096;
+	memcpy(r.b + r.n - 8, &ssize, 8);
+	pr_u64(&r, 0);
+	CHECK_OK(pr_feed(rec, &r));
+	CHECK_EQ(rec->corrupt, c0 + 3);
+	/* A stack copy without its dyn_size. */
+	pr_sample(&r, FAKE_PARENT, 23, kchain, 3);
+	ssize = 8;
+	memcpy(r.b + r.n - 8, &ssize, 8);
+	pr_u64(&r, 0x1234);
+	CHECK_OK(pr_feed(rec, &r));
+	CHECK_EQ(rec->corrupt, c0 + 4);
+	/* A path that runs into the sample_id trailer. */
+	pr_mmap2(&r, FAKE_PARENT, 0x600000, 0x1000, "/fake/abcdef", NULL, 24);
+	memset(r.b + r.n - 32 - 16, 'x', 16);
+	CHECK_OK(pr_feed(rec, &r));
+	CHECK_EQ(rec->corrupt, c0 + 5);
+	/* A comm without its NUL. */
+	pr_comm(&r, FAKE_PARENT, "1234567", 0, 25);
+	r.b[8 + 8 + 7] = 'x';
+	CHECK_OK(pr_feed(rec, &r));
+	CHECK_EQ(rec->corrupt, c0 + 6);
+	/* A header that claims less than itself. */
+	CHECK_OK(pr_feed_len(rec, &r, 4));
+	CHECK_EQ(rec->corrupt, c0 + 7);
+	fake_finish(rec);
+	/* What was written still reads back. */
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	stackpulse_spool_close(sp);
+	sp_buf_free(&buf);
+}
+
+/* The rings are merged by time with a 2 ms slack, so a FORK written late
+ * on one CPU can be consumed after its child's first records from another
+ * (and a child whose /proc is gone is then known only from those). The
+ * child must stay one process: linked to its parent when the FORK comes,
+ * keeping what its own records said (an exec, its mappings), inheriting
+ * the parent's mappings when it did not exec. A FORK after the pid's
+ * earlier life is still a new process (pid reuse). */
+SP_TEST(child_records_before_its_fork)
+{
+	sp_buf buf;
+	sp_buf_init(&buf);
+	stackpulse_recorder *rec = fake_recorder(&buf);
+	const pid_t c2 = FAKE_CHILD + 1;
+	perf_rec r;
+	pr_comm(&r, FAKE_PARENT, "parent", 0, 10);
+	REQUIRE_OK(pr_feed(rec, &r));
+	pr_mmap2(&r, FAKE_PARENT, 0x400000, 0x1000, "/fake/parent", NULL, 11);
+	REQUIRE_OK(pr_feed(rec, &r));
+
+	/* Child 1 exec'd: its COMM(exec) and MMAP2 come before the FORK. */
+	pr_comm(&r, FAKE_CHILD, "newprog", 1, 30);
+	REQUIRE_OK(pr_feed(rec, &r));
+	pr_mmap2(&r, FAKE_CHILD, 0x500000, 0x1000, "/fake/newprog", NULL, 31);
+	REQUIRE_OK(pr_feed(rec, &r));
+	pr_fork(&r, FAKE_PARENT, FAKE_CHILD, 20);
+	REQUIRE_OK(pr_feed(rec, &r));
+	pr_sample(&r, FAKE_CHILD, 32, kchain, 3);
+	REQUIRE_OK(pr_feed(rec, &r));
+	sp_process *c = sp_ptable_find(&rec->pt, FAKE_CHILD);
+	REQUIRE(c != NULL);
+	struct stackpulse_raw_frame f;
+	sp_ptable_frame(c, 0x500010, &f);
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_NATIVE); /* Its own mapping kept. */
+	sp_ptable_frame(c, 0x400010, &f);
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_UNKNOWN); /* Not the pre-exec image. */
+
+	/* Child 2 did not exec: an MMAP2 (a dlopen) before the FORK. */
+	pr_mmap2(&r, c2, 0x600000, 0x1000, "/fake/plugin.so", NULL, 41);
+	REQUIRE_OK(pr_feed(rec, &r));
+	pr_fork(&r, FAKE_PARENT, c2, 40);
+	REQUIRE_OK(pr_feed(rec, &r));
+	c = sp_ptable_find(&rec->pt, c2);
+	REQUIRE(c != NULL);
+	sp_ptable_frame(c, 0x600010, &f);
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_NATIVE);
+	sp_ptable_frame(c, 0x400010, &f);
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_NATIVE); /* Inherited from the parent. */
+	CHECK_EQ(f.offset, 0x10);
+
+	/* Pid reuse: a FORK later than everything seen of the live pid. */
+	uint32_t before = c->index;
+	pr_fork(&r, FAKE_PARENT, c2, 50);
+	REQUIRE_OK(pr_feed(rec, &r));
+	REQUIRE(sp_ptable_find(&rec->pt, c2) != NULL);
+	CHECK(sp_ptable_find(&rec->pt, c2)->index != before);
+	CHECK_EQ(rec->corrupt, 0);
+	fake_finish(rec);
+
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	/* parent, child 1, child 2, child 2 reused: no duplicates. */
+	REQUIRE_EQ(stackpulse_spool_process_count(sp), 4);
+	const struct stackpulse_process *p1 = stackpulse_spool_process(sp, 1);
+	CHECK_EQ(p1->pid, FAKE_CHILD);
+	CHECK_STR(p1->name, "newprog");
+	CHECK_EQ(p1->end_ns, 0);
+	CHECK_EQ(stackpulse_spool_process(sp, 2)->pid, c2);
+	CHECK(stackpulse_spool_process(sp, 2)->end_ns != 0); /* Ended by the reuse. */
+	int forks = 0;
+	for (uint32_t i = 0; i < stackpulse_spool_event_count(sp); i++) {
+		const struct stackpulse_spool_event *e = stackpulse_spool_event(sp, i);
+		if (e->kind == STACKPULSE_EV_FORK) {
+			CHECK_EQ(e->process, 0);
+			CHECK_EQ(e->other, (uint32_t)forks + 1);
+			forks++;
+		}
+	}
+	CHECK_EQ(forks, 3);
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	REQUIRE_EQ(stackpulse_sample_iter_next(it, &s), 1);
+	CHECK_EQ(s->process, 1);
+	stackpulse_sample_iter_free(it);
 	stackpulse_spool_close(sp);
 	sp_buf_free(&buf);
 }

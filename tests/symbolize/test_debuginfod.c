@@ -154,13 +154,21 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 	CHECK_EQ(k.debug_files, 1);
 	CHECK_STR(c.f[c.n - 1].name, "served_fn");
 	CHECK(fx_ends_with(c.f[c.n - 1].file, "served.c"));
-	/* The download went to our cache directory, and the client's own
-	 * variable was restored (unset) afterwards. */
+	/* The download went to our cache directory. The client's variable was
+	 * set once, when the first debuginfod-enabled symbolizer was made. */
 	char cached[900];
 	snprintf(cached, sizeof(cached), "%s/%s/debuginfo", cache, hex);
 	struct stat st;
 	CHECK(stat(cached, &st) == 0 && st.st_size > 0);
-	CHECK(getenv("DEBUGINFOD_CACHE_PATH") == NULL);
+	const char *env_cache = getenv("DEBUGINFOD_CACHE_PATH");
+	CHECK(env_cache && strcmp(env_cache, cache) == 0);
+	/* Later symbolizers never write the environment again. */
+	setenv("DEBUGINFOD_URLS", "http://127.0.0.1:1", 1);
+	setenv("STACKPULSE_DEBUGINFOD_CACHE_DIR", "/nonexistent-other-cache", 1);
+	resolve_served(stripped, fx_offset(full, addr), &c, &k);
+	env_cache = getenv("DEBUGINFOD_CACHE_PATH");
+	CHECK(env_cache && strcmp(env_cache, cache) == 0);
+	CHECK_STR(c.f[c.n - 1].name, "served_fn"); /* Still from the first cache. */
 	/* An inline frame comes with its call site. */
 	uint32_t l_call = fx_line_of(src, "CALL_INL");
 	int saw = 0;
