@@ -161,6 +161,12 @@ typedef struct stackpulse_recorder_opts {
 	uint32_t chunk_bytes; /**< Uncompressed bytes per chunk before it is
 	                       *   written; default 1 MiB. Smaller chunks lose
 	                       *   less on a crash. */
+	const char *cache_dir; /**< Symbol cache directory used at finish
+	                        *   (embedded tables, kernel symbols); copied.
+	                        *   NULL: `$STACKPULSE_SYMBOL_CACHE_DIR`, else
+	                        *   `$XDG_CACHE_HOME/stackpulse`, else
+	                        *   `~/.cache/stackpulse`. "" turns the cache
+	                        *   off, as `STACKPULSE_NO_SYMBOL_CACHE=1` does. */
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
@@ -177,6 +183,7 @@ typedef struct stackpulse_recorder_opts {
 	        .zstd_level = 3,                                                                   \
 	        .self_contained = 1,                                                               \
 	        .chunk_bytes = 1u << 20,                                                           \
+	        .cache_dir = NULL,                                                                 \
 	})
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */

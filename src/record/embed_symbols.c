@@ -273,14 +273,14 @@ static int by_module_offset(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* The symbol cache of the embed step: STACKPULSE_SYMBOL_CACHE_DIR, else
- * the XDG default; STACKPULSE_NO_SYMBOL_CACHE turns it off. */
-char *sp_recorder_cache_dir(void)
+char *sp_recorder_cache_dir(const stackpulse_recorder *rec)
 {
 	const char *off = getenv("STACKPULSE_NO_SYMBOL_CACHE");
 	if (off && *off && strcmp(off, "0") != 0)
 		return NULL;
-	return sp_cacheio_dir(NULL);
+	if (rec->opts.cache_dir && !rec->opts.cache_dir[0])
+		return NULL;
+	return sp_cacheio_dir(rec->opts.cache_dir);
 }
 
 int sp_recorder_embed_symbols(stackpulse_recorder *rec)
@@ -337,7 +337,7 @@ int sp_recorder_embed_symbols(stackpulse_recorder *rec)
 		}
 		i = j;
 	}
-	char *cache_dir = rc ? NULL : sp_recorder_cache_dir();
+	char *cache_dir = rc ? NULL : sp_recorder_cache_dir(rec);
 	uint32_t embedded = 0, skipped = 0;
 	if (!rc)
 		rc = sp_symbolize_build_symtab_cached(rec->w, reqs, nreq, NULL, cache_dir,

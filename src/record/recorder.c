@@ -113,6 +113,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->pymerge);
 	sp_free(rec->native);
 	sp_recorder_embed_release(rec);
+	sp_free(rec->cache_dir);
 	sp_free(rec);
 }
 
@@ -131,6 +132,13 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 		return -ENOMEM;
 	rec->opts = o;
 	rec->sink.fd = rec->epfd = rec->pidfd = -1;
+	if (o.cache_dir) {
+		rec->opts.cache_dir = rec->cache_dir = sp_strdup(o.cache_dir);
+		if (!rec->cache_dir) {
+			sp_free(rec);
+			return -ENOMEM;
+		}
+	}
 	rec->last_flush_ns = clock_ns(CLOCK_MONOTONIC);
 	rc = sp_file_sink_open(&rec->sink, path);
 	if (rc) {

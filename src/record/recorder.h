@@ -29,6 +29,7 @@ typedef struct sp_event_id {
 
 struct stackpulse_recorder {
 	stackpulse_recorder_opts opts;
+	char *cache_dir; /* Owned copy of opts.cache_dir. */
 	pid_t target; /* The attached or spawned process. */
 	int spawned;
 	int pidfd;         /* Of the target; -1 when unavailable. */
@@ -96,8 +97,9 @@ int sp_recorder_frame(stackpulse_recorder *rec, const struct stackpulse_raw_fram
  * self_contained is set). Unreadable modules are skipped, not errors. */
 int sp_recorder_embed_symbols(stackpulse_recorder *rec);
 /* The symbol cache directory of the recorder (sp_free it), or NULL when
- * STACKPULSE_NO_SYMBOL_CACHE turns the cache off or none can be formed. */
-char *sp_recorder_cache_dir(void);
+ * opts.cache_dir is "", STACKPULSE_NO_SYMBOL_CACHE turns the cache off or
+ * none can be formed. */
+char *sp_recorder_cache_dir(const stackpulse_recorder *rec);
 
 /* Closes the module files held for embedding. */
 void sp_recorder_embed_release(stackpulse_recorder *rec);

@@ -598,7 +598,7 @@ int sp_recorder_write_ksyms(stackpulse_recorder *rec)
 	qsort(rec->kaddrs, n, sizeof(uint64_t), cmp_u64);
 	rec->kused = 0;
 	int zeroed = 0;
-	char *dir = sp_recorder_cache_dir();
+	char *dir = sp_recorder_cache_dir(rec);
 	int rc = sp_kallsyms_resolve_cached(dir, rec->kaddrs, n, emit_ksym, rec->w, &zeroed);
 	sp_free(dir);
 	memset(rec->kaddrs, 0, rec->kcap * sizeof(uint64_t));

@@ -31,11 +31,13 @@ static int ends_with(const char *s, const char *suffix)
 	return s && a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-/* Records the ladder target built with -g at @p bin into @p spool. */
-static void record_ladder(const char *bin, const char *spool)
+/* Records the ladder target built with -g at @p bin into @p spool, with
+ * the symbol cache in @p cache_dir (NULL: the default). */
+static void record_ladder_cached(const char *bin, const char *spool, const char *cache_dir)
 {
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 999;
+	o.cache_dir = cache_dir;
 	REQUIRE(o.self_contained == 1);
 	char *argv[] = { (char *)bin, "1.5", NULL };
 	stackpulse_recorder *rec = NULL;
@@ -45,6 +47,11 @@ static void record_ladder(const char *bin, const char *spool)
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	int status = 0;
 	waitpid(pid, &status, 0);
+}
+
+static void record_ladder(const char *bin, const char *spool)
+{
+	record_ladder_cached(bin, spool, NULL);
 }
 
 /* Symbolizes @p spool and checks the ladder with files and lines. */
@@ -122,4 +129,61 @@ SP_TEST(rebuilt_binary_still_gives_recorded_names)
 	         bin);
 	REQUIRE(system(cmd) == 0);
 	check_ladder(spool, 0);
+}
+
+static int count_files(const char *dir, const char *prefix, const char *suffix)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "ls '%s' 2>/dev/null | grep '^%s.*%s$' | wc -l", dir, prefix,
+	         suffix);
+	FILE *p = popen(cmd, "r");
+	int n = -1;
+	if (p) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
+	return n;
+}
+
+/* opts.cache_dir: the tables built at finish (the binary's, and the core
+ * kernel's per boot when kernel frames were named) land there; "" keeps
+ * the recorder away from any cache. */
+SP_TEST(cache_dir_option_holds_the_finish_tables)
+{
+	char bin[600], cmd[2048], dir[600], off[600], spool[700];
+	/* Its own build: another test deletes the shared one. */
+	snprintf(bin, sizeof(bin), "%s/ladder-cachedir", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "gcc -O2 -g -fomit-frame-pointer -o '%s' '%s/tests/record/targets/ladder.c'", bin,
+	         sp_test_source_root());
+	REQUIRE(system(cmd) == 0);
+	snprintf(dir, sizeof(dir), "%s/reccache", sp_test_tmpdir());
+	snprintf(spool, sizeof(spool), "%s/cached.spool", sp_test_tmpdir());
+	record_ladder_cached(bin, spool, dir);
+	int tables = count_files(dir, "", "\\.spsym");
+	printf("    %d tables in %s\n", tables, dir);
+	CHECK(tables >= 1);
+	stackpulse_spool *sp = NULL;
+	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	int named_kernel = stackpulse_spool_meta(sp)->kernel_frames && geteuid() == 0;
+	stackpulse_spool_close(sp);
+	if (named_kernel)
+		CHECK_EQ(count_files(dir, "6b73796d", "\\.spsym"), 1);
+	check_ladder(spool, STACKPULSE_SYM_OFFLINE);
+
+	snprintf(off, sizeof(off), "%s/nocache-cwd", sp_test_tmpdir());
+	snprintf(spool, sizeof(spool), "%s/uncached.spool", sp_test_tmpdir());
+	REQUIRE(mkdir(off, 0700) == 0);
+	char old_cache[700];
+	const char *env = getenv("STACKPULSE_SYMBOL_CACHE_DIR");
+	snprintf(old_cache, sizeof(old_cache), "%s", env ? env : "");
+	setenv("STACKPULSE_SYMBOL_CACHE_DIR", off, 1); /* Would be used if "" were ignored. */
+	record_ladder_cached(bin, spool, "");
+	if (env)
+		setenv("STACKPULSE_SYMBOL_CACHE_DIR", old_cache, 1);
+	else
+		unsetenv("STACKPULSE_SYMBOL_CACHE_DIR");
+	CHECK_EQ(count_files(off, "", ""), 0);
+	check_ladder(spool, STACKPULSE_SYM_OFFLINE);
 }
