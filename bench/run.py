@@ -779,9 +779,19 @@ def main():
     ap.add_argument("--runs", type=int, default=0, help="runs per configuration (default 5, quick 3)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,unwind,self")
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite the doc from $BENCH_TMP/results.json of the last run")
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     b = Bench(args)
+    if args.render:
+        with open(os.path.join(b.tmp, "results.json")) as f:
+            b.data = json.load(f)
+        import report_md  # noqa: E402  (bench/report_md.py)
+        with open(args.out, "w") as f:
+            f.write(report_md.render(b.data, b))
+        log("rendered %s from %s" % (args.out, os.path.join(b.tmp, "results.json")))
+        return
     b.setup()
     b.write_doc()
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
