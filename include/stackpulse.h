@@ -145,20 +145,20 @@ enum stackpulse_attach_mode {
 
 /** Recorder options. Initialise with ::STACKPULSE_RECORDER_OPTS. */
 typedef struct stackpulse_recorder_opts {
-	size_t sz;            /**< sizeof(struct stackpulse_recorder_opts). */
-	uint32_t frequency;   /**< Samples per second per thread; default 99. */
-	uint32_t stack_size;  /**< User stack bytes copied per sample; default
+	size_t sz;             /**< sizeof(struct stackpulse_recorder_opts). */
+	uint32_t frequency;    /**< Samples per second per thread; default 99. */
+	uint32_t stack_size;   /**< User stack bytes copied per sample; default
 	                       *   32768, at most 65528, multiple of 8. */
-	int kernel;           /**< ::stackpulse_feature; kernel frames. */
-	int children;         /**< Nonzero: follow forks and execs (default). */
-	int python;           /**< ::stackpulse_feature; CPython frames. */
-	int event;            /**< ::stackpulse_event. */
-	uint32_t ring_kb;     /**< Ring size per CPU in KiB; 0 sizes it from
+	int kernel;            /**< ::stackpulse_feature; kernel frames. */
+	int children;          /**< Nonzero: follow forks and execs (default). */
+	int python;            /**< ::stackpulse_feature; CPython frames. */
+	int event;             /**< ::stackpulse_event. */
+	uint32_t ring_kb;      /**< Ring size per CPU in KiB; 0 sizes it from
 	                       *   perf_event_mlock_kb. */
-	int zstd_level;       /**< zstd level for chunks; default 3. */
-	int self_contained;   /**< Nonzero: embed symbol tables at finish so the
+	int zstd_level;        /**< zstd level for chunks; default 3. */
+	int self_contained;    /**< Nonzero: embed symbol tables at finish so the
 	                       *   spool symbolizes anywhere (default on). */
-	uint32_t chunk_bytes; /**< Uncompressed bytes per chunk before it is
+	uint32_t chunk_bytes;  /**< Uncompressed bytes per chunk before it is
 	                       *   written; default 1 MiB. Smaller chunks lose
 	                       *   less on a crash. */
 	const char *cache_dir; /**< Symbol cache directory used at finish

@@ -30,7 +30,7 @@ typedef struct sp_event_id {
 struct stackpulse_recorder {
 	stackpulse_recorder_opts opts;
 	char *cache_dir; /* Owned copy of opts.cache_dir. */
-	pid_t target; /* The attached or spawned process. */
+	pid_t target;    /* The attached or spawned process. */
 	int spawned;
 	int pidfd;         /* Of the target; -1 when unavailable. */
 	int target_gone;   /* pidfd reported exit. */
