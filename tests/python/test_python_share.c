@@ -89,32 +89,6 @@ static void find_pythons(void)
 	}
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 1 << 16, n = 0, k;
-	char *buf = malloc(cap);
-	while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-		n += k;
-		if (cap - n < 2) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = '\0';
-	return buf;
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -285,7 +259,7 @@ SP_TEST(every_version_two_phase_shares)
 			snprintf(cmd, sizeof(cmd), "%s %s --folded --lines >%s", report, spool,
 			         out);
 			REQUIRE_EQ(system(cmd), 0);
-			char *text = slurp(out);
+			char *text = sp_test_read_file(out, NULL);
 			REQUIRE(text != NULL);
 			tally t;
 			memset(&t, 0, sizeof(t));
