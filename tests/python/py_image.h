@@ -271,15 +271,24 @@ typedef struct img_reader {
 	uint64_t base;
 } img_reader;
 
+/* Real memory is mapped in whole pages: the image reads as if padded with
+ * zeros to its next page boundary, so that a page re-read (the walk's
+ * verification) sees what a frame read saw. */
 static inline int img_read(void *ctx, sp_py_iov *iov, uint32_t n, int prefix)
 {
 	(void)prefix;
 	const img_reader *r = ctx;
+	uint64_t mapped = ((uint64_t)r->len + SP_PY_PAGE - 1) & ~(uint64_t)(SP_PY_PAGE - 1);
 	for (uint32_t i = 0; i < n; i++) {
 		iov[i].ok = 0;
-		if (iov[i].addr >= r->base && iov[i].addr - r->base <= r->len &&
-		    r->len - (iov[i].addr - r->base) >= iov[i].len) {
-			memcpy(iov[i].buf, r->mem + (iov[i].addr - r->base), iov[i].len);
+		if (iov[i].addr >= r->base && iov[i].addr - r->base <= mapped &&
+		    mapped - (iov[i].addr - r->base) >= iov[i].len) {
+			uint64_t off = iov[i].addr - r->base;
+			uint64_t have = off < r->len ? r->len - off : 0;
+			if (have > iov[i].len)
+				have = iov[i].len;
+			memcpy(iov[i].buf, r->mem + off, (size_t)have);
+			memset((uint8_t *)iov[i].buf + have, 0, (size_t)(iov[i].len - have));
 			iov[i].ok = 1;
 		}
 	}
