@@ -1,7 +1,8 @@
 /* record: sample a command or a running process into a spool file.
  *
  *   record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]
- *          [--python=auto|off|on] [--no-children] -o FILE (-p PID | -- COMMAND [ARG...])
+ *          [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]
+ *          -o FILE (-p PID | -- COMMAND [ARG...])
  *
  * Records until the duration ends or every followed process has exited.
  * SIGINT (Ctrl-C) or SIGTERM finish the spool cleanly. On a terminal a
@@ -33,13 +34,16 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]\n"
-	        "              [--python=auto|off|on] [--no-children] -o FILE\n"
+	        "              [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]\n"
+	        "              -o FILE\n"
 	        "              (-p PID | -- COMMAND [ARG...])\n"
 	        "  -F HZ           samples per second per thread (default 99)\n"
 	        "  -s BYTES        user stack bytes copied per sample (default 32768, max 65528)\n"
 	        "  -d SECONDS      stop after this long (default: until the target exits)\n"
 	        "  --kernel=MODE   kernel frames: auto (default), off, on (fail if unavailable)\n"
 	        "  --python=MODE   CPython frames: auto (default), off, on\n"
+	        "  --realtime=MODE wait at SCHED_FIFO: auto (default: for CPython targets), off,\n"
+	        "                  on (fail if refused)\n"
 	        "  --no-children   do not follow forked or executed children\n"
 	        "  -o FILE         spool file to write\n"
 	        "  -p PID          attach to a running process\n");
@@ -104,12 +108,14 @@ int main(int argc, char **argv)
 	enum {
 		OPT_KERNEL = 256,
 		OPT_PYTHON,
+		OPT_REALTIME,
 		OPT_NO_CHILDREN,
 		OPT_HELP
 	};
 	static const struct option longopts[] = {
 		{ "kernel", required_argument, NULL, OPT_KERNEL },
 		{ "python", required_argument, NULL, OPT_PYTHON },
+		{ "realtime", required_argument, NULL, OPT_REALTIME },
 		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -168,6 +174,14 @@ int main(int argc, char **argv)
 			if (parse_feature(optarg, &opts.python)) {
 				fprintf(stderr,
 				        "record: --python wants auto, off or on, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case OPT_REALTIME:
+			if (parse_feature(optarg, &opts.realtime)) {
+				fprintf(stderr,
+				        "record: --realtime wants auto, off or on, not '%s'\n",
 				        optarg);
 				return 2;
 			}

@@ -167,6 +167,16 @@ typedef struct stackpulse_recorder_opts {
 	                        *   `$XDG_CACHE_HOME/stackpulse`, else
 	                        *   `~/.cache/stackpulse`. "" turns the cache
 	                        *   off, as `STACKPULSE_NO_SYMBOL_CACHE=1` does. */
+	int realtime;          /**< ::stackpulse_feature: run the calling thread
+	                        *   at SCHED_FIFO priority 1 (with
+	                        *   SCHED_RESET_ON_FORK) inside
+	                        *   ::stackpulse_recorder_wait, restoring its
+	                        *   policy on return. AUTO (default): once a
+	                        *   CPython target is found, when allowed, so
+	                        *   that its stacks are read right after their
+	                        *   samples even on the target's CPU. OFF:
+	                        *   never. REQUIRED: always, and wait fails
+	                        *   with -EPERM when it is refused. */
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
@@ -184,6 +194,7 @@ typedef struct stackpulse_recorder_opts {
 	        .self_contained = 1,                                                               \
 	        .chunk_bytes = 1u << 20,                                                           \
 	        .cache_dir = NULL,                                                                 \
+	        .realtime = STACKPULSE_FEATURE_AUTO,                                               \
 	})
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
@@ -219,6 +230,9 @@ struct stackpulse_recorder_stats {
 	                               *   time): Python stacks are read when the
 	                               *   ring is drained. */
 	uint64_t python_delay_max_ns; /**< Largest such delay. */
+	int realtime;                 /**< 1 when waits ran at SCHED_FIFO (see
+	                               *   opts.realtime), -1 when it was
+	                               *   refused, 0 when not tried. */
 };
 
 /**

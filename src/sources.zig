@@ -46,6 +46,7 @@ pub const record = [_][]const u8{
     "src/record/python_merge.c",
     "src/record/python_perfmap.c",
     "src/record/python_reader.c",
+    "src/record/python_early.c",
 };
 
 pub const unwind = [_][]const u8{

@@ -15,6 +15,7 @@
  *    frames and stacks, not with the number of samples. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,7 @@
 /* Polling period once a CPython target is found: its stacks are read when
  * the ring is drained, not at sample time, so drain soon after samples
  * arrive instead of at the wakeup watermark (ring/4). */
-#define PY_WAIT_SLICE_MS 2
+#define PY_WAIT_SLICE_MS 1
 
 static uint64_t clock_ns(clockid_t c)
 {
@@ -78,6 +79,9 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 		return sp_error(-EINVAL, "event %d is not a stackpulse_event", o->event);
 	if (o->zstd_level < 0 || o->zstd_level > 19)
 		return sp_error(-EINVAL, "zstd_level %d is outside 0..19", o->zstd_level);
+	if (o->realtime < STACKPULSE_FEATURE_AUTO || o->realtime > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "realtime option %d is not a stackpulse_feature",
+		                o->realtime);
 	if (o->ring_kb > (1u << 20))
 		return sp_error(-EINVAL, "ring_kb %u is above 1 GiB", o->ring_kb);
 	return 0;
@@ -110,6 +114,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->pcs);
 	sp_free(rec->frames);
 	sp_free(rec->pyframes);
+	sp_recorder_python_early_free(rec);
 	sp_free(rec->pymerge);
 	sp_free(rec->native);
 	sp_recorder_embed_release(rec);
@@ -650,19 +655,49 @@ static int any_alive(stackpulse_recorder *rec)
 	return 0;
 }
 
-int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
+/* Raises the calling thread to SCHED_FIFO for one wait, into @p saved
+ * (see opts.realtime): a reader that shares a CPU with a CPython target
+ * otherwise only runs when the target enters the kernel (lazy preemption)
+ * and so reads its stacks at its system calls. 1 when raised. */
+static int realtime_begin(stackpulse_recorder *rec, int *policy, struct sched_param *saved)
 {
-	if (!rec)
-		return sp_error(-EINVAL, "recorder is NULL");
+	int want = rec->opts.realtime == STACKPULSE_FEATURE_REQUIRED ||
+	           (rec->opts.realtime == STACKPULSE_FEATURE_AUTO && rec->python_found);
+	if (!want || rec->realtime < 0)
+		return 0;
+	*policy = sched_getscheduler(0);
+	if (*policy < 0 || sched_getparam(0, saved) != 0) {
+		rec->realtime = -1;
+		return 0;
+	}
+	if (*policy == SCHED_FIFO || *policy == SCHED_RR)
+		return 0; /* the caller chose a real-time policy already */
+	struct sched_param sp = { .sched_priority = 1 };
+	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0) {
+		rec->realtime = -1;
+		return 0;
+	}
+	rec->realtime = 1;
+	return 1;
+}
+
+static void realtime_end(int policy, const struct sched_param *saved)
+{
+	sched_setscheduler(0, policy, saved);
+}
+
+static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
+{
 	uint64_t start = clock_ns(CLOCK_MONOTONIC);
 	for (;;) {
+		sp_recorder_python_early(rec);
 		int st = rings_state(rec);
 		if (st == 2)
 			return 1;
 		if (st == 0 && !any_alive(rec))
 			return 0;
 		/* Young records become consumable within the slack. */
-		int slice = st == 1 ? 3 : rec->python_found ? PY_WAIT_SLICE_MS : WAIT_SLICE_MS;
+		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
 		if (timeout_ms >= 0) {
 			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
 			if (spent >= (uint64_t)timeout_ms)
@@ -678,6 +713,22 @@ int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
 			return sp_error(-errno, "epoll_wait failed");
 		}
 	}
+}
+
+int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
+{
+	if (!rec)
+		return sp_error(-EINVAL, "recorder is NULL");
+	int policy = 0;
+	struct sched_param saved;
+	int raised = realtime_begin(rec, &policy, &saved);
+	if (!raised && rec->opts.realtime == STACKPULSE_FEATURE_REQUIRED && rec->realtime < 0)
+		return sp_error(-EPERM, "SCHED_FIFO was refused (needs CAP_SYS_NICE or "
+		                        "RLIMIT_RTPRIO, and real-time runtime in the cgroup)");
+	int rc = wait_rings(rec, timeout_ms);
+	if (raised)
+		realtime_end(policy, &saved);
+	return rc;
 }
 
 /* Merges the per-CPU rings by timestamp so that a fork is handled before
@@ -726,6 +777,7 @@ static int consume(stackpulse_recorder *rec, int all)
 		return rec->error;
 	uint64_t now = clock_ns(CLOCK_MONOTONIC);
 	uint64_t cut = all ? UINT64_MAX : now - ORDER_SLACK_NS;
+	sp_recorder_python_early(rec);
 	int rc = drain_merged(rec, cut);
 	/* Bound what a crash can lose on a quiet target: close the chunk
 	 * at least once per FLUSH_NS even when it is not full. */
@@ -798,6 +850,7 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_read_calls = ps->read_calls;
 	s.python_delay_ns = ps->delay_ns;
 	s.python_delay_max_ns = ps->delay_max_ns;
+	s.realtime = rec->realtime;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }

@@ -21,6 +21,29 @@
 #define SP_MAX_KADDRS        (1u << 20) /* Distinct kernel addresses remembered. */
 #define SP_MAX_PY_FRAMES     256        /* Python frames read per sample. */
 
+#define SP_EARLY_PY 64 /* Python stacks read ahead of the ordered drain. */
+
+/* A Python stack read as soon as its sample showed up in a ring. */
+typedef struct sp_early_py {
+	pid_t tid; /* 0: a free slot. */
+	uint64_t time;
+	uint64_t py_serial; /* Of the reader that read it (sp_process.py_serial). */
+	int rc;
+	int truncated;
+	uint32_t n;
+	struct sp_py_frame *frames; /* SP_MAX_PY_FRAMES. */
+} sp_early_py;
+
+/* The fields of a PERF_RECORD_SAMPLE (pointers into the record). */
+typedef struct sp_sample_fields {
+	uint64_t id, time, nr, dyn, sp;
+	pid_t pid, tid;
+	uint32_t cpu;
+	const uint8_t *chain; /* nr kernel callchain entries. */
+	const uint8_t *stack; /* dyn bytes of user stack copy, or NULL. */
+	sp_regs regs;
+} sp_sample_fields;
+
 /* Event id (PERF_EVENT_IOC_ID) -> thread it was opened on. */
 typedef struct sp_event_id {
 	uint64_t id;
@@ -63,8 +86,11 @@ struct stackpulse_recorder {
 
 	uint64_t python_samples;          /* Samples that carry Python frames. */
 	int python_found;                 /* A CPython target was found. */
+	int realtime;                     /* SCHED_FIFO while waiting: 1 yes, -1 refused. */
 	sp_python_stats python_stats;     /* Python reading costs, summed over processes. */
 	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */
+	sp_early_py *early;               /* SP_EARLY_PY slots once Python is found. */
+	uint64_t py_serials;              /* Last sp_process.py_serial handed out. */
 	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
 	uint64_t *pcs;                    /* Scratch: unwound pcs. */
 	uint32_t *frames;                 /* Scratch: frame ids of one stack. */
@@ -85,6 +111,21 @@ struct stackpulse_recorder {
 /* Handles one ring record; returns 0 or a writer error. */
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
                        const uint8_t *p, size_t len);
+
+/* Parses a sample record; 0, or -1 when it is malformed. */
+int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, size_t len,
+                             sp_sample_fields *s);
+
+/* Reads the Python stacks of the samples that arrived in the rings since
+ * the last call, before the time-ordered drain reaches them: the target
+ * moves on while they wait (python_early.c). */
+void sp_recorder_python_early(stackpulse_recorder *rec);
+/* The early read of the sample (@p tid, @p time) of @p proc into
+ * rec->pyframes: 1 with *n, *truncated and *rc set, 0 when there is none.
+ * Drops reads of samples older than @p time (never to be asked for). */
+int sp_recorder_python_take(stackpulse_recorder *rec, const sp_process *proc, pid_t tid,
+                            uint64_t time, uint32_t *n, int *truncated, int *rc);
+void sp_recorder_python_early_free(stackpulse_recorder *rec);
 
 /* The perf timestamp of a record (0 when it has none). */
 uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p, size_t len);

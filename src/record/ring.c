@@ -53,6 +53,7 @@ void sp_ring_unmap(sp_ring *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	sp_free(r->copy);
+	sp_free(r->scan_copy);
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
 }
@@ -108,4 +109,32 @@ void sp_ring_release(sp_ring *r)
 		return;
 	__atomic_store_n(&r->meta->data_tail, r->meta->data_tail + r->peeked, __ATOMIC_RELEASE);
 	r->peeked = 0;
+}
+
+int sp_ring_scan(sp_ring *r, struct perf_event_header *hdr, const uint8_t **rec, size_t *len)
+{
+	if (!r->meta)
+		return 0;
+	uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = r->meta->data_tail;
+	if (r->scan_pos < tail || r->scan_pos > head)
+		r->scan_pos = tail;
+	uint64_t left = head - r->scan_pos;
+	if (left < sizeof(*hdr) || head - tail > r->size)
+		return 0;
+	ring_copy(r, r->scan_pos, hdr, sizeof(*hdr));
+	if (hdr->size < sizeof(*hdr) || hdr->size > left)
+		return 0; /* sp_ring_peek resynchronises when it gets there */
+	uint64_t off = r->scan_pos & (r->size - 1);
+	if (off + hdr->size <= r->size) {
+		*rec = r->data + off;
+	} else {
+		if (!r->scan_copy && !(r->scan_copy = sp_malloc(COPY_BYTES)))
+			return 0;
+		ring_copy(r, r->scan_pos, r->scan_copy, hdr->size);
+		*rec = r->scan_copy;
+	}
+	*len = hdr->size;
+	r->scan_pos += hdr->size;
+	return 1;
 }

@@ -17,6 +17,8 @@ typedef struct sp_ring {
 	uint8_t *copy;                     /* Scratch for wrapped records (64 KiB). */
 	uint64_t corrupt;                  /* Records skipped as malformed. */
 	uint64_t peeked;                   /* Size of the record under peek. */
+	uint64_t scan_pos;                 /* sp_ring_scan's position (absolute). */
+	uint8_t *scan_copy;                /* Its scratch for wrapped records. */
 } sp_ring;
 
 /* Maps @p data_bytes (a power-of-two number of pages) of ring on @p fd,
@@ -30,5 +32,11 @@ void sp_ring_unmap(sp_ring *r);
 int sp_ring_peek(sp_ring *r, struct perf_event_header *hdr, const uint8_t **rec, size_t *len);
 /* Releases the record returned by the last peek. */
 void sp_ring_release(sp_ring *r);
+
+/* Reads ahead of the consumer: the next record at or after r->scan_pos
+ * (never before the unreleased tail), without releasing anything. Returns
+ * 1 with hdr, rec and len set (valid until the next scan) and scan_pos
+ * moved past it, 0 when there is none or on -ENOMEM. */
+int sp_ring_scan(sp_ring *r, struct perf_event_header *hdr, const uint8_t **rec, size_t *len);
 
 #endif

@@ -202,6 +202,7 @@ static sp_python *python_for(stackpulse_recorder *rec, sp_process *proc)
 			proc->py = NULL;
 		} else {
 			rec->python_found = 1;
+			proc->py_serial = ++rec->py_serials;
 			sp_python_set_totals(proc->py, &rec->python_stats);
 		}
 	}
@@ -237,11 +238,16 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 	sp_python *py = python_for(rec, proc);
 	uint32_t npy = 0;
 	int py_trunc = 0;
-	if (py)
+	int early_rc = 0;
+	if (py && sp_recorder_python_take(rec, proc, tid, time, &npy, &py_trunc, &early_rc)) {
+		if (early_rc != 0)
+			npy = 0;
+	} else if (py) {
 		sp_python_set_sample_time(py, time);
-	if (py && sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
-	                               SP_MAX_PY_FRAMES, &npy, &py_trunc) != 0)
-		npy = 0;
+		if (sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
+		                         SP_MAX_PY_FRAMES, &npy, &py_trunc) != 0)
+			npy = 0;
+	}
 	if (npy > 0 || (py && py_trunc)) {
 		sp_py_merge_in in;
 		memset(&in, 0, sizeof(in));
@@ -286,60 +292,66 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 	return 0;
 }
 
-static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
+int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, size_t len,
+                             sp_sample_fields *s)
 {
 	sp_cursor c = record_body(p, len);
-	uint64_t id = 0, ip = 0, time = 0, nr = 0;
-	uint32_t upid = 0, utid = 0, cpu = 0, reserved = 0;
-	const uint8_t *chain = NULL;
-	if (sp_cursor_le64(&c, &id, "sample id") || sp_cursor_le64(&c, &ip, "sample ip") ||
+	uint64_t ip = 0;
+	uint32_t upid = 0, utid = 0, reserved = 0;
+	memset(s, 0, sizeof(*s));
+	if (sp_cursor_le64(&c, &s->id, "sample id") || sp_cursor_le64(&c, &ip, "sample ip") ||
 	    sp_cursor_le32(&c, &upid, "sample pid") || sp_cursor_le32(&c, &utid, "sample tid") ||
-	    sp_cursor_le64(&c, &time, "sample time") || sp_cursor_le32(&c, &cpu, "sample cpu") ||
+	    sp_cursor_le64(&c, &s->time, "sample time") ||
+	    sp_cursor_le32(&c, &s->cpu, "sample cpu") ||
 	    sp_cursor_le32(&c, &reserved, "sample res") ||
-	    sp_cursor_le64(&c, &nr, "callchain nr") || nr > sp_cursor_left(&c) / 8 ||
-	    sp_cursor_bytes(&c, (size_t)nr * 8, &chain, "callchain")) {
-		rec->corrupt++;
-		return 0;
-	}
-	pid_t pid = (pid_t)upid, tid = (pid_t)utid;
-	(void)ip;
-	sp_regs regs;
-	memset(&regs, 0, sizeof(regs));
+	    sp_cursor_le64(&c, &s->nr, "callchain nr") || s->nr > sp_cursor_left(&c) / 8 ||
+	    sp_cursor_bytes(&c, (size_t)s->nr * 8, &s->chain, "callchain"))
+		return -1;
+	s->pid = (pid_t)upid;
+	s->tid = (pid_t)utid;
 	uint64_t mask = rec->setup.attr.sample_regs_user;
-	if (sp_cursor_le64(&c, &regs.abi, "regs abi")) {
-		rec->corrupt++;
-		return 0;
-	}
-	if (regs.abi) {
+	if (sp_cursor_le64(&c, &s->regs.abi, "regs abi"))
+		return -1;
+	if (s->regs.abi) {
 		uint32_t cnt = (uint32_t)__builtin_popcountll(mask);
-		if (cnt > SP_UNWIND_MAX_REGS || cnt > sp_cursor_left(&c) / 8) {
-			rec->corrupt++;
-			return 0;
-		}
+		if (cnt > SP_UNWIND_MAX_REGS || cnt > sp_cursor_left(&c) / 8)
+			return -1;
 		for (uint32_t i = 0; i < cnt; i++)
-			if (sp_cursor_le64(&c, &regs.value[i], "user register")) {
-				rec->corrupt++;
-				return 0;
-			}
-		regs.count = cnt;
+			if (sp_cursor_le64(&c, &s->regs.value[i], "user register"))
+				return -1;
+		s->regs.count = cnt;
+		uint64_t bit = 1ULL << PERF_SP_BIT;
+		if (mask & bit)
+			s->sp = s->regs.value[__builtin_popcountll(mask & (bit - 1))];
 	}
-	uint64_t ssize = 0, dyn = 0;
-	const uint8_t *stack = NULL;
-	if (sp_cursor_le64(&c, &ssize, "stack size")) {
-		rec->corrupt++;
-		return 0;
-	}
+	uint64_t ssize = 0;
+	if (sp_cursor_le64(&c, &ssize, "stack size"))
+		return -1;
 	if (ssize) {
 		/* The copy, then its dynamic size. */
 		if (ssize > sp_cursor_left(&c) || sp_cursor_left(&c) - ssize < 8 ||
-		    sp_cursor_bytes(&c, (size_t)ssize, &stack, "user stack") ||
-		    sp_cursor_le64(&c, &dyn, "stack dyn_size")) {
-			rec->corrupt++;
-			return 0;
-		}
-		if (dyn > ssize)
-			dyn = ssize;
+		    sp_cursor_bytes(&c, (size_t)ssize, &s->stack, "user stack") ||
+		    sp_cursor_le64(&c, &s->dyn, "stack dyn_size"))
+			return -1;
+		if (s->dyn > ssize)
+			s->dyn = ssize;
 	}
+	return 0;
+}
+
+static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
+{
+	sp_sample_fields sf;
+	if (sp_recorder_parse_sample(rec, p, len, &sf) != 0) {
+		rec->corrupt++;
+		return 0;
+	}
+	pid_t pid = sf.pid, tid = sf.tid;
+	uint64_t id = sf.id, time = sf.time, nr = sf.nr, dyn = sf.dyn;
+	uint32_t cpu = sf.cpu;
+	const uint8_t *chain = sf.chain, *stack = sf.stack;
+	uint64_t mask = rec->setup.attr.sample_regs_user;
+	sp_regs regs = sf.regs;
 	if (!followed_pid(rec, pid) || duplicate(rec, tid, id)) {
 		rec->dropped++;
 		return 0;
@@ -369,8 +381,7 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 	}
 	/* User part from the online unwinder. */
 	if (regs.abi && regs.count) {
-		uint64_t bit = 1ULL << PERF_SP_BIT, ipbit = 1ULL << PERF_IP_BIT;
-		uint64_t sp = (mask & bit) ? regs.value[__builtin_popcountll(mask & (bit - 1))] : 0;
+		uint64_t ipbit = 1ULL << PERF_IP_BIT, sp = sf.sp;
 		sp_unwind_result res;
 		memset(&res, 0, sizeof(res));
 		int u = proc->space ? sp_unwind(proc->space, &regs, stack, (size_t)dyn, sp,

@@ -300,11 +300,13 @@ SP_TEST(every_version_two_phase_shares)
 			CHECK(st.python_read_calls >= st.python_reads - st.python_read_failed);
 			CHECK(st.python_delay_ns > 0);
 			CHECK(st.python_delay_max_ns >= st.python_delay_ns / st.python_reads);
+			/* opts.realtime AUTO: tried once the interpreter was found. */
+			CHECK_EQ(st.realtime, geteuid() == 0 ? 1 : -1);
 			/* Shares within a few percent; most samples (60%; 75-99%
 			 * measured, the least on 3.10) resolved from the
 			 * interpreter's main down to the hot function; no
 			 * function out of place; callers' lines right in at
-			 * least 75% of the samples (see docs/python.md: a caller may
+			 * least 90% of the samples (see docs/python.md: a caller may
 			 * have returned and called again before the read). */
 			long long phases = t.fib_phase + t.mat_phase;
 			/* 3.10 (frames anchored in the stack copy) truncates up
@@ -318,7 +320,7 @@ SP_TEST(every_version_two_phase_shares)
 			     phases * (v310 ? 5 : 4) >= t.all * in_phase &&
 			     t.fib_good * 10 >= t.fib_phase * 6 &&
 			     t.mat_good * 10 >= t.mat_phase * 6 && t.misplaced * 50 <= t.all &&
-			     t.line_errors * 4 <= phases;
+			     t.line_errors * 10 <= phases;
 		}
 		if (!ok)
 			sp_test_fail(__FILE__, __LINE__, "%s: no recording met the expectations",

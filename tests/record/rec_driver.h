@@ -3,10 +3,13 @@
  * test can run the recorder as another user (setpriv) or kill it.
  *   SP_REC_DRIVER = spawn | attach | attach_pid
  *   SP_REC_SPOOL, SP_REC_TARGET, SP_REC_ARG, SP_REC_PID, SP_REC_KERNEL,
- *   SP_REC_CHUNK (chunk_bytes), SP_REC_PIDFILE (writes the target pid)
- * Prints "rc=N kernel=K note=... err=..." and exits 0 on success. */
+ *   SP_REC_CHUNK (chunk_bytes), SP_REC_PIDFILE (writes the target pid),
+ *   SP_REC_REALTIME (opts.realtime)
+ * Prints "rc=N kernel=K ... err=..." and exits 0 on success. */
 #ifndef SP_TEST_REC_DRIVER_H
 #define SP_TEST_REC_DRIVER_H
+
+#include <sched.h>
 
 #include "rec_util.h"
 
@@ -25,6 +28,7 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	o.frequency = 499;
 	o.kernel = (int)strtol(drv_env("SP_REC_KERNEL", "0"), NULL, 10);
 	o.chunk_bytes = (uint32_t)strtoul(drv_env("SP_REC_CHUNK", "0"), NULL, 10);
+	o.realtime = (int)strtol(drv_env("SP_REC_REALTIME", "0"), NULL, 10);
 	if (!o.chunk_bytes)
 		o.chunk_bytes = 1u << 20;
 	const char *spool = drv_env("SP_REC_SPOOL", "/tmp/driver.spool");
@@ -64,12 +68,21 @@ __attribute__((constructor)) static void rec_driver_main(void)
 		_exit(1);
 	}
 	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	int r2 = rec_run(rec, 60);
+	/* One wait first, while the target runs: its policy must stay. */
+	int r2 = stackpulse_recorder_wait(rec, 50);
+	int target_policy = sched_getscheduler(pid);
+	r2 = r2 < 0 && r2 != -EINTR ? r2 : rec_run(rec, 60);
+	char err[400] = "";
+	if (r2)
+		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
 	stackpulse_recorder_stats(rec, &st);
 	int r3 = stackpulse_recorder_finish(rec);
-	printf("rc=%d run=%d finish=%d kernel=%d samples=%llu lost=%llu err=%s\n", rc, r2, r3,
-	       st.kernel_frames, (unsigned long long)st.samples, (unsigned long long)st.lost,
-	       r3 ? stackpulse_last_error() : "");
+	if (!r2 && r3)
+		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
+	printf("rc=%d run=%d finish=%d kernel=%d samples=%llu lost=%llu realtime=%d "
+	       "policy=%d target_policy=%d err=%s\n",
+	       rc, r2, r3, st.kernel_frames, (unsigned long long)st.samples,
+	       (unsigned long long)st.lost, st.realtime, sched_getscheduler(0), target_policy, err);
 	fflush(stdout);
 	_exit(r2 || r3 ? 1 : 0);
 }

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <sys/resource.h>
 
-#include "rec_util.h"
+#include "rec_driver.h"
 
 typedef struct run {
 	char spool[512];
@@ -456,4 +456,23 @@ SP_TEST(spawn_leader_exits_before_its_thread)
 	CHECK(total > 30);
 	CHECK(leafs * 100 > total * 90);
 	stackpulse_spool_close(r.sp);
+}
+
+SP_TEST(realtime_required_is_held_only_inside_wait)
+{
+	if (geteuid() != 0)
+		sp_test_skip("SCHED_FIFO needs root (CAP_SYS_NICE) here");
+	const char *bin = rec_target("ladder", NULL);
+	char env[2048], out[1024];
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=spawn SP_REC_REALTIME=2 SP_REC_SPOOL=%s/rt.spool "
+	         "SP_REC_TARGET=%s SP_REC_ARG=0.3",
+	         sp_test_tmpdir(), bin);
+	int st = rec_drive(env, 0, out, sizeof(out));
+	printf("realtime=REQUIRED: %s", out);
+	REQUIRE_EQ(st, 0);
+	CHECK(strstr(out, "realtime=1 ") != NULL);
+	/* Back to SCHED_OTHER (0) after each wait; the target never had it. */
+	CHECK(strstr(out, " policy=0 ") != NULL);
+	CHECK(strstr(out, "target_policy=0 ") != NULL);
 }

@@ -88,3 +88,36 @@ SP_TEST(unprivileged_kernel_required_is_refused)
 	CHECK(strstr(out, "rc=-13") != NULL);
 	CHECK(strstr(out, "kernel frames were required") != NULL);
 }
+
+SP_TEST(unprivileged_realtime_required_is_refused)
+{
+	need_nobody();
+	const char *bin = rec_target("ladder", NULL);
+	char env[2048], out[1024];
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=spawn SP_REC_REALTIME=2 SP_REC_SPOOL=%s/rt.spool "
+	         "SP_REC_TARGET=%s SP_REC_ARG=0.2",
+	         rec_public_dir(), bin);
+	int st = rec_drive(env, 1, out, sizeof(out));
+	printf("nobody realtime=REQUIRED: %s", out);
+	CHECK_EQ(st, 1);
+	CHECK(strstr(out, "run=-1 ") != NULL); /* -EPERM */
+	CHECK(strstr(out, "realtime=-1 ") != NULL);
+	CHECK(strstr(out, "SCHED_FIFO was refused") != NULL);
+}
+
+SP_TEST(unprivileged_realtime_auto_records_without_it)
+{
+	need_nobody();
+	const char *bin = rec_target("ladder", NULL);
+	char env[2048], out[1024];
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=spawn SP_REC_REALTIME=0 SP_REC_SPOOL=%s/rt0.spool "
+	         "SP_REC_TARGET=%s SP_REC_ARG=0.3",
+	         rec_public_dir(), bin);
+	int st = rec_drive(env, 1, out, sizeof(out));
+	printf("nobody realtime=AUTO: %s", out);
+	CHECK_EQ(st, 0);
+	/* Not a CPython target: AUTO does not even try. */
+	CHECK(strstr(out, "realtime=0 ") != NULL);
+}

@@ -1,0 +1,103 @@
+/* Python stacks read as soon as their samples show up in the rings. The
+ * drain takes records in time order and only once they are older than the
+ * ordering slack, so a sample waits milliseconds there; a CPython thread
+ * has moved on by then (3.10 frame objects freed, callers on other lines).
+ * Reading ahead of the drain only needs what is already known about the
+ * sample's process: a sample of a process whose reader is not there yet is
+ * left to the drain, and a read made by a reader that an exec replaced
+ * since is dropped (py_serial). */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "record/python.h"
+#include "record/recorder.h"
+
+static sp_early_py *free_slot(stackpulse_recorder *rec)
+{
+	for (uint32_t i = 0; i < SP_EARLY_PY; i++)
+		if (rec->early[i].tid == 0)
+			return &rec->early[i];
+	return NULL;
+}
+
+static int early_alloc(stackpulse_recorder *rec)
+{
+	rec->early = sp_calloc(SP_EARLY_PY, sizeof(*rec->early));
+	if (!rec->early)
+		return -1;
+	for (uint32_t i = 0; i < SP_EARLY_PY; i++) {
+		rec->early[i].frames = sp_malloc(SP_MAX_PY_FRAMES * sizeof(struct sp_py_frame));
+		if (!rec->early[i].frames) {
+			sp_recorder_python_early_free(rec);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void sp_recorder_python_early(stackpulse_recorder *rec)
+{
+	if (!rec->python_found || rec->opts.python == STACKPULSE_FEATURE_OFF)
+		return;
+	if (!rec->early && early_alloc(rec) != 0)
+		return; /* the drain reads them, later */
+	for (int c = 0; c < rec->ncpu; c++) {
+		sp_ring *r = &rec->rings[c];
+		struct perf_event_header h;
+		const uint8_t *p;
+		size_t len;
+		for (;;) {
+			sp_early_py *e = free_slot(rec);
+			if (!e || sp_ring_scan(r, &h, &p, &len) != 1)
+				break;
+			sp_sample_fields s;
+			if (h.type != PERF_RECORD_SAMPLE ||
+			    sp_recorder_parse_sample(rec, p, len, &s) != 0 || s.tid <= 0)
+				continue;
+			sp_process *proc = sp_ptable_find(&rec->pt, s.pid);
+			if (!proc || proc->exited || !proc->py_probed || !proc->py)
+				continue;
+			sp_python_set_sample_time(proc->py, s.time);
+			e->n = 0;
+			e->truncated = 0;
+			e->rc = sp_python_read_stack(proc->py, s.tid, s.stack, (size_t)s.dyn, s.sp,
+			                             e->frames, SP_MAX_PY_FRAMES, &e->n,
+			                             &e->truncated);
+			e->tid = s.tid;
+			e->time = s.time;
+			e->py_serial = proc->py_serial;
+		}
+	}
+}
+
+int sp_recorder_python_take(stackpulse_recorder *rec, const sp_process *proc, pid_t tid,
+                            uint64_t time, uint32_t *n, int *truncated, int *rc)
+{
+	int found = 0;
+	for (uint32_t i = 0; rec->early && i < SP_EARLY_PY; i++) {
+		sp_early_py *e = &rec->early[i];
+		if (e->tid == 0)
+			continue;
+		if (e->time < time) {
+			e->tid = 0; /* its sample was dropped (duplicate, unfollowed) */
+		} else if (!found && e->tid == tid && e->time == time) {
+			e->tid = 0;
+			if (e->py_serial != proc->py_serial)
+				continue;
+			memcpy(rec->pyframes, e->frames, e->n * sizeof(struct sp_py_frame));
+			*n = e->n;
+			*truncated = e->truncated;
+			*rc = e->rc;
+			found = 1;
+		}
+	}
+	return found;
+}
+
+void sp_recorder_python_early_free(stackpulse_recorder *rec)
+{
+	for (uint32_t i = 0; rec->early && i < SP_EARLY_PY; i++)
+		sp_free(rec->early[i].frames);
+	sp_free(rec->early);
+	rec->early = NULL;
+}
