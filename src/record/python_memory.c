@@ -366,6 +366,8 @@ static int anchor_scan(sp_py_walker *w, uint64_t from, uint64_t skip, uint64_t *
 			return rc;
 		for (uint32_t k = 0; k < n; k++) {
 			if (iov[k].ok && anchor_ok(w, iov[k].buf, pos[k])) {
+				w->anchor_addr = iov[k].addr;
+				memcpy(w->anchor_frame, iov[k].buf, l->frame_read);
 				*top = iov[k].addr;
 				*top_pos = pos[k];
 				return 0;
@@ -380,6 +382,7 @@ int sp_py_anchor(sp_py_walker *w, uint64_t *top)
 	const sp_py_layout *l = w->layout;
 	const sp_py_mem *m = &w->mem;
 	w->anchor_pos = 0;
+	w->anchor_addr = 0;
 	if (!m->stack || !m->verify || l->frame_type == SP_PY_NONE || !w->types.frame ||
 	    l->frame_read > SP_PY_PAGE / 2)
 		return STACKPULSE_ENOTFOUND;
@@ -528,7 +531,8 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		}
 		sp_py_iov iov[2];
 		uint32_t ni = 0, fi = UINT32_MAX, ci = UINT32_MAX;
-		if (addr) {
+		int saved = anchored && addr && addr == top && w->anchor_addr == addr;
+		if (addr && !saved) {
 			iov[ni] = (sp_py_iov){ addr, fb, l->frame_read, 0 };
 			fi = ni++;
 		}
@@ -536,9 +540,9 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 			iov[ni] = (sp_py_iov){ p.code, cb, l->code_read, 0 };
 			ci = ni++;
 		}
-		if (ni == 0)
+		if (ni == 0 && !saved)
 			break;
-		int rc = sp_py_mem_read(&w->mem, iov, ni);
+		int rc = ni ? sp_py_mem_read(&w->mem, iov, ni) : 0;
 		if (rc < 0 && rc != STACKPULSE_ENOTFOUND)
 			return rc == -ENOMEM ? rc : (*truncated = 1, 0);
 		if (have) {
@@ -553,9 +557,12 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 				count++;
 			have = 0;
 		}
-		if (fi == UINT32_MAX)
+		if (saved) {
+			memcpy(fb, w->anchor_frame, l->frame_read);
+			w->anchor_addr = 0;
+		} else if (fi == UINT32_MAX) {
 			break;
-		if (!iov[fi].ok) {
+		} else if (!iov[fi].ok) {
 			*truncated = 1;
 			break;
 		}
@@ -567,6 +574,11 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 			*truncated = 1;
 			break;
 		}
+		/* A frame matched against the sample's stack copy is the
+		 * sample's (or one of the same function, called from the same
+		 * frame): it needs no re-read. Racing a running 3.10 target,
+		 * the re-read only ever found its frames reused since. */
+		int checked = anchored && addr == top;
 		if (anchored && addr != top) {
 			/* Each next frame of the sample sits further up its copy,
 			 * with its code pointer close by. */
@@ -595,9 +607,11 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 				continue;
 			}
 			anchored = a == 1;
+			checked = anchored;
 		}
 		last_frame = addr;
-		if (*nrecs < 2 * SP_PY_MAX_DEPTH + 2 && !in_stack(&w->mem, addr, l->frame_read)) {
+		if (!checked && *nrecs < 2 * SP_PY_MAX_DEPTH + 2 &&
+		    !in_stack(&w->mem, addr, l->frame_read)) {
 			recs[*nrecs].addr = addr;
 			recs[*nrecs].out_index = count;
 			rec_fields(l, fb, recs[*nrecs].bytes);

@@ -153,6 +153,10 @@ typedef struct sp_py_walker {
 	/* Set by sp_py_anchor for the next walk: 1 + the byte offset of the
 	 * top frame's pointer in the stack copy; 0: none. */
 	uint64_t anchor_pos;
+	/* The anchor frame as the scan read and checked it: the walk starts
+	 * from these bytes (a leaf frame may be freed microseconds later). */
+	uint64_t anchor_addr;
+	uint8_t anchor_frame[SP_PY_MAX_BLOCK];
 	uint64_t anchor_misses; /* Frames missing from the copy in anchored walks. */
 	uint8_t loose_verify;   /* 1 (a second try): verification compares
 	                         * links and code only, not the callers'
@@ -213,7 +217,7 @@ int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, ui
 #define SP_PY_ANCHOR_WORDS   4096u /* Stack words scanned for the top frame. */
 #define SP_PY_ANCHOR_BATCHES 4u    /* Read calls spent looking for it. */
 #define SP_PY_ANCHOR_NEAR    512u  /* Code pointer within this many bytes of the frame's. */
-#define SP_PY_ANCHOR_GAPS    4u    /* Gaps (frames freed since the sample) bridged per walk. */
+#define SP_PY_ANCHOR_GAPS    16u   /* Gaps (frames freed since the sample) bridged per walk. */
 /* Finds the sample's top frame from the stack copy (mem.stack, which
  * must stay set for the walk) for layouts with frame objects (3.10).
  * Returns 0 with *top (and w->anchor_pos set for the next sp_py_walk),

@@ -302,23 +302,15 @@ SP_TEST(every_version_two_phase_shares)
 			CHECK(st.python_delay_max_ns >= st.python_delay_ns / st.python_reads);
 			/* opts.realtime AUTO: tried once the interpreter was found. */
 			CHECK_EQ(st.realtime, geteuid() == 0 ? 1 : -1);
-			/* Shares within a few percent; most samples (60%; 75-99%
-			 * measured, the least on 3.10) resolved from the
-			 * interpreter's main down to the hot function; no
+			/* Shares within a few percent; most samples (60%; 85-99%
+			 * measured) resolved from the interpreter's main down
+			 * to the hot function; no
 			 * function out of place; callers' lines right in at
 			 * least 90% of the samples (see docs/python.md: a caller may
 			 * have returned and called again before the read). */
 			long long phases = t.fib_phase + t.mat_phase;
-			/* 3.10 (frames anchored in the stack copy) truncates up
-			 * to ~30% of deep fib stacks on a loaded machine, which
-			 * costs the fib phase samples: a wider window there,
-			 * noted in docs/python.md as its known weakness. */
-			int v310 = strstr(pys[i], "3.10") != NULL;
-			double lo = v310 ? 0.50 : 0.53;
-			long long in_phase = 3; /* 3.10: 60% of samples; else 75% */
-			ok = phases >= 200 && share > lo && share < 0.67 &&
-			     phases * (v310 ? 5 : 4) >= t.all * in_phase &&
-			     t.fib_good * 10 >= t.fib_phase * 6 &&
+			ok = phases >= 200 && share > 0.53 && share < 0.67 &&
+			     phases * 4 >= t.all * 3 && t.fib_good * 10 >= t.fib_phase * 6 &&
 			     t.mat_good * 10 >= t.mat_phase * 6 && t.misplaced * 50 <= t.all &&
 			     t.line_errors * 10 <= phases;
 		}
