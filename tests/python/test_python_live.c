@@ -3,7 +3,6 @@
  * right files and lines, threads mapped to their own tids, subprocesses,
  * non-Python processes, a target recursing fast under the reader, line
  * tables against co_lines(), and perf maps. Needs root (or ptrace rights). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "py_versions.h"
 #include "record/python.h"
 #include "stackpulse.h"
 
@@ -26,56 +26,14 @@ extern char **environ;
 
 /* ---- interpreters ------------------------------------------------------------ */
 
-#define MAX_PYS 16
-static char pys[MAX_PYS][256];
-static int npys = -1;
+static py_versions vs = { -1, { { 0 } } };
 
-static int is_exe(const char *p)
-{
-	return access(p, X_OK) == 0;
-}
-
-static void add_py(const char *p)
-{
-	char real[256];
-	if (npys >= MAX_PYS || !is_exe(p) || !realpath(p, real))
-		return;
-	for (int i = 0; i < npys; i++)
-		if (strcmp(pys[i], p) == 0)
-			return;
-	snprintf(pys[npys++], sizeof(pys[0]), "%s", p);
-}
-
-/* Every CPython >= 3.10 present: pyenv versions and /usr/bin/python3.1x. */
+/* Every CPython >= 3.10 present, found once. */
 static int find_pythons(void)
 {
-	if (npys >= 0)
-		return npys;
-	npys = 0;
-	char root[200];
-	const char *env = getenv("PYENV_ROOT");
-	snprintf(root, sizeof(root), "%s/versions", env ? env : "/root/.pyenv");
-	DIR *d = opendir(root);
-	if (d) {
-		struct dirent *e;
-		while ((e = readdir(d))) {
-			int major, minor;
-			if (sscanf(e->d_name, "%d.%d", &major, &minor) != 2 || major != 3 ||
-			    minor < 10)
-				continue;
-			char p[256];
-			snprintf(p, sizeof(p), "%s/%s/bin/python%d.%d", root, e->d_name, major,
-			         minor);
-			add_py(p);
-		}
-		closedir(d);
-	}
-	for (int minor = 10; minor <= 14; minor++) {
-		char p[64];
-		snprintf(p, sizeof(p), "/usr/bin/python3.%d", minor);
-		add_py(p);
-	}
-	return npys;
+	if (vs.n < 0)
+		py_versions_find(&vs);
+	return vs.n;
 }
 
 /* ---- child processes ---------------------------------------------------------- */
@@ -266,13 +224,13 @@ SP_TEST(demo_stacks_every_version)
 	snprintf(script, sizeof(script), "%s/demo.py", sp_test_tmpdir());
 	write_file(script, demo_py);
 	static uint8_t stack[65536];
-	for (int v = 0; v < npys; v++) {
+	for (int v = 0; v < vs.n; v++) {
 		child c;
-		char *argv[] = { pys[v], script, NULL };
+		char *argv[] = { vs.path[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
 		char line[256];
 		if (read_line(&c, line, sizeof(line)) != 0 || strcmp(line, "ready") != 0) {
-			sp_test_fail(__FILE__, __LINE__, "%s did not start", pys[v]);
+			sp_test_fail(__FILE__, __LINE__, "%s did not start", vs.path[v]);
 			stop_child(&c);
 			continue;
 		}
@@ -282,7 +240,7 @@ SP_TEST(demo_stacks_every_version)
 			stop_child(&c);
 			continue;
 		}
-		printf("    %s: version %x\n", pys[v], sp_python_version(py));
+		printf("    %s: version %x\n", vs.path[v], sp_python_version(py));
 		uint32_t ne;
 		sp_python_eval_ranges(py, &ne);
 		CHECK(ne >= 1);
@@ -343,7 +301,8 @@ SP_TEST(demo_stacks_every_version)
 		sp_python_get_stats(py, &st);
 		printf("    %s: %llu stacks, %.1f frames, %.1f read calls, %.2f us per stack, "
 		       "%llu truncated, %u code objects\n",
-		       pys[v], (unsigned long long)st.stacks, (double)st.frames / (double)st.stacks,
+		       vs.path[v], (unsigned long long)st.stacks,
+		       (double)st.frames / (double)st.stacks,
 		       (double)st.read_calls / (double)st.stacks,
 		       (double)st.ns / 1000.0 / (double)st.stacks, (unsigned long long)st.truncated,
 		       st.codes);
@@ -385,9 +344,9 @@ SP_TEST(threads_map_to_their_own_tids)
 	char script[512];
 	snprintf(script, sizeof(script), "%s/threads.py", sp_test_tmpdir());
 	write_file(script, threads_py);
-	for (int v = 0; v < npys; v++) {
+	for (int v = 0; v < vs.n; v++) {
 		child c;
-		char *argv[] = { pys[v], script, NULL };
+		char *argv[] = { vs.path[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
 		pid_t tids[3] = { 0, 0, 0 };
 		char line[256];
@@ -402,7 +361,7 @@ SP_TEST(threads_map_to_their_own_tids)
 				tids[idx] = tid;
 		}
 		if (!started || !tids[0] || !tids[1] || !tids[2]) {
-			sp_test_fail(__FILE__, __LINE__, "%s: threads did not start", pys[v]);
+			sp_test_fail(__FILE__, __LINE__, "%s: threads did not start", vs.path[v]);
 			stop_child(&c);
 			continue;
 		}
@@ -440,7 +399,7 @@ SP_TEST(threads_map_to_their_own_tids)
 			}
 			if (!seen)
 				sp_test_fail(__FILE__, __LINE__, "%s: %s not seen on tid %d",
-				             pys[v], want, (int)tids[t]);
+				             vs.path[v], want, (int)tids[t]);
 		}
 		/* The main thread sleeps in main_wait. */
 		int main_seen = 0;
@@ -478,9 +437,9 @@ SP_TEST(parent_and_child_processes)
 	         "parent_wait()\n",
 	         "'", demo, "'");
 	write_file(parent, text);
-	int v = npys - 1;
+	int v = vs.n - 1;
 	child c;
-	char *argv[] = { pys[v], parent, NULL };
+	char *argv[] = { vs.path[v], parent, NULL };
 	REQUIRE_OK(spawn(&c, argv));
 	char line[256];
 	REQUIRE(read_line(&c, line, sizeof(line)) == 0);
@@ -527,9 +486,9 @@ SP_TEST(probe_file_from_one_mapping)
 	char script[512];
 	snprintf(script, sizeof(script), "%s/demo.py", sp_test_tmpdir());
 	write_file(script, demo_py);
-	for (int v = 0; v < npys; v++) {
+	for (int v = 0; v < vs.n; v++) {
 		child c;
-		char *argv[] = { pys[v], script, NULL };
+		char *argv[] = { vs.path[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
 		char line[4400];
 		REQUIRE(read_line(&c, line, sizeof(line)) == 0);
@@ -621,13 +580,13 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 	char script[512];
 	snprintf(script, sizeof(script), "%s/churn.py", sp_test_tmpdir());
 	write_file(script, churn_py);
-	for (int v = 0; v < npys; v++) {
+	for (int v = 0; v < vs.n; v++) {
 		child c;
-		char *argv[] = { pys[v], script, NULL };
+		char *argv[] = { vs.path[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
 		char line[64];
 		if (read_line(&c, line, sizeof(line)) != 0) {
-			sp_test_fail(__FILE__, __LINE__, "%s did not start", pys[v]);
+			sp_test_fail(__FILE__, __LINE__, "%s did not start", vs.path[v]);
 			stop_child(&c);
 			continue;
 		}
@@ -672,7 +631,7 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 				if (!good) {
 					sp_test_fail(__FILE__, __LINE__,
 					             "%s: frame %u of %u out of place: %s:%d",
-					             pys[v], i, n, q, f[i].line);
+					             vs.path[v], i, n, q, f[i].line);
 					break;
 				}
 			}
@@ -687,9 +646,9 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 		sp_python_get_stats(py, &st);
 		printf("    %s: 600 live reads, %u complete, %u truncated (%u at the depth cap), "
 		       "%.1f frames avg, %llu torn walks, %.1f us per stack\n",
-		       pys[v], full, truncated, capped, frames / 600.0, (unsigned long long)st.torn,
-		       (double)st.ns / 1000.0 / (double)st.stacks);
-		printf("    %s: %u caller frames with a sibling call's line\n", pys[v],
+		       vs.path[v], full, truncated, capped, frames / 600.0,
+		       (unsigned long long)st.torn, (double)st.ns / 1000.0 / (double)st.stacks);
+		printf("    %s: %u caller frames with a sibling call's line\n", vs.path[v],
 		       sibling_lines);
 		/* Rare: a caller's line is wrong only when re-pushed mid-read. */
 		CHECK(sibling_lines * 20 <= frames);
@@ -735,14 +694,14 @@ SP_TEST(linetable_matches_co_lines)
 	write_file(script, lines_py);
 	static uint8_t table[1 << 20];
 	static char buf[1 << 21];
-	for (int v = 0; v < npys; v++) {
+	for (int v = 0; v < vs.n; v++) {
 		snprintf(outp, sizeof(outp), "%s/lines.out", sp_test_tmpdir());
 		char cmd[1200];
-		snprintf(cmd, sizeof(cmd), "%s %s > %s", pys[v], script, outp);
+		snprintf(cmd, sizeof(cmd), "%s %s > %s", vs.path[v], script, outp);
 		REQUIRE(system(cmd) == 0);
 		FILE *fp = fopen(outp, "r");
 		REQUIRE(fp);
-		int fmt = strstr(pys[v], "3.10") ? SP_PY_LINETABLE_310 : SP_PY_LINETABLE_311;
+		int fmt = strstr(vs.path[v], "3.10") ? SP_PY_LINETABLE_310 : SP_PY_LINETABLE_311;
 		size_t tlen = 0;
 		int first = 0;
 		unsigned long checked = 0, bad = 0, codes = 0;
@@ -765,12 +724,12 @@ SP_TEST(linetable_matches_co_lines)
 						sp_test_fail(
 						        __FILE__, __LINE__,
 						        "%s: offset %ld line %d, co_lines says %ld",
-						        pys[v], off, got, l);
+						        vs.path[v], off, got, l);
 				}
 			}
 		}
 		fclose(fp);
-		printf("    %s: %lu code objects, %lu instructions, %lu mismatches\n", pys[v],
+		printf("    %s: %lu code objects, %lu instructions, %lu mismatches\n", vs.path[v],
 		       codes, checked, bad);
 		CHECK(checked > 10000);
 		CHECK_EQ(bad, 0);
@@ -817,9 +776,9 @@ SP_TEST(perfmap_from_python_x_perf)
 	if (find_pythons() == 0)
 		sp_test_skip("no CPython 3.10+ installed");
 	const char *py312 = NULL;
-	for (int v = 0; v < npys; v++)
-		if (strstr(pys[v], "3.12") || strstr(pys[v], "3.13"))
-			py312 = pys[v];
+	for (int v = 0; v < vs.n; v++)
+		if (strstr(vs.path[v], "3.12") || strstr(vs.path[v], "3.13"))
+			py312 = vs.path[v];
 	if (!py312)
 		sp_test_skip("no CPython 3.12+ for -X perf");
 	char script[512];
@@ -907,9 +866,9 @@ SP_TEST(merge_with_unwound_native_stack)
 	sp_unwinder *u;
 	REQUIRE_OK(sp_unwinder_new(&u));
 	static uint8_t stack[65528];
-	for (int v = 0; v < npys; v++) {
+	for (int v = 0; v < vs.n; v++) {
 		child c;
-		char *argv[] = { pys[v], script, NULL };
+		char *argv[] = { vs.path[v], script, NULL };
 		REQUIRE_OK(spawn(&c, argv));
 		char line[64];
 		if (read_line(&c, line, sizeof(line)) != 0) {
@@ -992,8 +951,8 @@ SP_TEST(merge_with_unwound_native_stack)
 					CHECK_EQ(left, 0);
 					exact++;
 				} else {
-					printf("    %s: %u activations, %u frame groups\n", pys[v],
-					       E, G);
+					printf("    %s: %u activations, %u frame groups\n",
+					       vs.path[v], E, G);
 					CHECK_EQ(flags, SP_PY_MERGE_MISMATCH);
 					CHECK_EQ(E, G + 1);
 					CHECK_EQ(left, 1);
@@ -1012,7 +971,7 @@ SP_TEST(merge_with_unwound_native_stack)
 			}
 			usleep(3000);
 		}
-		printf("    %s: %d stopped samples merged, %d matched exactly\n", pys[v], tries,
+		printf("    %s: %d stopped samples merged, %d matched exactly\n", vs.path[v], tries,
 		       exact);
 		CHECK(2 * exact >= tries && tries > 0);
 		sp_unwind_space_free(s);

@@ -7,7 +7,6 @@
  * interpreter's native frames above them; plus the recorder's Python
  * reading statistics. Shares, not times: the phases end on process CPU
  * time, so a loaded machine changes nothing but the sample count. */
-#include <dirent.h>
 #include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "py_versions.h"
 #include "stackpulse.h"
 
 static const char script[] =
@@ -46,48 +46,7 @@ static const char script[] =
         "    phase_matrix(start + seconds)\n"                                            /* 23 */
         "main()\n";                                                                      /* 24 */
 
-#define MAX_PYS 16
-static char pys[MAX_PYS][256];
-static int npys;
-
-static void add_py(const char *p)
-{
-	char real[256];
-	if (npys >= MAX_PYS || access(p, X_OK) != 0 || !realpath(p, real))
-		return;
-	for (int i = 0; i < npys; i++)
-		if (strcmp(pys[i], p) == 0)
-			return;
-	snprintf(pys[npys++], sizeof(pys[0]), "%s", p);
-}
-
-/* Every CPython >= 3.10 present (older ones are not supported). */
-static void find_pythons(void)
-{
-	char root[200];
-	const char *env = getenv("PYENV_ROOT");
-	snprintf(root, sizeof(root), "%s/versions", env ? env : "/root/.pyenv");
-	DIR *d = opendir(root);
-	if (d) {
-		struct dirent *e;
-		while ((e = readdir(d))) {
-			int major, minor;
-			if (sscanf(e->d_name, "%d.%d", &major, &minor) != 2 || major != 3 ||
-			    minor < 10)
-				continue;
-			char p[256];
-			snprintf(p, sizeof(p), "%s/%s/bin/python%d.%d", root, e->d_name, major,
-			         minor);
-			add_py(p);
-		}
-		closedir(d);
-	}
-	for (int minor = 10; minor <= 14; minor++) {
-		char p[64];
-		snprintf(p, sizeof(p), "/usr/bin/python3.%d", minor);
-		add_py(p);
-	}
-}
+static py_versions vs;
 
 static double now_s(void)
 {
@@ -234,8 +193,8 @@ SP_TEST(every_version_two_phase_shares)
 	snprintf(report, sizeof(report), "%s/report", bin);
 	if (access(report, X_OK) != 0)
 		sp_test_skip("report is not built (zig build examples)");
-	find_pythons();
-	if (npys == 0)
+	py_versions_find(&vs);
+	if (vs.n == 0)
 		sp_test_skip("no CPython 3.10+ here (pyenv or /usr/bin/python3.1x)");
 	char path[512];
 	snprintf(path, sizeof(path), "%s/phases.py", sp_test_tmpdir());
@@ -244,7 +203,7 @@ SP_TEST(every_version_two_phase_shares)
 	fputs(script, f);
 	fclose(f);
 
-	for (int i = 0; i < npys; i++) {
+	for (int i = 0; i < vs.n; i++) {
 		int ok = 0;
 		/* A second recording only absorbs a badly timed load spike. */
 		for (int attempt = 1; attempt <= 2 && !ok; attempt++) {
@@ -254,7 +213,7 @@ SP_TEST(every_version_two_phase_shares)
 			snprintf(out, sizeof(out), "%s.folded", spool);
 			struct stackpulse_recorder_stats st;
 			memset(&st, 0, sizeof(st));
-			if (record(pys[i], path, spool, &st))
+			if (record(vs.path[i], path, spool, &st))
 				sp_test_skip("perf events are not allowed here");
 			snprintf(cmd, sizeof(cmd), "%s %s --folded --lines >%s", report, spool,
 			         out);
@@ -275,7 +234,7 @@ SP_TEST(every_version_two_phase_shares)
 			        "%lld with fib), phase_matrix %lld (%lld in order, %lld with "
 			        "cell), "
 			        "share %.3f, misplaced %lld, caller line errors %lld\n",
-			        pys[i], attempt, t.all, t.fib_phase, t.fib_good, t.fib_leaf,
+			        vs.path[i], attempt, t.all, t.fib_phase, t.fib_good, t.fib_leaf,
 			        t.mat_phase, t.mat_good, t.mat_leaf, share, t.misplaced,
 			        t.line_errors);
 			fprintf(stderr,
@@ -316,7 +275,7 @@ SP_TEST(every_version_two_phase_shares)
 		}
 		if (!ok)
 			sp_test_fail(__FILE__, __LINE__, "%s: no recording met the expectations",
-			             pys[i]);
+			             vs.path[i]);
 	}
 }
 

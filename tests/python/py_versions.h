@@ -1,0 +1,59 @@
+/* The CPython interpreters the Python tests run against: every pyenv build
+ * of 3.10+ (under $PYENV_ROOT, else /root/.pyenv) and /usr/bin/python3.1x,
+ * each executable path once. */
+#ifndef SP_TEST_PY_VERSIONS_H
+#define SP_TEST_PY_VERSIONS_H
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PY_MAX_VERSIONS 16
+
+typedef struct py_versions {
+	int n;
+	char path[PY_MAX_VERSIONS][256];
+} py_versions;
+
+static inline void py_versions_add(py_versions *v, const char *p)
+{
+	char real[256];
+	if (v->n >= PY_MAX_VERSIONS || access(p, X_OK) != 0 || !realpath(p, real))
+		return;
+	for (int i = 0; i < v->n; i++)
+		if (strcmp(v->path[i], p) == 0)
+			return;
+	snprintf(v->path[v->n++], sizeof(v->path[0]), "%s", p);
+}
+
+static inline void py_versions_find(py_versions *v)
+{
+	char root[200];
+	const char *env = getenv("PYENV_ROOT");
+	v->n = 0;
+	snprintf(root, sizeof(root), "%s/versions", env ? env : "/root/.pyenv");
+	DIR *d = opendir(root);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			int major, minor;
+			if (sscanf(e->d_name, "%d.%d", &major, &minor) != 2 || major != 3 ||
+			    minor < 10)
+				continue;
+			char p[256];
+			snprintf(p, sizeof(p), "%s/%s/bin/python%d.%d", root, e->d_name, major,
+			         minor);
+			py_versions_add(v, p);
+		}
+		closedir(d);
+	}
+	for (int minor = 10; minor <= 14; minor++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/usr/bin/python3.%d", minor);
+		py_versions_add(v, p);
+	}
+}
+
+#endif
