@@ -63,6 +63,7 @@ pub const symbolize = [_][]const u8{
     "src/symbolize/dbgfind.c",
     "src/symbolize/dbgcache.c",
     "src/symbolize/dbgmod.c",
+    "src/symbolize/dbgrange.c",
     "src/symbolize/cacheio.c",
     "src/symbolize/symbolizer.c",
     "src/symbolize/embed.c",

@@ -12,76 +12,12 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "symbolize/dbgrange.h"
 #include "symbolize/demangle.h"
 #include "symbolize/elfid.h"
 
 #define MAX_SYMBOLS   (1u << 24)
 #define MAX_CU_RANGES (1u << 22)
-
-typedef struct sym {
-	uint64_t addr, size;
-	const char *name; /* Owned by libdwfl (lives as long as the Dwfl). */
-	int rank;         /* Preference among symbols at one address. */
-} sym;
-
-/* A top-level DIE's address range: dwarf_getscopes scans every top-level
- * DIE of the CU per lookup (thousands in big CUs); this index finds the
- * first one containing an address directly. */
-typedef struct top_range {
-	uint64_t lo, hi; /* [lo, hi) in DWARF addresses. */
-	uint64_t max_hi; /* Highest hi up to here in lo order. */
-	Dwarf_Die die;
-} top_range;
-
-typedef struct top_cu {
-	Dwarf_Off cu_off;
-	size_t first, count; /* Its segment of tops. */
-	int usable;
-} top_cu;
-
-typedef struct cu_range {
-	uint64_t lo, hi; /* [lo, hi) in DWARF addresses. */
-	Dwarf_Die cu;
-} cu_range;
-
-struct sp_dbgmod {
-	char *path;
-	uint8_t bid[64];
-	uint32_t bid_len;
-	sp_elf_info info;
-	const sp_dbg_config *cfg;
-	Dwfl *dwfl;
-	Dwfl_Module *mod;
-	int syms_built;
-	sym *syms;
-	size_t nsyms;
-	int dwarf_tried;
-	Dwarf *dw;
-	int cu_index_built;
-	cu_range *cus;
-	size_t ncus;
-	/* The last DWARF answer: a return address (offset - 1) usually sits in
-	 * the same line row and innermost scope as the offset looked up just
-	 * before it, and then gets the same frames without dwarf_getscopes. */
-	top_range *tops;
-	size_t ntops, captops;
-	top_cu *topcus; /* Sorted by cu_off. */
-	size_t ntopcus, captopcus;
-	int memo_valid;
-	uint64_t memo_a;
-	void *memo_cu_addr;
-	Dwarf_Line *memo_line;
-	Dwarf_Die memo_inner;
-	const sp_strpool *memo_pool;
-	int memo_raw;
-	uint32_t memo_n;
-	sp_symcache_frame memo_frames[SP_SYMCACHE_MAX_FRAMES];
-	uint64_t memo_lo, memo_hi;
-	/* Module addresses [ans_lo, ans_hi) around the last address resolved
-	 * that all get the same answer (its line row inside its innermost scope,
-	 * or its symbol when there is no DWARF). */
-	uint64_t ans_lo, ans_hi;
-};
 
 static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
                          char **file_name, Elf **elfp)
@@ -279,35 +215,6 @@ static int build_syms(sp_dbgmod *m)
 			m->syms[w++] = m->syms[i];
 	m->nsyms = w;
 	return 0;
-}
-
-/* Module addresses around @p addr that name the same symbol (or none):
- * up to the next symbol, and inside the symbol's size. */
-static void sym_range(const sp_dbgmod *m, uint64_t addr, uint64_t *lo, uint64_t *hi)
-{
-	size_t l = 0, h = m->nsyms;
-	while (l < h) {
-		size_t mid = l + (h - l) / 2;
-		if (m->syms[mid].addr <= addr)
-			l = mid + 1;
-		else
-			h = mid;
-	}
-	*lo = addr;
-	*hi = l < m->nsyms ? m->syms[l].addr : addr + 1;
-	if (l > 0) {
-		const sym *s = &m->syms[l - 1];
-		uint64_t end = s->size ? s->addr + s->size : UINT64_MAX;
-		if (addr < end) {
-			*lo = s->addr;
-			if (end < *hi)
-				*hi = end;
-		} else {
-			*lo = end; /* Past its end: unnamed up to the next symbol. */
-		}
-	}
-	if (*hi <= addr)
-		*hi = addr + 1;
 }
 
 static const char *sym_lookup(sp_dbgmod *m, uint64_t addr)
@@ -595,83 +502,6 @@ static int same_innermost(Dwarf_Die *inner, uint64_t da)
 	return 1;
 }
 
-/* Narrows [*lo, *hi) (DWARF addresses, containing @p da) to where the
- * line row @p ln holds and the innermost scope stays @p inner: inside the
- * range of @p inner that holds @p da, and outside every child's ranges.
- * Leaves [da, da + 1) when unsure. */
-static void dwarf_answer_range(Dwarf_Die *cudie, uint64_t da, Dwarf_Line *ln, Dwarf_Die *inner,
-                               uint64_t *lo, uint64_t *hi)
-{
-	*lo = da;
-	*hi = da + 1;
-	Dwarf_Lines *lines;
-	size_t nl;
-	if (!ln || dwarf_getsrclines(cudie, &lines, &nl) != 0 || nl == 0)
-		return;
-	/* Rows are sorted by address: the row for da, then the next address. */
-	size_t l = 0, h = nl;
-	while (l < h) {
-		size_t mid = l + (h - l) / 2;
-		Dwarf_Addr ad;
-		if (dwarf_lineaddr(dwarf_onesrcline(lines, mid), &ad) != 0)
-			return;
-		if (ad <= da)
-			l = mid + 1;
-		else
-			h = mid;
-	}
-	if (l == 0 || l >= nl)
-		return;
-	Dwarf_Addr rlo, rhi;
-	if (dwarf_lineaddr(dwarf_onesrcline(lines, l - 1), &rlo) != 0 ||
-	    dwarf_lineaddr(dwarf_onesrcline(lines, l), &rhi) != 0 || rhi <= da || rlo > da)
-		return;
-	/* The lookup is monotonic in the address, so equal ends mean equal
-	 * rows all the way between. */
-	if (dwarf_getsrc_die(cudie, rlo) != ln || dwarf_getsrc_die(cudie, rhi - 1) != ln)
-		return;
-	uint64_t a = rlo, b = rhi;
-	ptrdiff_t o = 0;
-	Dwarf_Addr base, slo, shi;
-	int inside = 0;
-	while ((o = dwarf_ranges(inner, o, &base, &slo, &shi)) > 0) {
-		if (slo <= da && da < shi) {
-			inside = 1;
-			if (slo > a)
-				a = slo;
-			if (shi < b)
-				b = shi;
-		}
-	}
-	if (o < 0 || !inside)
-		return;
-	Dwarf_Die child;
-	int r = dwarf_child(inner, &child);
-	while (r == 0) {
-		o = 0;
-		while ((o = dwarf_ranges(&child, o, &base, &slo, &shi)) > 0) {
-			if (shi <= slo)
-				continue;
-			if (shi <= da) {
-				if (shi > a)
-					a = shi;
-			} else if (slo > da) {
-				if (slo < b)
-					b = slo;
-			} else {
-				return; /* A child holds da: inner was not innermost. */
-			}
-		}
-		if (o < 0)
-			return;
-		r = dwarf_siblingof(&child, &child);
-	}
-	if (r < 0 || a > da || b <= da)
-		return;
-	*lo = a;
-	*hi = b;
-}
-
 /* Fills frames from DWARF for module address @p a. Returns the count, 0
  * when DWARF knows nothing of @p a, or -ENOMEM. */
 static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_names,
@@ -787,7 +617,7 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 		return rc;
 	if (have_func && nscopes > 0) {
 		uint64_t rlo, rhi;
-		dwarf_answer_range(cudie, da, ln, &inner, &rlo, &rhi);
+		sp_dwarf_answer_range(cudie, da, ln, &inner, &rlo, &rhi);
 		m->ans_lo = rlo + bias;
 		m->ans_hi = rhi + bias;
 	}
@@ -851,7 +681,7 @@ int sp_dbgmod_resolve(sp_dbgmod *m, uint64_t off, sp_strpool *pool, int raw_name
 		return -ENOMEM;
 	/* With DWARF loaded, a neighbour might have lines: stay exact. */
 	if (!m->dw)
-		sym_range(m, a, &m->ans_lo, &m->ans_hi);
+		sp_sym_range(m, a, &m->ans_lo, &m->ans_hi);
 	return 1;
 }
 
@@ -890,32 +720,4 @@ int sp_dbgmod_symbol_extent(sp_dbgmod *m, uint64_t off, uint64_t *start, uint64_
 	*start = flo;
 	*len = fhi - flo;
 	return 0;
-}
-
-int sp_dbgmod_resolve_range(sp_dbgmod *m, uint64_t off, sp_strpool *pool, int raw_names,
-                            sp_symcache_frame *frames, uint32_t max, uint64_t *start, uint32_t *len)
-{
-	int n = sp_dbgmod_resolve(m, off, pool, raw_names, frames, max);
-	*start = off;
-	*len = 1;
-	if (n <= 0 || m->ans_hi <= m->ans_lo)
-		return n;
-	/* Back to file offsets, inside the segment that holds off. */
-	for (uint32_t i = 0; i < m->info.nloads; i++) {
-		const sp_elf_load *l = &m->info.loads[i];
-		if (off < l->offset || off - l->offset >= l->filesz)
-			continue;
-		uint64_t a = l->vaddr + (off - l->offset);
-		uint64_t lo = m->ans_lo > l->vaddr ? m->ans_lo : l->vaddr;
-		uint64_t hi = m->ans_hi < l->vaddr + l->filesz ? m->ans_hi : l->vaddr + l->filesz;
-		if (lo > a || hi <= a)
-			break;
-		uint64_t span = hi - lo;
-		if (span > UINT32_MAX)
-			break;
-		*start = off - (a - lo);
-		*len = (uint32_t)span;
-		break;
-	}
-	return n;
 }
