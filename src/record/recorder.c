@@ -15,6 +15,7 @@
  *    frames and stacks, not with the number of samples. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -437,6 +438,58 @@ static int python_required(stackpulse_recorder *rec, sp_process *p)
 
 /* ---- public: attach and spawn ---- */
 
+/* The stop-enable-resume attach, on a thread of its own. */
+typedef struct stop_job {
+	stackpulse_recorder *rec;
+	pid_t pid;
+	int rc;
+	char err[512];
+} stop_job;
+
+static void *stop_job_run(void *arg)
+{
+	stop_job *j = arg;
+	stackpulse_recorder *rec = j->rec;
+	sp_stopped st;
+	memset(&st, 0, sizeof(st));
+	int rc = sp_attach_stop(j->pid, &st);
+	if (rc == 0)
+		rc = open_all_threads(rec, 0);
+	if (rc == 0)
+		rc = write_meta(rec);
+	sp_process *p = NULL;
+	if (rc == 0)
+		rc = sp_ptable_scan(&rec->pt, j->pid, SP_NONE, clock_ns(CLOCK_MONOTONIC), &p);
+	if (rc == 0)
+		rc = python_required(rec, p);
+	if (rc == 0)
+		rc = enable_all(rec);
+	sp_attach_resume(&st); /* On every path: the target never stays stopped. */
+	j->rc = rc;
+	if (rc)
+		snprintf(j->err, sizeof(j->err), "%s", stackpulse_last_error());
+	return NULL;
+}
+
+/* ptrace ties a tracee to the thread that seized it, and when that thread
+ * exits the kernel detaches whatever it still traces and drops their
+ * pending interrupt. A thread that never reached its stop (uninterruptible
+ * sleep past the timeout) is thus released when this job's thread ends,
+ * instead of stopping when it wakes and staying stopped for as long as the
+ * caller's thread lives. Signals stay blocked in the job (inherited). */
+static int stop_enable_resume(stackpulse_recorder *rec, pid_t pid)
+{
+	stop_job j = { rec, pid, 0, "" };
+	pthread_t t;
+	int e = pthread_create(&t, NULL, stop_job_run, &j);
+	if (e)
+		return sp_error(-e, "cannot start the attach thread");
+	pthread_join(t, NULL);
+	if (j.rc)
+		sp_error(j.rc, "%s", j.err);
+	return j.rc;
+}
+
 int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
                                const stackpulse_recorder_opts *opts, stackpulse_recorder **out)
 {
@@ -466,23 +519,9 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
 		goto fail;
 
 	sigset_t old;
-	sp_stopped st;
-	memset(&st, 0, sizeof(st));
 	sp_attach_block_signals(&old);
 	if (mode == STACKPULSE_ATTACH_STOP_ENABLE_RESUME) {
-		rc = sp_attach_stop(pid, &st);
-		if (rc == 0)
-			rc = open_all_threads(rec, 0);
-		if (rc == 0)
-			rc = write_meta(rec);
-		sp_process *p = NULL;
-		if (rc == 0)
-			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, clock_ns(CLOCK_MONOTONIC), &p);
-		if (rc == 0)
-			rc = python_required(rec, p);
-		if (rc == 0)
-			rc = enable_all(rec);
-		sp_attach_resume(&st); /* On every path: the target never stays stopped. */
+		rc = stop_enable_resume(rec, pid);
 	} else {
 		rc = open_all_threads(rec, 1);
 		if (rc == 0)

@@ -432,3 +432,78 @@ SP_TEST(attach_into_a_private_mount_namespace)
 	}
 	attach_hidden("namespace", pid, bin);
 }
+
+/* State letter of thread @p tid of @p pid ('?' when unreadable). */
+static char thread_state(pid_t pid, pid_t tid)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	char *s = sp_test_read_file(path, NULL);
+	char st = '?';
+	char *rp = s ? strrchr(s, ')') : NULL;
+	if (rp && rp[1] == ' ')
+		st = rp[2];
+	free(s);
+	return st;
+}
+
+/* A thread in uninterruptible sleep (a vfork parent waiting for its child)
+ * cannot reach a ptrace stop: the attach gives up with -ETIMEDOUT, and no
+ * thread stays traced or stops later, when the sleeper wakes, although the
+ * caller's thread lives on. */
+SP_TEST(attach_to_uninterruptible_thread_times_out_and_releases_it)
+{
+	const char *bin = rec_target("dsleep", "-pthread");
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		execl(bin, bin, "9", (char *)NULL);
+		_exit(127);
+	}
+	char st = '?';
+	for (int i = 0; i < 100 && st != 'D'; i++) {
+		usleep(20000);
+		st = thread_state(pid, pid);
+	}
+	if (st != 'D') {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		sp_test_skip("the vfork parent is not in state D here");
+	}
+	char spool[600];
+	snprintf(spool, sizeof(spool), "%s/dsleep.spool", sp_test_tmpdir());
+	stackpulse_recorder *rec = NULL;
+	double t0 = rec_now();
+	int rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, NULL,
+	                                    &rec);
+	double took = rec_now() - t0;
+	printf("attach: rc=%d after %.1f s: %s\n", rc, took, stackpulse_last_error());
+	CHECK_EQ(rc, -ETIMEDOUT);
+	CHECK(rec == NULL);
+	CHECK(strstr(stackpulse_last_error(), "did not stop") != NULL);
+	CHECK(took >= 4.5);
+	/* Nothing traces the target any more, while we still live. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	char *status = sp_test_read_file(path, NULL);
+	REQUIRE(status != NULL);
+	CHECK(strstr(status, "TracerPid:\t0\n") != NULL);
+	free(status);
+	/* The sleeper wakes (9 s) and the target runs to its end: a thread
+	 * left with a pending interrupt would stop there instead. */
+	int wst = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 150 && w == 0; i++) {
+		usleep(100000);
+		w = waitpid(pid, &wst, WNOHANG);
+		if (w == 0 && i % 10 == 9)
+			CHECK(thread_state(pid, pid) != 't');
+	}
+	if (w == 0) {
+		printf("target state after 15 s: %c\n", thread_state(pid, pid));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	CHECK_EQ(w, pid);
+	CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+}
