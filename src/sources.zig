@@ -65,6 +65,7 @@ pub const symbolize = [_][]const u8{
     "src/symbolize/dbgmod.c",
     "src/symbolize/dbgrange.c",
     "src/symbolize/cacheio.c",
+    "src/symbolize/cachetrim.c",
     "src/symbolize/symbolizer.c",
     "src/symbolize/embed.c",
 };

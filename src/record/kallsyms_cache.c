@@ -241,8 +241,10 @@ int sp_kallsyms_resolve_cached(const char *dir, const uint64_t *addrs, size_t n,
 	int rc = sp_kallsyms_scan(path, addrs, n, fn, ctx, zeroed, collect, &c);
 	size_t len = 0;
 	if (rc == 0 && !*zeroed && build_table(&c, &data, &len, key) == 0) {
-		/* Private: kernel addresses defeat KASLR for whoever reads them. */
-		(void)sp_cacheio_write_mode(dir, key, KEY_LEN, data, len, 0600);
+		/* Private: kernel addresses defeat KASLR for whoever reads them.
+		 * The tables of other boots (same "ksym" tag) can never match
+		 * again: this one replaces them. */
+		(void)sp_cacheio_write_mode(dir, key, KEY_LEN, data, len, 0600, 4);
 		sp_free(data);
 	}
 	sp_free(c.v);

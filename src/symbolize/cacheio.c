@@ -10,6 +10,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "symbolize/cachetrim.h"
 #include "symbolize/elfid.h"
 
 char *sp_cacheio_dir(const char *opt)
@@ -73,6 +74,7 @@ int sp_cacheio_read(const char *dir, const uint8_t *bid, uint32_t bid_len, uint8
 		close(fd);
 		return sp_error(-ENOMEM, "symbol cache: out of memory");
 	}
+	sp_cache_touch(fd);
 	size_t done = 0;
 	while (done < len) {
 		ssize_t n = read(fd, buf + done, len - done);
@@ -121,11 +123,11 @@ static int make_dirs(const char *dir)
 int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, const uint8_t *data,
                      size_t len)
 {
-	return sp_cacheio_write_mode(dir, bid, bid_len, data, len, 0644);
+	return sp_cacheio_write_mode(dir, bid, bid_len, data, len, 0644, 0);
 }
 
 int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
-                          const uint8_t *data, size_t len, unsigned mode)
+                          const uint8_t *data, size_t len, unsigned mode, uint32_t replaces)
 {
 	static _Atomic unsigned counter;
 	char path[4096], tmp[4200];
@@ -155,7 +157,15 @@ int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
 		rc = sp_error(-errno, "%s: close failed", tmp);
 	if (!rc && rename(tmp, path) != 0)
 		rc = sp_error(-errno, "%s: rename failed", path);
-	if (rc)
+	if (rc) {
 		unlink(tmp);
-	return rc;
+		return rc;
+	}
+	char prefix[129];
+	if (replaces > bid_len)
+		replaces = bid_len;
+	sp_hex(bid, replaces, prefix);
+	const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	(void)sp_cache_trim(dir, name, replaces ? prefix : NULL, sp_cache_max_bytes());
+	return 0;
 }

@@ -25,8 +25,11 @@ int sp_cacheio_read(const char *dir, const uint8_t *bid, uint32_t bid_len, uint8
 int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, const uint8_t *data,
                      size_t len);
 
-/* As sp_cacheio_write, creating the file with permissions @p mode. */
+/* As sp_cacheio_write, creating the file with permissions @p mode. Tables
+ * whose build-id shares its first @p replaces bytes with @p bid are older
+ * generations of the same key and are removed (0: none). Every write then
+ * trims the directory to its size bound (cachetrim.h). */
 int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
-                          const uint8_t *data, size_t len, unsigned mode);
+                          const uint8_t *data, size_t len, unsigned mode, uint32_t replaces);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "symbolize/cachetrim.h"
 #include "symbolize/elfid.h"
 
 static int copy_path(char *buf, size_t cap, const char *dir, const uint8_t *bid, uint32_t bid_len)
@@ -48,6 +49,7 @@ int sp_dbgcache_find(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_
 	}
 	if (cfg->counters)
 		cfg->counters->debug_files++;
+	sp_cache_touch(fd);
 	return fd;
 }
 
@@ -148,6 +150,9 @@ void sp_dbgcache_store(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bi
 	     has_build_id(out, (uint64_t)done.st_size, bid, bid_len);
 	if (close(out) != 0)
 		ok = 0;
-	if (!ok || rename(tmp, path) != 0)
+	if (!ok || rename(tmp, path) != 0) {
 		unlink(tmp);
+		return;
+	}
+	(void)sp_cache_trim(cfg->cache_dir, strrchr(path, '/') + 1, NULL, sp_cache_max_bytes());
 }
