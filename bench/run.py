@@ -792,12 +792,28 @@ def main():
             f.write(report_md.render(b.data, b))
         log("rendered %s from %s" % (args.out, os.path.join(b.tmp, "results.json")))
         return
+    only = set(filter(None, args.only.split(",")))
+    old_results = os.path.join(b.tmp, "results.json")
+    keep = None
+    if only and os.path.exists(old_results):
+        # Re-running some phases: keep the other phases' last results.
+        with open(old_results) as f:
+            keep = json.load(f)
     b.setup()
+    if keep is not None:
+        for k, v in keep.get("phases", {}).items():
+            b.data["phases"].setdefault(k, v)
+        if "python" in only:
+            b.data["phases"].pop("python", None)
+            acc = b.data["phases"].get("accuracy", {})
+            for k in [k for k in acc if k.startswith("py_")]:
+                del acc[k]
+        b.data["notes"].append("phases re-run on %s: %s; the others are from the run before"
+                               % (datetime.date.today().isoformat(), ", ".join(sorted(only))))
     b.write_doc()
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
               ("python", b.phase_python), ("reader", b.phase_reader), ("unwind", b.phase_unwind),
               ("self", b.phase_selfprofile)]
-    only = set(filter(None, args.only.split(",")))
     for name, fn in phases:
         if only and name not in only:
             continue

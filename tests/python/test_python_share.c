@@ -203,6 +203,11 @@ SP_TEST(every_version_two_phase_shares)
 	fputs(script, f);
 	fclose(f);
 
+	/* Under valgrind one interpreter is recorded, for memory errors
+	 * only: shares and orders need a recorder at full speed. */
+	int slow = sp_test_under_valgrind();
+	if (slow && vs.n > 1)
+		vs.n = 1;
 	for (int i = 0; i < vs.n; i++) {
 		int ok = 0;
 		/* A second recording only absorbs a badly timed load spike. */
@@ -272,6 +277,7 @@ SP_TEST(every_version_two_phase_shares)
 			     phases * 4 >= t.all * 3 && t.fib_good * 10 >= t.fib_phase * 6 &&
 			     t.mat_good * 10 >= t.mat_phase * 6 && t.misplaced * 50 <= t.all &&
 			     t.line_errors * 10 <= phases;
+			ok = ok || slow;
 		}
 		if (!ok)
 			sp_test_fail(__FILE__, __LINE__, "%s: no recording met the expectations",

@@ -96,7 +96,8 @@ SP_TEST(spawn_call_ladder_in_order)
 	CHECK_STR(m->event, "cpu-clock");
 	CHECK_EQ(m->frequency, 999);
 	CHECK_EQ(m->truncated, 0);
-	CHECK_EQ(r.stats.lost, 0);
+	if (!sp_test_under_valgrind()) /* a recorder 30x slower loses some */
+		CHECK_EQ(r.stats.lost, 0);
 	const char *seq[] = { "leaf", "middle", "entry", "main" };
 	int leafs, full, total;
 	count_seq(r.sp, r.pid, seq, 4, &leafs, &full, &total);
@@ -209,8 +210,10 @@ SP_TEST(spawn_four_named_threads)
 	}
 	/* A busy 4-thread target at 999 Hz on this machine loses nothing, and
 	 * the recorder stays cheap per sample (32 KiB stack copies). */
-	CHECK_EQ(r.stats.lost, 0);
-	CHECK(r.cpu_per_sample_us < 1000);
+	if (!sp_test_under_valgrind()) {
+		CHECK_EQ(r.stats.lost, 0);
+		CHECK(r.cpu_per_sample_us < 1000);
+	}
 	CHECK(r.stats.threads >= 5);
 	stackpulse_spool_close(r.sp);
 }
@@ -448,12 +451,16 @@ SP_TEST(spawn_leader_exits_before_its_thread)
 	CHECK_EQ(stackpulse_spool_process_count(r.sp), 1);
 	const struct stackpulse_process *p = stackpulse_spool_process(r.sp, 0);
 	REQUIRE(p != NULL);
-	CHECK(p->end_ns != 0);
 	const char *seq[] = { "orphan_work" };
 	int leafs, full, total;
 	count_seq(r.sp, r.pid, seq, 1, &leafs, &full, &total);
-	printf("leader_exit: %d samples, %d in orphan_work\n", total, leafs);
-	CHECK(total > 30);
+	printf("leader_exit: %d samples, %d in orphan_work, %llu lost\n", total, leafs,
+	       (unsigned long long)r.stats.lost);
+	/* Under valgrind the ring overflows and may lose the EXIT record. */
+	if (!sp_test_under_valgrind() || r.stats.lost == 0) {
+		CHECK(p->end_ns != 0);
+		CHECK(total > 30);
+	}
 	CHECK(leafs * 100 > total * 90);
 	stackpulse_spool_close(r.sp);
 }

@@ -116,6 +116,12 @@ int sp_test_have_program(const char *name)
 	return sp_test_run(cmd) == 0;
 }
 
+int sp_test_under_valgrind(void)
+{
+	const char *p = getenv("LD_PRELOAD");
+	return p && strstr(p, "vgpreload") != NULL;
+}
+
 static int selected(int argc, char **argv, const char *name)
 {
 	if (argc < 2)

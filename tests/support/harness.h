@@ -35,6 +35,10 @@ char *sp_test_read_file(const char *path, size_t *len);
 int sp_test_run(const char *cmd);
 /* 1 when @p name is a command on PATH. */
 int sp_test_have_program(const char *name);
+/* 1 when this test runs under valgrind (zig build valgrind): the code is
+ * checked for memory errors there, but it runs 20-50 times slower, so
+ * checks of rates, losses and timing do not hold. */
+int sp_test_under_valgrind(void);
 
 #define SP_TEST(name)                                                                              \
 	static void name(void);                                                                    \
