@@ -230,6 +230,9 @@ struct stackpulse_recorder_stats {
 	                               *   time): Python stacks are read when the
 	                               *   ring is drained. */
 	uint64_t python_delay_max_ns; /**< Largest such delay. */
+	uint64_t python_early_reads;  /**< Of python_reads: made as soon as the
+	                               *   sample reached the ring, ahead of the
+	                               *   time-ordered drain. */
 	int realtime;                 /**< 1 when waits ran at SCHED_FIFO (see
 	                               *   opts.realtime), -1 when it was
 	                               *   refused, 0 when not tried. */

@@ -89,6 +89,7 @@ int sp_recorder_python_take(stackpulse_recorder *rec, const sp_process *proc, pi
 			*truncated = e->truncated;
 			*rc = e->rc;
 			found = 1;
+			rec->python_early++;
 		}
 	}
 	return found;

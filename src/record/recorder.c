@@ -889,6 +889,7 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_read_calls = ps->read_calls;
 	s.python_delay_ns = ps->delay_ns;
 	s.python_delay_max_ns = ps->delay_max_ns;
+	s.python_early_reads = rec->python_early;
 	s.realtime = rec->realtime;
 	memcpy(stats, &s, s.sz);
 	return 0;

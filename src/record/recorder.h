@@ -91,6 +91,7 @@ struct stackpulse_recorder {
 	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */
 	sp_early_py *early;               /* SP_EARLY_PY slots once Python is found. */
 	uint64_t py_serials;              /* Last sp_process.py_serial handed out. */
+	uint64_t python_early;            /* Python reads taken from early slots. */
 	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
 	uint64_t *pcs;                    /* Scratch: unwound pcs. */
 	uint32_t *frames;                 /* Scratch: frame ids of one stack. */
