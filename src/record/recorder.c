@@ -647,11 +647,21 @@ static int rings_state(stackpulse_recorder *rec)
 	return st;
 }
 
-/* 1 when @p pid is alive (not a zombie). */
+/* 1 when @p pid is alive. A zombie leader whose other threads still run
+ * (it called pthread_exit) is alive: only the thread has ended. */
 static int pid_alive(pid_t pid)
 {
 	char st;
-	return sp_proc_state(pid, &st, NULL) == 0 && st != 'Z' && st != 'X';
+	if (sp_proc_state(pid, &st, NULL) != 0 || st == 'X')
+		return 0;
+	if (st != 'Z')
+		return 1;
+	pid_t *tids;
+	size_t n;
+	if (sp_proc_tasks(pid, &tids, &n) != 0)
+		return 0;
+	sp_free(tids);
+	return n > 1;
 }
 
 static int target_alive(stackpulse_recorder *rec)

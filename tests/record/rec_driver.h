@@ -4,12 +4,18 @@
  *   SP_REC_DRIVER = spawn | attach | attach_pid
  *   SP_REC_SPOOL, SP_REC_TARGET, SP_REC_ARG, SP_REC_PID, SP_REC_KERNEL,
  *   SP_REC_CHUNK (chunk_bytes), SP_REC_PIDFILE (writes the target pid),
- *   SP_REC_REALTIME (opts.realtime)
+ *   SP_REC_REALTIME (opts.realtime), SP_REC_NO_PIDFD=1 (pidfd_open fails
+ *   with ENOSYS, as on kernels before 5.3 or under valgrind)
  * Prints "rc=N kernel=K ... err=..." and exits 0 on success. */
 #ifndef SP_TEST_REC_DRIVER_H
 #define SP_TEST_REC_DRIVER_H
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include "rec_util.h"
 
@@ -17,6 +23,24 @@ static inline const char *drv_env(const char *k, const char *d)
 {
 	const char *v = getenv(k);
 	return v ? v : d;
+}
+
+/* Makes pidfd_open fail with ENOSYS in this process (seccomp). */
+static inline int drv_deny_pidfd(void)
+{
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_open, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
 }
 
 __attribute__((constructor)) static void rec_driver_main(void)
@@ -29,6 +53,11 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	o.kernel = (int)strtol(drv_env("SP_REC_KERNEL", "0"), NULL, 10);
 	o.chunk_bytes = (uint32_t)strtoul(drv_env("SP_REC_CHUNK", "0"), NULL, 10);
 	o.realtime = (int)strtol(drv_env("SP_REC_REALTIME", "0"), NULL, 10);
+	if (getenv("SP_REC_NO_PIDFD") && drv_deny_pidfd() != 0) {
+		printf("rc=-1 err=cannot install the seccomp filter\n");
+		fflush(stdout);
+		_exit(1);
+	}
 	if (!o.chunk_bytes)
 		o.chunk_bytes = 1u << 20;
 	const char *spool = drv_env("SP_REC_SPOOL", "/tmp/driver.spool");

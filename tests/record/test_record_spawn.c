@@ -483,3 +483,32 @@ SP_TEST(realtime_required_is_held_only_inside_wait)
 	CHECK(strstr(out, " policy=0 ") != NULL);
 	CHECK(strstr(out, "target_policy=0 ") != NULL);
 }
+
+/* Without pidfds (kernels before 5.3, seccomp, valgrind) the target's
+ * liveness comes from /proc: a leader that exited first is a zombie while
+ * its worker runs, and the recording must go on until the worker ends. */
+SP_TEST(leader_exit_without_pidfd_records_to_the_end)
+{
+	const char *bin = rec_target("leader_exit", "-pthread");
+	char env[2048], out[1024];
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=spawn SP_REC_NO_PIDFD=1 SP_REC_SPOOL=%s/nopidfd.spool "
+	         "SP_REC_TARGET=%s SP_REC_ARG=1",
+	         sp_test_tmpdir(), bin);
+	int st = rec_drive(env, 0, out, sizeof(out));
+	printf("no pidfd: %s", out);
+	REQUIRE_EQ(st, 0);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/nopidfd.spool", sp_test_tmpdir());
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(path, &sp));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
+	printf("no pidfd: %llu samples\n", (unsigned long long)m->samples);
+	/* The leader exits at once; the worker spins for 1 s at 499 Hz. */
+	CHECK(m->samples > 100);
+	CHECK_EQ(stackpulse_spool_process_count(sp), 1);
+	const struct stackpulse_process *p = stackpulse_spool_process(sp, 0);
+	REQUIRE(p != NULL);
+	CHECK(p->end_ns != 0);
+	stackpulse_spool_close(sp);
+}
