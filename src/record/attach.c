@@ -25,6 +25,21 @@
 #define POLL_MIN_US        50 /* Back-off while polling for stops. */
 #define POLL_MAX_US        2000
 
+/* 1 when @p pid lists a thread besides its leader: a zombie leader then
+ * only means that main() left with pthread_exit. */
+static int has_other_threads(pid_t pid)
+{
+	pid_t *tids;
+	size_t n;
+	if (sp_proc_tasks(pid, &tids, &n) != 0)
+		return 0;
+	int other = 0;
+	for (size_t i = 0; i < n && !other; i++)
+		other = tids[i] != pid;
+	sp_free(tids);
+	return other;
+}
+
 int sp_attach_check_pid(pid_t pid)
 {
 	if (pid <= 0)
@@ -32,7 +47,7 @@ int sp_attach_check_pid(pid_t pid)
 	char st;
 	if (sp_proc_state(pid, &st, NULL) != 0)
 		return sp_error(-ESRCH, "no process with pid %d", (int)pid);
-	if (st == 'Z' || st == 'X')
+	if (st == 'X' || (st == 'Z' && !has_other_threads(pid)))
 		return sp_error(-ESRCH, "pid %d is a zombie (exited, not yet reaped by its parent)",
 		                (int)pid);
 	return 0;
@@ -254,8 +269,8 @@ static int seize(pid_t pid, pid_t tid)
 	int gone = 0;
 	for (int k = 0; k < 20 && !(gone = thread_gone(pid, tid)); k++)
 		sleep_us(500);
-	if (gone && tid != pid)
-		return 1;
+	if (gone && (tid != pid || has_other_threads(pid)))
+		return 1; /* a thread, or a leader that left with pthread_exit */
 	if (gone)
 		return sp_error(-ESRCH, "pid %d exited during attach", (int)pid);
 	return permission_error(pid, -e, "ptrace of");
@@ -403,7 +418,7 @@ int sp_attach_stop(pid_t pid, sp_stopped *s)
 		if (rc)
 			break;
 		if (fresh == 0) {
-			if (stopped_find(s, pid) < 0) {
+			if (s->n == 0) {
 				rc = sp_error(-ESRCH, "pid %d exited during attach", (int)pid);
 				break;
 			}

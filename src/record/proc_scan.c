@@ -245,10 +245,9 @@ int sp_proc_parse_map_line(char *line, sp_proc_map *m)
 	return 0;
 }
 
-int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx)
+/* Reads the maps file @p path; *lines counts its lines. */
+static int maps_file(const char *path, pid_t pid, sp_proc_map_fn fn, void *ctx, unsigned *lines)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
@@ -282,6 +281,7 @@ int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx)
 			if (!nl)
 				break;
 			*nl = '\0';
+			(*lines)++;
 			if (!skipping) {
 				sp_proc_map m;
 				memset(&m, 0, sizeof(m));
@@ -313,5 +313,31 @@ int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx)
 	}
 	sp_free(buf);
 	close(fd);
+	return rc;
+}
+
+int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx)
+{
+	char path[96];
+	unsigned lines = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	int rc = maps_file(path, pid, fn, ctx, &lines);
+	if (rc || lines)
+		return rc;
+	/* Empty: a leader that left with pthread_exit has no memory of its
+	 * own any more; its threads still show the process's. */
+	pid_t *tids;
+	size_t n;
+	if (sp_proc_tasks(pid, &tids, &n) != 0)
+		return 0;
+	for (size_t i = 0; i < n && rc == 0 && lines == 0; i++) {
+		if (tids[i] == pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/maps", (int)pid, (int)tids[i]);
+		rc = maps_file(path, pid, fn, ctx, &lines);
+		if (rc == -ESRCH)
+			rc = 0; /* that thread is gone too: try the next */
+	}
+	sp_free(tids);
 	return rc;
 }

@@ -297,6 +297,8 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 				               rec->opts.frequency,   rec->opts.stack_size,
 				               sp_unwind_regs_mask(), rec->spawned };
 			fd = sp_perf_probe(&cfg, tid, c, &rec->setup);
+			if (fd == -ESRCH)
+				return 0; /* gone (or a zombie leader): the next one probes */
 		} else {
 			fd = sp_perf_event_open(&rec->setup.attr, tid, c, -1);
 			if (fd == -ESRCH)

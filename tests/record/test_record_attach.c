@@ -21,6 +21,20 @@ static pid_t start(const char *bin, const char *arg)
 }
 
 /* Waits up to @p secs for @p pid to exit; 1 when it did. */
+/* State letter of thread @p tid of @p pid ('?' when unreadable). */
+static char thread_state(pid_t pid, pid_t tid)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	char *s = sp_test_read_file(path, NULL);
+	char st = '?';
+	char *rp = s ? strrchr(s, ')') : NULL;
+	if (rp && rp[1] == ' ')
+		st = rp[2];
+	free(s);
+	return st;
+}
+
 static int reap(pid_t pid, double secs)
 {
 	double end = rec_now() + secs;
@@ -435,20 +449,6 @@ SP_TEST(attach_into_a_private_mount_namespace)
 	attach_hidden("namespace", pid, bin);
 }
 
-/* State letter of thread @p tid of @p pid ('?' when unreadable). */
-static char thread_state(pid_t pid, pid_t tid)
-{
-	char path[96];
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	char *s = sp_test_read_file(path, NULL);
-	char st = '?';
-	char *rp = s ? strrchr(s, ')') : NULL;
-	if (rp && rp[1] == ' ')
-		st = rp[2];
-	free(s);
-	return st;
-}
-
 /* A thread in uninterruptible sleep (a vfork parent waiting for its child)
  * cannot reach a ptrace stop: the attach gives up with -ETIMEDOUT, and no
  * thread stays traced or stops later, when the sleeper wakes, although the
@@ -508,4 +508,54 @@ SP_TEST(attach_to_uninterruptible_thread_times_out_and_releases_it)
 	}
 	CHECK_EQ(w, pid);
 	CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+}
+
+/* A process whose main() left with pthread_exit has a zombie leader and a
+ * live worker: both attach modes record it (not "a zombie"), to its end. */
+SP_TEST(attach_after_the_leader_exited)
+{
+	const char *bin = rec_target("leader_exit", "-pthread");
+	for (int mode = 0; mode < 2; mode++) {
+		int m = mode ? STACKPULSE_ATTACH_LIVE : STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
+		pid_t pid = start(bin, "1.5");
+		char st = '?';
+		for (int i = 0; i < 100 && st != 'Z'; i++) {
+			usleep(10000);
+			st = thread_state(pid, pid);
+		}
+		REQUIRE_EQ(st, 'Z');
+		char spool[512];
+		snprintf(spool, sizeof(spool), "%s/leader_gone%d.spool", sp_test_tmpdir(), mode);
+		stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+		o.frequency = 499;
+		stackpulse_recorder *rec;
+		int rc = stackpulse_recorder_attach(pid, spool, m, &o, &rec);
+		printf("mode %d: rc=%d %s\n", m, rc, rc ? stackpulse_last_error() : "");
+		REQUIRE_OK(rc);
+		CHECK(!rec_any_stopped(pid));
+		CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 1);
+		CHECK_OK(rec_run(rec, 20));
+		REQUIRE_OK(stackpulse_recorder_finish(rec));
+		CHECK(reap(pid, 5));
+		stackpulse_spool *sp;
+		REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+		const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(sp);
+		const char *seq[] = { "orphan_work" };
+		int leafs = 0, total = 0;
+		stackpulse_sample_iter *it;
+		REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+		const struct stackpulse_sample *s;
+		while (stackpulse_sample_iter_next(it, &s) == 1) {
+			const char *names[256];
+			uint32_t d = rec_stack_names(sp, s->stack, names, 256);
+			total++;
+			leafs += rec_has_seq(names, d, seq, 1);
+		}
+		stackpulse_sample_iter_free(it);
+		printf("mode %d: %llu samples, %d in orphan_work\n", m,
+		       (unsigned long long)meta->samples, leafs);
+		CHECK(total > 100);
+		CHECK(leafs * 100 > total * 90);
+		stackpulse_spool_close(sp);
+	}
 }
