@@ -507,14 +507,13 @@ def render(d, bench):
                 w("")
                 w("Our Python shares are further from 50/30/20 than py-spy's (largest error %.3f vs "
                   "%.3f). Likely cause: the recorder reads the CPython frame chain from the target's "
-                  "memory when it drains the ring (`sp_python_read_stack` reads \"now\"; only reads "
-                  "that fall inside the sample's user-stack copy are as of the sample), while CPython "
-                  "3.11 keeps its frames in heap chunks, not on the C stack. By the time a sample is "
-                  "drained the interpreter has moved on, so time leaks from one function to the "
-                  "next; and samples whose read fails carry no Python frames (%s of them here). "
+                  "memory after the sample, not at it (ahead of the ordered drain, about 0.5 ms "
+                  "later; see docs/python.md), while CPython 3.11 keeps its frames in heap chunks, "
+                  "not on the C stack, so time can leak from one function to the next; and samples "
+                  "whose read fails carry no Python frames (%s of them here). "
                   "py-spy stops the target for each sample instead, which is why its on-CPU wall "
-                  "overhead is higher. Possible fixes: drain Python targets more often (a wakeup "
-                  "per sample), or check the frame chain against the stack copy and drop or mark "
+                  "overhead is higher. Possible fixes: a wakeup per sample for Python targets, or "
+                  "check more of the frame chain against the stack copy and drop or mark "
                   "samples whose chain changed." % (
                       e_sp, e_py, f(med([1 - x["with_python"] / x["samples"] for x in xa if x["samples"]])
                                     and 100 * med([1 - x["with_python"] / x["samples"] for x in xa if x["samples"]]),
