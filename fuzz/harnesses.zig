@@ -8,4 +8,6 @@ pub const names = [_][]const u8{
     "common_cursor",
     "symcache_decode",
     "symcache_roundtrip",
+    "proc_text",
+    "elf_notes",
 };
