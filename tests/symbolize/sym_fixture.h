@@ -5,11 +5,13 @@
 #define SP_TEST_SYM_FIXTURE_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../support/harness.h"
@@ -313,6 +315,32 @@ static FX_UNUSED void fx_dump(const fx_frames *c)
 		fprintf(stderr, "      #%d kind %d depth %u %s at %s:%u (%s+0x%llx)\n", i,
 		        c->f[i].kind, c->f[i].depth, c->f[i].name, c->f[i].file, c->f[i].line,
 		        c->f[i].module, (unsigned long long)c->f[i].offset);
+}
+
+/* Records @p bin (no arguments) into @p spool until it exits, at 499 Hz
+ * with kernel and Python frames off; skips the test where perf events are
+ * not allowed. */
+static FX_UNUSED void fx_record(const char *bin, const char *spool)
+{
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 499;
+	o.kernel = STACKPULSE_FEATURE_OFF;
+	o.python = STACKPULSE_FEATURE_OFF;
+	char *argv[] = { (char *)bin, NULL };
+	stackpulse_recorder *rec;
+	pid_t pid;
+	int rc = stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid);
+	if (rc == -EPERM || rc == -EACCES || rc == -ENOSYS || rc == -ENOENT)
+		sp_test_skip("perf events not available here");
+	REQUIRE_OK(rc);
+	for (int i = 0; i < 600 && stackpulse_recorder_process_is_active(rec, 0); i++) {
+		rc = stackpulse_recorder_wait(rec, 100);
+		if (rc < 0 && rc != -EINTR)
+			break;
+		REQUIRE_OK(stackpulse_recorder_consume_available(rec));
+	}
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	waitpid(pid, NULL, 0);
 }
 
 #endif

@@ -69,26 +69,7 @@ SP_TEST(recorded_workload_symbolizes_to_its_functions)
 	fx_write_file(src, work_src);
 	fx_sh("gcc -O2 -g -o '%s' '%s'", bin, src);
 
-	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
-	o.frequency = 499;
-	o.kernel = STACKPULSE_FEATURE_OFF;
-	o.python = STACKPULSE_FEATURE_OFF;
-	char *argv[] = { bin, NULL };
-	stackpulse_recorder *rec;
-	pid_t pid;
-	int rc = stackpulse_recorder_spawn(argv, spool_path, &o, &rec, &pid);
-	if (rc == -EPERM || rc == -EACCES || rc == -ENOSYS || rc == -ENOENT)
-		sp_test_skip("perf events not available here");
-	REQUIRE_OK(rc);
-	for (int i = 0; i < 600 && stackpulse_recorder_process_is_active(rec, 0); i++) {
-		rc = stackpulse_recorder_wait(rec, 100);
-		if (rc < 0 && rc != -EINTR)
-			break;
-		REQUIRE_OK(stackpulse_recorder_consume_available(rec));
-	}
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
-	int status;
-	waitpid(pid, &status, 0);
+	fx_record(bin, spool_path);
 
 	stackpulse_spool *spool;
 	REQUIRE_OK(stackpulse_spool_open(spool_path, &spool));
@@ -99,7 +80,7 @@ SP_TEST(recorded_workload_symbolizes_to_its_functions)
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(spool, &it));
 	const struct stackpulse_sample *s;
-	int samples = 0, hot = 0, full_chain = 0, leaf_ok = 0;
+	int rc, samples = 0, hot = 0, full_chain = 0, leaf_ok = 0;
 	while ((rc = stackpulse_sample_iter_next(it, &s)) == 1) {
 		tally t;
 		memset(&t, 0, sizeof(t));

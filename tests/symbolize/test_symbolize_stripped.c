@@ -109,25 +109,7 @@ SP_TEST(embedded_table_without_names_falls_back_to_debug_dirs)
 	/* Record with no debug file reachable and no symbol cache. */
 	setenv("STACKPULSE_DEBUG_DIRS", empty, 1);
 	setenv("STACKPULSE_NO_SYMBOL_CACHE", "1", 1);
-	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
-	o.frequency = 499;
-	o.kernel = STACKPULSE_FEATURE_OFF;
-	o.python = STACKPULSE_FEATURE_OFF;
-	char *argv[] = { bin, NULL };
-	stackpulse_recorder *rec;
-	pid_t pid;
-	int rc = stackpulse_recorder_spawn(argv, spool_path, &o, &rec, &pid);
-	if (rc == -EPERM || rc == -EACCES || rc == -ENOSYS || rc == -ENOENT)
-		sp_test_skip("perf events not available here");
-	REQUIRE_OK(rc);
-	for (int i = 0; i < 600 && stackpulse_recorder_process_is_active(rec, 0); i++) {
-		rc = stackpulse_recorder_wait(rec, 100);
-		if (rc < 0 && rc != -EINTR)
-			break;
-		REQUIRE_OK(stackpulse_recorder_consume_available(rec));
-	}
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
-	waitpid(pid, NULL, 0);
+	fx_record(bin, spool_path);
 	unsetenv("STACKPULSE_DEBUG_DIRS");
 
 	/* The embedded table exists but cannot name the workload. */
