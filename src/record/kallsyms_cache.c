@@ -24,8 +24,6 @@
 #define KEY_LEN     20 /* Tag, then the 16 bytes of the boot id. */
 #define MAX_SYMBOLS 4000000u
 #define HEAD_LINES  512 /* Symbols kept from the head (head_agrees reads 8 KiB). */
-/* A table this large is a whole-text one of an older version: replaced. */
-#define MAX_TABLE_SYMBOLS 50000u
 
 static int hexdigit(char c)
 {
@@ -258,7 +256,7 @@ int sp_kallsyms_resolve_cached(const char *dir, const uint64_t *addrs, size_t n,
 	uint8_t *old = NULL, *data = NULL;
 	sp_symcache t;
 	int have = sp_cacheio_read(dir, key, KEY_LEN, &old, &t) == 0;
-	if (have && (t.range_count > MAX_TABLE_SYMBOLS || !head_agrees(&t))) {
+	if (have && !head_agrees(&t)) {
 		/* Another view of kallsyms (hidden addresses, a bind mount):
 		 * never answer from it, and rebuild it from this one. */
 		sp_free(old);

@@ -160,19 +160,7 @@ SP_TEST(cached_answers_equal_the_full_read)
 
 /* Rewrites the cached table with every range starting at or above
  * @p from renamed "planted_N". */
-/* Rewrites the cached table with every range starting at or above
- * @p from renamed "planted_N", and @p pad ranges more past @p pad_at (an
- * old whole-text table is that large). */
-static void plant_padded(const char *dir, const char *file, uint64_t from, uint32_t pad,
-                         uint64_t pad_at);
-
 static void plant(const char *dir, const char *file, uint64_t from)
-{
-	plant_padded(dir, file, from, 0, 0);
-}
-
-static void plant_padded(const char *dir, const char *file, uint64_t from, uint32_t pad,
-                         uint64_t pad_at)
 {
 	uint8_t key[20] = { 'k', 's', 'y', 'm' };
 	const char *hex = strrchr(file, '/') + 1 + 8;
@@ -196,12 +184,6 @@ static void plant_padded(const char *dir, const char *file, uint64_t from, uint3
 		if (start >= from)
 			f.name = name;
 		REQUIRE_OK(sp_symcache_builder_add(b, start, len, &f, 1));
-	}
-	for (uint32_t i = 0; i < pad; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "pad_%u", i);
-		sp_symcache_frame f = { name, NULL, 0 };
-		REQUIRE_OK(sp_symcache_builder_add(b, pad_at + 16ull * i, 16, &f, 1));
 	}
 	uint8_t *data;
 	size_t len;
@@ -302,30 +284,4 @@ SP_TEST(misses_grow_the_table)
 		planted += (size_t)is_planted;
 	}
 	CHECK(planted > 10);
-}
-
-/* A whole-text table of an older version (over 50 000 ranges: 6.7 MB to
- * read at every finish) is replaced by one of the symbols hit. */
-SP_TEST(an_oversized_table_is_replaced)
-{
-	uint64_t etext;
-	size_t n = core_addresses(addrs, sizeof(addrs) / sizeof(addrs[0]), &etext);
-	if (n < 100)
-		sp_test_skip("kernel addresses are hidden (not root or kptr_restrict)");
-	char dir[512], file[700];
-	snprintf(dir, sizeof(dir), "%s/kbig", sp_test_tmpdir());
-	cache_file(file, sizeof(file), dir);
-	resolve_cached(dir, addrs, n, &got);
-	plant_padded(dir, file, UINT64_MAX, 60000, etext + 0x100000);
-	struct stat big, now;
-	REQUIRE(stat(file, &big) == 0);
-	resolve_cached(dir, addrs, n, &got);
-	REQUIRE(stat(file, &now) == 0);
-	printf("    padded table %lld bytes, then %lld\n", (long long)big.st_size,
-	       (long long)now.st_size);
-	CHECK(now.st_size < big.st_size / 4);
-	int zeroed = 0;
-	want.n = 0;
-	REQUIRE_OK(sp_kallsyms_resolve("/proc/kallsyms", addrs, n, on_sym, &want, &zeroed));
-	CHECK(same(&want, &got));
 }
