@@ -596,15 +596,14 @@ def render(d, bench):
                 if cached and cached >= ks / 2:
                     notes.append("%.0f%% is `sp_recorder_write_ksyms` at finish, answered from the "
                                  "per-boot kernel symbol table in the symbol cache (%.0f%% reading "
-                                 "and validating it). The table holds the symbols recordings hit; "
-                                 "a large share means it was just rebuilt or is an old full one "
-                                 "(6.7 MB) from before that change" % (ks, cached))
+                                 "and validating it: a CRC-32C over ~7 MB). Possible fix: a smaller "
+                                 "table (only the text symbols, names deduplicated), or checking it "
+                                 "once per process" % (ks, cached))
                 else:
                     notes.append("%.0f%% is `sp_recorder_write_ksyms` at finish, which reads and "
                                  "parses all of `/proc/kallsyms` (the kernel formats every line "
-                                 "through `s_show`/`vsnprintf`); a recording that hits kernel "
-                                 "functions not seen before in this boot pays it, later ones answer "
-                                 "from the cached table" % ks)
+                                 "through `s_show`/`vsnprintf`); the first recording of a boot pays "
+                                 "it, later ones answer from the cached table" % ks)
             em = share.get("sp_recorder_embed_symbols")
             if em and em >= 10:
                 gs = share.get("dwarf_getscopes_die", share.get("dwarf_getscopes"))

@@ -1,13 +1,8 @@
 /* The core kernel's text symbols, cached per boot. Reading /proc/kallsyms
  * makes the kernel format ~100k lines (tens of ms of CPU at every finish);
  * the core text (_stext.._etext) cannot change until reboot, so a symcache
- * table keyed by the boot id answers later recordings. It holds the
- * symbols that recordings hit (each with its exact extent, up to the next
- * symbol) and those of the head of the file that it is checked against,
- * not all ~100k: a table of all of them is 6.7 MB to read and checksum at
- * every finish. A miss takes the full read and adds its hits. Anything
- * outside the core text (modules, BPF, trampolines come and go) always
- * takes the full read. */
+ * table keyed by the boot id answers later recordings. Anything outside it
+ * (modules, BPF, trampolines come and go) still takes the full read. */
 #include "record/kallsyms.h"
 
 #include <errno.h>
@@ -23,7 +18,6 @@
 
 #define KEY_LEN     20 /* Tag, then the 16 bytes of the boot id. */
 #define MAX_SYMBOLS 4000000u
-#define HEAD_LINES  512 /* Symbols kept from the head (head_agrees reads 8 KiB). */
 
 static int hexdigit(char c)
 {
@@ -190,33 +184,16 @@ static int by_addr_line(const void *a, const void *b)
 	return (x->line > y->line) - (x->line < y->line);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* Ranges [symbol, next symbol) over _stext.._etext of the symbols that
- * @p addrs hit and of the head lines, over the entries of @p old (or
- * NULL), serialised. */
-static int build_table(collector *c, const uint64_t *addrs, size_t n, const sp_symcache *old,
-                       uint8_t **data, size_t *len, const uint8_t key[KEY_LEN])
+/* Ranges [symbol, next symbol) over _stext.._etext, serialised. */
+static int build_table(collector *c, uint8_t **data, size_t *len, const uint8_t key[KEY_LEN])
 {
 	if (c->failed || !c->stext || c->etext <= c->stext)
 		return STACKPULSE_ENOTFOUND;
-	uint64_t *hits = n ? sp_malloc(n * sizeof(*hits)) : NULL;
-	if (n && !hits)
-		return -ENOMEM;
-	if (n) {
-		memcpy(hits, addrs, n * sizeof(*hits));
-		qsort(hits, n, sizeof(*hits), cmp_u64);
-	}
 	qsort(c->v, c->n, sizeof(*c->v), by_addr_line);
-	sp_symcache_builder *b = NULL;
+	sp_symcache_builder *b;
 	int rc = sp_symcache_builder_new(key, KEY_LEN, &b);
-	if (rc == 0 && old)
-		rc = sp_symcache_builder_merge(b, old);
-	size_t h = 0;
+	if (rc)
+		return rc;
 	for (size_t i = 0; i < c->n && rc == 0; i++) {
 		const ksym *k = &c->v[i];
 		if (k->addr < c->stext || k->addr >= c->etext || (i && c->v[i - 1].addr == k->addr))
@@ -225,11 +202,6 @@ static int build_table(collector *c, const uint64_t *addrs, size_t n, const sp_s
 		while (j < c->n && c->v[j].addr == k->addr)
 			j++;
 		uint64_t end = j < c->n && c->v[j].addr < c->etext ? c->v[j].addr : c->etext;
-		while (h < n && hits[h] < k->addr)
-			h++;
-		int hit = h < n && hits[h] < end;
-		if (!hit && k->line >= HEAD_LINES)
-			continue;
 		uint64_t span = end - k->addr;
 		sp_symcache_frame f = { (const char *)c->names.data + k->name, NULL, 0 };
 		rc = sp_symcache_builder_add(
@@ -237,9 +209,7 @@ static int build_table(collector *c, const uint64_t *addrs, size_t n, const sp_s
 	}
 	if (rc == 0)
 		rc = sp_symcache_builder_finish(b, data, len);
-	if (b)
-		sp_symcache_builder_free(b);
-	sp_free(hits);
+	sp_symcache_builder_free(b);
 	return rc;
 }
 
@@ -253,35 +223,30 @@ int sp_kallsyms_resolve_cached(const char *dir, const uint64_t *addrs, size_t n,
 		return 0;
 	if (!dir || boot_key(key) != 0)
 		return sp_kallsyms_resolve(path, addrs, n, fn, ctx, zeroed);
-	uint8_t *old = NULL, *data = NULL;
+	uint8_t *data = NULL;
 	sp_symcache t;
-	int have = sp_cacheio_read(dir, key, KEY_LEN, &old, &t) == 0;
-	if (have && !head_agrees(&t)) {
-		/* Another view of kallsyms (hidden addresses, a bind mount):
-		 * never answer from it, and rebuild it from this one. */
-		sp_free(old);
-		old = NULL;
-		have = 0;
-	}
-	if (have && covered(&t, addrs, n)) {
+	int have = sp_cacheio_read(dir, key, KEY_LEN, &data, &t) == 0;
+	if (have && covered(&t, addrs, n) && head_agrees(&t)) {
 		int rc = answer(&t, addrs, n, fn, ctx);
-		sp_free(old);
+		sp_free(data);
 		return rc;
+	}
+	if (have) { /* Valid, but some address lies outside the core text. */
+		sp_free(data);
+		return sp_kallsyms_resolve(path, addrs, n, fn, ctx, zeroed);
 	}
 	collector c;
 	memset(&c, 0, sizeof(c));
 	sp_buf_init(&c.names);
 	int rc = sp_kallsyms_scan(path, addrs, n, fn, ctx, zeroed, collect, &c);
 	size_t len = 0;
-	if (rc == 0 && !*zeroed &&
-	    build_table(&c, addrs, n, have ? &t : NULL, &data, &len, key) == 0) {
+	if (rc == 0 && !*zeroed && build_table(&c, &data, &len, key) == 0) {
 		/* Private: kernel addresses defeat KASLR for whoever reads them.
 		 * The tables of other boots (same "ksym" tag) can never match
 		 * again: this one replaces them. */
 		(void)sp_cacheio_write_mode(dir, key, KEY_LEN, data, len, 0600, 4);
 		sp_free(data);
 	}
-	sp_free(old);
 	sp_free(c.v);
 	sp_buf_free(&c.names);
 	return rc;

@@ -145,8 +145,6 @@ SP_TEST(cached_answers_equal_the_full_read)
 	CHECK(same(&want, &got));
 	printf("    %zu addresses, %zu symbols, cache file %lld bytes\n", n, want.n,
 	       (long long)st.st_size);
-	/* Only the symbols hit (and the head of the file) are kept. */
-	CHECK(st.st_size < 1000000);
 
 	/* An address past the core text takes the full read. */
 	uint64_t mixed[3] = { addrs[0], addrs[n / 2], etext + 0x1000 };
@@ -251,37 +249,4 @@ SP_TEST(no_cache_dir_reads_kallsyms)
 	resolve_cached(NULL, addrs, n, &got);
 	CHECK(same(&want, &got));
 	CHECK_EQ(sp_kallsyms_resolve_cached(NULL, addrs, 0, on_sym, &got, &zeroed), 0);
-}
-
-/* A miss adds its symbols to the table: later recordings that hit either
- * set are answered from it. */
-SP_TEST(misses_grow_the_table)
-{
-	uint64_t etext;
-	size_t n = core_addresses(addrs, sizeof(addrs) / sizeof(addrs[0]), &etext);
-	if (n < 100)
-		sp_test_skip("kernel addresses are hidden (not root or kptr_restrict)");
-	char dir[512], file[700];
-	snprintf(dir, sizeof(dir), "%s/kgrow", sp_test_tmpdir());
-	cache_file(file, sizeof(file), dir);
-	size_t half = n / 2;
-	uint64_t mid = addrs[half];
-	resolve_cached(dir, addrs, half, &got); /* the low half only */
-	struct stat st1, st2;
-	REQUIRE(stat(file, &st1) == 0);
-	resolve_cached(dir, addrs + half, n - half, &got); /* misses: the high half */
-	REQUIRE(stat(file, &st2) == 0);
-	printf("    table %lld bytes after the low half, %lld after both\n", (long long)st1.st_size,
-	       (long long)st2.st_size);
-	CHECK(st2.st_size > st1.st_size);
-	/* Both halves now come from the table: renamed ones show. */
-	plant(dir, file, mid);
-	resolve_cached(dir, addrs, n, &got);
-	size_t planted = 0;
-	for (size_t i = 0; i < got.n; i++) {
-		int is_planted = strncmp(got.name[i], "planted_", 8) == 0;
-		CHECK_EQ(is_planted, got.start[i] >= mid);
-		planted += (size_t)is_planted;
-	}
-	CHECK(planted > 10);
 }
