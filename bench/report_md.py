@@ -596,9 +596,11 @@ def render(d, bench):
                 if cached and cached >= ks / 2:
                     notes.append("%.0f%% is `sp_recorder_write_ksyms` at finish, answered from the "
                                  "per-boot kernel symbol table in the symbol cache (%.0f%% reading "
-                                 "and validating it: a CRC-32C over ~7 MB). Possible fix: a smaller "
-                                 "table (only the text symbols, names deduplicated), or checking it "
-                                 "once per process" % (ks, cached))
+                                 "and validating it: a CRC-32C over ~7 MB). A table of only the "
+                                 "symbols recordings hit was tried and reverted: warm answers took "
+                                 "0.1 ms, but recordings keep hitting new kernel functions and each "
+                                 "miss paid the full read (36-50 ms). Next: a more compact whole-text "
+                                 "table (names deduplicated and prefix-compressed)" % (ks, cached))
                 else:
                     notes.append("%.0f%% is `sp_recorder_write_ksyms` at finish, which reads and "
                                  "parses all of `/proc/kallsyms` (the kernel formats every line "
