@@ -808,8 +808,14 @@ def main():
             acc = b.data["phases"].get("accuracy", {})
             for k in [k for k in acc if k.startswith("py_")]:
                 del acc[k]
-        b.data["notes"].append("phases re-run on %s: %s; the others are from the run before"
-                               % (datetime.date.today().isoformat(), ", ".join(sorted(only))))
+        prev = [n for n in keep.get("notes", []) if n.startswith("phases ")]
+        if not prev:
+            env = keep.get("env", {})
+            prev = ["phases of the full run: %s (git %s)" % (env.get("date", "?"), env.get("git", "?"))]
+        b.data["notes"].extend(prev)
+        b.data["notes"].append("phases re-run on %s: %s (git %s); the others are from the runs above"
+                               % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                                  ", ".join(sorted(only)), b.data["env"].get("git", "?")))
     b.write_doc()
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
               ("python", b.phase_python), ("reader", b.phase_reader), ("unwind", b.phase_unwind),
