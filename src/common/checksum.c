@@ -26,7 +26,7 @@ static uint32_t load_le32(const uint8_t *b)
 	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-uint32_t sp_crc32c(uint32_t crc, const void *p, size_t n)
+uint32_t sp_crc32c_portable(uint32_t crc, const void *p, size_t n)
 {
 	const uint8_t *b = p;
 	if (!__atomic_load_n(&crc_table_ready, __ATOMIC_ACQUIRE))
@@ -43,3 +43,51 @@ uint32_t sp_crc32c(uint32_t crc, const void *p, size_t n)
 		crc = crc_table[0][(crc ^ *b) & 0xff] ^ (crc >> 8);
 	return ~crc;
 }
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <string.h>
+
+/* SSE4.2's crc32 instruction computes exactly this CRC, eight bytes per
+ * instruction: about four times the table's speed on the symbol cache's
+ * multi-megabyte tables. */
+static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *b, size_t n)
+{
+	/* Inline assembly: compilers disagree on the target-feature names
+	 * that unlock the builtins (sse4.2, crc32), the assembler does not. */
+	uint64_t c = ~crc;
+	for (; n >= 8; n -= 8, b += 8) {
+		uint64_t v;
+		memcpy(&v, b, 8);
+		__asm__("crc32q %1, %0" : "+r"(c) : "rm"(v));
+	}
+	uint32_t c32 = (uint32_t)c;
+	for (; n > 0; n--, b++)
+		__asm__("crc32b %1, %0" : "+r"(c32) : "rm"(*b));
+	return ~c32;
+}
+
+static int have_sse42(void)
+{
+	static int known; /* 0: not asked yet, 1: no, 2: yes */
+	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+	if (v == 0) {
+		unsigned a, b, c, d;
+		v = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2) ? 2 : 1;
+		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
+	}
+	return v == 2;
+}
+
+uint32_t sp_crc32c(uint32_t crc, const void *p, size_t n)
+{
+	if (n >= 64 && have_sse42())
+		return crc32c_sse42(crc, p, n);
+	return sp_crc32c_portable(crc, p, n);
+}
+#else
+uint32_t sp_crc32c(uint32_t crc, const void *p, size_t n)
+{
+	return sp_crc32c_portable(crc, p, n);
+}
+#endif
