@@ -596,7 +596,8 @@ def render(d, bench):
                 if cached and cached >= ks / 2:
                     notes.append("%.0f%% is `sp_recorder_write_ksyms` at finish, answered from the "
                                  "per-boot kernel symbol table in the symbol cache (%.0f%% reading "
-                                 "and validating it: a CRC-32C over ~7 MB). A table of only the "
+                                 "and validating it: 6.7 MB copied in by read(), then checksummed with "
+                                 "the crc32 instruction). A table of only the "
                                  "symbols recordings hit was tried and reverted: warm answers took "
                                  "0.1 ms, but recordings keep hitting new kernel functions and each "
                                  "miss paid the full read (36-50 ms). Next: a more compact whole-text "
