@@ -142,6 +142,20 @@ static inline int rec_drive(const char *env, int as_nobody, char *out, size_t ca
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* rec_drive of a spawn of @p bin with argument @p arg, recorded into
+ * @p dir/@p name, with the driver settings @p extra (such as
+ * "SP_REC_REALTIME=2"; "" for none). */
+static inline int rec_drive_spawn(const char *extra, const char *dir, const char *name,
+                                  const char *bin, const char *arg, int as_nobody, char *out,
+                                  size_t cap)
+{
+	char env[2048];
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=spawn %s SP_REC_SPOOL=%s/%s SP_REC_TARGET=%s SP_REC_ARG=%s", extra,
+	         dir, name, bin, arg);
+	return rec_drive(env, as_nobody, out, cap);
+}
+
 /* A directory anyone may write, for spools of a driver run as nobody. */
 static inline const char *rec_public_dir(void)
 {

@@ -470,12 +470,9 @@ SP_TEST(realtime_required_is_held_only_inside_wait)
 	if (geteuid() != 0)
 		sp_test_skip("SCHED_FIFO needs root (CAP_SYS_NICE) here");
 	const char *bin = rec_target("ladder", NULL);
-	char env[2048], out[1024];
-	snprintf(env, sizeof(env),
-	         "SP_REC_DRIVER=spawn SP_REC_REALTIME=2 SP_REC_SPOOL=%s/rt.spool "
-	         "SP_REC_TARGET=%s SP_REC_ARG=0.3",
-	         sp_test_tmpdir(), bin);
-	int st = rec_drive(env, 0, out, sizeof(out));
+	char out[1024];
+	int st = rec_drive_spawn("SP_REC_REALTIME=2", sp_test_tmpdir(), "rt.spool", bin, "0.3", 0,
+	                         out, sizeof(out));
 	printf("realtime=REQUIRED: %s", out);
 	REQUIRE_EQ(st, 0);
 	CHECK(strstr(out, "realtime=1 ") != NULL);
@@ -490,12 +487,9 @@ SP_TEST(realtime_required_is_held_only_inside_wait)
 SP_TEST(leader_exit_without_pidfd_records_to_the_end)
 {
 	const char *bin = rec_target("leader_exit", "-pthread");
-	char env[2048], out[1024];
-	snprintf(env, sizeof(env),
-	         "SP_REC_DRIVER=spawn SP_REC_NO_PIDFD=1 SP_REC_SPOOL=%s/nopidfd.spool "
-	         "SP_REC_TARGET=%s SP_REC_ARG=1",
-	         sp_test_tmpdir(), bin);
-	int st = rec_drive(env, 0, out, sizeof(out));
+	char out[1024];
+	int st = rec_drive_spawn("SP_REC_NO_PIDFD=1", sp_test_tmpdir(), "nopidfd.spool", bin, "1",
+	                         0, out, sizeof(out));
 	printf("no pidfd: %s", out);
 	REQUIRE_EQ(st, 0);
 	char path[600];

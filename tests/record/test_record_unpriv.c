@@ -77,12 +77,9 @@ SP_TEST(unprivileged_kernel_required_is_refused)
 {
 	need_nobody();
 	const char *bin = rec_target("ladder", NULL);
-	char env[2048], out[1024];
-	snprintf(env, sizeof(env),
-	         "SP_REC_DRIVER=spawn SP_REC_KERNEL=2 SP_REC_SPOOL=%s/req.spool SP_REC_TARGET=%s "
-	         "SP_REC_ARG=0.2",
-	         rec_public_dir(), bin);
-	int st = rec_drive(env, 1, out, sizeof(out));
+	char out[1024];
+	int st = rec_drive_spawn("SP_REC_KERNEL=2", rec_public_dir(), "req.spool", bin, "0.2", 1,
+	                         out, sizeof(out));
 	printf("nobody kernel=REQUIRED: %s", out);
 	CHECK_EQ(st, 1);
 	CHECK(strstr(out, "rc=-13") != NULL);
@@ -93,12 +90,9 @@ SP_TEST(unprivileged_realtime_required_is_refused)
 {
 	need_nobody();
 	const char *bin = rec_target("ladder", NULL);
-	char env[2048], out[1024];
-	snprintf(env, sizeof(env),
-	         "SP_REC_DRIVER=spawn SP_REC_REALTIME=2 SP_REC_SPOOL=%s/rt.spool "
-	         "SP_REC_TARGET=%s SP_REC_ARG=0.2",
-	         rec_public_dir(), bin);
-	int st = rec_drive(env, 1, out, sizeof(out));
+	char out[1024];
+	int st = rec_drive_spawn("SP_REC_REALTIME=2", rec_public_dir(), "rt.spool", bin, "0.2", 1,
+	                         out, sizeof(out));
 	printf("nobody realtime=REQUIRED: %s", out);
 	CHECK_EQ(st, 1);
 	CHECK(strstr(out, "run=-1 ") != NULL); /* -EPERM */
@@ -110,12 +104,9 @@ SP_TEST(unprivileged_realtime_auto_records_without_it)
 {
 	need_nobody();
 	const char *bin = rec_target("ladder", NULL);
-	char env[2048], out[1024];
-	snprintf(env, sizeof(env),
-	         "SP_REC_DRIVER=spawn SP_REC_REALTIME=0 SP_REC_SPOOL=%s/rt0.spool "
-	         "SP_REC_TARGET=%s SP_REC_ARG=0.3",
-	         rec_public_dir(), bin);
-	int st = rec_drive(env, 1, out, sizeof(out));
+	char out[1024];
+	int st = rec_drive_spawn("SP_REC_REALTIME=0", rec_public_dir(), "rt0.spool", bin, "0.3", 1,
+	                         out, sizeof(out));
 	printf("nobody realtime=AUTO: %s", out);
 	CHECK_EQ(st, 0);
 	/* Not a CPython target: AUTO does not even try. */
