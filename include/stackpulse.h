@@ -779,6 +779,8 @@ struct stackpulse_profile_process {
  * may be NULL: frames then read as module+offset, kernel and Python frames
  * still get their names from the spool).
  *
+ * @param spool The spool to read; it must outlive the call only.
+ * @param sym  Symbolizer of @p spool, or NULL.
  * @param opts NULL for the defaults. Times compare with
  *             `stackpulse_sample.time_ns`.
  * @param out  Receives the profile; NULL on failure.
