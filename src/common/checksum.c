@@ -45,7 +45,6 @@ uint32_t sp_crc32c_portable(uint32_t crc, const void *p, size_t n)
 }
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <string.h>
 
 /* SSE4.2's crc32 instruction computes exactly this CRC, eight bytes per
@@ -67,13 +66,16 @@ static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *b, size_t n)
 	return ~c32;
 }
 
+/* CPUID leaf 1, ECX bit 20. Asked directly: <cpuid.h> is a system header,
+ * which the pure layers do not include. */
 static int have_sse42(void)
 {
 	static int known; /* 0: not asked yet, 1: no, 2: yes */
 	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
 	if (v == 0) {
-		unsigned a, b, c, d;
-		v = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2) ? 2 : 1;
+		unsigned a = 1, b, c = 0, d;
+		__asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+		v = (c >> 20) & 1u ? 2 : 1;
 		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
 	}
 	return v == 2;
