@@ -36,6 +36,8 @@ pub const record = [_][]const u8{
     "src/record/proc_scan.c",
     "src/record/process_table.c",
     "src/record/recorder.c",
+    "src/record/liveness.c",
+    "src/record/realtime_wait.c",
     "src/record/ring.c",
     "src/record/sample.c",
     "src/record/embed_symbols.c",

@@ -649,94 +649,6 @@ static int rings_state(stackpulse_recorder *rec)
 	return st;
 }
 
-/* 1 when @p pid is alive. A zombie leader whose other threads still run
- * (it called pthread_exit) is alive: only the thread has ended. */
-static int pid_alive(pid_t pid)
-{
-	char st;
-	if (sp_proc_state(pid, &st, NULL) != 0 || st == 'X')
-		return 0;
-	if (st != 'Z')
-		return 1;
-	pid_t *tids;
-	size_t n;
-	if (sp_proc_tasks(pid, &tids, &n) != 0)
-		return 0;
-	sp_free(tids);
-	return n > 1;
-}
-
-static int target_alive(stackpulse_recorder *rec)
-{
-	if (rec->target_gone)
-		return 0;
-	if (rec->pidfd >= 0) {
-		/* The pidfd turns readable at exit, even before reaping. */
-		struct epoll_event ev;
-		int ep = epoll_create1(EPOLL_CLOEXEC);
-		int readable = 0;
-		if (ep >= 0) {
-			struct epoll_event in = { .events = EPOLLIN };
-			if (epoll_ctl(ep, EPOLL_CTL_ADD, rec->pidfd, &in) == 0)
-				readable = epoll_wait(ep, &ev, 1, 0) > 0;
-			close(ep);
-		}
-		if (!readable)
-			return 1;
-	} else if (pid_alive(rec->target)) {
-		return 1;
-	}
-	rec->target_gone = 1;
-	if (rec->pidfd >= 0)
-		epoll_ctl(rec->epfd, EPOLL_CTL_DEL, rec->pidfd, NULL);
-	return 0;
-}
-
-static int any_alive(stackpulse_recorder *rec)
-{
-	if (target_alive(rec))
-		return 1;
-	if (!rec->opts.children)
-		return 0;
-	for (size_t i = 0; i < rec->pt.nprocs; i++) {
-		sp_process *p = rec->pt.procs[i];
-		if (!p->exited && p->pid != rec->target && pid_alive(p->pid))
-			return 1;
-	}
-	return 0;
-}
-
-/* Raises the calling thread to SCHED_FIFO for one wait, into @p saved
- * (see opts.realtime): a reader that shares a CPU with a CPython target
- * otherwise only runs when the target enters the kernel (lazy preemption)
- * and so reads its stacks at its system calls. 1 when raised. */
-static int realtime_begin(stackpulse_recorder *rec, int *policy, struct sched_param *saved)
-{
-	int want = rec->opts.realtime == STACKPULSE_FEATURE_REQUIRED ||
-	           (rec->opts.realtime == STACKPULSE_FEATURE_AUTO && rec->python_found);
-	if (!want || rec->realtime < 0)
-		return 0;
-	*policy = sched_getscheduler(0);
-	if (*policy < 0 || sched_getparam(0, saved) != 0) {
-		rec->realtime = -1;
-		return 0;
-	}
-	if (*policy == SCHED_FIFO || *policy == SCHED_RR)
-		return 0; /* the caller chose a real-time policy already */
-	struct sched_param sp = { .sched_priority = 1 };
-	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0) {
-		rec->realtime = -1;
-		return 0;
-	}
-	rec->realtime = 1;
-	return 1;
-}
-
-static void realtime_end(int policy, const struct sched_param *saved)
-{
-	sched_setscheduler(0, policy, saved);
-}
-
 static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 {
 	uint64_t start = clock_ns(CLOCK_MONOTONIC);
@@ -745,7 +657,7 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 		int st = rings_state(rec);
 		if (st == 2)
 			return 1;
-		if (st == 0 && !any_alive(rec))
+		if (st == 0 && !sp_recorder_any_alive(rec))
 			return 0;
 		/* Young records become consumable within the slack. */
 		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
@@ -770,15 +682,14 @@ int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
 {
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
-	int policy = 0;
-	struct sched_param saved;
-	int raised = realtime_begin(rec, &policy, &saved);
+	sp_sched_saved saved;
+	int raised = sp_recorder_realtime_begin(rec, &saved);
 	if (!raised && rec->opts.realtime == STACKPULSE_FEATURE_REQUIRED && rec->realtime < 0)
 		return sp_error(-EPERM, "SCHED_FIFO was refused (needs CAP_SYS_NICE or "
 		                        "RLIMIT_RTPRIO, and real-time runtime in the cgroup)");
 	int rc = wait_rings(rec, timeout_ms);
 	if (raised)
-		realtime_end(policy, &saved);
+		sp_recorder_realtime_end(&saved);
 	return rc;
 }
 
@@ -853,13 +764,13 @@ int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
 	if (!rec)
 		return 0;
 	if (pid == 0)
-		return any_alive(rec);
+		return sp_recorder_any_alive(rec);
 	if (pid == rec->target)
-		return target_alive(rec);
+		return sp_recorder_target_alive(rec);
 	if (!rec->opts.children)
 		return 0;
 	sp_process *p = sp_ptable_find(&rec->pt, pid);
-	return p && !p->exited && pid_alive(pid);
+	return p && !p->exited && sp_recorder_pid_alive(pid);
 }
 
 int stackpulse_recorder_fd(const stackpulse_recorder *rec)

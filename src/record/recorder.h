@@ -3,6 +3,7 @@
 #ifndef SP_RECORD_RECORDER_H
 #define SP_RECORD_RECORDER_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -127,6 +128,24 @@ void sp_recorder_python_early(stackpulse_recorder *rec);
 int sp_recorder_python_take(stackpulse_recorder *rec, const sp_process *proc, pid_t tid,
                             uint64_t time, uint32_t *n, int *truncated, int *rc);
 void sp_recorder_python_early_free(stackpulse_recorder *rec);
+
+/* 1 when @p pid lives (a zombie leader with live threads does). */
+int sp_recorder_pid_alive(pid_t pid);
+/* 1 while the target lives; remembers its end. */
+int sp_recorder_target_alive(stackpulse_recorder *rec);
+/* 1 while the target or a followed child lives. */
+int sp_recorder_any_alive(stackpulse_recorder *rec);
+
+/* The waiting thread's scheduling, saved while it runs at SCHED_FIFO. */
+typedef struct sp_sched_saved {
+	int policy;
+	struct sched_param param;
+} sp_sched_saved;
+/* Raises the calling thread to SCHED_FIFO 1 for one wait when opts.realtime
+ * asks for it (sets rec->realtime); 1 when raised, then call
+ * sp_recorder_realtime_end with @p saved. */
+int sp_recorder_realtime_begin(stackpulse_recorder *rec, sp_sched_saved *saved);
+void sp_recorder_realtime_end(const sp_sched_saved *saved);
 
 /* The perf timestamp of a record (0 when it has none). */
 uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p, size_t len);
