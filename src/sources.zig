@@ -44,6 +44,7 @@ pub const record = [_][]const u8{
     "src/record/perfmap_names.c",
     "src/record/python_layout.c",
     "src/record/python_memory.c",
+    "src/record/python_cframe.c",
     "src/record/python_code.c",
     "src/record/python_merge.c",
     "src/record/python_perfmap.c",

@@ -94,6 +94,8 @@ typedef struct sp_python_stats {
 	uint64_t truncated;     /* Stacks returned truncated. */
 	uint64_t torn;          /* Walks refused because the stack changed while
 	                          * it was read (each is retried once). */
+	uint64_t misplaced;     /* Of those, walks with a frame not where its
+	                          * caller's size puts it in the data stack. */
 	uint64_t anchored;      /* 3.10 walks anchored on the stack copy. */
 	uint64_t anchor_misses; /* Anchored walks cut at a frame missing from
 	                          * the copy (freed since the sample). */

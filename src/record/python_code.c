@@ -225,6 +225,7 @@ static int code_decode(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, sp_py
 		goto out;
 	}
 	out->first_line = (int32_t)sp_le32(hdr + l->code_firstlineno);
+	out->frame_words = sp_py_frame_words(l, hdr);
 	out->linetable = table;
 	out->linetable_len = table ? (uint32_t)llen : 0;
 	table = NULL;

@@ -22,13 +22,15 @@ static const sp_py_layout tables[] = {
 	    .interp_threads_head = 8, /* tstate_head */
 	    .tstate_read = 184, .tstate_next = 8, .tstate_thread_id = 176,
 	    .tstate_native_thread_id = SP_PY_NONE, .tstate_frame = 24,
-	    .cframe_current_frame = SP_PY_NONE,
+	    .cframe_current_frame = SP_PY_NONE, .cframe_previous = SP_PY_NONE,
 	    .frame_read = 104, .frame_type = 8, .frame_previous = 24 /* f_back */,
 	    .frame_code = 32, .frame_instr = 96 /* f_lasti, in code units */,
 	    .frame_owner = SP_PY_NONE, .frame_is_entry = SP_PY_NONE,
 	    .instr_is_lasti = 1, .owner_first_c = 0xff,
 	    .code_read = 128, .code_firstlineno = 40, .code_filename = 104, .code_name = 112,
 	    .code_qualname = SP_PY_NONE, .code_linetable = 120, .code_adaptive = SP_PY_NONE,
+	    .code_framesize = SP_PY_NONE, .code_stacksize = SP_PY_NONE,
+	    .code_nlocalsplus = SP_PY_NONE,
 	    .linetable = SP_PY_LINETABLE_310,
 	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
 	    .str_ascii = 48, .str_compact = 72,
@@ -38,12 +40,13 @@ static const sp_py_layout tables[] = {
 	    .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 16,
 	    .tstate_read = 168, .tstate_next = 8, .tstate_thread_id = 152,
 	    .tstate_native_thread_id = 160, .tstate_frame = 56 /* cframe */,
-	    .cframe_current_frame = 8,
+	    .cframe_current_frame = 8, .cframe_previous = 16,
 	    .frame_read = 72, .frame_type = SP_PY_NONE, .frame_previous = 48, .frame_code = 32,
 	    .frame_instr = 56 /* prev_instr */, .frame_owner = 69, .frame_is_entry = 68,
 	    .instr_is_prev = 1, .owner_first_c = 0xff,
 	    .code_read = 144, .code_firstlineno = 72, .code_filename = 112, .code_name = 120,
 	    .code_qualname = 128, .code_linetable = 136, .code_adaptive = 184,
+	    .code_framesize = SP_PY_NONE, .code_stacksize = 68, .code_nlocalsplus = 76,
 	    .linetable = SP_PY_LINETABLE_311,
 	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
 	    .str_ascii = 48, .str_compact = 72,
@@ -53,13 +56,14 @@ static const sp_py_layout tables[] = {
 	    .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 72,
 	    .tstate_read = 152, .tstate_next = 8, .tstate_thread_id = 136,
 	    .tstate_native_thread_id = 144, .tstate_frame = 56 /* cframe */,
-	    .cframe_current_frame = 0,
+	    .cframe_current_frame = 0, .cframe_previous = 8,
 	    .frame_read = 72, .frame_type = SP_PY_NONE, .frame_previous = 8, .frame_code = 0,
 	    .frame_instr = 56 /* prev_instr */, .frame_owner = 70,
 	    .frame_is_entry = SP_PY_NONE, .instr_is_prev = 1,
 	    .owner_first_c = 3, /* FRAME_OWNED_BY_CSTACK: the <shim> entry frame */
 	    .code_read = 144, .code_firstlineno = 68, .code_filename = 112, .code_name = 120,
 	    .code_qualname = 128, .code_linetable = 136, .code_adaptive = 192,
+	    .code_framesize = 76, .code_stacksize = SP_PY_NONE, .code_nlocalsplus = SP_PY_NONE,
 	    .linetable = SP_PY_LINETABLE_311,
 	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
 	    .str_ascii = 40, .str_compact = 56,
@@ -240,13 +244,21 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 		if (co_fields[i] > co_end)
 			co_end = co_fields[i];
 	co_end += 8;
-	if (l->code_firstlineno + 4 > co_end)
-		co_end = l->code_firstlineno + 4;
+	/* co_framesize follows co_firstlineno and co_nlocalsplus in 3.13
+	 * (measured); later minors are not assumed to keep it there. */
+	l->code_framesize = minor == 13 ? l->code_firstlineno + 8 : SP_PY_NONE;
+	l->code_stacksize = SP_PY_NONE;
+	l->code_nlocalsplus = SP_PY_NONE;
+	uint32_t co_last =
+	        l->code_framesize != SP_PY_NONE ? l->code_framesize : l->code_firstlineno;
+	if (co_last + 4 > co_end)
+		co_end = co_last + 4;
 	l->code_read = (co_end + 7u) & ~7u;
 
 	l->frame_type = SP_PY_NONE;
 	l->frame_is_entry = SP_PY_NONE;
 	l->cframe_current_frame = SP_PY_NONE;
+	l->cframe_previous = SP_PY_NONE;
 	/* 3.13: owner 3 is the C-stack entry frame. 3.14+: 3 is the interpreter's
 	 * base frame and 4 the C-stack entry frame. */
 	l->owner_first_c = 3;
@@ -255,6 +267,20 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 	/* PyCompactUnicodeObject adds utf8_length and utf8 (3.12+). */
 	l->str_compact = l->str_ascii + 16;
 	return sp_py_layout_check(l);
+}
+
+uint32_t sp_py_frame_words(const sp_py_layout *l, const uint8_t *hdr)
+{
+	uint64_t words;
+	if (l->code_framesize != SP_PY_NONE)
+		words = sp_le32(hdr + l->code_framesize);
+	else if (l->code_stacksize != SP_PY_NONE && l->code_nlocalsplus != SP_PY_NONE)
+		words = (uint64_t)sp_le32(hdr + l->code_stacksize) +
+		        sp_le32(hdr + l->code_nlocalsplus) + SP_PY_FRAME_SPECIALS;
+	else
+		return 0;
+	/* CPython caps a code object's stack and locals far below this. */
+	return words >= SP_PY_FRAME_SPECIALS && words < (1u << 20) ? (uint32_t)words : 0;
 }
 
 static int fits(uint32_t off, uint32_t width, uint32_t block)
@@ -285,6 +311,10 @@ int sp_py_layout_check(const sp_py_layout *l)
 	         (l->code_qualname != SP_PY_NONE && !fits(l->code_qualname, 8, l->code_read)) ||
 	         !fits(l->code_linetable, 8, l->code_read) ||
 	         !fits(l->code_firstlineno, 4, l->code_read) ||
+	         (l->code_framesize != SP_PY_NONE && !fits(l->code_framesize, 4, l->code_read)) ||
+	         (l->code_stacksize != SP_PY_NONE && !fits(l->code_stacksize, 4, l->code_read)) ||
+	         (l->code_nlocalsplus != SP_PY_NONE &&
+	          !fits(l->code_nlocalsplus, 4, l->code_read)) ||
 	         !fits(l->ob_type, 8, l->code_read) || !fits(l->var_size, 8, l->code_read) ||
 	         (l->code_adaptive != SP_PY_NONE && l->code_adaptive > SP_PY_MAX_BLOCK))
 		bad = "code object";

@@ -36,6 +36,7 @@ typedef struct sp_py_layout {
 	uint32_t tstate_native_thread_id; /* gettid(); SP_PY_NONE on 3.10. */
 	uint32_t tstate_frame;            /* 3.10 frame, 3.11/3.12 cframe, 3.13+ current_frame. */
 	uint32_t cframe_current_frame;    /* SP_PY_NONE: tstate_frame is the frame. */
+	uint32_t cframe_previous;         /* The _PyCFrame it replaced (3.11/3.12). */
 
 	/* Frames: PyFrameObject (3.10) or _PyInterpreterFrame (3.11+). */
 	uint32_t frame_read;     /* Bytes read per frame. */
@@ -59,7 +60,13 @@ typedef struct sp_py_layout {
 	uint32_t code_qualname; /* SP_PY_NONE on 3.10 (co_name is used). */
 	uint32_t code_linetable;
 	uint32_t code_adaptive; /* Start of the bytecode; SP_PY_NONE on 3.10. */
-	uint8_t linetable;      /* enum sp_py_linetable. */
+	/* A frame's size in words, which places a callee's frame in the data
+	 * stack: int co_framesize (3.12, 3.13), else co_stacksize +
+	 * co_nlocalsplus + SP_PY_FRAME_SPECIALS (3.11). SP_PY_NONE when unknown. */
+	uint32_t code_framesize;
+	uint32_t code_stacksize;
+	uint32_t code_nlocalsplus;
+	uint8_t linetable; /* enum sp_py_linetable. */
 
 	/* Generic objects. */
 	uint32_t ob_type;     /* PyObject.ob_type. */
@@ -70,6 +77,14 @@ typedef struct sp_py_layout {
 	uint32_t str_ascii;   /* sizeof(PyASCIIObject): compact ASCII data. */
 	uint32_t str_compact; /* sizeof(PyCompactUnicodeObject): other compact data. */
 } sp_py_layout;
+
+/* Words of _PyInterpreterFrame before its locals (3.11). */
+#define SP_PY_FRAME_SPECIALS 9u
+
+/* Size in words of a frame running the code object whose header (code_read
+ * bytes) is @p hdr, or 0 when the layout does not say or the value is not
+ * plausible. */
+uint32_t sp_py_frame_words(const sp_py_layout *l, const uint8_t *hdr);
 
 /* Fills @p out for 3.10, 3.11 or 3.12 (only major.minor of @p hexversion
  * matter). Returns 0 or STACKPULSE_EUNSUPPORTED. */

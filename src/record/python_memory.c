@@ -226,8 +226,10 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 				out->tid = v;
 		}
 	}
+	w->outer_top = 0;
 	if (l->cframe_current_frame != SP_PY_NONE && out->frame) {
 		uint8_t f[8];
+		out->frame = sp_py_sample_cframe(w, out->frame, &w->outer_top);
 		if (!sp_py_plausible(out->frame, 8) ||
 		    read1(&w->mem, out->frame + l->cframe_current_frame, f, 8) != 0)
 			out->frame = 0;
@@ -401,11 +403,14 @@ typedef struct pending {
 	uint64_t code;
 	uint64_t instr;
 	int entry;
+	uint64_t addr;  /* the frame's own address */
+	uint64_t child; /* its callee's frame, when both sit in the data stack */
 } pending;
 
 /* Resolves @p p with the code header @p hdr into @p out. Returns 1 when a
  * frame was written, 0 when it is a hidden frame, or a negative code. */
-static int resolve(sp_py_walker *w, const pending *p, const uint8_t *hdr, sp_py_frame *out)
+static int resolve(sp_py_walker *w, const pending *p, const uint8_t *hdr, sp_py_frame *out,
+                   int *misplaced)
 {
 	const sp_py_layout *l = w->layout;
 	uint32_t id;
@@ -414,6 +419,13 @@ static int resolve(sp_py_walker *w, const pending *p, const uint8_t *hdr, sp_py_
 	if (rc)
 		return rc;
 	const sp_py_code *c = sp_py_codes_get(w->codes, id);
+	/* A callee's frame is pushed right after its caller's, unless it
+	 * opened a new data stack chunk (page-aligned, frame near its start).
+	 * Elsewhere, the caller read is not the one that made that call: the
+	 * stack was popped below it and pushed again while it was read. */
+	*misplaced = p->child && c->frame_words &&
+	             p->child != p->addr + 8 * (uint64_t)c->frame_words &&
+	             (p->child & (SP_PY_PAGE - 1)) >= SP_PY_CHUNK_HEAD;
 	if (c->synthetic)
 		return 0;
 	int64_t off;
@@ -494,19 +506,26 @@ static void prefetch_codes(sp_py_walker *w, uint64_t top)
 	fetch_pages(&w->mem, want, nw, 0);
 }
 
+/* @p misplaced_from: the output index of the rootmost frame whose callee
+ * is not where that frame's size puts it (UINT32_MAX: none); frames leafward
+ * of it belong to an earlier stack. */
 static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, uint32_t *n,
-                     int *truncated, frame_rec *recs, uint32_t *nrecs)
+                     int *truncated, frame_rec *recs, uint32_t *nrecs, uint32_t *misplaced_from)
 {
 	const sp_py_layout *l = w->layout;
 	uint8_t fb[SP_PY_MAX_BLOCK] = { 0 }, cb[SP_PY_MAX_BLOCK] = { 0 };
 	uint64_t addr = top;
-	pending p = { 0, 0, 0 };
+	pending p = { 0, 0, 0, 0, 0 };
+	uint64_t child = 0; /* the last frame read, when it is in the data stack */
 	int have = 0;
 	uint32_t count = 0, steps = 0, group_start = 0, gaps = 0;
 	uint64_t last_frame = 0; /* the last frame that passed */
 	uint64_t apos = w->anchor_pos ? w->anchor_pos - 1 : 0;
 	int anchored = w->anchor_pos && w->mem.stack && apos < w->mem.stack_len;
-	w->anchor_pos = 0; /* one walk only */
+	w->anchor_pos = 0;             /* one walk only */
+	uint64_t outer = w->outer_top; /* for the top frame's activation only */
+	w->outer_top = 0;
+	*misplaced_from = UINT32_MAX;
 	*n = 0;
 	*nrecs = 0;
 	*truncated = 0;
@@ -546,13 +565,17 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		if (rc < 0 && rc != STACKPULSE_ENOTFOUND)
 			return rc == -ENOMEM ? rc : (*truncated = 1, 0);
 		if (have) {
-			rc = iov[ci].ok ? resolve(w, &p, cb, &out[count]) : STACKPULSE_EFORMAT;
+			int misplaced = 0;
+			rc = iov[ci].ok ? resolve(w, &p, cb, &out[count], &misplaced)
+			                : STACKPULSE_EFORMAT;
 			if (rc == -ENOMEM)
 				return rc;
 			if (rc < 0) {
 				*truncated = 1;
 				break;
 			}
+			if (misplaced)
+				*misplaced_from = count;
 			if (rc == 1)
 				count++;
 			have = 0;
@@ -632,6 +655,8 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 				if (count > group_start)
 					out[count - 1].flags |= SP_PY_FRAME_ENTRY;
 				group_start = count;
+				child = 0;
+				outer = 0;
 				addr = prev;
 				continue;
 			}
@@ -640,6 +665,8 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 				break;
 			}
 		}
+		/* Owner 0: the thread's data stack (not a generator's frame). */
+		int in_data_stack = l->frame_owner != SP_PY_NONE && fb[l->frame_owner] == 0;
 		if (!sp_py_plausible(code, 8)) {
 			*truncated = 1;
 			break;
@@ -650,6 +677,17 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		/* 3.10: every frame has its own eval activation. */
 		p.entry = l->instr_is_lasti ||
 		          (l->frame_is_entry != SP_PY_NONE && fb[l->frame_is_entry] != 0);
+		/* A generator frame of the sample that lost its caller since:
+		 * it ran in its own activation, whose caller's frame is known. */
+		if (prev == 0 && outer && l->frame_owner != SP_PY_NONE && fb[l->frame_owner] == 1) {
+			prev = outer;
+			p.entry = 1;
+		}
+		if (p.entry)
+			outer = 0; /* the innermost activation ends here */
+		p.addr = addr;
+		p.child = in_data_stack ? child : 0;
+		child = in_data_stack ? addr : 0;
 		have = 1;
 		addr = prev;
 	}
@@ -736,14 +774,21 @@ int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, ui
 	frame_rec *recs = sp_malloc((2 * SP_PY_MAX_DEPTH + 2) * sizeof(*recs));
 	if (!recs)
 		return -ENOMEM;
-	uint32_t nrecs, changed = 0;
-	int rc = walk_once(w, top, out, max, n, truncated, recs, &nrecs);
+	uint32_t nrecs, changed = 0, misplaced;
+	int rc = walk_once(w, top, out, max, n, truncated, recs, &nrecs, &misplaced);
+	int torn = rc == 0 && misplaced != UINT32_MAX;
+	uint32_t keep = torn ? misplaced : 0;
 	if (rc == 0 && w->mem.verify && verify(w, top, recs, nrecs, &changed) == 0) {
+		torn = 1;
+		if (recs[changed].out_index + 1 > keep)
+			keep = recs[changed].out_index + 1;
+	}
+	if (torn) {
 		/* Changed under the reader: never a mix. With loose_verify (a
 		 * second try), the frames rootward of the rootmost change are
 		 * kept, flagged as missing their leaf side; else nothing. */
-		uint32_t keep = recs[changed].out_index + 1;
 		w->mem.torn++;
+		w->mem.misplaced += misplaced != UINT32_MAX;
 		if (w->loose_verify && keep < *n) {
 			memmove(out, out + keep, (*n - keep) * sizeof(*out));
 			*n -= keep;

@@ -52,6 +52,9 @@ typedef int (*sp_py_read_fn)(void *ctx, sp_py_iov *iov, uint32_t n, int prefix);
 #define SP_PY_PAGE     4096u
 #define SP_PY_PAGES    32u
 #define SP_PY_PREFETCH 8u /* Pages read below a 3.11+ top frame at once. */
+/* 3.11+ data stack chunks are page-aligned mappings; the first frame of one
+ * starts below this offset (after the chunk header and a reserved slot). */
+#define SP_PY_CHUNK_HEAD 64u
 typedef struct sp_py_mem {
 	sp_py_read_fn read;
 	void *ctx;
@@ -73,7 +76,9 @@ typedef struct sp_py_mem {
 	 * call, and the walk is refused when a frame changed, so a stack torn
 	 * by the running target is never returned. */
 	uint8_t *verify;
-	uint64_t torn; /* Walks found torn (statistics). */
+	uint64_t torn;      /* Walks found torn (statistics). */
+	uint64_t misplaced; /* Of those, walks whose frames do not fit the data
+	                     * stack's layout (a static image can have them). */
 } sp_py_mem;
 
 /* Performs the reads; returns 0 when all completed, else STACKPULSE_ENOTFOUND
@@ -106,8 +111,9 @@ typedef struct sp_py_code {
 	uint32_t linetable_len;
 	uint32_t code_units; /* Bytecode length in 2-byte units (3.11+), else 0. */
 	uint64_t fingerprint[4];
-	uint8_t synthetic; /* 1: 3.13+ __init__ cleanup shim (never shown). */
-	uint32_t user;     /* Free for the caller (e.g. a spool index);
+	uint8_t synthetic;    /* 1: 3.13+ __init__ cleanup shim (never shown). */
+	uint32_t frame_words; /* Its frames' size in the data stack, 0: unknown. */
+	uint32_t user;        /* Free for the caller (e.g. a spool index);
 	                         * UINT32_MAX when new. */
 } sp_py_code;
 
@@ -164,6 +170,11 @@ typedef struct sp_py_walker {
 	                         * frames rootward of the change. */
 	uint32_t pthread_tid;   /* 3.10: offset of the tid in glibc's struct
 	                       * pthread (thread_id points at it); 0: unknown. */
+	/* Set by sp_py_read_tstate for the next walk (3.11/3.12 with a stack
+	 * copy): the current frame of the activation that called the sample's
+	 * innermost one. A walk resumes there from a generator frame that no
+	 * longer has a caller (it yielded, or its object was reused). */
+	uint64_t outer_top;
 } sp_py_walker;
 
 /* A thread state as read. */
@@ -175,7 +186,17 @@ typedef struct sp_py_tstate {
 	uint64_t frame;     /* Top frame (already through 3.11/3.12's cframe). */
 } sp_py_tstate;
 
-/* Reads the thread state at @p addr. Returns 0 or a negative code. */
+/* The sample's innermost _PyCFrame (3.11/3.12), given the live
+ * tstate->cframe @p live: the deepest cframe in the stack copy whose
+ * previous chain reaches @p live, or the first one in the copy on the chain
+ * from a deeper @p live. Returns @p live when there is no copy or nothing
+ * better; sets *outer_top (0: unknown) to the current frame of the cframe
+ * the returned one replaced. */
+uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *outer_top);
+
+/* Reads the thread state at @p addr. With a stack copy, 3.11/3.12 start
+ * from the sample's innermost activation (sp_py_sample_cframe). Returns 0
+ * or a negative code. */
 int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out);
 
 /* Lists thread states of every interpreter reachable from @p runtime

@@ -548,6 +548,7 @@ static void add_totals(sp_python_stats *t, const sp_python_stats *now,
 	t->frames += now->frames - before->frames;
 	t->truncated += now->truncated - before->truncated;
 	t->torn += now->torn - before->torn;
+	t->misplaced += now->misplaced - before->misplaced;
 	t->anchored += now->anchored - before->anchored;
 	t->anchor_misses += now->anchor_misses - before->anchor_misses;
 	t->read_calls += now->read_calls - before->read_calls;
@@ -675,7 +676,8 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 {
 	uint64_t t0 = now_ns();
 	sp_python_stats before = py->stats;
-	uint64_t torn0 = py->w.mem.torn, misses0 = py->w.anchor_misses;
+	uint64_t torn0 = py->w.mem.torn, misplaced0 = py->w.mem.misplaced,
+	         misses0 = py->w.anchor_misses;
 	*n = 0;
 	*truncated = 0;
 	py->stats.stacks++;
@@ -723,6 +725,7 @@ done:
 	py->w.mem.stack = NULL;
 	py->stats.failed += (uint64_t)(rc != 0);
 	py->stats.torn += py->w.mem.torn - torn0;
+	py->stats.misplaced += py->w.mem.misplaced - misplaced0;
 	py->stats.anchor_misses += py->w.anchor_misses - misses0;
 	py->stats.ns += now_ns() - t0;
 	if (py->totals)

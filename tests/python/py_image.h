@@ -147,7 +147,23 @@ static inline uint64_t img_code(py_img *im, const char *qualname, const char *fi
 	if (im->l.code_qualname != SP_PY_NONE)
 		img_put64(im, c + im->l.code_qualname, q);
 	img_put64(im, c + im->l.code_linetable, t);
+	/* Frame size unknown (0 words, or a 3.11 stack size out of range), so
+	 * frames may sit anywhere: see img_code_words. */
+	if (im->l.code_stacksize != SP_PY_NONE)
+		img_put32(im, c + im->l.code_stacksize, 0x7fffffffu);
 	return c;
+}
+
+/* Gives code object @p c a frame size of @p words (at least 9), so that
+ * the walk checks where its callees' frames sit. */
+static inline void img_code_words(py_img *im, uint64_t c, uint32_t words)
+{
+	if (im->l.code_framesize != SP_PY_NONE)
+		img_put32(im, c + im->l.code_framesize, words);
+	if (im->l.code_stacksize != SP_PY_NONE && im->l.code_nlocalsplus != SP_PY_NONE) {
+		img_put32(im, c + im->l.code_stacksize, words - SP_PY_FRAME_SPECIALS);
+		img_put32(im, c + im->l.code_nlocalsplus, 0);
+	}
 }
 
 /* A frame running @p code at step @p step; @p owner is 0 for Python frames

@@ -11,6 +11,7 @@
  * library does not contain: compile them in. */
 #include "record/python_layout.c"
 #include "record/python_memory.c"
+#include "record/python_cframe.c"
 #include "record/python_code.c"
 #include "record/python_merge.c"
 
@@ -323,6 +324,88 @@ SP_TEST(walk_every_version)
 	}
 }
 
+/* 3.11/3.12: tstate->cframe is read after the sample. A generator that
+ * sum() resumed has usually yielded by then (tstate->cframe names the
+ * caller's activation) and its frame lost its caller; the stack copy still
+ * holds the sampled activation's cframe. */
+SP_TEST(read_tstate_finds_the_sampled_generator_activation)
+{
+	static const int32_t gen_lines[] = { 10, 10 };
+	for (int v = IMG_V311; v <= IMG_V312; v++) {
+		walk_env e;
+		env_init(&e, v);
+		const sp_py_layout *l = &e.im.l;
+		uint64_t genc = img_code(&e.im, "<genexpr>", "/t/demo.py", 10, gen_lines, 2);
+		uint64_t mod = img_frame(&e.im, e.mod, 2, 0, 1, 0, 0);
+		uint64_t run = img_frame(&e.im, e.run, 2, mod, 0, 0, 0);
+		/* Yielded: a generator's frame, without a caller. */
+		uint64_t gen = img_frame(&e.im, genc, 1, 0, 1, 1, 0);
+		uint64_t ts = img_runtime(&e.im, 4242, run);
+		REQUIRE(genc && mod && run && gen && ts);
+		uint64_t stack = IMG_BASE + IMG_MAX - IMG_STACK_LEN;
+		uint64_t outer = stack + 64, inner = stack + 16; /* img_runtime's cframe */
+		img_put64(&e.im, inner + l->cframe_current_frame, gen);
+		img_put64(&e.im, inner + l->cframe_previous, outer);
+		/* A stray copy of the outer pointer, nearer to it: no frame. */
+		img_put64(&e.im, stack + 48, outer);
+		sp_py_tstate t;
+		sp_py_frame f[16];
+		uint32_t n;
+		int tr;
+		/* Without the copy: the live activation only. */
+		CHECK_OK(sp_py_read_tstate(&e.w, ts, &t));
+		CHECK_EQ(t.frame, run);
+		CHECK_EQ(e.w.outer_top, 0);
+		e.w.mem.stack = e.im.mem + IMG_MAX - IMG_STACK_LEN;
+		e.w.mem.stack_len = IMG_STACK_LEN;
+		e.w.mem.stack_start = stack;
+		CHECK_EQ(sp_py_sample_cframe(&e.w, outer, &(uint64_t){ 0 }), inner);
+		CHECK_OK(sp_py_read_tstate(&e.w, ts, &t));
+		CHECK_EQ(t.frame, gen);
+		CHECK_EQ(e.w.outer_top, run);
+		CHECK_OK(sp_py_walk(&e.w, t.frame, f, 16, &n, &tr));
+		CHECK_EQ(tr, 0);
+		REQUIRE_EQ(n, 3);
+		CHECK_STR(qual(&e, &f[0]), "<genexpr>");
+		CHECK_EQ(f[0].flags, SP_PY_FRAME_ENTRY); /* its own activation */
+		CHECK_STR(qual(&e, &f[1]), "Worker.run");
+		CHECK_EQ(f[1].flags, 0);
+		CHECK_STR(qual(&e, &f[2]), "<module>");
+		CHECK_EQ(e.w.outer_top, 0); /* one walk only */
+		/* Entered another activation since the sample: its cframe is
+		 * below the copy and leads back into it. */
+		uint64_t deeper = img_alloc(&e.im, 32);
+		REQUIRE(deeper);
+		img_put64(&e.im, deeper + l->cframe_current_frame, mod);
+		img_put64(&e.im, deeper + l->cframe_previous, inner);
+		uint64_t ot = 0;
+		CHECK_EQ(sp_py_sample_cframe(&e.w, deeper, &ot), inner);
+		CHECK_EQ(ot, run);
+		/* A chain that never reaches the copy: the live one stays. */
+		img_put64(&e.im, deeper + l->cframe_previous, 0);
+		CHECK_EQ(sp_py_sample_cframe(&e.w, deeper, &ot), deeper);
+		/* The sampled generator still running: its caller is its own. */
+		img_put64(&e.im, gen + l->frame_previous, run);
+		CHECK_OK(sp_py_read_tstate(&e.w, ts, &t));
+		CHECK_OK(sp_py_walk(&e.w, t.frame, f, 16, &n, &tr));
+		CHECK_EQ(n, 3);
+		/* A thread frame without a caller is the root: no resuming. */
+		img_put64(&e.im, gen + l->frame_previous, 0);
+		e.im.mem[gen - IMG_BASE + l->frame_owner] = 0;
+		CHECK_OK(sp_py_read_tstate(&e.w, ts, &t));
+		CHECK_OK(sp_py_walk(&e.w, t.frame, f, 16, &n, &tr));
+		CHECK_EQ(n, 1);
+		env_free(&e);
+	}
+	/* 3.10 and 3.13+ have no cframe: the live value stays. */
+	walk_env e;
+	env_init(&e, IMG_V313);
+	uint64_t ot = 1;
+	CHECK_EQ(sp_py_sample_cframe(&e.w, 0x7f0000000000ull, &ot), 0x7f0000000000ull);
+	CHECK_EQ(ot, 0);
+	env_free(&e);
+}
+
 SP_TEST(walk_frame_before_its_first_instruction)
 {
 	/* 3.11/3.12 prev_instr sits one unit before the code until the first
@@ -554,6 +637,92 @@ SP_TEST(walk_refuses_a_stack_torn_while_read)
 		CHECK_EQ(n, 4);
 		env_free(&e);
 	}
+}
+
+/* 3.11+ push a callee's frame right after its caller's in the data stack.
+ * A caller whose size does not put its callee there was read after the
+ * stack was popped below it and pushed again: its callees are stale. */
+SP_TEST(walk_refuses_frames_misplaced_in_the_data_stack)
+{
+	int tested = 0;
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		walk_env e;
+		env_init(&e, v);
+		const sp_py_layout *l = &e.im.l;
+		uint8_t probe[SP_PY_MAX_BLOCK] = { 0 };
+		if (l->frame_owner == SP_PY_NONE) {
+			CHECK_EQ(sp_py_frame_words(l, probe), 0);
+			env_free(&e);
+			continue;
+		}
+		uint64_t other =
+		        img_code(&e.im, "Random.randint", "/t/random.py", 20, run_lines, 4);
+		REQUIRE(other);
+		/* Codes start with an unknown size: no check (3.14 keeps that). */
+		CHECK_EQ(sp_py_frame_words(l, e.im.mem + (e.fib - IMG_BASE)), 0);
+		img_code_words(&e.im, e.mod, 26);
+		img_code_words(&e.im, e.run, 18);
+		img_code_words(&e.im, e.fib, 17);
+		img_code_words(&e.im, other, 21);
+		if (sp_py_frame_words(l, e.im.mem + (e.fib - IMG_BASE)) != 17) {
+			CHECK_EQ(l->version >> 16, 0x030e); /* only 3.14 lacks the field */
+			env_free(&e);
+			continue;
+		}
+		tested++;
+		/* A data stack chunk: page-aligned mapping. */
+		uint64_t a = img_alloc(&e.im, SP_PY_PAGE + 1024);
+		REQUIRE(a);
+		uint64_t chunk = (a + SP_PY_PAGE - 1) & ~(uint64_t)(SP_PY_PAGE - 1);
+		uint64_t mod = img_frame(&e.im, e.mod, 2, 0, 1, 0, chunk + 256);
+		uint64_t run = img_frame(&e.im, e.run, 2, mod, 0, 0, mod + 26 * 8);
+		uint64_t fib1 = img_frame(&e.im, e.fib, 3, run, 0, 0, run + 18 * 8);
+		uint64_t top = img_frame(&e.im, e.fib, 0, fib1, 0, 0, fib1 + 17 * 8);
+		sp_py_frame f[16];
+		uint32_t n;
+		int tr;
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 4);
+		CHECK_EQ(e.w.mem.torn, 0);
+		/* run's slot now holds another call (randint, 21 words): fib1
+		 * was pushed by an earlier one. Refused, then on a second try
+		 * cut below randint. */
+		REQUIRE_EQ(img_frame(&e.im, other, 1, mod, 0, 0, run), run);
+		sp_py_mem_reset(&e.w.mem);
+		CHECK_EQ(sp_py_walk(&e.w, top, f, 16, &n, &tr), STACKPULSE_ESTATE);
+		CHECK_EQ(n, 0);
+		CHECK_EQ(e.w.mem.torn, 1);
+		CHECK_EQ(e.w.mem.misplaced, 1);
+		e.w.loose_verify = 1;
+		sp_py_mem_reset(&e.w.mem);
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		REQUIRE_EQ(n, 2);
+		CHECK_STR(qual(&e, &f[0]), "Random.randint");
+		CHECK(f[0].flags & SP_PY_FRAME_LEAF_GAP);
+		CHECK_STR(qual(&e, &f[1]), "<module>");
+		CHECK_EQ(e.w.mem.misplaced, 2);
+		e.w.loose_verify = 0;
+		REQUIRE_EQ(img_frame(&e.im, e.run, 2, mod, 0, 0, run), run);
+		/* A callee that opened a new chunk sits at its start, anywhere. */
+		uint64_t leaf = img_frame(&e.im, e.fib, 0, fib1, 0, 0, chunk + 24);
+		sp_py_mem_reset(&e.w.mem);
+		CHECK_OK(sp_py_walk(&e.w, leaf, f, 16, &n, &tr));
+		CHECK_EQ(n, 4);
+		/* Generator frames live in their generator object: no check on
+		 * either side of one. */
+		uint64_t gen = img_frame(&e.im, e.fib, 3, run, 0, 1, 0);
+		leaf = img_frame(&e.im, e.fib, 0, gen, 0, 0, chunk + 896);
+		sp_py_mem_reset(&e.w.mem);
+		CHECK_OK(sp_py_walk(&e.w, leaf, f, 16, &n, &tr));
+		CHECK_EQ(n, 4);
+		/* The same leaf under a data-stack caller is misplaced. */
+		img_put64(&e.im, leaf + l->frame_previous, fib1);
+		sp_py_mem_reset(&e.w.mem);
+		CHECK_EQ(sp_py_walk(&e.w, leaf, f, 16, &n, &tr), STACKPULSE_ESTATE);
+		CHECK_EQ(e.w.mem.misplaced, 3);
+		env_free(&e);
+	}
+	CHECK_EQ(tested, 3); /* 3.11, 3.12, 3.13 */
 }
 
 SP_TEST(code_cache_notices_reused_address)

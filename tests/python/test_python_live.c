@@ -645,9 +645,10 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 		sp_python_stats st;
 		sp_python_get_stats(py, &st);
 		printf("    %s: 600 live reads, %u complete, %u truncated (%u at the depth cap), "
-		       "%.1f frames avg, %llu torn walks, %.1f us per stack\n",
+		       "%.1f frames avg, %llu torn walks (%llu misplaced), %.1f us per stack\n",
 		       vs.path[v], full, truncated, capped, frames / 600.0,
-		       (unsigned long long)st.torn, (double)st.ns / 1000.0 / (double)st.stacks);
+		       (unsigned long long)st.torn, (unsigned long long)st.misplaced,
+		       (double)st.ns / 1000.0 / (double)st.stacks);
 		printf("    %s: %u caller frames with a sibling call's line\n", vs.path[v],
 		       sibling_lines);
 		/* Rare: a caller's line is wrong only when re-pushed mid-read. */
