@@ -156,12 +156,12 @@ SP_TEST(ladder_pprof_agrees_with_top)
 	         "%s %s --svg %s/l.svg >/dev/null && %s %s --firefox %s/l.json >/dev/null",
 	         report, spool, tmp, report, spool, tmp, report, spool, tmp, report, spool, tmp);
 	REQUIRE_EQ(sp_test_run(cmd), 0);
-	snprintf(
-	        cmd, sizeof(cmd),
-	        "cd %s && mkdir -p home gocache && HOME=%s/home GOCACHE=%s/gocache "
-	        "GOPATH=%s/home/go "
-	        "GOTOOLCHAIN=local go tool pprof -top -nodecount=20 l.pb.gz >pprof.txt 2>pprof.err",
-	        tmp, tmp, tmp, tmp);
+	snprintf(cmd, sizeof(cmd),
+	         "cd %s && mkdir -p home gocache && HOME=%s/home GOCACHE=%s/gocache "
+	         "GOPATH=%s/home/go "
+	         "GOTOOLCHAIN=local go tool pprof -top -nodecount=1000 -nodefraction=0 "
+	         "-edgefraction=0 l.pb.gz >pprof.txt 2>pprof.err",
+	         tmp, tmp, tmp, tmp);
 	REQUIRE_EQ(sp_test_run(cmd), 0);
 	char path[600];
 	snprintf(path, sizeof(path), "%s/top.txt", tmp);

@@ -181,11 +181,14 @@ static void count_folded(char *text, const char *path, tally *t)
 		t->mat_good += in_pm && in_order(line, mat_seq, 6) ? n : 0;
 		t->fib_leaf += in_pf && at(line, fib) >= 0 ? n : 0;
 		t->mat_leaf += in_pm && at(line, cell) >= 0 ? n : 0;
-		/* A Python function out of place: fib outside phase_fib, the
-		 * matrix code outside phase_matrix, a phase that main did not
-		 * call there, Python above the interpreter's main. */
-		int bad = (at(line, fib) >= 0 && !in_pf) ||
-		          ((at(line, mul) >= 0 || at(line, cell) >= 0) && !in_pm) ||
+		/* A Python function out of place: fib under phase_matrix or
+		 * the matrix code under phase_fib, either under no phase in a
+		 * stack that was not cut (a cut one keeps its leaf side only), a
+		 * phase that main did not call there, Python above the
+		 * interpreter's main. */
+		int bad = (at(line, fib) >= 0 && (in_pm || (!in_pf && !cut))) ||
+		          ((at(line, mul) >= 0 || at(line, cell) >= 0) &&
+		           (in_pf || (!in_pm && !cut))) ||
 		          (in_pf && at(line, main22) < 0 && !cut) ||
 		          (in_pm && at(line, main23) < 0 && !cut) ||
 		          (at(line, mod) >= 0 && at(line, "Py_RunMain") > at(line, mod));
