@@ -17,8 +17,9 @@ typedef struct load_result {
 
 static void record_spawn(const char *name, char **argv, uint32_t hz, load_result *r)
 {
-	if (rel_under_valgrind())
-		sp_test_skip("load test: rates mean nothing under valgrind");
+	/* Under valgrind the recorder runs ~30x slower: memory is checked,
+	 * rates are not. */
+	int vg = rel_under_valgrind();
 	char spool[600];
 	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), name);
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
@@ -69,7 +70,8 @@ static void record_spawn(const char *name, char **argv, uint32_t hz, load_result
 	/* cpu-clock samples follow the CPU the target got (the VM is shared):
 	 * at least half of them must arrive or be counted as lost, less the
 	 * partial period every thread takes with it when it exits. */
-	CHECK((double)(r->samples + r->lost) >= r->cpu_s * hz * 0.5 - (double)r->threads);
+	if (!vg)
+		CHECK((double)(r->samples + r->lost) >= r->cpu_s * hz * 0.5 - (double)r->threads);
 	unlink(spool);
 }
 
@@ -80,7 +82,7 @@ SP_TEST(sixty_four_threads)
 	load_result r;
 	record_spawn("threads64", argv, 99, &r);
 	CHECK(r.threads >= 64);
-	CHECK(r.samples > 20);
+	CHECK(r.samples + r.lost > 20);
 }
 
 SP_TEST(five_hundred_short_lived_children)
@@ -89,9 +91,10 @@ SP_TEST(five_hundred_short_lived_children)
 	char *argv[] = { (char *)bin, "500", "1000000", NULL };
 	load_result r;
 	record_spawn("children500", argv, 999, &r);
-	/* The parent plus every child is followed. */
-	CHECK(r.processes >= 501);
-	CHECK(r.samples > 20);
+	/* The parent plus every child is followed (a recorder slowed by
+	 * valgrind may lose side-band records, and says so). */
+	CHECK(r.processes >= 501 || (rel_under_valgrind() && r.lost > 0 && r.processes > 1));
+	CHECK(r.samples + r.lost > 20);
 }
 
 SP_TEST(four_thousand_hz_on_two_threads)
@@ -106,7 +109,7 @@ SP_TEST(four_thousand_hz_on_two_threads)
 	       "lost\n",
 	       100.0 * (double)r.samples / want, want,
 	       100.0 * (double)r.lost / (double)(r.samples + r.lost + 1));
-	CHECK(r.samples > 1000);
+	CHECK(r.samples + (rel_under_valgrind() ? r.lost : 0) > 1000);
 }
 
 /* The thread ids of @p pid, sorted; returns how many (at most @p max). */
@@ -142,8 +145,7 @@ static size_t task_list(pid_t pid, pid_t *out, size_t max)
  * many threads. */
 SP_TEST(attach_to_sixty_four_busy_threads)
 {
-	if (rel_under_valgrind())
-		sp_test_skip("load test: rates mean nothing under valgrind");
+	int vg = rel_under_valgrind(); /* memory checked; times and rates not */
 	const char *bin = rel_target("spin");
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -176,7 +178,7 @@ SP_TEST(attach_to_sixty_four_busy_threads)
 		REQUIRE_OK(rc);
 	}
 	/* 8.7 s or more before the batched stop; far below that now. */
-	CHECK(attach_s < 4.0);
+	CHECK(attach_s < (vg ? 60.0 : 4.0));
 	/* 2 s (5 s soak), longer while the loaded VM gave fewer than 60
 	 * samples, at most 10 s. */
 	double min_s = rel_soak() ? 5 : 2, secs = 0;
@@ -248,8 +250,8 @@ SP_TEST(attach_to_sixty_four_busy_threads)
 	       "%llu lost, %d of 64 threads sampled, %u threads, finish %.2f s\n",
 	       attach_s, secs, (unsigned long long)samples, (unsigned long long)in_spin,
 	       (unsigned long long)st.lost, distinct, st.threads, finish_s);
-	CHECK(samples >= 10); /* The VM is shared: the target may get little CPU. */
+	CHECK(samples + (vg ? st.lost : 0) >= 10); /* The VM is shared: little CPU. */
 	CHECK(in_spin * 2 >= samples);
-	CHECK(distinct >= 8);
+	CHECK(distinct >= (vg ? 1 : 8));
 	unlink(spool);
 }

@@ -5,8 +5,9 @@
 
 SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 {
-	if (rel_under_valgrind())
-		sp_test_skip("RSS and rate checks mean nothing under valgrind");
+	/* Under valgrind: memory and descriptors are checked; RSS and the
+	 * sample rate are valgrind's, not ours. */
+	int vg = rel_under_valgrind();
 	const char *bin = rel_target("spin");
 	double secs = rel_soak() ? 600 : 20;
 	char secs_arg[32];
@@ -54,10 +55,11 @@ SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 	       (unsigned long long)st.chunks, rss_warm, rss_last, rss_max, fds_before, fds_during,
 	       fds_after);
 	CHECK_EQ(fds_after, fds_before);
-	CHECK(st.samples > (uint64_t)(secs * 100));
+	CHECK(st.samples + (vg ? st.lost : 0) > (uint64_t)(secs * 100));
 	/* Flat: at most 4 MiB (or 10%) of growth after warm-up. */
 	long slack = rss_warm / 10 > 4096 ? rss_warm / 10 : 4096;
-	CHECK(rss_warm > 0 && rss_last - rss_warm <= slack);
+	if (!vg)
+		CHECK(rss_warm > 0 && rss_last - rss_warm <= slack);
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
 	CHECK(stackpulse_spool_meta(sp)->samples >= st.samples); /* finish drains the rest. */
