@@ -20,8 +20,7 @@
 static int read_word(sp_py_mem *m, uint64_t addr, uint64_t *v)
 {
 	uint8_t b[8];
-	sp_py_iov iov = { addr, b, 8, 0 };
-	if (!sp_py_plausible(addr, 8) || sp_py_mem_read(m, &iov, 1) != 0)
+	if (!sp_py_plausible(addr, 8) || sp_py_mem_read1(m, addr, b, 8) != 0)
 		return -1;
 	*v = sp_le64(b);
 	return 0;
@@ -35,15 +34,14 @@ static int frame_ok(sp_py_walker *w, uint64_t frame)
 	uint8_t fb[SP_PY_MAX_BLOCK], cb[16];
 	if (!sp_py_plausible(frame, 8))
 		return 0;
-	sp_py_iov iov = { frame, fb, l->frame_read, 0 };
-	if (sp_py_mem_read(&w->mem, &iov, 1) != 0 || fb[l->frame_owner] > 2)
+	if (sp_py_mem_read1(&w->mem, frame, fb, l->frame_read) != 0 || fb[l->frame_owner] > 2)
 		return 0;
 	uint64_t code = sp_le64(fb + l->frame_code);
 	if (!sp_py_plausible(code, 8))
 		return 0;
-	sp_py_iov c = { code, cb, l->ob_type + 8, 0 };
-	return l->ob_type + 8 <= sizeof(cb) && sp_py_mem_read(&w->mem, &c, 1) == 0 &&
-	       w->types.code && sp_le64(cb + l->ob_type) == w->types.code;
+	return l->ob_type + 8 <= sizeof(cb) &&
+	       sp_py_mem_read1(&w->mem, code, cb, l->ob_type + 8) == 0 && w->types.code &&
+	       sp_le64(cb + l->ob_type) == w->types.code;
 }
 
 /* The cframe in the copy, below @p c, whose previous is @p c and whose

@@ -192,7 +192,7 @@ static int mem_peek(const sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
 	       page_copy(m, &iov);
 }
 
-static int read1(sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
+int sp_py_mem_read1(sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
 {
 	sp_py_iov iov = { addr, buf, len, 0 };
 	return sp_py_mem_read(m, &iov, 1);
@@ -206,7 +206,7 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 	uint8_t b[SP_PY_MAX_BLOCK];
 	if (!sp_py_plausible(addr, 8))
 		return STACKPULSE_EFORMAT;
-	int rc = read1(&w->mem, addr, b, l->tstate_read);
+	int rc = sp_py_mem_read1(&w->mem, addr, b, l->tstate_read);
 	if (rc)
 		return rc;
 	out->addr = addr;
@@ -220,7 +220,7 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 			out->tid = (int64_t)t;
 	} else if (w->pthread_tid && sp_py_plausible(out->thread_id, 8)) {
 		uint8_t t[4];
-		if (read1(&w->mem, out->thread_id + w->pthread_tid, t, 4) == 0) {
+		if (sp_py_mem_read1(&w->mem, out->thread_id + w->pthread_tid, t, 4) == 0) {
 			uint32_t v = sp_le32(t);
 			if (v > 0 && v <= INT32_MAX)
 				out->tid = v;
@@ -231,7 +231,7 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 		uint8_t f[8];
 		out->frame = sp_py_sample_cframe(w, out->frame, &w->outer_top);
 		if (!sp_py_plausible(out->frame, 8) ||
-		    read1(&w->mem, out->frame + l->cframe_current_frame, f, 8) != 0)
+		    sp_py_mem_read1(&w->mem, out->frame + l->cframe_current_frame, f, 8) != 0)
 			out->frame = 0;
 		else
 			out->frame = sp_le64(f);
@@ -245,7 +245,7 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
 	const sp_py_layout *l = w->layout;
 	uint8_t v[8];
 	*n = 0;
-	int rc = read1(&w->mem, runtime + l->runtime_interpreters_head, v, 8);
+	int rc = sp_py_mem_read1(&w->mem, runtime + l->runtime_interpreters_head, v, 8);
 	if (rc)
 		return rc;
 	uint64_t interp = sp_le64(v);

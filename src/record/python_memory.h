@@ -84,6 +84,8 @@ typedef struct sp_py_mem {
 /* Performs the reads; returns 0 when all completed, else STACKPULSE_ENOTFOUND
  * (some iov->ok are 0) or the callback's error. */
 int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n);
+/* One read of @p len bytes at @p addr, as sp_py_mem_read. */
+int sp_py_mem_read1(sp_py_mem *m, uint64_t addr, void *buf, uint32_t len);
 /* Forgets cached pages (the target has moved on). */
 void sp_py_mem_reset(sp_py_mem *m);
 /* Reads the @p n pages ending with the one holding @p addr (downwards) into
