@@ -27,6 +27,7 @@ const Ctx = struct {
     target: std.Build.ResolvedTarget,
     optimize: std.builtin.Optimize,
     debuginfod: bool,
+    curl: bool = false,
 };
 
 pub fn build(b: *std.Build) void {
@@ -46,6 +47,7 @@ pub fn build(b: *std.Build) void {
         .target = target,
         .optimize = b.standardOptimizeOption(.{}),
         .debuginfod = b.option(bool, "debuginfod", "Link libdebuginfod and define SP_HAVE_DEBUGINFOD=1") orelse false,
+        .curl = b.option(bool, "curl", "Link libcurl and define SP_HAVE_CURL=1 (stackpulse_push)") orelse false,
     };
     const fuzz_seconds = b.option([]const u8, "fuzz-seconds", "Seconds per libFuzzer harness in fuzz-smoke (default 20)") orelse "20";
     const afl_seconds = b.option([]const u8, "afl-seconds", "Seconds per AFL++ harness in fuzz-smoke (default 5)") orelse "5";
@@ -120,7 +122,7 @@ pub fn build(b: *std.Build) void {
 
     // Valgrind cannot decode every instruction of -mcpu=native (AVX-512 in
     // zig's memset), so its binaries are built for the baseline CPU.
-    const vg: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_model = .baseline }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod };
+    const vg: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_model = .baseline }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod, .curl = ctx.curl };
     const vg_pure = addLib(vg, "stackpulse-pure", .static, &pure_srcs);
     const vg_full = addLib(vg, "stackpulse", .static, &all_srcs);
     const valgrind = testRunner(b, root, bin_dir, &.{"--wrap=valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99"});
@@ -293,6 +295,7 @@ fn systemLibs(ctx: Ctx) []const []const u8 {
         else => {},
     }
     if (ctx.debuginfod) list.append(b.allocator, "debuginfod") catch @panic("OOM");
+    if (ctx.curl) list.append(b.allocator, "curl") catch @panic("OOM");
     return list.items;
 }
 
@@ -304,6 +307,7 @@ fn cModule(ctx: Ctx) *std.Build.Module {
     m.addIncludePath(b.path("include"));
     m.addIncludePath(b.path("src"));
     if (ctx.debuginfod) m.addCMacro("SP_HAVE_DEBUGINFOD", "1");
+    if (ctx.curl) m.addCMacro("SP_HAVE_CURL", "1");
     if (hasSystemLibstdcxx(ctx)) m.addCMacro("SP_HAVE_CXA_DEMANGLE", "1");
     const t = ctx.target.result;
     const host = ctx.b.graph.host.result;
@@ -408,6 +412,16 @@ fn testRunner(b: *std.Build, root: std.Build.LazyPath, bin_dir: std.Build.LazyPa
     return run;
 }
 
+/// Preprocessor defines of the optional features, for .ci/clang-build.sh.
+fn spDefines(ctx: Ctx) []const []const u8 {
+    const b = ctx.b;
+    var list: std.ArrayList([]const u8) = .empty;
+    list.append(b.allocator, "-DSP_HAVE_CXA_DEMANGLE=1") catch @panic("OOM");
+    if (ctx.debuginfod) list.append(b.allocator, "-DSP_HAVE_DEBUGINFOD=1") catch @panic("OOM");
+    if (ctx.curl) list.append(b.allocator, "-DSP_HAVE_CURL=1") catch @panic("OOM");
+    return list.items;
+}
+
 /// Bash arrays of every list, for .ci/clang-build.sh.
 fn manifestText(ctx: Ctx) []const u8 {
     const b = ctx.b;
@@ -421,7 +435,7 @@ fn manifestText(ctx: Ctx) []const u8 {
         .{ .key = "SP_EXAMPLES", .items = examples },
         .{ .key = "SP_CFLAGS", .items = &c_flags },
         .{ .key = "SP_LIBS", .items = systemLibFlags(ctx) },
-        .{ .key = "SP_DEFINES", .items = if (ctx.debuginfod) &.{ "-DSP_HAVE_DEBUGINFOD=1", "-DSP_HAVE_CXA_DEMANGLE=1" } else &.{"-DSP_HAVE_CXA_DEMANGLE=1"} },
+        .{ .key = "SP_DEFINES", .items = spDefines(ctx) },
     };
     var out: std.ArrayList(u8) = .empty;
     for (entries) |e| {

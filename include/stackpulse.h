@@ -852,6 +852,8 @@ enum stackpulse_export_format {
 	STACKPULSE_EXPORT_PPROF = 2,   /**< gzip'd profile.proto. */
 	STACKPULSE_EXPORT_FIREFOX = 3, /**< Firefox Profiler (Gecko) JSON. */
 	STACKPULSE_EXPORT_SVG = 4,     /**< Interactive SVG flame graph. */
+	STACKPULSE_EXPORT_OTLP = 5,    /**< OTLP profiles (v1development)
+	                                *   ExportProfilesServiceRequest, protobuf. */
 };
 
 /** Exporter flags. */
@@ -864,9 +866,15 @@ enum stackpulse_export_flag {
 
 /** Exporter options. Initialise with ::STACKPULSE_EXPORT_OPTS. */
 typedef struct stackpulse_export_opts {
-	size_t sz;         /**< sizeof(struct stackpulse_export_opts). */
-	uint32_t flags;    /**< ::stackpulse_export_flag bits. */
-	const char *title; /**< SVG title; NULL: "Flame Graph". */
+	size_t sz;                 /**< sizeof(struct stackpulse_export_opts). */
+	uint32_t flags;            /**< ::stackpulse_export_flag bits. */
+	const char *title;         /**< SVG title; NULL: "Flame Graph". */
+	const char *app;           /**< OTLP `service.name` resource attribute;
+	                    *   NULL: "stackpulse". */
+	const char *const *labels; /**< OTLP: `key=value` strings added as
+	                            *   resource attributes (a key is at most
+	                            *   255 bytes); -EINVAL when one has no `=`. */
+	size_t nlabels;            /**< Number of @c labels. */
 } stackpulse_export_opts;
 
 /** Default exporter options. */
@@ -875,6 +883,9 @@ typedef struct stackpulse_export_opts {
 	        .sz = sizeof(stackpulse_export_opts),                                              \
 	        .flags = 0,                                                                        \
 	        .title = NULL,                                                                     \
+	        .app = NULL,                                                                       \
+	        .labels = NULL,                                                                    \
+	        .nlabels = 0,                                                                      \
 	})
 
 /** Writes @p p in @p format (::stackpulse_export_format) through @p fn. */
@@ -884,6 +895,71 @@ STACKPULSE_API int stackpulse_export(const stackpulse_profile *p, int format,
 /** Writes @p p in @p format to the file @p path (created or truncated). */
 STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p, int format,
                                              const stackpulse_export_opts *opts, const char *path);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Pushing profiles to a continuous-profiling backend
+ * HTTP through libcurl, built in with `zig build -Dcurl=true`; without it
+ * ::stackpulse_push fails with ::STACKPULSE_EUNSUPPORTED. See
+ * docs/continuous.md.
+ */
+/**@{*/
+
+/** Backend protocols. */
+enum stackpulse_push_protocol {
+	/** Grafana Pyroscope: the gzip'd pprof is POSTed as the raw body
+	 *  (`application/octet-stream`) to
+	 *  `URL/ingest?name=APP.cpu{LABELS}&from=S&until=S&format=pprof`. */
+	STACKPULSE_PUSH_PYROSCOPE = 1,
+	/** OTLP/HTTP: an ExportProfilesServiceRequest (protobuf, profiles
+	 *  v1development) is POSTed to `URL/v1development/profiles`. */
+	STACKPULSE_PUSH_OTLP = 2,
+};
+
+/** Push options. Initialise with ::STACKPULSE_PUSH_OPTS. */
+typedef struct stackpulse_push_opts {
+	size_t sz;                              /**< sizeof(struct stackpulse_push_opts). */
+	enum stackpulse_push_protocol protocol; /**< Where to send. */
+	const char *url;                        /**< Base URL (`http://` or `https://`), without the
+	                            *   path the protocol adds. */
+	const char *app;                        /**< Application name; NULL: "stackpulse". */
+	const char *const *labels;              /**< `key=value` strings. */
+	size_t nlabels;                         /**< Number of @c labels. */
+	uint32_t timeout_ms;                    /**< Per attempt, connection included;
+	                            *   0: 10000. */
+	uint32_t retries;                       /**< Further attempts after an HTTP 5xx or 429
+	                            *   answer. */
+	uint32_t backoff_ms;                    /**< Wait before the first retry, doubled for
+	                            *   each next one; 0: 500. */
+} stackpulse_push_opts;
+
+/** Default push options: 3 retries. */
+#define STACKPULSE_PUSH_OPTS                                                                       \
+	((stackpulse_push_opts){                                                                   \
+	        .sz = sizeof(stackpulse_push_opts),                                                \
+	        .protocol = STACKPULSE_PUSH_PYROSCOPE,                                             \
+	        .url = NULL,                                                                       \
+	        .app = NULL,                                                                       \
+	        .labels = NULL,                                                                    \
+	        .nlabels = 0,                                                                      \
+	        .timeout_ms = 0,                                                                   \
+	        .retries = 3,                                                                      \
+	        .backoff_ms = 0,                                                                   \
+	})
+
+/**
+ * Sends @p p to a profiling backend in one HTTP POST (retried as
+ * @p opts says). Blocks for at most about
+ * (retries + 1) × timeout_ms plus the backoff waits.
+ *
+ * @return 0 once the backend answered 2xx; -EINVAL (bad options or labels),
+ *         -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH (no connection),
+ *         -EPROTO (the backend answered 4xx, or 5xx after every retry;
+ *         ::stackpulse_last_error names the status and the start of the
+ *         answer), ::STACKPULSE_EUNSUPPORTED (built without libcurl), or
+ *         an exporter's error.
+ */
+STACKPULSE_API int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opts);
 /**@}*/
 
 #ifdef __cplusplus

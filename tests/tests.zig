@@ -48,6 +48,7 @@ pub const os = [_][]const u8{
     "tests/symbolize/test_symbolize_ranges.c",
     "tests/symbolize/test_cache_trim.c",
     "tests/profile/test_profile.c",
+    "tests/profile/test_push.c",
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",
     "tests/reliability/test_rel_sigkill.c",

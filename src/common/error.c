@@ -68,6 +68,9 @@ const char *stackpulse_strerror(int code)
 		case EOPNOTSUPP: return "operation not supported";
 		case ETIMEDOUT: return "timed out";
 		case ENOEXEC: return "exec format error";
+		case ECONNREFUSED: return "connection refused";
+		case EHOSTUNREACH: return "host unreachable";
+		case EPROTO: return "protocol error";
 		default: return "system error";
 		}
 	}
