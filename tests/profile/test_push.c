@@ -345,3 +345,75 @@ SP_TEST(push_rejects_bad_options)
 	stackpulse_profile_free(p);
 	sp_buf_free(&mem);
 }
+
+#ifdef SP_HAVE_CURL
+/* The examples end to end: record a busy shell loop, then `report --otlp`
+ * and `report --push`; a refused push exits 1 and leaves the spool as it
+ * was. */
+SP_TEST(report_example_pushes_a_recording)
+{
+	const char *bin = getenv("SP_BIN_DIR");
+	if (!bin || !*bin)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	const char *tmp = sp_test_tmpdir();
+	char spool[512], cmd[4096], out[600];
+	snprintf(spool, sizeof(spool), "%s/busy.spool", tmp);
+	snprintf(cmd, sizeof(cmd),
+	         "%s/record -F 499 --kernel=off -o %s -- sh -c 'i=0; while [ $i -lt 400000 ]; do "
+	         "i=$((i+1)); done' >%s.log 2>&1",
+	         bin, spool, spool);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+
+	/* The sample count report sees, from its folded output. */
+	snprintf(out, sizeof(out), "%s/busy.folded", tmp);
+	snprintf(cmd, sizeof(cmd), "%s/report %s --folded >%s", bin, spool, out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *folded = sp_test_read_file(out, NULL);
+	REQUIRE(folded != NULL);
+	long long total = 0;
+	for (char *l = strtok(folded, "\n"); l; l = strtok(NULL, "\n")) {
+		char *sp = strrchr(l, ' ');
+		if (sp)
+			total += strtoll(sp + 1, NULL, 10);
+	}
+	free(folded);
+	REQUIRE(total > 20);
+
+	const char *dir = server_dir("report_otlp");
+	int port = start_server(dir, "");
+	snprintf(cmd, sizeof(cmd),
+	         "%s/report %s --otlp http://127.0.0.1:%d --app busy --label host=ci >%s/out 2>&1",
+	         bin, spool, port, dir);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *s = summary(dir);
+	char want[64];
+	snprintf(want, sizeof(want), "total %lld", total);
+	CHECK_LINE(s, want);
+	CHECK_LINE(s, "attr service.name busy");
+	CHECK_LINE(s, "attr host ci");
+	CHECK(strstr(s, "error ") == NULL);
+	CHECK(strstr(s, "\nthread sh ") != NULL);
+	free(s);
+
+	/* A 400: exit status 1, a message naming it, the spool untouched. */
+	size_t before_len = 0, after_len = 0;
+	char *before = sp_test_read_file(spool, &before_len);
+	REQUIRE(before != NULL);
+	dir = server_dir("report_400");
+	port = start_server(dir, "--script 400 --deadline 5");
+	snprintf(cmd, sizeof(cmd), "%s/report %s --push http://127.0.0.1:%d --app busy >%s/out 2>&1",
+	         bin, spool, port, dir);
+	CHECK_EQ(sp_test_run(cmd), 1);
+	snprintf(out, sizeof(out), "%s/out", dir);
+	char *msg = sp_test_read_file(out, NULL);
+	CHECK(msg && strstr(msg, "HTTP 400") != NULL);
+	free(msg);
+	char *after = sp_test_read_file(spool, &after_len);
+	CHECK(after && after_len == before_len && memcmp(before, after, before_len) == 0);
+	free(before);
+	free(after);
+}
+#endif
