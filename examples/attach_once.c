@@ -73,7 +73,7 @@ int main(int argc, char **argv)
 		return die("finish", frc);
 
 	stackpulse_spool *spool = NULL;
-	rc = stackpulse_spool_open(path, &spool);
+	rc = stackpulse_spool_open(path, NULL, &spool);
 	if (rc)
 		return die("open", rc);
 	stackpulse_symbolizer *sym = NULL;

@@ -171,7 +171,7 @@ static int print_stacks(const stackpulse_profile *p, uint64_t total, size_t limi
 			        stackpulse_profile_func(p, np.func[path]);
 			const char *file = stackpulse_profile_string(p, fn->file);
 			printf("    %s%s", stackpulse_profile_string(p, fn->name),
-			       kind_tag(fn->kind));
+			       kind_tag((int)fn->kind));
 			if (file && *file)
 				printf("  (%s)", file);
 			printf("\n");
@@ -260,7 +260,7 @@ int main(int argc, char **argv)
 	}
 
 	stackpulse_spool *spool = NULL;
-	int rc = stackpulse_spool_open(spool_path, &spool);
+	int rc = stackpulse_spool_open(spool_path, NULL, &spool);
 	if (rc) {
 		fail(spool_path, rc);
 		return 1;
@@ -314,7 +314,7 @@ int main(int argc, char **argv)
 	case M_PPROF:
 	case M_FIREFOX:
 	case M_SVG: {
-		int fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
+		enum stackpulse_export_format fmt = mode == M_PPROF ? STACKPULSE_EXPORT_PPROF
 		          : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
 		                              : STACKPULSE_EXPORT_SVG;
 		rc = stackpulse_export_to_path(prof, fmt, &eo, out_path);

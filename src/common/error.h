@@ -21,4 +21,9 @@ int sp_error_context(int code, const char *fmt, ...) SP_PRINTF(2, 3);
 /* Forgets the calling thread's last error. */
 void sp_error_clear(void);
 
+/* First statement of every public function (include/stackpulse.h's
+ * conventions list the exceptions): the last error then always describes
+ * the latest call. .ci/check-api-entry.py checks that none is missed. */
+#define SP_API_ENTRY() sp_error_clear()
+
 #endif

@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "stackpulse.h"
 #include "synth.h"
+#include "format/spool_reader.h"
 
 static const char *const FOLDED_PLAIN =
         "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
@@ -248,7 +249,8 @@ SP_TEST(allocation_failures)
 			sp_buf_init(&out);
 			for (int f = STACKPULSE_EXPORT_FOLDED; f <= STACKPULSE_EXPORT_SVG; f++) {
 				sp_buf_reset(&out);
-				int e = stackpulse_export(p, f, NULL, syn_collect, &out);
+				int e = stackpulse_export(p, (enum stackpulse_export_format)f, NULL,
+				                          syn_collect, &out);
 				CHECK(e == 0 || e == -ENOMEM);
 			}
 			sp_alloc_fail_after(-1);
@@ -298,7 +300,7 @@ SP_TEST(jit_and_unknown_frames_without_symbolizer)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(mem.data, mem.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(mem.data, mem.len, 0, &s));
 	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
 	check_folded(p, 0,
 	             "java;Interpreter 1\n"

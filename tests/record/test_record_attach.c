@@ -51,7 +51,7 @@ static int reap(pid_t pid, double secs)
 static void check_ladder_spool(const char *path, int min_samples)
 {
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(path, &sp));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &sp));
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
 	const struct stackpulse_sample *s;
@@ -70,7 +70,7 @@ static void check_ladder_spool(const char *path, int min_samples)
 	stackpulse_spool_close(sp);
 }
 
-static void attach_ladder(int mode, const char *tag)
+static void attach_ladder(enum stackpulse_attach_mode mode, const char *tag)
 {
 	const char *bin = rec_target("ladder", NULL);
 	pid_t pid = start(bin, "1.5");
@@ -128,7 +128,7 @@ SP_TEST(attach_live_threads_are_all_followed)
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	CHECK(reap(pid, 5));
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	int named = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_thread_count(sp); i++)
 		named += strncmp(stackpulse_spool_thread(sp, i)->name, "t-", 2) == 0;
@@ -320,7 +320,7 @@ SP_TEST(target_exits_during_attach)
 		char spool[512];
 		snprintf(spool, sizeof(spool), "%s/exit%d.spool", sp_test_tmpdir(), i);
 		stackpulse_recorder *rec;
-		int mode =
+		enum stackpulse_attach_mode mode =
 		        i % 3 == 2 ? STACKPULSE_ATTACH_LIVE : STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
 		int rc = stackpulse_recorder_attach(pid, spool, mode, NULL, &rec);
 		if (rc == 0) {
@@ -377,7 +377,7 @@ static void attach_hidden(const char *tag, pid_t pid, const char *bin)
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	CHECK(reap(pid, 5));
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	uint32_t mod = UINT32_MAX;
 	for (uint32_t i = 0; i < stackpulse_spool_module_count(sp); i++) {
 		const struct stackpulse_module *m = stackpulse_spool_module(sp, i);
@@ -529,7 +529,7 @@ SP_TEST(attach_after_the_leader_exited)
 		stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 		o.frequency = 499;
 		stackpulse_recorder *rec;
-		int rc = stackpulse_recorder_attach(pid, spool, m, &o, &rec);
+		int rc = stackpulse_recorder_attach(pid, spool, (enum stackpulse_attach_mode)m, &o, &rec);
 		printf("mode %d: rc=%d %s\n", m, rc, rc ? stackpulse_last_error() : "");
 		REQUIRE_OK(rc);
 		CHECK(!rec_any_stopped(pid));
@@ -538,7 +538,7 @@ SP_TEST(attach_after_the_leader_exited)
 		REQUIRE_OK(stackpulse_recorder_finish(rec));
 		CHECK(reap(pid, 5));
 		stackpulse_spool *sp;
-		REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+		REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 		const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(sp);
 		const char *seq[] = { "orphan_work" };
 		int leafs = 0, total = 0;

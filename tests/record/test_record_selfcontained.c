@@ -19,7 +19,7 @@ static int collect(const stackpulse_frame *f, void *ctx)
 		w->names[w->n] = stackpulse_frame_func_name(f);
 		w->files[w->n] = stackpulse_frame_file(f);
 		w->lines[w->n] = stackpulse_frame_line(f);
-		w->kinds[w->n] = stackpulse_frame_kind(f);
+		w->kinds[w->n] = (int)stackpulse_frame_kind(f);
 		w->n++;
 	}
 	return 0;
@@ -58,7 +58,7 @@ static void record_ladder(const char *bin, const char *spool)
 static void check_ladder(const char *spool, uint32_t flags)
 {
 	stackpulse_spool *sp = NULL;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	int embedded = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_module_count(sp); i++)
 		embedded += stackpulse_spool_module(sp, i)->has_symbols;

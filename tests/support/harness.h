@@ -40,6 +40,16 @@ int sp_test_have_program(const char *name);
  * checks of rates, losses and timing do not hold. */
 int sp_test_under_valgrind(void);
 
+/* Opens @p len bytes at @p buf through the public stackpulse_spool_open
+ * (the pure tests, linked without src/io, use sp_spool_open_memory). */
+static inline int sp_test_open_memory(const void *buf, size_t len, stackpulse_spool **out)
+{
+	stackpulse_spool_open_opts o = STACKPULSE_SPOOL_OPEN_OPTS;
+	o.buf = buf;
+	o.len = len;
+	return stackpulse_spool_open(NULL, &o, out);
+}
+
 #define SP_TEST(name)                                                                              \
 	static void name(void);                                                                    \
 	__attribute__((constructor)) static void sp_register_##name(void)                          \

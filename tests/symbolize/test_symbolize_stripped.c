@@ -58,7 +58,7 @@ static tally symbolize_all(const char *spool_path, const stackpulse_symbolizer_o
 {
 	tally t = { 0, 0, 0 };
 	stackpulse_spool *spool;
-	REQUIRE_OK(stackpulse_spool_open(spool_path, &spool));
+	REQUIRE_OK(stackpulse_spool_open(spool_path, NULL, &spool));
 	stackpulse_symbolizer *sym;
 	REQUIRE_OK(stackpulse_symbolizer_new(spool, opts, &sym));
 	stackpulse_sample_iter *it;
