@@ -7,7 +7,7 @@ const sources = @import("src/sources.zig");
 const test_lists = @import("tests/tests.zig");
 const fuzz_list = @import("fuzz/harnesses.zig");
 
-const version: std.SemanticVersion = .{ .major = 0, .minor = 1, .patch = 0 };
+const version: std.SemanticVersion = .{ .major = 0, .minor = 2, .patch = 0 };
 
 /// Flags for every C file of the library, its tests, examples and harnesses.
 const c_flags = [_][]const u8{
@@ -116,6 +116,13 @@ pub fn build(b: *std.Build) void {
     link_check.has_side_effects = true;
     link_check.step.dependOn(b.getInstallStep());
     test_step.dependOn(&link_check.step);
+    const cxx_check = b.addSystemCommand(&.{"bash"});
+    cxx_check.setName("check the header from C++");
+    cxx_check.addFileArg(b.path(".ci/check-cxx.sh"));
+    cxx_check.addDirectoryArg(prefix_dir);
+    cxx_check.has_side_effects = true;
+    cxx_check.step.dependOn(b.getInstallStep());
+    test_step.dependOn(&cxx_check.step);
     test_step.dependOn(&run_tests.step);
 
     // Valgrind cannot decode every instruction of -mcpu=native (AVX-512 in
@@ -231,7 +238,26 @@ pub fn build(b: *std.Build) void {
     for (example_installs.items) |st| ci_run.step.dependOn(st);
     ci_run.step.dependOn(&exportsCheck(b, shared_lib).step);
     for (ci_lint) |l| ci_run.step.dependOn(l);
+    ci_run.setEnvironmentVariable("SP_NO_SKIP", "1"); // CI installs every requirement
+    ci_run.step.dependOn(&cxx_check.step);
     ci.dependOn(&ci_run.step);
+
+    // ---- ABI -----------------------------------------------------------------
+    // abi/stackpulse.abi is the committed baseline; an ABI change fails ci
+    // until `zig build abi-update` regenerates it in the same commit.
+    const abi_check = abiStep(b, shared_lib, "check");
+    ci.dependOn(&abi_check.step);
+    b.step("abi-check", "abidiff libstackpulse.so against abi/stackpulse.abi").dependOn(&abi_check.step);
+    b.step("abi-update", "Regenerate abi/stackpulse.abi from libstackpulse.so (abidw)").dependOn(&abiStep(b, shared_lib, "update").step);
+}
+
+fn abiStep(b: *std.Build, lib: *std.Build.Step.Compile, mode: []const u8) *std.Build.Step.Run {
+    const run = b.addSystemCommand(&.{ "bash", ".ci/abi.sh", mode });
+    run.setName(b.fmt("abi {s}", .{mode}));
+    run.setCwd(b.path(""));
+    run.addArtifactArg(lib);
+    run.has_side_effects = true;
+    return run;
 }
 
 fn exportsCheck(b: *std.Build, lib: *std.Build.Step.Compile) *std.Build.Step.Run {

@@ -314,9 +314,9 @@ int main(int argc, char **argv)
 	case M_PPROF:
 	case M_FIREFOX:
 	case M_SVG: {
-		enum stackpulse_export_format fmt = mode == M_PPROF ? STACKPULSE_EXPORT_PPROF
-		          : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
-		                              : STACKPULSE_EXPORT_SVG;
+		enum stackpulse_export_format fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
+		                                    : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
+		                                                        : STACKPULSE_EXPORT_SVG;
 		rc = stackpulse_export_to_path(prof, fmt, &eo, out_path);
 		if (rc) {
 			fail(out_path, rc);

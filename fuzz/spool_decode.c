@@ -72,7 +72,8 @@ static void check_tables(const stackpulse_spool *s)
 		ENSURE(e->thread == UINT32_MAX || e->thread < nthreads);
 		ENSURE(e->other == UINT32_MAX || e->other < nprocs);
 		ENSURE(e->name && e->cmdline);
-		if (e->kind != STACKPULSE_SPOOL_EVENT_EXEC && e->kind != STACKPULSE_SPOOL_EVENT_COMM)
+		if (e->kind != STACKPULSE_SPOOL_EVENT_EXEC &&
+		    e->kind != STACKPULSE_SPOOL_EVENT_COMM)
 			ENSURE(e->name[0] == '\0' && e->cmdline[0] == '\0');
 	}
 	for (uint32_t i = 0; i < sp_spool_mapping_count(s); i++) {

@@ -163,23 +163,23 @@ enum stackpulse_attach_mode {
 /** Recorder options. Initialise with ::stackpulse_recorder_opts_init or
  * ::STACKPULSE_RECORDER_OPTS. */
 typedef struct stackpulse_recorder_opts {
-	size_t sz;             /**< sizeof(struct stackpulse_recorder_opts). */
-	uint32_t frequency;    /**< Samples per second per thread; default 99. */
-	uint32_t stack_size;   /**< User stack bytes copied per sample; default
+	size_t sz;                             /**< sizeof(struct stackpulse_recorder_opts). */
+	uint32_t frequency;                    /**< Samples per second per thread; default 99. */
+	uint32_t stack_size;                   /**< User stack bytes copied per sample; default
 	                       *   32768, at most 65528, multiple of 8. */
-	enum stackpulse_feature kernel; /**< Kernel frames. */
-	int children;                   /**< Nonzero: follow forks and execs (default). */
-	enum stackpulse_feature python; /**< CPython frames. */
+	enum stackpulse_feature kernel;        /**< Kernel frames. */
+	int children;                          /**< Nonzero: follow forks and execs (default). */
+	enum stackpulse_feature python;        /**< CPython frames. */
 	enum stackpulse_perf_event perf_event; /**< The event that drives sampling. */
-	uint32_t ring_kb;      /**< Ring size per CPU in KiB; 0 sizes it from
+	uint32_t ring_kb;                      /**< Ring size per CPU in KiB; 0 sizes it from
 	                       *   perf_event_mlock_kb. */
-	int zstd_level;        /**< zstd level for chunks; default 3. */
-	int self_contained;    /**< Nonzero: embed symbol tables at finish so the
+	int zstd_level;                        /**< zstd level for chunks; default 3. */
+	int self_contained;                    /**< Nonzero: embed symbol tables at finish so the
 	                       *   spool symbolizes anywhere (default on). */
-	uint32_t chunk_bytes;  /**< Uncompressed bytes per chunk before it is
+	uint32_t chunk_bytes;                  /**< Uncompressed bytes per chunk before it is
 	                       *   written; default 1 MiB. Smaller chunks lose
 	                       *   less on a crash. */
-	const char *cache_dir; /**< Symbol cache directory used at finish
+	const char *cache_dir;                 /**< Symbol cache directory used at finish
 	                        *   (embedded tables, kernel symbols); copied.
 	                        *   Same meaning as in ::stackpulse_symbolizer_opts:
 	                        *   NULL: `$STACKPULSE_SYMBOL_CACHE_DIR`, else
@@ -187,7 +187,7 @@ typedef struct stackpulse_recorder_opts {
 	                        *   `~/.cache/stackpulse`; "": no cache. A set
 	                        *   `STACKPULSE_NO_SYMBOL_CACHE` (other than "0")
 	                        *   turns the cache off whatever this says. */
-	enum stackpulse_feature realtime; /**< Run the calling thread
+	enum stackpulse_feature realtime;      /**< Run the calling thread
 	                        *   at SCHED_FIFO priority 1 (with
 	                        *   SCHED_RESET_ON_FORK) inside
 	                        *   ::stackpulse_recorder_wait, restoring its
@@ -219,21 +219,21 @@ typedef struct stackpulse_recorder_opts {
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
 struct stackpulse_recorder_stats {
-	size_t sz;                 /**< Set by the caller to sizeof(*stats). */
-	uint64_t samples;          /**< Samples written. */
-	uint64_t lost;             /**< Samples the kernel reported lost. */
-	uint64_t truncated_stacks; /**< Stacks cut (stack copy ran out, bad CFI). */
-	uint64_t bytes_written;    /**< Spool bytes written so far. */
-	uint64_t chunks;           /**< Chunks written so far. */
-	uint32_t processes;        /**< Processes seen. */
-	uint32_t threads;          /**< Threads seen. */
-	uint32_t modules;          /**< Distinct mapped files. */
-	uint32_t unique_stacks;    /**< Distinct stacks interned. */
-	int kernel_frames;         /**< 1 when kernel frames are recorded. */
-	int python_frames;         /**< 1 when a CPython target was found. */
+	size_t sz;                             /**< Set by the caller to sizeof(*stats). */
+	uint64_t samples;                      /**< Samples written. */
+	uint64_t lost;                         /**< Samples the kernel reported lost. */
+	uint64_t truncated_stacks;             /**< Stacks cut (stack copy ran out, bad CFI). */
+	uint64_t bytes_written;                /**< Spool bytes written so far. */
+	uint64_t chunks;                       /**< Chunks written so far. */
+	uint32_t processes;                    /**< Processes seen. */
+	uint32_t threads;                      /**< Threads seen. */
+	uint32_t modules;                      /**< Distinct mapped files. */
+	uint32_t unique_stacks;                /**< Distinct stacks interned. */
+	int kernel_frames;                     /**< 1 when kernel frames are recorded. */
+	int python_frames;                     /**< 1 when a CPython target was found. */
 	enum stackpulse_perf_event perf_event; /**< The event actually used. */
-	uint64_t python_samples;   /**< Samples that carry Python frames. */
-	int realtime;              /**< 1 when waits ran at SCHED_FIFO (see
+	uint64_t python_samples;               /**< Samples that carry Python frames. */
+	int realtime;                          /**< 1 when waits ran at SCHED_FIFO (see
 	                            *   opts.realtime), -1 when it was
 	                            *   refused, 0 when not tried. */
 };
@@ -401,18 +401,18 @@ struct stackpulse_spool_meta {
 	uint64_t samples;           /**< Samples in the file. */
 	uint64_t lost;              /**< Samples reported lost. */
 	uint32_t chunks;            /**< Complete chunks read. */
-	int damaged;             /**< 1 when reading stopped at damaged bytes (a bad
+	int damaged;                /**< 1 when reading stopped at damaged bytes (a bad
 	                          *   checksum, zstd frame or record): every chunk
 	                          *   before them was kept, nothing after them, and
 	                          *   `truncated` is 1 too. */
-	uint32_t damaged_chunk;  /**< Index of the damaged chunk (equals `chunks`);
+	uint32_t damaged_chunk;     /**< Index of the damaged chunk (equals `chunks`);
 	                          *   `chunks` for a damaged footer. 0 when not damaged. */
-	uint64_t damaged_offset; /**< File offset of the damaged chunk header (or
+	uint64_t damaged_offset;    /**< File offset of the damaged chunk header (or
 	                          *   footer). 0 when not damaged. */
-	int damaged_code;        /**< The error a strict open reports for the damage
+	int damaged_code;           /**< The error a strict open reports for the damage
 	                          *   (for example ::STACKPULSE_ECHECKSUM); 0 when
 	                          *   not damaged. */
-	const char *damage;      /**< What was wrong, for example "chunk 3 at offset
+	const char *damage;         /**< What was wrong, for example "chunk 3 at offset
 	                          *   4096: checksum mismatch (...)"; "" when not damaged. */
 };
 
@@ -435,10 +435,10 @@ struct stackpulse_process {
 
 /** A thread. */
 struct stackpulse_thread {
-	uint32_t index;   /**< Index in the spool's thread table. */
-	uint32_t process; /**< Index of its process. */
-	pid_t tid;        /**< Kernel thread id. */
-	const char *name; /**< Latest thread name: from its last (by time) COMM. */
+	uint32_t index;           /**< Index in the spool's thread table. */
+	uint32_t process;         /**< Index of its process. */
+	pid_t tid;                /**< Kernel thread id. */
+	const char *name;         /**< Latest thread name: from its last (by time) COMM. */
 	const char *initial_name; /**< Name when first seen. */
 };
 
@@ -454,11 +454,11 @@ struct stackpulse_module {
 /** A raw, unsymbolized frame as stored in the spool. */
 struct stackpulse_raw_frame {
 	enum stackpulse_frame_kind kind; /**< Never INLINE. */
-	uint32_t module; /**< Module index for NATIVE, else UINT32_MAX. */
-	uint64_t offset; /**< File offset (NATIVE), address (KERNEL, UNKNOWN,
+	uint32_t module;                 /**< Module index for NATIVE, else UINT32_MAX. */
+	uint64_t offset;                 /**< File offset (NATIVE), address (KERNEL, UNKNOWN,
 	                  *   JIT) or bytecode offset (PYTHON). */
-	uint32_t pycode; /**< Python code index for PYTHON, else UINT32_MAX. */
-	int32_t line;    /**< Python line when known, else 0. */
+	uint32_t pycode;                 /**< Python code index for PYTHON, else UINT32_MAX. */
+	int32_t line;                    /**< Python line when known, else 0. */
 };
 
 /** A CPython code object as seen by the recorder. */
@@ -494,11 +494,11 @@ enum stackpulse_spool_event_kind {
 /** A lifecycle event. */
 struct stackpulse_spool_event {
 	enum stackpulse_spool_event_kind kind; /**< What happened. */
-	uint64_t time_ns; /**< When it happened. */
-	uint32_t process; /**< Process index, or UINT32_MAX. */
-	uint32_t thread;  /**< Thread index, or UINT32_MAX. */
-	uint32_t other;   /**< FORK: child process index; else UINT32_MAX. */
-	uint64_t count;   /**< LOST: number of samples. */
+	uint64_t time_ns;                      /**< When it happened. */
+	uint32_t process;                      /**< Process index, or UINT32_MAX. */
+	uint32_t thread;                       /**< Thread index, or UINT32_MAX. */
+	uint32_t other;                        /**< FORK: child process index; else UINT32_MAX. */
+	uint64_t count;                        /**< LOST: number of samples. */
 	/* What a rename set, so a process's names can be shown over time
 	 * (start from its `initial_name`). */
 	const char *name;    /**< EXEC: the process's new name; COMM: the thread's
@@ -793,10 +793,10 @@ typedef struct stackpulse_profile_opts {
 	size_t sz;                 /**< sizeof(struct stackpulse_profile_opts). */
 	uint32_t flags;            /**< ::stackpulse_profile_flag bits. */
 	enum stackpulse_view view; /**< Which frames to keep. */
-	uint64_t start_ns; /**< Keep samples at or after this time (0: all). */
-	uint64_t end_ns;   /**< Keep samples before this time (0: all). */
-	pid_t pid;         /**< Keep only this pid (0: all). */
-	pid_t tid;         /**< Keep only this tid (0: all). */
+	uint64_t start_ns;         /**< Keep samples at or after this time (0: all). */
+	uint64_t end_ns;           /**< Keep samples before this time (0: all). */
+	pid_t pid;                 /**< Keep only this pid (0: all). */
+	pid_t tid;                 /**< Keep only this tid (0: all). */
 } stackpulse_profile_opts;
 
 /** Default profile options. */
@@ -816,8 +816,8 @@ STACKPULSE_API void stackpulse_profile_opts_init(stackpulse_profile_opts *opts);
 
 /** A function: a name in a file and module. */
 struct stackpulse_profile_func {
-	uint32_t name;   /**< String index. */
-	uint32_t file;   /**< String index (0: unknown). */
+	uint32_t name;                   /**< String index. */
+	uint32_t file;                   /**< String index (0: unknown). */
 	uint32_t module;                 /**< String index (0: unknown). */
 	enum stackpulse_frame_kind kind; /**< What the function's frames are. */
 };

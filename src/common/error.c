@@ -12,7 +12,7 @@ static _Thread_local int last_code;
 
 const char *stackpulse_version(void)
 {
-	return "0.1.0";
+	return "0.2.0";
 }
 
 const char *stackpulse_strerror(int code)

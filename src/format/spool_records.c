@@ -149,8 +149,7 @@ static int get_pid(sp_cursor *c, pid_t *v, const char *what)
 }
 
 static int add_event(stackpulse_spool *s, enum stackpulse_spool_event_kind kind, uint64_t time,
-                     uint32_t process,
-                     uint32_t thread, uint32_t other, uint64_t count)
+                     uint32_t process, uint32_t thread, uint32_t other, uint64_t count)
 {
 	int rc = SP_SPOOL_GROW(s, s->events, s->events_cap, s->nevents + 1, "events");
 	if (rc)
@@ -249,8 +248,8 @@ static int rec_comm(stackpulse_spool *s, sp_cursor *c)
 	if ((rc = get_ref(c, s->nthreads, &thr, "thread")) ||
 	    (rc = sp_cursor_varint(c, &time, "time")) ||
 	    (rc = get_str(s, c, SP_NAME_MAX, &name, "thread name")) ||
-	    (rc = add_event(s, STACKPULSE_SPOOL_EVENT_COMM, time, s->threads[thr].process, thr, UINT32_MAX,
-	                    0)))
+	    (rc = add_event(s, STACKPULSE_SPOOL_EVENT_COMM, time, s->threads[thr].process, thr,
+	                    UINT32_MAX, 0)))
 		return rc;
 	s->events[s->nevents - 1].name = name;
 	return 0;

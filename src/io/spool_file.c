@@ -27,7 +27,7 @@ static void fd_close(void *ctx)
 }
 
 int stackpulse_spool_open(const char *path, const stackpulse_spool_open_opts *opts,
-                         stackpulse_spool **out)
+                          stackpulse_spool **out)
 {
 	SP_API_ENTRY();
 	if (!out)

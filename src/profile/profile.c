@@ -215,8 +215,9 @@ static int pool_push(builder *b, uint32_t v)
 }
 
 /* Adds one resolved frame (leaf-first order) to the pool when kept. */
-static int add_frame(builder *b, enum stackpulse_frame_kind kind, const char *name, const char *file, const char *module,
-                     uint32_t line, uint64_t address, uint32_t depth)
+static int add_frame(builder *b, enum stackpulse_frame_kind kind, const char *name,
+                     const char *file, const char *module, uint32_t line, uint64_t address,
+                     uint32_t depth)
 {
 	if (kind == STACKPULSE_FRAME_INLINE)
 		kind = STACKPULSE_FRAME_NATIVE; /* Inlining is a frame property, not a function's. */
@@ -719,7 +720,8 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 		memcpy(&b.opts, opts, n);
 		b.opts.sz = sizeof(b.opts);
 	}
-	if ((int)b.opts.view < STACKPULSE_VIEW_MIXED || (int)b.opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
+	if ((int)b.opts.view < STACKPULSE_VIEW_MIXED ||
+	    (int)b.opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
 		return sp_error(-EINVAL, "profile_build: unknown view %d", (int)b.opts.view);
 	if (b.opts.flags & ~0xfu)
 		return sp_error(-EINVAL, "profile_build: unknown flags 0x%x", b.opts.flags);

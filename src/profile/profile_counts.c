@@ -67,7 +67,8 @@ static int compute(const struct stackpulse_profile *p, struct sp_func_counts **o
 	c->n = 0;
 	for (uint32_t f = 0; f < nf; f++)
 		if (incl[f])
-			c->items[c->n++] = (struct stackpulse_profile_func_count){ f, self[f], incl[f] };
+			c->items[c->n++] =
+			        (struct stackpulse_profile_func_count){ f, self[f], incl[f] };
 	qsort(c->items, c->n, sizeof(c->items[0]), by_weight);
 	*out = c;
 done:

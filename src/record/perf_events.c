@@ -83,7 +83,8 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 		base_attr(cfg, &out->attr, cycles, kernel, build_id);
 		int fd = sp_perf_event_open(&out->attr, tid, cpu, -1);
 		if (fd >= 0) {
-			out->event = cycles ? STACKPULSE_PERF_EVENT_CYCLES : STACKPULSE_PERF_EVENT_CPU_CLOCK;
+			out->event = cycles ? STACKPULSE_PERF_EVENT_CYCLES
+			                    : STACKPULSE_PERF_EVENT_CPU_CLOCK;
 			out->kernel_frames = kernel;
 			out->build_id_mmap = build_id;
 			if (cfg->kernel == STACKPULSE_FEATURE_OFF)

@@ -80,10 +80,12 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 		return sp_error(-EINVAL, "stack_size %u must be a multiple of 8 in 8..%u",
 		                o->stack_size, MAX_STACK_SIZE);
 	/* Enums arrive from callers as any int: compare as int. */
-	if ((int)o->kernel < STACKPULSE_FEATURE_AUTO || (int)o->kernel > STACKPULSE_FEATURE_REQUIRED)
+	if ((int)o->kernel < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->kernel > STACKPULSE_FEATURE_REQUIRED)
 		return sp_error(-EINVAL, "kernel option %d is not a stackpulse_feature",
 		                (int)o->kernel);
-	if ((int)o->python < STACKPULSE_FEATURE_AUTO || (int)o->python > STACKPULSE_FEATURE_REQUIRED)
+	if ((int)o->python < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->python > STACKPULSE_FEATURE_REQUIRED)
 		return sp_error(-EINVAL, "python option %d is not a stackpulse_feature",
 		                (int)o->python);
 	if ((int)o->perf_event < STACKPULSE_PERF_EVENT_AUTO ||
@@ -307,8 +309,8 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 		int fd;
 		if (*probe_fd < 0 && rec->nfds == 0) {
 			sp_perf_config cfg = { (int)rec->opts.perf_event, (int)rec->opts.kernel,
-				               rec->opts.frequency,   rec->opts.stack_size,
-				               sp_unwind_regs_mask(), rec->spawned };
+				               rec->opts.frequency,       rec->opts.stack_size,
+				               sp_unwind_regs_mask(),     rec->spawned };
 			fd = sp_perf_probe(&cfg, tid, c, &rec->setup);
 			if (fd == -ESRCH)
 				return 0; /* gone (or a zombie leader): the next one probes */

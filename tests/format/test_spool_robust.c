@@ -113,8 +113,7 @@ SP_TEST(every_bit_flip_is_handled)
 		for (int bit = 0; bit < 8; bit++) {
 			m.data[i] ^= (uint8_t)(1u << bit);
 			stackpulse_spool *s = NULL;
-			int rc = sp_spool_open_memory(m.data, m.len,
-			                                         STACKPULSE_SPOOL_STRICT, &s);
+			int rc = sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s);
 			if (rc) {
 				CHECK(rc < 0);
 				CHECK(stackpulse_last_error()[0] != '\0');

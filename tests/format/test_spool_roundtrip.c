@@ -135,8 +135,9 @@ SP_TEST(every_record_kind_round_trips)
 
 	/* Events come sorted by time. */
 	REQUIRE_EQ(stackpulse_spool_event_count(s), 7);
-	static const int kinds[] = { STACKPULSE_SPOOL_EVENT_FORK, STACKPULSE_SPOOL_EVENT_EXEC, STACKPULSE_SPOOL_EVENT_COMM,
-		                     STACKPULSE_SPOOL_EVENT_LOST, STACKPULSE_SPOOL_EVENT_LOST, STACKPULSE_SPOOL_EVENT_EXIT,
+	static const int kinds[] = { STACKPULSE_SPOOL_EVENT_FORK, STACKPULSE_SPOOL_EVENT_EXEC,
+		                     STACKPULSE_SPOOL_EVENT_COMM, STACKPULSE_SPOOL_EVENT_LOST,
+		                     STACKPULSE_SPOOL_EVENT_LOST, STACKPULSE_SPOOL_EVENT_EXIT,
 		                     STACKPULSE_SPOOL_EVENT_EXIT };
 	uint64_t prev = 0;
 	for (uint32_t i = 0; i < 7; i++) {

@@ -179,8 +179,7 @@ static long sweep_one(target_fn fn, size_t setup_pad, size_t call_pad)
 		CHECK_OK(fn(w, &d, pad(call_pad)));
 		CHECK_OK(sp_writer_finish(w));
 		stackpulse_spool *s = NULL;
-		CHECK_OK(sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT,
-		                                         &s));
+		CHECK_OK(sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s));
 		stackpulse_spool_close(s);
 		sp_writer_free(w);
 		memsink_free(&m);

@@ -151,7 +151,8 @@ static inline char *syn_export(const stackpulse_profile *p, int format, uint32_t
 	sp_buf_init(&b);
 	stackpulse_export_opts o = STACKPULSE_EXPORT_OPTS;
 	o.flags = flags;
-	REQUIRE_OK(stackpulse_export(p, (enum stackpulse_export_format)format, &o, syn_collect, &b));
+	REQUIRE_OK(
+	        stackpulse_export(p, (enum stackpulse_export_format)format, &o, syn_collect, &b));
 	REQUIRE_OK(sp_buf_u8(&b, 0));
 	if (len_out)
 		*len_out = b.len - 1;

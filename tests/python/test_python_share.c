@@ -73,7 +73,8 @@ static double now_s(void)
 
 /* Records @p py running the script; returns 0, or 1 when perf is refused. */
 static int record(const char *py, const char *path, const char *spool,
-                  struct stackpulse_recorder_stats *st, struct stackpulse_recorder_python_stats *py_st)
+                  struct stackpulse_recorder_stats *st,
+                  struct stackpulse_recorder_python_stats *py_st)
 {
 	char *argv[] = { (char *)py, (char *)path, "1.5", NULL };
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;

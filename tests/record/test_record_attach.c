@@ -91,13 +91,13 @@ static void attach_ladder(enum stackpulse_attach_mode mode, const char *tag)
 	CHECK_OK(rec_run(rec, 20));
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 0);
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, 0), 0);
-	/* Data left after the exit is still reported, then wait says 0. */
-	int w = 1;
-	for (int i = 0; i < 1000 && w == 1; i++) {
+	/* Data left after the exit is still reported, then wait says EXITED. */
+	int w = STACKPULSE_WAIT_READY;
+	for (int i = 0; i < 1000 && w == STACKPULSE_WAIT_READY; i++) {
 		w = stackpulse_recorder_wait(rec, 1000);
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	CHECK_EQ(w, 0);
+	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	CHECK(reap(pid, 5));
 	check_ladder_spool(spool, 50);
@@ -201,7 +201,8 @@ SP_TEST(never_stopped_when_the_caller_gets_signals)
 		if (rc == 0) {
 			ok++;
 			int w = stackpulse_recorder_wait(rec, 50);
-			CHECK(w == 1 || w == 0 || w == -EINTR);
+			CHECK(w == STACKPULSE_WAIT_READY || w == STACKPULSE_WAIT_TIMEOUT ||
+			      w == STACKPULSE_WAIT_EXITED || w == -EINTR);
 			CHECK_OK(stackpulse_recorder_consume_available(rec));
 			CHECK_OK(stackpulse_recorder_finish(rec));
 		}
@@ -470,7 +471,7 @@ SP_TEST(attach_to_uninterruptible_thread_times_out_and_releases_it)
 	if (st != 'D') {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		sp_test_skip("the vfork parent is not in state D here");
+		sp_test_skip_env("the vfork parent is not in state D here");
 	}
 	char spool[600];
 	snprintf(spool, sizeof(spool), "%s/dsleep.spool", sp_test_tmpdir());
@@ -529,7 +530,8 @@ SP_TEST(attach_after_the_leader_exited)
 		stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 		o.frequency = 499;
 		stackpulse_recorder *rec;
-		int rc = stackpulse_recorder_attach(pid, spool, (enum stackpulse_attach_mode)m, &o, &rec);
+		int rc = stackpulse_recorder_attach(pid, spool, (enum stackpulse_attach_mode)m, &o,
+		                                    &rec);
 		printf("mode %d: rc=%d %s\n", m, rc, rc ? stackpulse_last_error() : "");
 		REQUIRE_OK(rc);
 		CHECK(!rec_any_stopped(pid));
@@ -558,4 +560,35 @@ SP_TEST(attach_after_the_leader_exited)
 		CHECK(leafs * 100 > total * 90);
 		stackpulse_spool_close(sp);
 	}
+}
+
+/* wait tells a timeout (target alive, nothing to read) from the exit of
+ * every followed process. */
+SP_TEST(wait_tells_timeout_from_exit)
+{
+	pid_t pid = start("/bin/sleep", "30");
+	usleep(100000);
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/wait_result.spool", sp_test_tmpdir());
+	stackpulse_recorder *rec;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_LIVE, NULL, &rec));
+	/* A sleeping target gives no samples: once the attach records are
+	 * drained, a wait times out. */
+	int w = STACKPULSE_WAIT_READY;
+	for (int i = 0; i < 50 && w != STACKPULSE_WAIT_TIMEOUT; i++) {
+		w = stackpulse_recorder_wait(rec, 50);
+		CHECK_OK(stackpulse_recorder_consume_available(rec));
+	}
+	CHECK_EQ(w, STACKPULSE_WAIT_TIMEOUT);
+	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 1);
+	kill(pid, SIGKILL);
+	CHECK(reap(pid, 5));
+	for (int i = 0; i < 100 && w != STACKPULSE_WAIT_EXITED; i++) {
+		w = stackpulse_recorder_wait(rec, 100);
+		CHECK(w >= 0 || w == -EINTR);
+		CHECK_OK(stackpulse_recorder_consume_available(rec));
+	}
+	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
+	CHECK_STR(stackpulse_last_error(), "");
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
 }

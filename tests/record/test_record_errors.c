@@ -114,7 +114,7 @@ SP_TEST(bad_options)
 SP_TEST(cycles_is_refused_without_a_pmu_but_auto_falls_back)
 {
 	if (access("/sys/bus/event_source/devices/cpu", F_OK) == 0)
-		sp_test_skip("this machine has a CPU PMU");
+		sp_test_skip_env("this machine has a CPU PMU");
 	pid_t pid = sleeper();
 	stackpulse_recorder *rec;
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;

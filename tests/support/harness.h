@@ -24,7 +24,16 @@ SP_TEST_FAIL_ATTR void sp_test_fail(const char *file, int line, const char *fmt,
         __attribute__((format(printf, 3, 4)));
 /* Ends the current test at once (after a failure, or to skip). */
 _Noreturn void sp_test_abort(void);
+/* Skips the current test because a requirement is missing. With
+ * SP_NO_SKIP=1 (zig build ci, .ci/run: CI installs every requirement) the
+ * skip is a failure instead, so a broken feature cannot pass as skipped. */
 _Noreturn void sp_test_skip(const char *why);
+/* Skips for a property of the machine that CI cannot provide (a CPU PMU
+ * present, another architecture, a kernel or cgroup behaviour); a skip even
+ * with SP_NO_SKIP=1. docs/reliability.md lists every such skip. */
+_Noreturn void sp_test_skip_env(const char *why);
+/* 1 when SP_NO_SKIP=1: tests that would skip fail instead. */
+int sp_test_no_skip(void);
 /* Directory for scratch files of this test binary (created on demand). */
 const char *sp_test_tmpdir(void);
 /* Path of the repository root (from SP_SOURCE_ROOT or the cwd). */

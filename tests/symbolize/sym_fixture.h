@@ -236,7 +236,7 @@ static FX_UNUSED uint32_t fx_module(fx_spool *s, const char *path, const uint8_t
 static FX_UNUSED uint32_t fx_frame(fx_spool *s, int kind, uint32_t module, uint64_t offset)
 {
 	struct stackpulse_raw_frame f = { (enum stackpulse_frame_kind)kind, module, offset,
-		                                  UINT32_MAX, 0 };
+		                          UINT32_MAX, 0 };
 	uint32_t id;
 	REQUIRE_OK(sp_writer_frame(s->w, &f, &id));
 	return id;
