@@ -216,7 +216,7 @@ pub fn build(b: *std.Build) void {
 
     const fmt_check_step = b.step("fmt-check", "Fail if any C or Zig file is not formatted");
     for (fmtCheckSteps(b, root)) |st| fmt_check_step.dependOn(st);
-    const lint_step = b.step("lint", "clang-tidy (warnings are errors) and the layering check");
+    const lint_step = b.step("lint", "clang-tidy (warnings are errors), the layering and public-entry checks");
     const lint_steps = lintSteps(b, root);
     for (lint_steps) |st| lint_step.dependOn(st);
     b.step("layers", "Only the layering check of lint").dependOn(lint_steps[0]);
@@ -282,11 +282,15 @@ fn fmtCheckSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     return .{ &c.step, &z.step };
 }
 
-/// The layering check and clang-tidy over every listed C file.
-fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
+/// The layering check, the public-entry check and clang-tidy over every
+/// listed C file.
+fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [3]*std.Build.Step {
     const layers = b.addSystemCommand(&.{ "python3", ".ci/check-layers.py" });
     layers.setCwd(root);
     layers.has_side_effects = true;
+    const api_entry = b.addSystemCommand(&.{ "python3", ".ci/check-api-entry.py" });
+    api_entry.setCwd(root);
+    api_entry.has_side_effects = true;
     const tidy = b.addSystemCommand(&.{ "bash", ".ci/clang-tidy.sh" });
     tidy.setCwd(root);
     tidy.addArgs(&all_srcs);
@@ -297,7 +301,7 @@ fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     for (harnesses) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
     if (harnesses.len > 0) tidy.addArgs(&.{ "fuzz/replay_main.c", "fuzz/afl_driver.c" });
     tidy.has_side_effects = true;
-    return .{ &layers.step, &tidy.step };
+    return .{ &layers.step, &api_entry.step, &tidy.step };
 }
 
 /// System libraries of the full library, as -l flags, for this target.

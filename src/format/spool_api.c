@@ -54,6 +54,7 @@ int sp_spool_open_memory(const void *buf, size_t len, unsigned flags, stackpulse
 
 void stackpulse_spool_open_opts_init(stackpulse_spool_open_opts *opts)
 {
+	SP_API_ENTRY();
 	if (opts)
 		*opts = STACKPULSE_SPOOL_OPEN_OPTS;
 }
