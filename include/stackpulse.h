@@ -16,8 +16,8 @@
  *   failure.
  * - Every function clears the calling thread's last error when it is
  *   entered, except ::stackpulse_last_error, ::stackpulse_last_error_code,
- *   ::stackpulse_strerror, ::stackpulse_version and the functions that free
- *   or close an object (they run in error paths and leave it alone). So
+ *   ::stackpulse_strerror, ::stackpulse_version and the `*_free` and
+ *   `*_close` functions (they run in error paths and leave it alone). So
  *   after any other call, ::stackpulse_last_error describes that call's
  *   failure, or is "" when it succeeded.
  * - Option structs start with `size_t sz`. Initialise them with their
@@ -93,7 +93,8 @@ STACKPULSE_API const char *stackpulse_strerror(int code);
 /**
  * Returns the detail of the calling thread's most recent failure, for
  * example "chunk 3 at offset 4096: checksum mismatch". The text is
- * thread-local and stays valid until the thread's next library call.
+ * thread-local and stays valid until the thread's next library call, which
+ * clears it on entry (see the conventions above for the exceptions).
  * Never NULL; "" when no failure was recorded.
  */
 STACKPULSE_API const char *stackpulse_last_error(void);

@@ -95,8 +95,8 @@ int stackpulse_profile_func_counts(const stackpulse_profile *p,
 	if (!c) {
 		struct sp_func_counts *mine = NULL;
 		int rc = compute(p, &mine);
-		if (rc)
-			return rc;
+		if (rc || !mine)
+			return rc ? rc : sp_error(-ENOMEM, "profile: no function counts");
 		struct sp_func_counts *expected = NULL;
 		if (__atomic_compare_exchange_n(slot, &expected, mine, 0, __ATOMIC_ACQ_REL,
 		                                __ATOMIC_ACQUIRE)) {

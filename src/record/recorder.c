@@ -1,12 +1,15 @@
 /* The public recorder API: option checks, attach/spawn orchestration,
- * per-CPU rings, the event loop and finish. Runs entirely in the caller's
- * thread; starts no threads.
+ * per-CPU rings, the event loop and finish. Records in the caller's thread;
+ * only the stop-enable-resume attach runs on a short-lived thread of its
+ * own (stop_enable_resume, joined before attach returns).
  *
- * Memory use:
- *  - one perf ring per CPU: 4 MiB as root (CAP_IPC_LOCK), else
- *    perf_event_mlock_kb minus one page (512 KiB by default), halved until
- *    the kernel accepts it; plus a 64 KiB copy buffer per ring;
- *  - about 30 KiB of per-sample scratch (pcs, frame ids, Python frames);
+ * Memory use (docs/recording.md, "Memory use"):
+ *  - one perf ring per CPU of a power-of-two data size: 2 MiB as root
+ *    (4 MiB minus a page, rounded down), else perf_event_mlock_kb minus one
+ *    page rounded down (512 KiB by default), halved until the kernel
+ *    accepts it; plus a 64 KiB copy buffer per ring;
+ *  - about 26 KiB of per-sample scratch (1024 pcs, 1537 frame ids, 256
+ *    Python frames, 1024 merge slots);
  *  - per process 32 bytes per executable mapping, per thread 16 bytes,
  *    per mapped file about 100 bytes plus its path;
  *  - 8 to 16 bytes per distinct kernel pc seen (at most 1 Mi of them);
