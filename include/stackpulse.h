@@ -164,40 +164,40 @@ enum stackpulse_attach_mode {
 /** Recorder options. Initialise with ::stackpulse_recorder_opts_init or
  * ::STACKPULSE_RECORDER_OPTS. */
 typedef struct stackpulse_recorder_opts {
-	size_t sz;                             /**< sizeof(struct stackpulse_recorder_opts). */
-	uint32_t frequency;                    /**< Samples per second per thread; default 99. */
-	uint32_t stack_size;                   /**< User stack bytes copied per sample; default
-	                       *   32768, at most 65528, multiple of 8. */
-	enum stackpulse_feature kernel;        /**< Kernel frames. */
-	int children;                          /**< Nonzero: follow forks and execs (default). */
-	enum stackpulse_feature python;        /**< CPython frames. */
-	enum stackpulse_perf_event perf_event; /**< The event that drives sampling. */
-	uint32_t ring_kb;                      /**< Ring size per CPU in KiB; 0 sizes it from
+	size_t sz;           /**< sizeof(struct stackpulse_recorder_opts). */
+	uint32_t frequency;  /**< Samples per second per thread; default 99. */
+	uint32_t stack_size; /**< User stack bytes copied per sample; default
+	                     *   32768, at most 65528, multiple of 8. */
+	/** Kernel frames. */
+	enum stackpulse_feature kernel;
+	int children; /**< Nonzero: follow forks and execs (default). */
+	/** CPython frames. */
+	enum stackpulse_feature python;
+	/** The event that drives sampling. */
+	enum stackpulse_perf_event perf_event;
+	uint32_t ring_kb;      /**< Ring size per CPU in KiB; 0 sizes it from
 	                       *   perf_event_mlock_kb. */
-	int zstd_level;                        /**< zstd level for chunks; default 3. */
-	int self_contained;                    /**< Nonzero: embed symbol tables at finish so the
+	int zstd_level;        /**< zstd level for chunks; default 3. */
+	int self_contained;    /**< Nonzero: embed symbol tables at finish so the
 	                       *   spool symbolizes anywhere (default on). */
-	uint32_t chunk_bytes;                  /**< Uncompressed bytes per chunk before it is
+	uint32_t chunk_bytes;  /**< Uncompressed bytes per chunk before it is
 	                       *   written; default 1 MiB. Smaller chunks lose
 	                       *   less on a crash. */
-	const char *cache_dir;                 /**< Symbol cache directory used at finish
+	const char *cache_dir; /**< Symbol cache directory used at finish
 	                        *   (embedded tables, kernel symbols); copied.
-	                        *   Same meaning as in ::stackpulse_symbolizer_opts:
 	                        *   NULL: `$STACKPULSE_SYMBOL_CACHE_DIR`, else
 	                        *   `$XDG_CACHE_HOME/stackpulse`, else
-	                        *   `~/.cache/stackpulse`; "": no cache. A set
+	                        *   `~/.cache/stackpulse`; "": no cache, the same
+	                        *   as in ::stackpulse_symbolizer_opts. A set
 	                        *   `STACKPULSE_NO_SYMBOL_CACHE` (other than "0")
 	                        *   turns the cache off whatever this says. */
-	enum stackpulse_feature realtime;      /**< Run the calling thread
-	                        *   at SCHED_FIFO priority 1 (with
-	                        *   SCHED_RESET_ON_FORK) inside
-	                        *   ::stackpulse_recorder_wait, restoring its
-	                        *   policy on return. AUTO (default): once a
-	                        *   CPython target is found, when allowed, so
-	                        *   that its stacks are read right after their
-	                        *   samples even on the target's CPU. OFF:
-	                        *   never. REQUIRED: always, and wait fails
-	                        *   with -EPERM when it is refused. */
+	/** Run the calling thread at SCHED_FIFO priority 1 (with
+	 * SCHED_RESET_ON_FORK) inside ::stackpulse_recorder_wait, restoring its
+	 * policy on return. AUTO (default): once a CPython target is found, when
+	 * allowed, so that its stacks are read right after their samples even on
+	 * the target's CPU. OFF: never. REQUIRED: always, and wait fails with
+	 * -EPERM when it is refused. */
+	enum stackpulse_feature realtime;
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
@@ -220,23 +220,24 @@ typedef struct stackpulse_recorder_opts {
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
 struct stackpulse_recorder_stats {
-	size_t sz;                             /**< Set by the caller to sizeof(*stats). */
-	uint64_t samples;                      /**< Samples written. */
-	uint64_t lost;                         /**< Samples the kernel reported lost. */
-	uint64_t truncated_stacks;             /**< Stacks cut (stack copy ran out, bad CFI). */
-	uint64_t bytes_written;                /**< Spool bytes written so far. */
-	uint64_t chunks;                       /**< Chunks written so far. */
-	uint32_t processes;                    /**< Processes seen. */
-	uint32_t threads;                      /**< Threads seen. */
-	uint32_t modules;                      /**< Distinct mapped files. */
-	uint32_t unique_stacks;                /**< Distinct stacks interned. */
-	int kernel_frames;                     /**< 1 when kernel frames are recorded. */
-	int python_frames;                     /**< 1 when a CPython target was found. */
-	enum stackpulse_perf_event perf_event; /**< The event actually used. */
-	uint64_t python_samples;               /**< Samples that carry Python frames. */
-	int realtime;                          /**< 1 when waits ran at SCHED_FIFO (see
-	                            *   opts.realtime), -1 when it was
-	                            *   refused, 0 when not tried. */
+	size_t sz;                 /**< Set by the caller to sizeof(*stats). */
+	uint64_t samples;          /**< Samples written. */
+	uint64_t lost;             /**< Samples the kernel reported lost. */
+	uint64_t truncated_stacks; /**< Stacks cut (stack copy ran out, bad CFI). */
+	uint64_t bytes_written;    /**< Spool bytes written so far. */
+	uint64_t chunks;           /**< Chunks written so far. */
+	uint32_t processes;        /**< Processes seen. */
+	uint32_t threads;          /**< Threads seen. */
+	uint32_t modules;          /**< Distinct mapped files. */
+	uint32_t unique_stacks;    /**< Distinct stacks interned. */
+	int kernel_frames;         /**< 1 when kernel frames are recorded. */
+	int python_frames;         /**< 1 when a CPython target was found. */
+	/** The event actually used. */
+	enum stackpulse_perf_event perf_event;
+	uint64_t python_samples; /**< Samples that carry Python frames. */
+	int realtime;            /**< 1 when waits ran at SCHED_FIFO (see
+	                          *   opts.realtime), -1 when it was
+	                          *   refused, 0 when not tried. */
 };
 
 /** The cost and quality of reading Python stacks (CPython targets only; all
