@@ -802,14 +802,24 @@ int stackpulse_recorder_fd(const stackpulse_recorder *rec)
 	return rec ? rec->epfd : -1;
 }
 
+/* The arguments of a stats call: a recorder, and a struct whose leading
+ * size_t sz (read through @p sz) at least covers sz itself. */
+static int stats_args(const stackpulse_recorder *rec, const size_t *sz)
+{
+	if (!rec || !sz)
+		return sp_error(-EINVAL, "NULL argument");
+	if (*sz < sizeof(size_t))
+		return sp_error(-EINVAL, "stats->sz is %zu", *sz);
+	return 0;
+}
+
 int stackpulse_recorder_stats(const stackpulse_recorder *rec,
                               struct stackpulse_recorder_stats *stats)
 {
 	SP_API_ENTRY();
-	if (!rec || !stats)
-		return sp_error(-EINVAL, "NULL argument");
-	if (stats->sz < sizeof(size_t))
-		return sp_error(-EINVAL, "stats->sz is %zu", stats->sz);
+	int rc = stats_args(rec, stats ? &stats->sz : NULL);
+	if (rc)
+		return rc;
 	struct stackpulse_recorder_stats s;
 	memset(&s, 0, sizeof(s));
 	sp_writer_counts wc;
@@ -837,10 +847,9 @@ int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
                                      struct stackpulse_recorder_python_stats *stats)
 {
 	SP_API_ENTRY();
-	if (!rec || !stats)
-		return sp_error(-EINVAL, "NULL argument");
-	if (stats->sz < sizeof(size_t))
-		return sp_error(-EINVAL, "stats->sz is %zu", stats->sz);
+	int rc = stats_args(rec, stats ? &stats->sz : NULL);
+	if (rc)
+		return rc;
 	struct stackpulse_recorder_python_stats s;
 	memset(&s, 0, sizeof(s));
 	s.sz = stats->sz < sizeof(s) ? stats->sz : sizeof(s);
