@@ -9,6 +9,7 @@
 
 static _Thread_local char last_detail[SP_ERROR_DETAIL_MAX];
 static _Thread_local int last_code;
+_Thread_local int sp_error_pending SP_TLS_INITIAL_EXEC;
 
 const char *stackpulse_version(void)
 {
@@ -92,6 +93,7 @@ int sp_error(int code, const char *fmt, ...)
 	(void)vsnprintf(last_detail, sizeof(last_detail), fmt, ap);
 	va_end(ap);
 	last_code = code;
+	sp_error_pending = 1;
 	return code;
 }
 
@@ -107,11 +109,13 @@ int sp_error_context(int code, const char *fmt, ...)
 	va_end(ap);
 	(void)snprintf(last_detail, sizeof(last_detail), "%s: %s", prefix, old);
 	last_code = code;
+	sp_error_pending = 1;
 	return code;
 }
 
 void sp_error_clear(void)
 {
+	sp_error_pending = 0;
 	last_detail[0] = '\0';
 	last_code = 0;
 }
