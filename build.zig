@@ -7,7 +7,7 @@ const sources = @import("src/sources.zig");
 const test_lists = @import("tests/tests.zig");
 const fuzz_list = @import("fuzz/harnesses.zig");
 
-const version: std.SemanticVersion = .{ .major = 0, .minor = 1, .patch = 0 };
+const version: std.SemanticVersion = .{ .major = 0, .minor = 2, .patch = 0 };
 
 /// Flags for every C file of the library, its tests, examples and harnesses.
 const c_flags = [_][]const u8{
@@ -118,6 +118,13 @@ pub fn build(b: *std.Build) void {
     link_check.has_side_effects = true;
     link_check.step.dependOn(b.getInstallStep());
     test_step.dependOn(&link_check.step);
+    const cxx_check = b.addSystemCommand(&.{"bash"});
+    cxx_check.setName("check the header from C++");
+    cxx_check.addFileArg(b.path(".ci/check-cxx.sh"));
+    cxx_check.addDirectoryArg(prefix_dir);
+    cxx_check.has_side_effects = true;
+    cxx_check.step.dependOn(b.getInstallStep());
+    test_step.dependOn(&cxx_check.step);
     test_step.dependOn(&run_tests.step);
 
     // Valgrind cannot decode every instruction of -mcpu=native (AVX-512 in
@@ -211,7 +218,7 @@ pub fn build(b: *std.Build) void {
 
     const fmt_check_step = b.step("fmt-check", "Fail if any C or Zig file is not formatted");
     for (fmtCheckSteps(b, root)) |st| fmt_check_step.dependOn(st);
-    const lint_step = b.step("lint", "clang-tidy (warnings are errors) and the layering check");
+    const lint_step = b.step("lint", "clang-tidy (warnings are errors), the layering and public-entry checks");
     const lint_steps = lintSteps(b, root);
     for (lint_steps) |st| lint_step.dependOn(st);
     b.step("layers", "Only the layering check of lint").dependOn(lint_steps[0]);
@@ -233,7 +240,26 @@ pub fn build(b: *std.Build) void {
     for (example_installs.items) |st| ci_run.step.dependOn(st);
     ci_run.step.dependOn(&exportsCheck(b, shared_lib).step);
     for (ci_lint) |l| ci_run.step.dependOn(l);
+    ci_run.setEnvironmentVariable("SP_NO_SKIP", "1"); // CI installs every requirement
+    ci_run.step.dependOn(&cxx_check.step);
     ci.dependOn(&ci_run.step);
+
+    // ---- ABI -----------------------------------------------------------------
+    // abi/stackpulse.abi is the committed baseline; an ABI change fails ci
+    // until `zig build abi-update` regenerates it in the same commit.
+    const abi_check = abiStep(b, shared_lib, "check");
+    ci.dependOn(&abi_check.step);
+    b.step("abi-check", "abidiff libstackpulse.so against abi/stackpulse.abi").dependOn(&abi_check.step);
+    b.step("abi-update", "Regenerate abi/stackpulse.abi from libstackpulse.so (abidw)").dependOn(&abiStep(b, shared_lib, "update").step);
+}
+
+fn abiStep(b: *std.Build, lib: *std.Build.Step.Compile, mode: []const u8) *std.Build.Step.Run {
+    const run = b.addSystemCommand(&.{ "bash", ".ci/abi.sh", mode });
+    run.setName(b.fmt("abi {s}", .{mode}));
+    run.setCwd(b.path(""));
+    run.addArtifactArg(lib);
+    run.has_side_effects = true;
+    return run;
 }
 
 fn exportsCheck(b: *std.Build, lib: *std.Build.Step.Compile) *std.Build.Step.Run {
@@ -258,11 +284,15 @@ fn fmtCheckSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     return .{ &c.step, &z.step };
 }
 
-/// The layering check and clang-tidy over every listed C file.
-fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
+/// The layering check, the public-entry check and clang-tidy over every
+/// listed C file.
+fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [3]*std.Build.Step {
     const layers = b.addSystemCommand(&.{ "python3", ".ci/check-layers.py" });
     layers.setCwd(root);
     layers.has_side_effects = true;
+    const api_entry = b.addSystemCommand(&.{ "python3", ".ci/check-api-entry.py" });
+    api_entry.setCwd(root);
+    api_entry.has_side_effects = true;
     const tidy = b.addSystemCommand(&.{ "bash", ".ci/clang-tidy.sh" });
     tidy.setCwd(root);
     tidy.addArgs(&all_srcs);
@@ -273,7 +303,7 @@ fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     for (harnesses) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
     if (harnesses.len > 0) tidy.addArgs(&.{ "fuzz/replay_main.c", "fuzz/afl_driver.c" });
     tidy.has_side_effects = true;
-    return .{ &layers.step, &tidy.step };
+    return .{ &layers.step, &api_entry.step, &tidy.step };
 }
 
 /// System libraries of the full library, as -l flags, for this target.

@@ -185,7 +185,7 @@ static int print_stacks(const stackpulse_profile *p, uint64_t total, size_t limi
 			        stackpulse_profile_func(p, np.func[path]);
 			const char *file = stackpulse_profile_string(p, fn->file);
 			printf("    %s%s", stackpulse_profile_string(p, fn->name),
-			       kind_tag(fn->kind));
+			       kind_tag((int)fn->kind));
 			if (file && *file)
 				printf("  (%s)", file);
 			printf("\n");
@@ -225,7 +225,8 @@ int main(int argc, char **argv)
 			app = argv[++i];
 		} else if (strcmp(a, "--label") == 0) {
 			if (nlabels == MAX_LABELS || !strchr(argv[i + 1], '=')) {
-				fprintf(stderr, "report: --label wants KEY=VALUE (at most %d), not '%s'\n",
+				fprintf(stderr,
+				        "report: --label wants KEY=VALUE (at most %d), not '%s'\n",
 				        MAX_LABELS, argv[i + 1]);
 				return 2;
 			}
@@ -298,12 +299,13 @@ int main(int argc, char **argv)
 	}
 	if ((app || nlabels) && mode != M_PUSH_PYROSCOPE && mode != M_PUSH_OTLP &&
 	    mode != M_OTLP_FILE) {
-		fprintf(stderr, "report: --app and --label go with --push, --otlp or --otlp-file\n");
+		fprintf(stderr,
+		        "report: --app and --label go with --push, --otlp or --otlp-file\n");
 		return 2;
 	}
 
 	stackpulse_spool *spool = NULL;
-	int rc = stackpulse_spool_open(spool_path, &spool);
+	int rc = stackpulse_spool_open(spool_path, NULL, &spool);
 	if (rc) {
 		fail(spool_path, rc);
 		return 1;
@@ -351,7 +353,8 @@ int main(int argc, char **argv)
 	case M_PUSH_PYROSCOPE:
 	case M_PUSH_OTLP: {
 		stackpulse_push_opts pu = STACKPULSE_PUSH_OPTS;
-		pu.protocol = mode == M_PUSH_OTLP ? STACKPULSE_PUSH_OTLP : STACKPULSE_PUSH_PYROSCOPE;
+		pu.protocol =
+		        mode == M_PUSH_OTLP ? STACKPULSE_PUSH_OTLP : STACKPULSE_PUSH_PYROSCOPE;
 		pu.url = out_path;
 		pu.app = app;
 		pu.labels = labels;
@@ -379,10 +382,10 @@ int main(int argc, char **argv)
 	case M_FIREFOX:
 	case M_SVG:
 	case M_OTLP_FILE: {
-		int fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
-		          : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
-		          : mode == M_SVG     ? STACKPULSE_EXPORT_SVG
-		                              : STACKPULSE_EXPORT_OTLP;
+		enum stackpulse_export_format fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
+		                                    : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
+		                                    : mode == M_SVG     ? STACKPULSE_EXPORT_SVG
+		                                                        : STACKPULSE_EXPORT_OTLP;
 		rc = stackpulse_export_to_path(prof, fmt, &eo, out_path);
 		if (rc) {
 			fail(out_path, rc);

@@ -76,6 +76,7 @@ pub const symbolize = [_][]const u8{
 pub const profile = [_][]const u8{
     "src/profile/itab.c",
     "src/profile/profile.c",
+    "src/profile/profile_counts.c",
     "src/profile/export.c",
     "src/profile/export_folded.c",
     "src/profile/export_svg.c",

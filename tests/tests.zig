@@ -24,6 +24,7 @@ pub const pure = [_][]const u8{
 
 /// Tests that link the whole library (and may use the OS).
 pub const os = [_][]const u8{
+    "tests/common/test_harness.c",
     "tests/record/test_record_parsers.c",
     "tests/record/test_kallsyms_cache.c",
     "tests/record/test_record_spawn.c",

@@ -179,9 +179,17 @@ int sp_export_check_labels(const char *const *labels, size_t n)
 	return 0;
 }
 
-int stackpulse_export(const stackpulse_profile *p, int format, const stackpulse_export_opts *opts,
-                      stackpulse_write_fn fn, void *ctx)
+void stackpulse_export_opts_init(stackpulse_export_opts *opts)
 {
+	SP_API_ENTRY();
+	if (opts)
+		*opts = STACKPULSE_EXPORT_OPTS;
+}
+
+int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format format,
+                      const stackpulse_export_opts *opts, stackpulse_write_fn fn, void *ctx)
+{
+	SP_API_ENTRY();
 	if (!p || !fn)
 		return sp_error(-EINVAL, "export: profile or write function is NULL");
 	stackpulse_export_opts o = STACKPULSE_EXPORT_OPTS;
@@ -209,7 +217,7 @@ int stackpulse_export(const stackpulse_profile *p, int format, const stackpulse_
 	case STACKPULSE_EXPORT_FIREFOX: rc = sp_export_firefox(p, &o, out); break;
 	case STACKPULSE_EXPORT_SVG: rc = sp_export_svg(p, &o, out); break;
 	case STACKPULSE_EXPORT_OTLP: rc = sp_export_otlp(p, &o, out); break;
-	default: rc = sp_error(-EINVAL, "export: unknown format %d", format); break;
+	default: rc = sp_error(-EINVAL, "export: unknown format %d", (int)format); break;
 	}
 	if (!rc)
 		rc = out->err;
@@ -236,13 +244,14 @@ static int fd_write(void *ctx, const void *data, size_t len)
 	return 0;
 }
 
-int stackpulse_export_to_path(const stackpulse_profile *p, int format,
+int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_export_format format,
                               const stackpulse_export_opts *opts, const char *path)
 {
+	SP_API_ENTRY();
 	if (!path || !p)
 		return sp_error(-EINVAL, "export: path or profile is NULL");
-	if (format < STACKPULSE_EXPORT_FOLDED || format > STACKPULSE_EXPORT_OTLP)
-		return sp_error(-EINVAL, "export: unknown format %d", format);
+	if ((int)format < STACKPULSE_EXPORT_FOLDED || (int)format > STACKPULSE_EXPORT_OTLP)
+		return sp_error(-EINVAL, "export: unknown format %d", (int)format);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int e = -errno;

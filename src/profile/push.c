@@ -57,6 +57,13 @@ static int push_opts(const stackpulse_push_opts *in, stackpulse_push_opts *o)
 	return sp_export_check_labels(o->labels, o->nlabels);
 }
 
+void stackpulse_push_opts_init(stackpulse_push_opts *opts)
+{
+	SP_API_ENTRY();
+	if (opts)
+		*opts = STACKPULSE_PUSH_OPTS;
+}
+
 #if defined(SP_HAVE_CURL) && SP_HAVE_CURL
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -245,7 +252,7 @@ static int post(const stackpulse_push_opts *o, const char *url, const sp_buf *bo
 
 int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opts)
 {
-	sp_error_clear();
+	SP_API_ENTRY();
 	if (!p)
 		return sp_error(-EINVAL, "push: profile is NULL");
 	stackpulse_push_opts o;
@@ -290,7 +297,7 @@ int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opt
 
 int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opts)
 {
-	sp_error_clear();
+	SP_API_ENTRY();
 	if (!p)
 		return sp_error(-EINVAL, "push: profile is NULL");
 	stackpulse_push_opts o;

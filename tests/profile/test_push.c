@@ -404,8 +404,9 @@ SP_TEST(report_example_pushes_a_recording)
 	REQUIRE(before != NULL);
 	dir = server_dir("report_400");
 	port = start_server(dir, "--script 400 --deadline 5");
-	snprintf(cmd, sizeof(cmd), "%s/report %s --push http://127.0.0.1:%d --app busy >%s/out 2>&1",
-	         bin, spool, port, dir);
+	snprintf(cmd, sizeof(cmd),
+	         "%s/report %s --push http://127.0.0.1:%d --app busy >%s/out 2>&1", bin, spool,
+	         port, dir);
 	CHECK_EQ(sp_test_run(cmd), 1);
 	snprintf(out, sizeof(out), "%s/out", dir);
 	char *msg = sp_test_read_file(out, NULL);
