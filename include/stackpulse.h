@@ -236,6 +236,10 @@ struct stackpulse_recorder_stats {
 	int realtime;                 /**< 1 when waits ran at SCHED_FIFO (see
 	                               *   opts.realtime), -1 when it was
 	                               *   refused, 0 when not tried. */
+	uint64_t mappings_dropped;    /**< Executable mappings not kept because
+	                               *   their process had too many (16384,
+	                               *   see docs/recording.md); samples in
+	                               *   them have unknown frames. */
 };
 
 /**

@@ -833,6 +833,7 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_delay_max_ns = ps->delay_max_ns;
 	s.python_early_reads = rec->python_early;
 	s.realtime = rec->realtime;
+	s.mappings_dropped = rec->pt.maps_dropped;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
