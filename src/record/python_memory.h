@@ -20,12 +20,14 @@
  * part each) a code cache keeps: per process, and over all processes of a
  * recording that share a budget (sp_py_codes_set_budget). Beyond them the
  * least recently used entries are evicted (clock); one used by any of the
- * last SP_PY_CODE_PIN_WALKS walks never is (its id may still sit in a
- * frame read ahead of the drain), and when nothing can go, the new code
- * object is refused (the walk ends there, truncated). */
+ * last SP_PY_CODE_PIN_WALKS walks is not (its id may still sit in a stack
+ * read ahead of the drain: the recorder keeps at most 64 of those), and
+ * when nothing can go, the new code object is refused (the walk ends
+ * there, truncated). An id that outlives its entry anyway finds NULL
+ * (generation check), never another code object. */
 #define SP_PY_CODE_BUDGET       (32ull << 20)
 #define SP_PY_CODE_BUDGET_TOTAL (128ull << 20)
-#define SP_PY_CODE_PIN_WALKS    256u
+#define SP_PY_CODE_PIN_WALKS    64u
 #define SP_PY_MAX_THREADS   4096u      /* Thread states listed per process. */
 #define SP_PY_MAX_INTERPS   64u        /* Interpreters listed per process. */
 #define SP_PY_MAX_IOV       16u        /* Reads per sp_py_mem_read. */
