@@ -246,7 +246,11 @@ struct stackpulse_recorder_stats {
  * Attaches to the running process @p pid and starts recording into @p path.
  *
  * @param pid   Target process id.
- * @param path  Spool file to create (truncated if it exists).
+ * @param path  Spool file to create, mode 0600. It is written under a
+ *              temporary name beside @p path and renamed onto @p path only
+ *              once recording has started: on failure an existing file
+ *              stays untouched and none is created. A symlink at @p path
+ *              is replaced, not followed (docs/recording.md).
  * @param mode  ::stackpulse_attach_mode.
  * @param opts  Options, or NULL for the defaults.
  * @param out   Receives the recorder.
@@ -265,7 +269,8 @@ STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path, int m
  * first instruction (enable-on-exec).
  *
  * @param argv    NULL-terminated argument vector.
- * @param path    Spool file to create.
+ * @param path    Spool file to create, as for ::stackpulse_recorder_attach;
+ *                renamed onto @p path once the command was executed.
  * @param opts    Options, or NULL for the defaults.
  * @param out     Receives the recorder.
  * @param pid_out Receives the child's pid, or NULL. The caller may
@@ -885,7 +890,10 @@ typedef struct stackpulse_export_opts {
 STACKPULSE_API int stackpulse_export(const stackpulse_profile *p, int format,
                                      const stackpulse_export_opts *opts, stackpulse_write_fn fn,
                                      void *ctx);
-/** Writes @p p in @p format to the file @p path (created or truncated). */
+/** Writes @p p in @p format to the file @p path: written beside it and
+ * renamed onto it when complete (a failure leaves an existing file as it
+ * was; a symlink or hard link at @p path is replaced, not written
+ * through). */
 STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p, int format,
                                              const stackpulse_export_opts *opts, const char *path);
 /**@}*/
