@@ -149,8 +149,7 @@ static int output_create_tmp(const char *path, unsigned mode, char **tmp_out, in
 	for (int attempt = 0; attempt < 64; attempt++) {
 		uint32_t r = (seed + (uint32_t)counter++ * 0x9e3779b9u) * 0x85ebca6bu;
 		snprintf(tmp, cap, "%.*s.%.*s.%08x", dirlen, path, keep, base, r);
-		int fd = open(tmp,
-		              O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
 		              (mode_t)mode);
 		if (fd >= 0) {
 			*tmp_out = tmp;

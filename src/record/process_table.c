@@ -307,8 +307,7 @@ int sp_ptable_rename(sp_ptable *t, sp_process *p, pid_t tid, const char *name, u
 
 /* ---- mappings ---- */
 
-static int module_key_cmp(const sp_module_cache *c, uint64_t hash, uint64_t inode,
-                          const char *path)
+static int module_key_cmp(const sp_module_cache *c, uint64_t hash, uint64_t inode, const char *path)
 {
 	if (c->hash != hash)
 		return c->hash < hash ? -1 : 1;

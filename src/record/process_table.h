@@ -70,8 +70,8 @@ typedef struct sp_ptable {
 	size_t nprocs, cap_procs;
 	sp_thread *threads;
 	size_t nthreads, cap_threads;
-	sp_imap by_pid; /* Live pid -> procs slot. */
-	sp_imap by_tid; /* Live tid -> threads slot. */
+	sp_imap by_pid;           /* Live pid -> procs slot. */
+	sp_imap by_tid;           /* Live tid -> threads slot. */
 	sp_module_cache *modules; /* In creation order. */
 	size_t nmodcache, capmodcache;
 	uint32_t *modorder; /* modules indexes sorted by (hash, inode, path). */

@@ -201,8 +201,7 @@ static int evict_one(sp_py_codes *c)
 
 static int over_budget(const sp_py_codes *c, uint64_t need)
 {
-	return c->bytes + need > c->budget ||
-	       (c->shared && *c->shared + need > c->shared_limit);
+	return c->bytes + need > c->budget || (c->shared && *c->shared + need > c->shared_limit);
 }
 
 /* A free slot for an entry of @p need bytes, evicting as needed. */

@@ -28,10 +28,10 @@
 #define SP_PY_CODE_BUDGET       (32ull << 20)
 #define SP_PY_CODE_BUDGET_TOTAL (128ull << 20)
 #define SP_PY_CODE_PIN_WALKS    64u
-#define SP_PY_MAX_THREADS   4096u      /* Thread states listed per process. */
-#define SP_PY_MAX_INTERPS   64u        /* Interpreters listed per process. */
-#define SP_PY_MAX_IOV       16u        /* Reads per sp_py_mem_read. */
-#define SP_PY_MAX_LIVE      32u        /* Reads per callback call. */
+#define SP_PY_MAX_THREADS       4096u /* Thread states listed per process. */
+#define SP_PY_MAX_INTERPS       64u   /* Interpreters listed per process. */
+#define SP_PY_MAX_IOV           16u   /* Reads per sp_py_mem_read. */
+#define SP_PY_MAX_LIVE          32u   /* Reads per callback call. */
 
 /* Highest user-space address on the 64-bit targets we support (x86_64 with
  * 5-level paging, aarch64 52-bit VA). */

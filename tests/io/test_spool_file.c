@@ -177,8 +177,7 @@ SP_TEST(sink_refuses_special_files_and_discards_uncommitted)
 	char dir_slash[600];
 	snprintf(dir_slash, sizeof(dir_slash), "%s/", sp_test_tmpdir());
 	CHECK_EQ(sp_file_sink_open(&sink, dir_slash, SP_FILE_MODE_PRIVATE), -EISDIR);
-	CHECK_EQ(sp_file_sink_open(&sink, "/no/such/dir/x.spool", SP_FILE_MODE_PRIVATE),
-	         -ENOENT);
+	CHECK_EQ(sp_file_sink_open(&sink, "/no/such/dir/x.spool", SP_FILE_MODE_PRIVATE), -ENOENT);
 	/* Closed before the commit: an existing file stays as it was, a new
 	 * one is never created, and no temporary file is left. */
 	const char *old = tmp_path("sink-old");
@@ -251,7 +250,8 @@ SP_TEST(killed_writer_leaves_a_readable_file)
 		sp_writer *w;
 		sp_writer_opts opts = { 1, 4096 };
 		if (sp_file_sink_open(&sink, path, SP_FILE_MODE_PRIVATE) != 0 ||
-		    sp_file_sink_commit(&sink) != 0 || sp_writer_new(&opts, sp_file_sink_write, &sink, &w) != 0 ||
+		    sp_file_sink_commit(&sink) != 0 ||
+		    sp_writer_new(&opts, sp_file_sink_write, &sink, &w) != 0 ||
 		    write_steady(w, 20000, 30, 2) != 0)
 			_exit(1);
 		sp_writer_counts c;

@@ -57,8 +57,8 @@ SP_TEST(mapping_flood_is_cut_and_recording_goes_on)
 	waitpid(pid, &status, 0);
 	printf("70000 code mappings: run rc %d in %.1f s, %llu dropped, %zu kept, %llu lost, "
 	       "%llu samples\n",
-	       rc, took, (unsigned long long)st.mappings_dropped, kept,
-	       (unsigned long long)st.lost, (unsigned long long)st.samples);
+	       rc, took, (unsigned long long)st.mappings_dropped, kept, (unsigned long long)st.lost,
+	       (unsigned long long)st.samples);
 	CHECK_EQ(rc, 0); /* Not ELIMIT: the flood does not end the recording. */
 	CHECK(took < 30);
 	CHECK(p != NULL);

@@ -181,10 +181,11 @@ SP_TEST(failed_record_example_keeps_the_old_spool)
 		snprintf(keep, sizeof(keep), "%s/keep.spool", dir);
 		write_keep(keep);
 		for (int fresh = 0; fresh < 2; fresh++) {
-			snprintf(cmd, sizeof(cmd), "cd '%s' && timeout 60 %s '%s' -o '%s/%s' %s 2>&1",
-			         dir,
-			         f[i].as_nobody ? "setpriv --reuid=65534 --regid=65534 --clear-groups"
-			                        : "",
+			snprintf(cmd, sizeof(cmd),
+			         "cd '%s' && timeout 60 %s '%s' -o '%s/%s' %s 2>&1", dir,
+			         f[i].as_nobody
+			                 ? "setpriv --reuid=65534 --regid=65534 --clear-groups"
+			                 : "",
 			         record, dir, fresh ? "new.spool" : "keep.spool", f[i].args);
 			FILE *p = popen(cmd, "r");
 			REQUIRE(p);

@@ -367,7 +367,8 @@ SP_TEST(process_table_mapping_limit)
 	sp_ptable_frame(p, last + 0x10, &f); /* Dropped: never seen. */
 	CHECK_EQ(f.kind, STACKPULSE_FRAME_UNKNOWN);
 	/* A dropped mapping over a kept one: that entry turns unknown. */
-	REQUIRE_OK(sp_ptable_mmap(&t, p, 0x7f0000000000ull, 0x800, 0, "/lib/new.so", NULL, 0, 1, 3));
+	REQUIRE_OK(
+	        sp_ptable_mmap(&t, p, 0x7f0000000000ull, 0x800, 0, "/lib/new.so", NULL, 0, 1, 3));
 	CHECK_EQ(p->maps_dropped, 101u);
 	sp_ptable_frame(p, 0x7f0000000000ull + 0x10, &f);
 	CHECK_EQ(f.kind, STACKPULSE_FRAME_UNKNOWN);
