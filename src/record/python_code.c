@@ -217,7 +217,7 @@ static int codes_make_room(sp_py_codes *c, uint64_t need, uint32_t *slot)
 		*slot = c->free_ids[--c->nfree];
 		return 0;
 	}
-	if (c->count == c->cap) {
+	if (!c->items || c->count >= c->cap) {
 		uint32_t cap = c->cap ? c->cap * 2 : 64;
 		sp_py_code *items = sp_realloc_array(c->items, cap, sizeof(*items));
 		if (!items)
