@@ -465,8 +465,11 @@ SP_TEST(export_never_writes_through_links)
 	sp_buf mem;
 	stackpulse_spool *s;
 	stackpulse_profile *p = export_fixture(&mem, &s);
-	const char *tmp = sp_test_tmpdir();
-	char victim[512], path[512], hard[512];
+	char tmp[512];
+	snprintf(tmp, sizeof(tmp), "%s/links",
+	         sp_test_tmpdir()); /* Its own: others leave dotfiles. */
+	REQUIRE(mkdir(tmp, 0700) == 0);
+	char victim[600], path[600], hard[600];
 	snprintf(victim, sizeof(victim), "%s/victim.txt", tmp);
 	snprintf(path, sizeof(path), "%s/planted.folded", tmp);
 	snprintf(hard, sizeof(hard), "%s/hard.folded", tmp);
