@@ -234,10 +234,14 @@ struct stackpulse_recorder_stats {
 	int python_frames;         /**< 1 when a CPython target was found. */
 	/** The event actually used. */
 	enum stackpulse_perf_event perf_event;
-	uint64_t python_samples; /**< Samples that carry Python frames. */
-	int realtime;            /**< 1 when waits ran at SCHED_FIFO (see
+	uint64_t python_samples;   /**< Samples that carry Python frames. */
+	int realtime;              /**< 1 when waits ran at SCHED_FIFO (see
 	                          *   opts.realtime), -1 when it was
 	                          *   refused, 0 when not tried. */
+	uint64_t mappings_dropped; /**< Executable mappings not kept because
+	                            *   their process had too many (16384,
+	                            *   see docs/recording.md); samples in
+	                            *   them have unknown frames. */
 };
 
 /** The cost and quality of reading Python stacks (CPython targets only; all
@@ -274,7 +278,11 @@ STACKPULSE_API void stackpulse_recorder_opts_init(stackpulse_recorder_opts *opts
  * Attaches to the running process @p pid and starts recording into @p path.
  *
  * @param pid   Target process id.
- * @param path  Spool file to create (truncated if it exists).
+ * @param path  Spool file to create, mode 0600. It is written under a
+ *              temporary name beside @p path and renamed onto @p path only
+ *              once recording has started: on failure an existing file
+ *              stays untouched and none is created. A symlink at @p path
+ *              is replaced, not followed (docs/recording.md).
  * @param mode  How to join the process.
  * @param opts  Options, or NULL for the defaults.
  * @param out   Receives the recorder.
@@ -294,7 +302,8 @@ STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path,
  * first instruction (enable-on-exec).
  *
  * @param argv    NULL-terminated argument vector.
- * @param path    Spool file to create.
+ * @param path    Spool file to create, as for ::stackpulse_recorder_attach;
+ *                renamed onto @p path once the command was executed.
  * @param opts    Options, or NULL for the defaults.
  * @param out     Receives the recorder.
  * @param pid_out Receives the child's pid, or NULL. The caller may
@@ -1018,7 +1027,10 @@ STACKPULSE_API int stackpulse_export(const stackpulse_profile *p,
                                      enum stackpulse_export_format format,
                                      const stackpulse_export_opts *opts, stackpulse_write_fn fn,
                                      void *ctx);
-/** Writes @p p in @p format to the file @p path (created or truncated). */
+/** Writes @p p in @p format to the file @p path: written beside it and
+ * renamed onto it when complete (a failure leaves an existing file as it
+ * was; a symlink or hard link at @p path is replaced, not written
+ * through). */
 STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p,
                                              enum stackpulse_export_format format,
                                              const stackpulse_export_opts *opts, const char *path);

@@ -34,6 +34,8 @@ pub const os = [_][]const u8{
     "tests/record/test_record_crash.c",
     "tests/record/test_record_selfcontained.c",
     "tests/record/test_record_perfmap.c",
+    "tests/record/test_record_output.c",
+    "tests/record/test_record_limits.c",
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
     "tests/io/test_spool_file.c",

@@ -1,13 +1,12 @@
 /* Exporter entry points, the buffered output and text escaping. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/file.h"
 #include "profile/export_internal.h"
 
 int sp_out_flush(sp_out *o)
@@ -227,23 +226,6 @@ int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format
 	return rc;
 }
 
-static int fd_write(void *ctx, const void *data, size_t len)
-{
-	int fd = *(int *)ctx;
-	const char *s = data;
-	while (len > 0) {
-		ssize_t n = write(fd, s, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		s += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_export_format format,
                               const stackpulse_export_opts *opts, const char *path)
 {
@@ -252,19 +234,20 @@ int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_expor
 		return sp_error(-EINVAL, "export: path or profile is NULL");
 	if ((int)format < STACKPULSE_EXPORT_FOLDED || (int)format > STACKPULSE_EXPORT_OTLP)
 		return sp_error(-EINVAL, "export: unknown format %d", (int)format);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int e = -errno;
-		return sp_error(e, "export: cannot create %s: %s", path, strerror(-e));
-	}
-	int rc = stackpulse_export(p, format, opts, fd_write, &fd);
+	/* Written beside @p path and renamed onto it when complete: a symlink
+	 * or hard link planted at @p path is replaced, never written through,
+	 * and a failed export leaves the old file as it was. */
+	sp_file_sink sink;
+	int rc = sp_file_sink_open(&sink, path, SP_FILE_MODE_SHARED);
+	if (rc)
+		return sp_error_context(rc, "export: cannot create %s", path);
+	rc = stackpulse_export(p, format, opts, sp_file_sink_write, &sink);
 	if (rc && rc != -EINVAL)
 		sp_error_context(rc, "export to %s", path);
-	if (close(fd) != 0 && !rc) {
-		rc = -errno;
-		sp_error(rc, "export: closing %s: %s", path, strerror(-rc));
-	}
-	if (rc)
-		unlink(path); /* Never leave a half-written export behind. */
+	if (!rc)
+		rc = sp_file_sink_commit(&sink);
+	int rc2 = sp_file_sink_close(&sink);
+	if (!rc && rc2)
+		rc = sp_error_context(rc2, "export: closing %s", path);
 	return rc;
 }

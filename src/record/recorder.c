@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,9 +166,10 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 		}
 	}
 	rec->last_flush_ns = clock_ns(CLOCK_MONOTONIC);
-	rc = sp_file_sink_open(&rec->sink, path);
+	/* Under a temporary name until recording has started (start_output). */
+	rc = sp_file_sink_open(&rec->sink, path, SP_FILE_MODE_PRIVATE);
 	if (rc) {
-		rc = sp_error(rc, "cannot create the spool file %s", path);
+		rc = sp_error_context(rc, "cannot create the spool file");
 		rec->sink.fd = -1;
 		goto fail;
 	}
@@ -203,6 +206,15 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 fail:
 	recorder_free(rec);
 	return rc;
+}
+
+/* Recording has really started (target attached or spawned, events
+ * enabled): only now does the spool replace whatever was at its path. A
+ * failure before this leaves that untouched and no file behind. */
+static int start_output(stackpulse_recorder *rec)
+{
+	int rc = sp_file_sink_commit(&rec->sink);
+	return rc ? sp_error_context(rc, "cannot create the spool file") : 0;
 }
 
 /* Ring bytes per CPU: the caller's ring_kb, else our share of
@@ -562,6 +574,8 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, enum stackpulse_atta
 			rc = enable_all(rec);
 	}
 	sp_attach_restore_signals(&old);
+	if (rc == 0)
+		rc = start_output(rec);
 	if (rc)
 		goto fail;
 	*out = rec;
@@ -635,6 +649,11 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 	/* enable_on_exec starts sampling at the exec itself. */
 	if ((rc = sp_spawn_release(child, go, status_fd, prog)) != 0)
 		goto fail;
+	if ((rc = start_output(rec)) != 0) {
+		kill(child, SIGKILL); /* Ours, and not recorded: do not leave it running. */
+		waitpid(child, NULL, 0);
+		goto fail;
+	}
 	if (pid_out)
 		*pid_out = child;
 	*out = rec;
@@ -839,6 +858,7 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.perf_event = (enum stackpulse_perf_event)rec->setup.event;
 	s.python_samples = rec->python_samples;
 	s.realtime = rec->realtime;
+	s.mappings_dropped = rec->pt.maps_dropped;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }

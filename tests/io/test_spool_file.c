@@ -1,10 +1,12 @@
 /* The file layer: spools written through sp_file_sink and read back with
  * stackpulse_spool_open, refusal of non-regular files, write errors, files
  * that change under an open spool, and a writer killed mid-recording. */
+#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -27,7 +29,8 @@ static const char *tmp_path(const char *name)
 static void write_rich_file(const char *path, uint32_t chunk_bytes)
 {
 	sp_file_sink sink;
-	REQUIRE_OK(sp_file_sink_open(&sink, path));
+	REQUIRE_OK(sp_file_sink_open(&sink, path, SP_FILE_MODE_PRIVATE));
+	REQUIRE_OK(sp_file_sink_commit(&sink));
 	sp_writer *w;
 	sp_writer_opts opts = { 1, chunk_bytes };
 	REQUIRE_OK(sp_writer_new(&opts, sp_file_sink_write, &sink, &w));
@@ -105,29 +108,91 @@ SP_TEST(open_refuses_what_is_not_a_regular_file)
 	CHECK_EQ(stackpulse_spool_open(empty, NULL, &s), STACKPULSE_ETRUNCATED);
 }
 
-SP_TEST(sink_refuses_links_and_special_files)
+static void write_bytes(const char *path, const char *text)
+{
+	int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	REQUIRE(fd >= 0);
+	REQUIRE(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	close(fd);
+}
+
+static off_t size_of(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* Entries of the test directory whose name starts with @p prefix. */
+static int count_entries(const char *prefix)
+{
+	DIR *d = opendir(sp_test_tmpdir());
+	REQUIRE(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+/* A symlink or hard link planted at the output path is replaced by the
+ * rename; the file it led to is never opened, truncated or written. */
+SP_TEST(sink_replaces_links_never_writes_through)
 {
 	const char *target = tmp_path("target");
-	int fd = open(target, O_CREAT | O_WRONLY, 0600);
-	REQUIRE(fd >= 0);
-	REQUIRE(write(fd, "keep", 4) == 4);
-	close(fd);
-	const char *link = tmp_path("sink-link");
-	REQUIRE(symlink(target, link) == 0);
+	write_bytes(target, "keep");
+	const char *slink = tmp_path("sink-link");
+	REQUIRE(symlink(target, slink) == 0);
 	sp_file_sink sink;
-	CHECK_EQ(sp_file_sink_open(&sink, link), -ELOOP);
+	REQUIRE_OK(sp_file_sink_open(&sink, slink, SP_FILE_MODE_PRIVATE));
+	REQUIRE_OK(sp_file_sink_write(&sink, "new!!", 5));
+	CHECK_EQ(size_of(target), 4); /* Nothing reached the link's target. */
+	REQUIRE_OK(sp_file_sink_commit(&sink));
+	REQUIRE_OK(sp_file_sink_close(&sink));
 	struct stat st;
-	REQUIRE(stat(target, &st) == 0);
-	CHECK_EQ(st.st_size, 4); /* The link's target was not truncated. */
+	REQUIRE(lstat(slink, &st) == 0);
+	CHECK(S_ISREG(st.st_mode));
+	CHECK_EQ(st.st_size, 5);
+	CHECK_EQ(st.st_mode & 07777, 0600u); /* Spools hold kernel addresses. */
+	CHECK_EQ(size_of(target), 4);
+
+	const char *hard = tmp_path("sink-hard");
+	REQUIRE(link(target, hard) == 0);
+	REQUIRE_OK(sp_file_sink_open(&sink, hard, SP_FILE_MODE_PRIVATE));
+	REQUIRE_OK(sp_file_sink_write(&sink, "xy", 2));
+	REQUIRE_OK(sp_file_sink_commit(&sink));
+	REQUIRE_OK(sp_file_sink_close(&sink));
+	CHECK_EQ(size_of(hard), 2);
+	REQUIRE(lstat(target, &st) == 0);
+	CHECK_EQ(st.st_size, 4);
+	CHECK_EQ(st.st_nlink, 1u); /* The hard link was replaced, not written. */
+	CHECK_EQ(count_entries(".sink-"), 0);
+}
+
+SP_TEST(sink_refuses_special_files_and_discards_uncommitted)
+{
+	sp_file_sink sink;
 	const char *fifo = tmp_path("sink-fifo");
 	REQUIRE(mkfifo(fifo, 0600) == 0);
-	CHECK(sp_file_sink_open(&sink, fifo) < 0);
-	CHECK(sp_file_sink_open(&sink, sp_test_tmpdir()) < 0);
-	/* An existing regular file is truncated. */
-	REQUIRE_OK(sp_file_sink_open(&sink, target));
-	REQUIRE(stat(target, &st) == 0);
-	CHECK_EQ(st.st_size, 0);
+	CHECK_EQ(sp_file_sink_open(&sink, fifo, SP_FILE_MODE_PRIVATE), -EINVAL);
+	CHECK_EQ(sp_file_sink_open(&sink, sp_test_tmpdir(), SP_FILE_MODE_PRIVATE), -EISDIR);
+	char dir_slash[600];
+	snprintf(dir_slash, sizeof(dir_slash), "%s/", sp_test_tmpdir());
+	CHECK_EQ(sp_file_sink_open(&sink, dir_slash, SP_FILE_MODE_PRIVATE), -EISDIR);
+	CHECK_EQ(sp_file_sink_open(&sink, "/no/such/dir/x.spool", SP_FILE_MODE_PRIVATE), -ENOENT);
+	/* Closed before the commit: an existing file stays as it was, a new
+	 * one is never created, and no temporary file is left. */
+	const char *old = tmp_path("sink-old");
+	write_bytes(old, "old bytes");
+	REQUIRE_OK(sp_file_sink_open(&sink, old, SP_FILE_MODE_PRIVATE));
+	REQUIRE_OK(sp_file_sink_write(&sink, "partial", 7));
 	REQUIRE_OK(sp_file_sink_close(&sink));
+	CHECK_EQ(size_of(old), 9);
+	const char *fresh = tmp_path("sink-fresh");
+	REQUIRE_OK(sp_file_sink_open(&sink, fresh, SP_FILE_MODE_PRIVATE));
+	REQUIRE_OK(sp_file_sink_close(&sink));
+	CHECK_EQ(size_of(fresh), -1);
+	CHECK_EQ(count_entries(".sink-"), 0);
 	CHECK_EQ(sp_file_sink_write(&sink, "x", 1), -EBADF);
 }
 
@@ -144,7 +209,8 @@ SP_TEST(write_errors_are_reported)
 		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
 			_exit(10);
 		sp_file_sink sink;
-		if (sp_file_sink_open(&sink, path) != 0)
+		if (sp_file_sink_open(&sink, path, SP_FILE_MODE_PRIVATE) != 0 ||
+		    sp_file_sink_commit(&sink) != 0)
 			_exit(11);
 		sp_writer *w;
 		sp_writer_opts opts = { 1, 512 };
@@ -185,7 +251,8 @@ SP_TEST(killed_writer_leaves_a_readable_file)
 		sp_file_sink sink;
 		sp_writer *w;
 		sp_writer_opts opts = { 1, 4096 };
-		if (sp_file_sink_open(&sink, path) != 0 ||
+		if (sp_file_sink_open(&sink, path, SP_FILE_MODE_PRIVATE) != 0 ||
+		    sp_file_sink_commit(&sink) != 0 ||
 		    sp_writer_new(&opts, sp_file_sink_write, &sink, &w) != 0 ||
 		    write_steady(w, 20000, 30, 2) != 0)
 			_exit(1);
