@@ -236,6 +236,11 @@ struct stackpulse_recorder_stats {
 	int realtime;                 /**< 1 when waits ran at SCHED_FIFO (see
 	                               *   opts.realtime), -1 when it was
 	                               *   refused, 0 when not tried. */
+	uint64_t dropped_samples;     /**< Samples not written: of a process not
+	                               *   followed, or a duplicate of one already
+	                               *   seen on another event. */
+	uint64_t malformed_records;   /**< Kernel ring records skipped as
+	                               *   malformed (a kernel or ring bug). */
 };
 
 /**

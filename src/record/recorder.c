@@ -814,6 +814,10 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_delay_max_ns = ps->delay_max_ns;
 	s.python_early_reads = rec->python_early;
 	s.realtime = rec->realtime;
+	s.dropped_samples = rec->dropped;
+	s.malformed_records = rec->corrupt;
+	for (int i = 0; rec->rings && i < rec->ncpu; i++)
+		s.malformed_records += rec->rings[i].corrupt;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
