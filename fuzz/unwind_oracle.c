@@ -1,7 +1,8 @@
 /* Fuzzes the unwinder (src/unwind) against libunwind as its oracle. On the
- * first call the harness snapshots its own registers and stack, a few
- * frames deep in this (real, optimized) binary, whose chain runs on
- * through the fuzzing driver and libc to _start. Each input patches bytes
+ * first call the harness snapshots the registers and stack of a thread of
+ * its own, a few frames deep in this (real, optimized) binary, whose chain
+ * runs on through libc's thread start to clone3: the same snapshot
+ * whichever driver calls the harness, so findings replay. Each input patches bytes
  * of the registers and of a copy of that stack and cuts the copy short;
  * the snapshot is then unwound by sp_unwind and by libunwind's remote API.
  * sp_unwind must stay in bounds and return only addresses of mapped code;
@@ -15,6 +16,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +31,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FUZZ_MAX_FRAMES 256
 #define FUZZ_MAX_STACK  (256u * 1024)
-
-extern void *__libc_stack_end;
 
 static struct {
 	int state; /* 0: not taken, 1: ready, -1: failed. */
@@ -90,9 +90,16 @@ __attribute__((noinline)) static int take(void)
 	ucontext_t uc;
 	if (getcontext(&uc) != 0 || regs_from_context(&uc, &snap.regs) != 0)
 		return -1;
-	/* Up to the initial stack pointer and a little of argv and the
-	 * auxiliary vector above it, which the outermost frame may read. */
-	uint64_t sp = reg_sp(&snap.regs), end = (uint64_t)(uintptr_t)__libc_stack_end + 256;
+	pthread_attr_t attr;
+	void *base;
+	size_t size;
+	if (pthread_getattr_np(pthread_self(), &attr) != 0)
+		return -1;
+	int rc = pthread_attr_getstack(&attr, &base, &size);
+	pthread_attr_destroy(&attr);
+	if (rc != 0)
+		return -1;
+	uint64_t sp = reg_sp(&snap.regs), end = (uint64_t)(uintptr_t)base + size;
 	if (end <= sp || end - sp > FUZZ_MAX_STACK)
 		return -1;
 	snap.len = (size_t)(end - sp);
@@ -110,12 +117,22 @@ __attribute__((noinline)) static int descend(int depth)
 	return rc;
 }
 
+static void *snapshot_thread(void *arg)
+{
+	*(int *)arg = descend(3);
+	return NULL;
+}
+
 static int snapshot(void)
 {
 	if (snap.state != 0)
 		return snap.state;
 	snap.state = -1;
-	if (descend(3) != 0 || (snap.nmaps = ps_read_maps(getpid(), &snap.maps)) <= 0 ||
+	pthread_t t;
+	int taken = -1;
+	if (pthread_create(&t, NULL, snapshot_thread, &taken) == 0)
+		pthread_join(t, NULL);
+	if (taken != 0 || (snap.nmaps = ps_read_maps(getpid(), &snap.maps)) <= 0 ||
 	    sp_unwinder_new(&snap.u) != 0 ||
 	    sp_unwind_space_new(snap.u, getpid(), &snap.space) != 0 ||
 	    ps_feed_maps(snap.space, snap.maps, snap.nmaps) != 0 ||

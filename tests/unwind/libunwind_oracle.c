@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 /* Not in libunwind's public headers; exported by libunwind-generic. */
@@ -47,6 +48,8 @@ typedef struct lo_map {
 	uint64_t hdr;        /* Runtime address of .eh_frame_hdr; 0: none. */
 	uint64_t fde_count;
 	int fd;
+	const uint8_t *mem; /* [vdso]: our own, the same kernel's; else NULL. */
+	uint64_t mem_len;
 	lo_load loads[LO_MAX_LOADS];
 	size_t nloads;
 } lo_map;
@@ -67,9 +70,15 @@ typedef struct lo_snap {
 	uint64_t start;
 } lo_snap;
 
-static int read_at(int fd, void *buf, size_t len, uint64_t off)
+static int read_at(const lo_map *m, void *buf, size_t len, uint64_t off)
 {
-	return pread(fd, buf, len, (off_t)off) == (ssize_t)len ? 0 : -1;
+	if (m->mem) {
+		if (off > m->mem_len || m->mem_len - off < len)
+			return -1;
+		memcpy(buf, m->mem + off, len);
+		return 0;
+	}
+	return pread(m->fd, buf, len, (off_t)off) == (ssize_t)len ? 0 : -1;
 }
 
 /* Reads @p len bytes at runtime address @p addr of map @p m's file. */
@@ -80,9 +89,22 @@ static int image_read(const lo_map *m, uint64_t addr, void *buf, size_t len)
 		const lo_load *l = &m->loads[i];
 		if (la >= l->vaddr && la - l->vaddr <= l->filesz &&
 		    l->filesz - (la - l->vaddr) >= len)
-			return read_at(m->fd, buf, len, l->offset + (la - l->vaddr));
+			return read_at(m, buf, len, l->offset + (la - l->vaddr));
 	}
 	return -1;
+}
+
+/* The length of our own [vdso] mapping, or 0. */
+static uint64_t own_vdso_len(void)
+{
+	ps_procmap *maps = NULL;
+	int n = ps_read_maps(getpid(), &maps);
+	uint64_t len = 0;
+	for (int i = 0; i < n; i++)
+		if (strcmp(maps[i].path, "[vdso]") == 0)
+			len = maps[i].end - maps[i].start;
+	free(maps);
+	return len;
 }
 
 /* Opens the file of @p pm and finds its loads, bias and .eh_frame_hdr. */
@@ -92,19 +114,28 @@ static int map_open(const ps_procmap *pm, lo_map *m)
 	m->fd = -1;
 	m->start = pm->start;
 	m->end = pm->end;
-	if (pm->path[0] != '/' || strstr(pm->path, " (deleted)"))
-		return -1;
-	m->fd = open(pm->path, O_RDONLY | O_CLOEXEC);
+	if (strcmp(pm->path, "[vdso]") == 0) {
+		/* The target's vDSO is ours: same kernel, same image. */
+		m->mem = (const uint8_t *)(uintptr_t)getauxval(AT_SYSINFO_EHDR);
+		m->mem_len = pm->end - pm->start;
+		if (!m->mem || m->mem_len != own_vdso_len())
+			return -1;
+	} else {
+		if (pm->path[0] == '/' && !strstr(pm->path, " (deleted)"))
+			m->fd = open(pm->path, O_RDONLY | O_CLOEXEC);
+		if (m->fd < 0)
+			return -1;
+	}
 	Elf64_Ehdr eh;
-	if (m->fd < 0 || read_at(m->fd, &eh, sizeof(eh), 0) != 0 ||
-	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > 64)
+	if (read_at(m, &eh, sizeof(eh), 0) != 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh.e_phnum > 64)
 		return -1;
 	uint64_t hdr_vaddr = 0;
 	bool have_bias = false;
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
 		Elf64_Phdr ph;
-		if (read_at(m->fd, &ph, sizeof(ph), eh.e_phoff + (uint64_t)i * sizeof(ph)) != 0)
+		if (read_at(m, &ph, sizeof(ph), eh.e_phoff + (uint64_t)i * sizeof(ph)) != 0)
 			return -1;
 		if (ph.p_type == PT_GNU_EH_FRAME)
 			hdr_vaddr = ph.p_vaddr;
@@ -178,7 +209,7 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *valp, in
 		return 0;
 	}
 	for (size_t i = 0; i < s->o->n; i++)
-		if (s->o->maps[i].fd >= 0 && image_read(&s->o->maps[i], addr, valp, 8) == 0)
+		if (image_read(&s->o->maps[i], addr, valp, 8) == 0)
 			return 0;
 	return -UNW_EINVAL;
 }
@@ -256,7 +287,8 @@ void lo_free(lo_oracle *o)
 	if (!o)
 		return;
 	for (size_t i = 0; i < o->n; i++)
-		close(o->maps[i].fd);
+		if (o->maps[i].fd >= 0)
+			close(o->maps[i].fd);
 	if (o->as)
 		unw_destroy_addr_space(o->as);
 	free(o->maps);
@@ -288,10 +320,16 @@ uint32_t lo_unwind(lo_oracle *o, const sp_regs *regs, const uint8_t *stack, size
 	pcs[n++] = ip;
 	while (n < max) {
 		int r = unw_step(&c);
-		if (r == 0)
-			*complete = 1;
-		if (r <= 0 || unw_get_reg(&c, UNW_REG_IP, &ip) < 0)
+		if (r <= 0 || unw_get_reg(&c, UNW_REG_IP, &ip) < 0) {
+			*complete = r == 0;
 			break;
+		}
+		if (ip == 0) {
+			/* libunwind reports a zero return address as one more frame;
+			 * sp_unwind ends the chain there, as the ABI says. */
+			*complete = 1;
+			break;
+		}
 		pcs[n++] = ip;
 	}
 	return n;

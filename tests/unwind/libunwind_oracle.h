@@ -22,8 +22,10 @@ void lo_free(lo_oracle *o);
 
 /* Unwinds one snapshot as sp_unwind does (same arguments): pcs[0] is the
  * sampled IP, later entries return addresses. Sets *complete to 1 when
- * libunwind reached the outermost frame (unw_step returned 0), 0 when it
- * stopped on an error or ran out of room. Returns the number of addresses. */
+ * libunwind reached the outermost frame (unw_step returned 0, or a zero
+ * return address, where sp_unwind stops too and which is not listed), 0
+ * when it stopped on an error or ran out of room. Returns the number of
+ * addresses. */
 uint32_t lo_unwind(lo_oracle *o, const sp_regs *regs, const uint8_t *stack, size_t stack_len,
                    uint64_t stack_start, uint64_t *pcs, uint32_t max, int *complete);
 
