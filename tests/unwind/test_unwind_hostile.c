@@ -167,11 +167,10 @@ SP_TEST(overlapping_mappings_replace_older_ones)
  * tempting values, clobbered registers. */
 SP_TEST(mutated_real_samples_never_crash)
 {
-	char dir[400], cmd[600], exe[512];
-	snprintf(dir, sizeof(dir), "%s/target", sp_test_tmpdir());
-	snprintf(cmd, sizeof(cmd), "mkdir -p %s", dir);
-	if (system(cmd) != 0 || ps_build_target(sp_test_source_root(), dir) != 0)
+	const char *dir = ps_target_dir(sp_test_source_root(), sp_test_tmpdir());
+	if (!dir)
 		sp_test_skip("cannot build the target with gcc");
+	char exe[512];
 	snprintf(exe, sizeof(exe), "%s/sptarget", dir);
 	char *args[] = { exe, "signal", NULL };
 	pid_t pid = ps_start_target(exe, args);

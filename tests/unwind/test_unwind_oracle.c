@@ -19,16 +19,8 @@
 
 static const char *target_dir(void)
 {
-	static char dir[400];
-	static int state; /* 0 untried, 1 built, -1 failed */
-	if (state == 0) {
-		snprintf(dir, sizeof(dir), "%s/target", sp_test_tmpdir());
-		char cmd[600];
-		snprintf(cmd, sizeof(cmd), "mkdir -p %s", dir);
-		state = system(cmd) == 0 && ps_build_target(sp_test_source_root(), dir) == 0 ? 1
-		                                                                             : -1;
-	}
-	if (state < 0)
+	const char *dir = ps_target_dir(sp_test_source_root(), sp_test_tmpdir());
+	if (!dir)
 		sp_test_skip("cannot build the target with gcc");
 	return dir;
 }
