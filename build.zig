@@ -399,8 +399,8 @@ fn linkSystem(ctx: Ctx, m: *std.Build.Module, link: Link) void {
     if (ctx.target.result.abi == .musl) {
         // Debian ships no musl zstd; its glibc-built libzstd.a links into a
         // static musl program (only the pure layers are built for musl).
-        const libdir = std.mem.trim(u8, b.run(&.{ "pkg-config", "--variable=libdir", "libzstd" }), " \t\r\n");
-        m.addObjectFile(.{ .cwd_relative = b.fmt("{s}/libzstd.a", .{libdir}) });
+        // Debian's libzstd.pc names a wrong libdir: ask the C compiler.
+        m.addObjectFile(.{ .cwd_relative = ccFile(b, "libzstd.a", &libzstd_a_path) });
         return;
     }
     // The host's pkg-config knows only the host's libraries; a foreign
@@ -415,16 +415,18 @@ fn linkSystem(ctx: Ctx, m: *std.Build.Module, link: Link) void {
     // C++ demangling: __cxa_demangle comes from the system libstdc++, found
     // where the system C compiler finds it (zig would take "-lstdc++" for
     // its own libc++, whose operator new/delete would leak into our exports).
-    if (link != .pure and hasSystemLibstdcxx(ctx)) m.addObjectFile(.{ .cwd_relative = systemLibstdcxx(b) });
+    if (link != .pure and hasSystemLibstdcxx(ctx)) m.addObjectFile(.{ .cwd_relative = ccFile(b, "libstdc++.so", &libstdcxx_path) });
 }
 
 var libstdcxx_path: ?[]const u8 = null;
+var libzstd_a_path: ?[]const u8 = null;
 
-/// The path of the system libstdc++ as `cc -print-file-name` reports it.
-fn systemLibstdcxx(b: *std.Build) []const u8 {
-    if (libstdcxx_path == null)
-        libstdcxx_path = std.mem.trim(u8, b.run(&.{ "cc", "-print-file-name=libstdc++.so" }), " \t\r\n");
-    return libstdcxx_path.?;
+/// Where the system C compiler finds library file @p name
+/// (`cc -print-file-name`), asked once per build into @p cache.
+fn ccFile(b: *std.Build, name: []const u8, cache: *?[]const u8) []const u8 {
+    if (cache.* == null)
+        cache.* = std.mem.trim(u8, b.run(&.{ "cc", b.fmt("-print-file-name={s}", .{name}) }), " \t\r\n");
+    return cache.*.?;
 }
 
 fn hasSystemLibstdcxx(ctx: Ctx) bool {
