@@ -704,6 +704,11 @@ enum stackpulse_profile_flag {
 	STACKPULSE_PROFILE_HIDE_KERNEL = 1u << 1,  /**< Drop kernel frames. */
 	STACKPULSE_PROFILE_BY_PROCESS = 1u << 2,   /**< Root stacks at their process. */
 	STACKPULSE_PROFILE_BY_THREAD = 1u << 3,    /**< Root stacks at their thread. */
+	/** Native code that no symbol covers (a stripped binary) becomes one
+	 *  function per binary, "BASENAME [unresolved]", instead of one
+	 *  "BASENAME+0xOFFSET" per address; frames keep their addresses.
+	 *  Added after 0.1.0. */
+	STACKPULSE_PROFILE_GROUP_UNRESOLVED = 1u << 4,
 };
 
 /** Profile options. Initialise with ::STACKPULSE_PROFILE_OPTS. */

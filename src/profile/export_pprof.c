@@ -201,38 +201,64 @@ static int mapping_of(pp *x, uint32_t func)
 	return (int)x->map_of_str[fn->module];
 }
 
+/* Writes the mapping of module string @p module (a used one, not yet
+ * written). */
+static int write_mapping(pp *x, uint32_t module)
+{
+	const struct stackpulse_profile *p = x->p;
+	uint32_t build_id = 0;
+	for (uint32_t m = 0; m < p->nmodules; m++)
+		if (p->modules[m].path == module)
+			build_id = p->modules[m].build_id;
+	uint32_t sfile, sbid;
+	int rc = str_of(x, module, &sfile);
+	if (!rc)
+		rc = str_of(x, build_id, &sbid);
+	if (rc)
+		return rc;
+	x->map_of_str[module] = ++x->nmappings;
+	sp_buf_reset(&x->msg);
+	PB(pb_u64(&x->msg, 1, x->nmappings));
+	PB(pb_u64(&x->msg, 3, UINT64_MAX >> 1)); /* Addresses are file offsets. */
+	PB(pb_u64(&x->msg, 5, sfile));
+	PB(pb_u64(&x->msg, 6, sbid));
+	PB(pb_u64(&x->msg, 7, 1)); /* has_functions: nothing left to symbolize. */
+	PB(pb_u64(&x->msg, 8, 1));
+	PB(pb_u64(&x->msg, 9, 1));
+	PB(pb_u64(&x->msg, 10, 1));
+	PB(pb_msg(&x->out, 3, &x->msg));
+	return rc;
+}
+
+/* pprof takes the first mapping for the main binary (`File:` in
+ * `go tool pprof -top`), so mappings follow the spool's module order, in
+ * which the recorder meets the target's executable first; modules only
+ * functions name (kernel ones) follow in function order. */
 static int write_mappings(pp *x)
 {
 	const struct stackpulse_profile *p = x->p;
+	const uint32_t USED = UINT32_MAX; /* map_of_str mark until written. */
 	for (uint32_t i = 0; i < p->nfuncs; i++) {
 		const struct stackpulse_profile_func *fn = &p->funcs[i];
-		if (fn->module == 0 || x->map_of_str[fn->module] != 0)
-			continue;
-		if (fn->kind != STACKPULSE_FRAME_NATIVE && fn->kind != STACKPULSE_FRAME_KERNEL)
-			continue;
-		uint32_t build_id = 0;
-		for (uint32_t m = 0; m < p->nmodules; m++)
-			if (p->modules[m].path == fn->module)
-				build_id = p->modules[m].build_id;
-		uint32_t sfile, sbid;
-		int rc = str_of(x, fn->module, &sfile);
-		if (!rc)
-			rc = str_of(x, build_id, &sbid);
-		if (rc)
-			return rc;
-		x->map_of_str[fn->module] = ++x->nmappings;
-		sp_buf_reset(&x->msg);
-		PB(pb_u64(&x->msg, 1, x->nmappings));
-		PB(pb_u64(&x->msg, 3, UINT64_MAX >> 1)); /* Addresses are file offsets. */
-		PB(pb_u64(&x->msg, 5, sfile));
-		PB(pb_u64(&x->msg, 6, sbid));
-		PB(pb_u64(&x->msg, 7, 1)); /* has_functions: nothing left to symbolize. */
-		PB(pb_u64(&x->msg, 8, 1));
-		PB(pb_u64(&x->msg, 9, 1));
-		PB(pb_u64(&x->msg, 10, 1));
-		PB(pb_msg(&x->out, 3, &x->msg));
-		if (rc)
-			return rc;
+		if (fn->module != 0 &&
+		    (fn->kind == STACKPULSE_FRAME_NATIVE || fn->kind == STACKPULSE_FRAME_KERNEL))
+			x->map_of_str[fn->module] = USED;
+	}
+	for (uint32_t m = 0; m < p->nmodules; m++) {
+		uint32_t path = p->modules[m].path;
+		if (path != 0 && x->map_of_str[path] == USED) {
+			int rc = write_mapping(x, path);
+			if (rc)
+				return rc;
+		}
+	}
+	for (uint32_t i = 0; i < p->nfuncs; i++) {
+		uint32_t module = p->funcs[i].module;
+		if (module != 0 && x->map_of_str[module] == USED) {
+			int rc = write_mapping(x, module);
+			if (rc)
+				return rc;
+		}
 	}
 	return 0;
 }
