@@ -236,6 +236,12 @@ struct stackpulse_recorder_stats {
 	int realtime;                 /**< 1 when waits ran at SCHED_FIFO (see
 	                               *   opts.realtime), -1 when it was
 	                               *   refused, 0 when not tried. */
+	/* Added after 0.1.0: CPython targets that could not be read. */
+	uint32_t python_unreadable; /**< Processes running a CPython the reader
+	                             *   cannot read (for example an unsupported
+	                             *   version): recorded without Python frames. */
+	const char *python_note;    /**< Why the first of them could not be read,
+	                             *   or ""; valid until ::stackpulse_recorder_finish. */
 };
 
 /**

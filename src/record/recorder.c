@@ -814,6 +814,8 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_delay_max_ns = ps->delay_max_ns;
 	s.python_early_reads = rec->python_early;
 	s.realtime = rec->realtime;
+	s.python_unreadable = rec->python_unreadable;
+	s.python_note = rec->python_note;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
