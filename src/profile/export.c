@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -229,6 +230,10 @@ int stackpulse_export_to_path(const stackpulse_profile *p, int format,
 		int e = -errno;
 		return sp_error(e, "export: cannot create %s: %s", path, strerror(-e));
 	}
+	/* Only a regular file is removed on failure: a device or pipe given as
+	 * the output (/dev/full, /dev/stdout) must stay what it is. */
+	struct stat st;
+	int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	int rc = stackpulse_export(p, format, opts, fd_write, &fd);
 	if (rc && rc != -EINVAL)
 		sp_error_context(rc, "export to %s", path);
@@ -236,7 +241,7 @@ int stackpulse_export_to_path(const stackpulse_profile *p, int format,
 		rc = -errno;
 		sp_error(rc, "export: closing %s: %s", path, strerror(-rc));
 	}
-	if (rc)
+	if (rc && regular)
 		unlink(path); /* Never leave a half-written export behind. */
 	return rc;
 }

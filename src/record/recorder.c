@@ -148,7 +148,8 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 	rec->last_flush_ns = clock_ns(CLOCK_MONOTONIC);
 	rc = sp_file_sink_open(&rec->sink, path);
 	if (rc) {
-		rc = sp_error(rc, "cannot create the spool file %s", path);
+		rc = sp_error_context(rc,
+		                      "cannot create the spool file"); /* The detail names it. */
 		rec->sink.fd = -1;
 		goto fail;
 	}
