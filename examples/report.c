@@ -57,21 +57,28 @@ static void usage(FILE *f)
 	        "  --addresses     list unnamed code per address, not per binary\n");
 }
 
-/* Prints "report: WHAT: ERROR (DETAIL)". The detail is left out when empty,
- * its own leading "WHAT: " is dropped (it often names the same path), and
- * for -EINVAL the detail replaces the generic "invalid argument". */
+/* Prints "report: WHAT: ERROR (DETAIL)", saying each thing once: the
+ * detail's own leading "WHAT: " is dropped; a detail that names WHAT
+ * itself (a path) replaces "WHAT: ERROR", keeping ERROR only when it adds
+ * to it; for -EINVAL the detail replaces the generic "invalid argument". */
 static void fail(const char *what, int rc)
 {
-	const char *detail = stackpulse_last_error();
+	const char *detail = stackpulse_last_error(), *err = stackpulse_strerror(rc);
 	size_t wl = strlen(what);
 	if (detail && strncmp(detail, what, wl) == 0 && detail[wl] == ':' && detail[wl + 1] == ' ')
 		detail += wl + 2;
-	if (detail && *detail && rc == -EINVAL)
-		fprintf(stderr, "report: %s: %s\n", what, detail);
-	else if (detail && *detail)
-		fprintf(stderr, "report: %s: %s (%s)\n", what, stackpulse_strerror(rc), detail);
+	if (!detail || !*detail) {
+		fprintf(stderr, "report: %s: %s\n", what, err);
+		return;
+	}
+	int add_err = rc != -EINVAL && !strstr(detail, err);
+	if (strstr(detail, what))
+		fprintf(stderr, "report: %s%s%s%s\n", detail, add_err ? " (" : "",
+		        add_err ? err : "", add_err ? ")" : "");
+	else if (add_err)
+		fprintf(stderr, "report: %s: %s (%s)\n", what, err, detail);
 	else
-		fprintf(stderr, "report: %s: %s\n", what, stackpulse_strerror(rc));
+		fprintf(stderr, "report: %s: %s\n", what, detail);
 }
 
 static int write_stdout(void *ctx, const void *data, size_t len)

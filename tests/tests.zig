@@ -59,4 +59,5 @@ pub const os = [_][]const u8{
     "tests/reliability/test_rel_perms.c",
     "tests/reliability/test_rel_load.c",
     "tests/reliability/test_rel_soak.c",
+    "tests/docs/test_docs.c",
 };
