@@ -409,6 +409,8 @@ static void unresolved_hint(FILE *f, const stackpulse_profile *p, const struct s
 		if (len <= tl || strcmp(name + len - tl, UNRESOLVED_TAG) != 0)
 			continue;
 		self += top->rows[i].self;
+		if (name[0] == '[')
+			continue; /* [vdso] and the like: no debug file to install. */
 		char one[128];
 		snprintf(one, sizeof(one), "%.*s", (int)(len - tl > 100 ? 100 : len - tl), name);
 		if (strstr(names, one))
@@ -418,7 +420,7 @@ static void unresolved_hint(FILE *f, const stackpulse_profile *p, const struct s
 			         count > 1 ? ", " : "", one);
 	}
 	if (!count)
-		return;
+		return; /* Only unnamed code of pseudo-modules: nothing to advise. */
 	fprintf(f,
 	        "\nnote: %.2f%% of samples are in code without symbols in %s%s.\n"
 	        "  For names, install its debug symbols (Debian: the -dbgsym or -dbg package;\n"

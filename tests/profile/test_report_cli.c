@@ -295,6 +295,19 @@ SP_TEST(python_only_view)
 	CHECK(strstr(out, "_PyEval_EvalFrameDefault") != NULL); /* The mixed view has them. */
 	free(out);
 	free(err);
+	/* Debian's python3.11 is stripped: without its debug symbols its static
+	 * functions have no names, and they are summed in one row. */
+	CHECK_EQ(report(pspool, "--top 1000 --addresses", &out, &err), 0);
+	int raw = count_of(out, "  python3.11+0x");
+	free(out);
+	free(err);
+	CHECK_EQ(report(pspool, "--top 1000", &out, &err), 0);
+	printf("    %d python3.11+0x rows with --addresses\n", raw);
+	CHECK_EQ(count_of(out, "  python3.11+0x"), 0);
+	CHECK_EQ(count_of(out, "  python3.11 [unresolved]"), raw > 0 ? 1 : 0);
+	CHECK_EQ(count_of(out, "STACKPULSE_DEBUG_DIRS"), raw > 0 ? 1 : 0);
+	free(out);
+	free(err);
 }
 
 /* A stripped binary: its unnamed code is one "BINARY [unresolved]" row
