@@ -26,7 +26,7 @@ struct sp_tmap_entry {
 struct sp_tmap {
 	struct sp_tmap_entry *v;
 	uint32_t n, cap_v;
-	uint32_t *slots; /* Entry index per slot, UINT32_MAX empty. */
+	uint32_t *slots; /* Entry index + 1 per slot, 0 when empty. */
 	uint32_t cap;    /* Slots, a power of two (0 before the first insert). */
 };
 
@@ -51,36 +51,7 @@ static inline void sp_tmap_free(struct sp_tmap *m)
 static inline int sp_tmap_get(struct sp_tmap *m, uint32_t a, uint32_t b, uint32_t c, uint32_t *idx,
                               int *added)
 {
-	if ((uint64_t)(m->n + 1) * 2 > m->cap) {
-		if (m->cap >= (1u << 30))
-			return -1;
-		uint32_t ncap = m->cap ? m->cap * 2 : 64;
-		uint32_t *ns = malloc((size_t)ncap * sizeof(uint32_t));
-		if (!ns)
-			return -1;
-		memset(ns, 0xff, (size_t)ncap * sizeof(uint32_t));
-		for (uint32_t i = 0; i < m->n; i++) {
-			uint32_t s = sp_tmap_hash_(m->v[i].a, m->v[i].b, m->v[i].c) & (ncap - 1);
-			while (ns[s] != UINT32_MAX)
-				s = (s + 1) & (ncap - 1);
-			ns[s] = i;
-		}
-		free(m->slots);
-		m->slots = ns;
-		m->cap = ncap;
-	}
-	uint32_t s = sp_tmap_hash_(a, b, c) & (m->cap - 1);
-	for (;; s = (s + 1) & (m->cap - 1)) {
-		uint32_t i = m->slots[s];
-		if (i == UINT32_MAX)
-			break;
-		if (m->v[i].a == a && m->v[i].b == b && m->v[i].c == c) {
-			*idx = i;
-			if (added)
-				*added = 0;
-			return 0;
-		}
-	}
+	/* Room for a new entry first, so entries exist whenever slots do. */
 	if (m->n == m->cap_v) {
 		uint32_t nc = m->cap_v ? m->cap_v * 2 : 64;
 		struct sp_tmap_entry *nv = realloc(m->v, (size_t)nc * sizeof(*nv));
@@ -89,8 +60,37 @@ static inline int sp_tmap_get(struct sp_tmap *m, uint32_t a, uint32_t b, uint32_
 		m->v = nv;
 		m->cap_v = nc;
 	}
+	if ((uint64_t)(m->n + 1) * 2 > m->cap) {
+		if (m->cap >= (1u << 30))
+			return -1;
+		uint32_t ncap = m->cap ? m->cap * 2 : 64;
+		uint32_t *ns = calloc(ncap, sizeof(uint32_t));
+		if (!ns)
+			return -1;
+		for (uint32_t i = 0; i < m->n; i++) {
+			uint32_t s = sp_tmap_hash_(m->v[i].a, m->v[i].b, m->v[i].c) & (ncap - 1);
+			while (ns[s] != 0)
+				s = (s + 1) & (ncap - 1);
+			ns[s] = i + 1;
+		}
+		free(m->slots);
+		m->slots = ns;
+		m->cap = ncap;
+	}
+	uint32_t s = sp_tmap_hash_(a, b, c) & (m->cap - 1);
+	for (; m->n > 0; s = (s + 1) & (m->cap - 1)) {
+		if (m->slots[s] == 0 || m->slots[s] > m->n)
+			break;
+		uint32_t i = m->slots[s] - 1;
+		if (m->v[i].a == a && m->v[i].b == b && m->v[i].c == c) {
+			*idx = i;
+			if (added)
+				*added = 0;
+			return 0;
+		}
+	}
 	m->v[m->n] = (struct sp_tmap_entry){ a, b, c, 0, 0, 0, 0 };
-	m->slots[s] = m->n;
+	m->slots[s] = m->n + 1;
 	*idx = m->n++;
 	if (added)
 		*added = 1;

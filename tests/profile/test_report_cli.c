@@ -319,6 +319,13 @@ SP_TEST(stripped_binary_unresolved_code_is_grouped)
 	build_workload("ladder", exe, sizeof(exe));
 	snprintf(cmd, sizeof(cmd), "cp %s %s.stripped && strip %s.stripped", exe, exe, exe);
 	REQUIRE_EQ(sp_test_run(cmd), 0);
+	/* strip keeps the build-id: a symbol cache that met the unstripped
+	 * ladder would name it. An empty cache of its own keeps it unnamed. */
+	char cache[600];
+	snprintf(cache, sizeof(cache), "%s/stripped-cache", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -p %s", cache, cache);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	REQUIRE_EQ(setenv("STACKPULSE_SYMBOL_CACHE_DIR", cache, 1), 0);
 	snprintf(spool, sizeof(spool), "%s/stripped.spool", sp_test_tmpdir());
 	snprintf(cmd, sizeof(cmd), "%s.stripped 1", exe);
 	record_cmd(record_bin, spool, cmd);
@@ -357,6 +364,7 @@ SP_TEST(stripped_binary_unresolved_code_is_grouped)
 	CHECK(strstr(err, "STACKPULSE_DEBUG_DIRS") != NULL);
 	free(out);
 	free(err);
+	unsetenv("STACKPULSE_SYMBOL_CACHE_DIR");
 }
 
 /* `go tool pprof -top` names the first mapping as the profile's file: it
