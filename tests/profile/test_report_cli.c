@@ -456,3 +456,37 @@ SP_TEST(unsupported_python_is_warned_about)
 	CHECK(strstr(text, "0x309") == NULL);
 	free(text);
 }
+
+/* record --attach=live records a running process; bad uses are refused. */
+SP_TEST(record_attach_modes)
+{
+	tools(record_bin, report_bin, sizeof(record_bin));
+	char exe[512], cmd[2048], spool[600], log[600];
+	build_workload("ladder", exe, sizeof(exe));
+	snprintf(log, sizeof(log), "%s/attach.log", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s --attach=sometimes -o x.spool -p 1 2>%s", record_bin, log);
+	CHECK_EQ(sp_test_run(cmd), 2);
+	snprintf(cmd, sizeof(cmd), "%s --attach=live -o x.spool -- true 2>>%s", record_bin, log);
+	CHECK_EQ(sp_test_run(cmd), 2);
+	char *text = sp_test_read_file(log, NULL);
+	REQUIRE(text != NULL);
+	CHECK(strstr(text, "--attach wants stop or live, not 'sometimes'") != NULL);
+	CHECK(strstr(text, "--attach applies to -p PID only") != NULL);
+	free(text);
+	static const char *const modes[] = { "live", "stop" };
+	for (int k = 0; k < 2; k++) {
+		snprintf(spool, sizeof(spool), "%s/attach-%s.spool", sp_test_tmpdir(), modes[k]);
+		snprintf(
+		        cmd, sizeof(cmd),
+		        "%s 3 >/dev/null & P=$!; sleep 0.3; %s --attach=%s -F 499 -d 1 -o %s -p $P "
+		        "2>>%s; rc=$?; { kill $P; wait $P; } 2>/dev/null; exit $rc",
+		        exe, record_bin, modes[k], spool, log);
+		CHECK_EQ(sp_test_run(cmd), 0);
+		stackpulse_spool *s;
+		REQUIRE_OK(stackpulse_spool_open(spool, &s));
+		printf("    --attach=%s: %llu samples\n", modes[k],
+		       (unsigned long long)stackpulse_spool_meta(s)->samples);
+		CHECK(stackpulse_spool_meta(s)->samples >= 20);
+		stackpulse_spool_close(s);
+	}
+}
