@@ -252,3 +252,47 @@ SP_TEST(attach_to_ourselves)
 	CHECK_OK(stackpulse_recorder_finish(rec));
 	CHECK(st.samples > 0);
 }
+
+/* A CPython the reader cannot read (pyenv's 3.9, when installed) is
+ * recorded without Python frames in AUTO mode, and the stats say so. */
+SP_TEST(unreadable_python_is_counted_in_the_stats)
+{
+	char py[600] = "";
+	FILE *f = popen("ls -d \"$(pyenv root 2>/dev/null)\"/versions/3.9*/bin/python3.9 "
+	                "2>/dev/null | head -n 1",
+	                "r");
+	if (f) {
+		if (!fgets(py, sizeof(py), f))
+			py[0] = '\0';
+		pclose(f);
+	}
+	py[strcspn(py, "\n")] = '\0';
+	if (!py[0] || access(py, X_OK) != 0)
+		sp_test_skip("no CPython 3.9 here (pyenv install 3.9)");
+	char *argv[] = { py, "-c",
+		         "import time\nt = time.time()\nwhile time.time() - t < 0.4: pass", NULL };
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 499;
+	stackpulse_recorder *rec;
+	pid_t child;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool_path("py39"), &o, &rec, &child));
+	while (stackpulse_recorder_process_is_active(rec, 0)) {
+		int r = stackpulse_recorder_wait(rec, 100);
+		if ((r < 0 && r != -EINTR) || stackpulse_recorder_consume_available(rec) < 0)
+			break;
+	}
+	struct stackpulse_recorder_stats st;
+	memset(&st, 0, sizeof(st));
+	st.sz = sizeof(st);
+	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	printf("    samples %llu, python_frames %d, unreadable %u: %s\n",
+	       (unsigned long long)st.samples, st.python_frames, st.python_unreadable,
+	       st.python_note ? st.python_note : "(null)");
+	CHECK(st.samples > 0);
+	CHECK_EQ(st.python_frames, 0);
+	CHECK_EQ(st.python_unreadable, 1);
+	CHECK(st.python_note && strstr(st.python_note, "CPython 3.9 is not supported "
+	                                               "(stackpulse reads CPython 3.10 to 3.14)"));
+	CHECK_OK(stackpulse_recorder_finish(rec));
+	waitpid(child, NULL, 0);
+}
