@@ -92,16 +92,17 @@ static void human_size(uint64_t b, char *buf, size_t n)
 		snprintf(buf, n, "%" PRIu64 " B", b);
 }
 
-/* As report's: for -EINVAL the detail replaces "invalid argument". */
+/* "record: WHAT: ERROR (DETAIL)", with ERROR left out when the detail says
+ * it already or when it is the generic "invalid argument". */
 static void fail(const char *what, int rc)
 {
-	const char *detail = stackpulse_last_error();
-	if (detail && *detail && rc == -EINVAL)
+	const char *detail = stackpulse_last_error(), *err = stackpulse_strerror(rc);
+	if (detail && *detail && (rc == -EINVAL || strstr(detail, err)))
 		fprintf(stderr, "record: %s: %s\n", what, detail);
 	else if (detail && *detail)
-		fprintf(stderr, "record: %s: %s (%s)\n", what, stackpulse_strerror(rc), detail);
+		fprintf(stderr, "record: %s: %s (%s)\n", what, err, detail);
 	else
-		fprintf(stderr, "record: %s: %s\n", what, stackpulse_strerror(rc));
+		fprintf(stderr, "record: %s: %s\n", what, err);
 }
 
 int main(int argc, char **argv)
