@@ -423,7 +423,7 @@ static void unresolved_hint(FILE *f, const stackpulse_profile *p, const struct s
 		return; /* Only unnamed code of pseudo-modules: nothing to advise. */
 	fprintf(f,
 	        "\nnote: %.2f%% of samples are in code without symbols in %s%s.\n"
-	        "  For names, install its debug symbols (Debian: the -dbgsym or -dbg package;\n"
+	        "  For names, install the debug symbols (Debian: the -dbgsym or -dbg package;\n"
 	        "  Fedora: debuginfo-install), point STACKPULSE_DEBUG_DIRS at a directory of\n"
 	        "  debug files, or set DEBUGINFOD_URLS; --addresses lists the raw addresses.\n",
 	        pct(self, top->total), names, count > 4 ? " and others" : "");
