@@ -167,6 +167,29 @@ static int output_create_tmp(const char *path, unsigned mode, char **tmp_out, in
 	return sp_error(-EEXIST, "no free temporary name next to %s", path);
 }
 
+/* Opens an existing character device or FIFO for writing in place: no
+ * temporary name, nothing to rename, nothing to remove on failure. */
+static int sink_open_device(sp_file_sink *sink, const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		return sp_error(-e, "%s: %s", path, stackpulse_strerror(-e));
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+		close(fd);
+		return sp_error(-EINVAL, "%s changed while it was opened", path);
+	}
+	sink->path = sp_strdup(path);
+	if (!sink->path) {
+		close(fd);
+		return sp_error(-ENOMEM, "output path");
+	}
+	sink->fd = fd;
+	return 0;
+}
+
 int sp_file_sink_open(sp_file_sink *sink, const char *path, unsigned mode)
 {
 	sink->fd = -1;
@@ -175,6 +198,11 @@ int sp_file_sink_open(sp_file_sink *sink, const char *path, unsigned mode)
 	sink->path = sink->tmp = NULL;
 	if (!path || !*path)
 		return sp_error(-EINVAL, "empty path");
+	struct stat dev;
+	if ((mode & SP_FILE_DEVICE_OK) && stat(path, &dev) == 0 &&
+	    (S_ISCHR(dev.st_mode) || S_ISFIFO(dev.st_mode)))
+		return sink_open_device(sink, path);
+	mode &= 07777u;
 	int rc = output_path_check(path);
 	if (rc)
 		return rc;
@@ -228,12 +256,14 @@ int sp_file_sink_write(void *ctx, const void *data, size_t len)
 			if (errno == EINTR)
 				continue;
 			sink->error = -errno;
-			return sp_error(sink->error, "write to spool file: %s",
+			return sp_error(sink->error, "write to %s: %s",
+			                sink->path ? sink->path : "output file",
 			                stackpulse_strerror(sink->error));
 		}
 		if (n == 0) {
 			sink->error = -EIO;
-			return sp_error(-EIO, "write to spool file made no progress");
+			return sp_error(-EIO, "write to %s made no progress",
+			                sink->path ? sink->path : "output file");
 		}
 		p += n;
 		len -= (size_t)n;

@@ -49,11 +49,17 @@ typedef struct sp_file_sink {
 #define SP_FILE_MODE_PRIVATE 0600u
 /* Mode of an export (before the umask). */
 #define SP_FILE_MODE_SHARED 0644u
+/* Or'ed into the mode: an existing character device or FIFO at the path
+ * (also behind a symlink: `--svg /dev/stdout`) is written in place, as a
+ * shell redirection would, instead of being refused. Block devices and
+ * sockets are still refused. For exports, never for spools. */
+#define SP_FILE_DEVICE_OK 0x10000u
 
 /* Creates a new file ".NAME.XXXXXX" in the directory of @p path (O_EXCL,
  * O_NOFOLLOW, @p mode before the umask) and checks it is a regular file
  * with one link. Refuses a @p path that is a directory (-EISDIR) or a
- * special file (-EINVAL: FIFOs, devices and sockets are not replaced). */
+ * special file (-EINVAL: FIFOs, devices and sockets are not replaced),
+ * unless SP_FILE_DEVICE_OK allows writing into a device or FIFO. */
 int sp_file_sink_open(sp_file_sink *sink, const char *path, unsigned mode);
 /* Renames the temporary file onto the final path (atomically replacing
  * what is there, a symlink or hard link included). Writes may go on

@@ -238,7 +238,7 @@ int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_expor
 	 * or hard link planted at @p path is replaced, never written through,
 	 * and a failed export leaves the old file as it was. */
 	sp_file_sink sink;
-	int rc = sp_file_sink_open(&sink, path, SP_FILE_MODE_SHARED);
+	int rc = sp_file_sink_open(&sink, path, SP_FILE_MODE_SHARED | SP_FILE_DEVICE_OK);
 	if (rc)
 		return sp_error_context(rc, "export: cannot create %s", path);
 	rc = stackpulse_export(p, format, opts, sp_file_sink_write, &sink);

@@ -18,6 +18,48 @@
 #include "stackpulse.h"
 #include "synth.h"
 
+static const char *const labels[] = { "env=test", "region=eu-1" };
+
+static stackpulse_push_opts push_opts(int port, enum stackpulse_push_protocol proto)
+{
+	static char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
+	stackpulse_push_opts o = STACKPULSE_PUSH_OPTS;
+	o.protocol = proto;
+	o.url = url;
+	o.app = "app1";
+	o.labels = labels;
+	o.nlabels = 2;
+	o.timeout_ms = 5000;
+	o.backoff_ms = 50;
+	return o;
+}
+
+/* The synthetic profile: 15 samples at 100 Hz, 11 on thread "ladder"
+ * (native and kernel frames), 4 on "worker" (Python fib under <module>). */
+static stackpulse_profile *fixture(sp_buf *mem)
+{
+	stackpulse_spool *s = syn_spool(mem, NULL);
+	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
+	stackpulse_spool_close(s);
+	return p;
+}
+
+#ifndef SP_HAVE_CURL
+
+SP_TEST(push_without_curl_says_so)
+{
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	stackpulse_push_opts o = push_opts(9, STACKPULSE_PUSH_OTLP);
+	CHECK_EQ(stackpulse_push(p, &o), STACKPULSE_EUNSUPPORTED);
+	CHECK(strstr(stackpulse_last_error(), "-Dcurl=true") != NULL);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+#else
+
 static double now_s(void)
 {
 	struct timespec t;
@@ -109,48 +151,6 @@ static int count_lines(const char *text)
 		n += *p == '\n';
 	return n;
 }
-
-static const char *const labels[] = { "env=test", "region=eu-1" };
-
-static stackpulse_push_opts push_opts(int port, enum stackpulse_push_protocol proto)
-{
-	static char url[64];
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
-	stackpulse_push_opts o = STACKPULSE_PUSH_OPTS;
-	o.protocol = proto;
-	o.url = url;
-	o.app = "app1";
-	o.labels = labels;
-	o.nlabels = 2;
-	o.timeout_ms = 5000;
-	o.backoff_ms = 50;
-	return o;
-}
-
-/* The synthetic profile: 15 samples at 100 Hz, 11 on thread "ladder"
- * (native and kernel frames), 4 on "worker" (Python fib under <module>). */
-static stackpulse_profile *fixture(sp_buf *mem)
-{
-	stackpulse_spool *s = syn_spool(mem, NULL);
-	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
-	stackpulse_spool_close(s);
-	return p;
-}
-
-#ifndef SP_HAVE_CURL
-
-SP_TEST(push_without_curl_says_so)
-{
-	sp_buf mem;
-	stackpulse_profile *p = fixture(&mem);
-	stackpulse_push_opts o = push_opts(9, STACKPULSE_PUSH_OTLP);
-	CHECK_EQ(stackpulse_push(p, &o), STACKPULSE_EUNSUPPORTED);
-	CHECK(strstr(stackpulse_last_error(), "-Dcurl=true") != NULL);
-	stackpulse_profile_free(p);
-	sp_buf_free(&mem);
-}
-
-#else
 
 SP_TEST(otlp_push_decodes_with_opentelemetry_proto)
 {
