@@ -11,22 +11,25 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "symbolize/cachetrim.h"
-#include "symbolize/elfid.h"
+#include "io/elf.h"
+#include "io/file.h"
 
 char *sp_cacheio_dir(const char *opt)
 {
 	if (opt && *opt)
 		return sp_strdup(opt);
-	const char *e = getenv("STACKPULSE_SYMBOL_CACHE_DIR");
+	/* secure_getenv: a setuid or file-capability program must not let its
+	 * caller's environment choose where it reads or writes. */
+	const char *e = secure_getenv("STACKPULSE_SYMBOL_CACHE_DIR");
 	if (e && *e)
 		return sp_strdup(e);
 	char buf[4096];
 	int n;
-	e = getenv("XDG_CACHE_HOME");
+	e = secure_getenv("XDG_CACHE_HOME");
 	if (e && e[0] == '/') {
 		n = snprintf(buf, sizeof(buf), "%s/stackpulse", e);
 	} else {
-		e = getenv("HOME");
+		e = secure_getenv("HOME");
 		if (!e || e[0] != '/')
 			return NULL;
 		n = snprintf(buf, sizeof(buf), "%s/.cache/stackpulse", e);
@@ -55,20 +58,21 @@ int sp_cacheio_read(const char *dir, const uint8_t *bid, uint32_t bid_len, uint8
 	int rc = table_path(path, sizeof(path), dir, bid, bid_len);
 	if (rc)
 		return rc;
-	struct stat st;
-	if (stat(path, &st) != 0)
-		return errno == ENOENT ? STACKPULSE_ENOTFOUND : sp_error(-errno, "%s", path);
-	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (uint64_t)st.st_size > SP_SYMCACHE_MAX_FILE)
-		return sp_error(STACKPULSE_EFORMAT, "%s: not a usable cache file", path);
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return sp_error(-errno, "%s: cannot open", path);
-	struct stat st2;
-	if (fstat(fd, &st2) != 0 || !S_ISREG(st2.st_mode) || st2.st_size != st.st_size) {
+	rc = sp_cacheio_dir_check(dir, 0);
+	if (rc)
+		return rc;
+	int fd = -1;
+	uint64_t size = 0;
+	rc = sp_file_open_regular(path, SP_FILE_NOFOLLOW, SP_SYMCACHE_MAX_FILE, &fd, &size);
+	if (rc == -ENOENT)
+		return STACKPULSE_ENOTFOUND;
+	if (rc)
+		return rc;
+	if (size == 0) {
 		close(fd);
-		return sp_error(STACKPULSE_EFORMAT, "%s: changed while opening", path);
+		return sp_error(STACKPULSE_EFORMAT, "%s: empty cache file", path);
 	}
-	size_t len = (size_t)st.st_size;
+	size_t len = (size_t)size;
 	uint8_t *buf = sp_malloc(len);
 	if (!buf) {
 		close(fd);
@@ -120,6 +124,31 @@ static int make_dirs(const char *dir)
 	return 0;
 }
 
+int sp_cacheio_dir_check(const char *dir, int create)
+{
+	if (!dir || dir[0] != '/')
+		return sp_error(-EINVAL, "symbol cache directory must be an absolute path");
+	if (create) {
+		int rc = make_dirs(dir);
+		if (rc)
+			return sp_error(rc, "%s: cannot create the symbol cache directory", dir);
+	}
+	struct stat st;
+	if (lstat(dir, &st) != 0) {
+		int e = errno;
+		return e == ENOENT ? STACKPULSE_ENOTFOUND : sp_error(-e, "%s: cannot stat", dir);
+	}
+	if (!S_ISDIR(st.st_mode))
+		return sp_error(-ENOTDIR, "%s: symbol cache is not a directory (a symlink?)", dir);
+	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return sp_error(-EPERM,
+		                "%s: symbol cache must be owned by uid %u and not writable by "
+		                "group or others (owner %u, mode %o): not used",
+		                dir, (unsigned)geteuid(), (unsigned)st.st_uid,
+		                (unsigned)(st.st_mode & 07777));
+	return 0;
+}
+
 int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, const uint8_t *data,
                      size_t len)
 {
@@ -134,9 +163,9 @@ int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
 	int rc = table_path(path, sizeof(path), dir, bid, bid_len);
 	if (rc)
 		return rc;
-	rc = make_dirs(dir);
+	rc = sp_cacheio_dir_check(dir, 1);
 	if (rc)
-		return sp_error(rc, "%s: cannot create the symbol cache directory", dir);
+		return rc;
 	unsigned k = counter++;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(), k);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);

@@ -11,9 +11,17 @@
 #define SP_SYMCACHE_MAX_FILE (256u << 20)
 
 /* The cache directory: @p opt, else STACKPULSE_SYMBOL_CACHE_DIR, else
- * $XDG_CACHE_HOME/stackpulse, else $HOME/.cache/stackpulse. Returns an
+ * $XDG_CACHE_HOME/stackpulse, else $HOME/.cache/stackpulse (variables read
+ * with secure_getenv: ignored in setuid and file-capability programs). Returns an
  * sp_malloc'd path, or NULL when none can be formed (or out of memory). */
 char *sp_cacheio_dir(const char *opt);
+
+/* Checks (after creating it with mode 0700 when @p create) that @p dir is a
+ * real directory, not a symlink, owned by our effective uid and not
+ * writable by group or others: the cache is only used when nobody else can
+ * plant or swap files in it. Returns 0, STACKPULSE_ENOTFOUND (missing), or
+ * -EPERM / -ENOTDIR / -errno with a message. */
+int sp_cacheio_dir_check(const char *dir, int create);
 
 /* Loads and validates the table of @p bid. Returns 0 with *data (sp_free
  * it) and *table, STACKPULSE_ENOTFOUND when absent, or another code for an

@@ -13,7 +13,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "symbolize/cachetrim.h"
-#include "symbolize/elfid.h"
+#include "io/elf.h"
 
 static int copy_path(char *buf, size_t cap, const char *dir, const uint8_t *bid, uint32_t bid_len)
 {
