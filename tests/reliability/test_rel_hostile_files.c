@@ -1,0 +1,172 @@
+/* Targets that attack the recorder through the files they map (issue 17):
+ * FIFOs and character devices at the path of a deleted library without a
+ * build-id, as nobody and as root, spawned and attached with stop; a
+ * library swapped for an absolute symlink to a FIFO inside a private
+ * mount namespace after map_files was made to fail; and a libpython copy
+ * truncated and restored in a loop. Each run must end within its bound
+ * (`timeout -s KILL` ends a hung one, which fails), with samples, and the
+ * target must run to its end (never left stopped). */
+#include <errno.h>
+
+#include "rel_util.h"
+#include "../record/rec_driver.h"
+#include "../symbolize/sym_fixture.h"
+
+#define ATTACK_SECONDS "1.5"
+#define BOUND_SECONDS  25.0
+
+/* tests/reliability/targets/hotlib.c as a shared library, built once. */
+static const char *hotlib(void)
+{
+	static char path[600];
+	if (!path[0]) {
+		snprintf(path, sizeof(path), "%s/hotlib.so", sp_test_tmpdir());
+		char cmd[2048];
+		snprintf(cmd, sizeof(cmd),
+		         "gcc -O2 -g -shared -fPIC -o '%s' '%s/tests/reliability/targets/hotlib.c'",
+		         path, sp_test_source_root());
+		REQUIRE(system(cmd) == 0);
+	}
+	return path;
+}
+
+static uint64_t field(const char *out, const char *name)
+{
+	const char *p = strstr(out, name);
+	return p ? strtoull(p + strlen(name), NULL, 10) : 0;
+}
+
+typedef struct attack {
+	const char *mode;   /* Target mode (see targets/hostile_files.c). */
+	const char *driver; /* spawn | attach */
+	int as_nobody;
+	int strip; /* Remove the build-id note of the copy. */
+	const char *name; /* File name of the copy. */
+} attack;
+
+static void run_attack(const attack *a)
+{
+	const char *dir = a->as_nobody ? rec_public_dir() : sp_test_tmpdir();
+	const char *target = rel_target("hostile_files");
+	char lib[700], spool[700], pidfile[700], extra[700] = "", env[4096], out[1024];
+	char sub[700];
+	snprintf(sub, sizeof(sub), "%s/%s_%s_%d", dir, a->mode, a->driver, a->as_nobody);
+	fx_sh("rm -rf '%s' && mkdir -p '%s' && chmod 0777 '%s'", sub, sub, sub);
+	snprintf(lib, sizeof(lib), "%s/%s", sub, a->name);
+	snprintf(spool, sizeof(spool), "%s/out.spool", sub);
+	snprintf(pidfile, sizeof(pidfile), "%s/pid", sub);
+	if (strcmp(a->mode, "swap") == 0) {
+		/* The target mounts a tmpfs on ns/ and copies the library there;
+		 * the FIFO its symlink points at is outside, in our view too. */
+		char nsdir[760], fifo[760];
+		snprintf(nsdir, sizeof(nsdir), "%s/ns", sub);
+		snprintf(fifo, sizeof(fifo), "%s/hostfifo", sub);
+		REQUIRE(mkdir(nsdir, 0755) == 0);
+		REQUIRE(mkfifo(fifo, 0666) == 0);
+		snprintf(lib, sizeof(lib), "%s/%s", nsdir, a->name);
+		snprintf(extra, sizeof(extra), ":%s", hotlib());
+	} else {
+		fx_sh("cp '%s' '%s' && chmod 0755 '%s'", hotlib(), lib, lib);
+		if (a->strip)
+			fx_sh("objcopy --remove-section .note.gnu.build-id '%s'", lib);
+	}
+	snprintf(env, sizeof(env),
+	         "SP_REC_DRIVER=%s SP_REC_SPOOL=%s SP_REC_TARGET=%s SP_REC_ARG=%s:%s:%s%s "
+	         "SP_REC_PIDFILE=%s timeout -s KILL %d",
+	         a->driver, spool, target, a->mode, lib, ATTACK_SECONDS, extra, pidfile,
+	         (int)BOUND_SECONDS + 5);
+	double t0 = rel_now();
+	int st = rec_drive(env, a->as_nobody, out, sizeof(out));
+	double dt = rel_now() - t0;
+	printf("%s %s%s: %.2f s, %s", a->mode, a->driver, a->as_nobody ? " as nobody" : "", dt,
+	       out);
+	CHECK_EQ(st, 0);
+	CHECK(dt < BOUND_SECONDS);
+	CHECK(strstr(out, "run=0 finish=0") != NULL);
+	/* 499 Hz for 1.5 s gives hundreds of samples (fewer on a loaded
+	 * machine); the blocked recorder wrote 15 and lost 257. */
+	uint64_t samples = field(out, "samples="), lost = field(out, "lost=");
+	CHECK(samples >= 60);
+	CHECK(lost * 4 < samples);
+	/* The target ran to its end: not stopped, not still there. */
+	FILE *f = fopen(pidfile, "r");
+	int pid = 0;
+	if (f) {
+		if (fscanf(f, "%d", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	CHECK(pid > 0);
+	if (pid > 0) {
+		char s = rel_proc_state(pid);
+		CHECK(s == 0 || s == 'Z');
+	}
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	CHECK(stackpulse_spool_meta(sp)->samples >= samples);
+	stackpulse_spool_close(sp);
+	fx_sh("rm -rf '%s'", sub);
+}
+
+static void need_root(void)
+{
+	if (geteuid() != 0)
+		sp_test_skip("needs root");
+}
+
+static void need_nobody(void)
+{
+	need_root();
+	if (system("command -v setpriv >/dev/null") != 0)
+		sp_test_skip("setpriv missing");
+}
+
+/* The case confirmed by running it: the recorder blocked in open(). */
+SP_TEST(fifo_at_deleted_library_path_as_nobody_spawn)
+{
+	need_nobody();
+	attack a = { "fifo", "spawn", 1, 1, "lib.so" };
+	run_attack(&a);
+}
+
+SP_TEST(fifo_at_deleted_library_path_as_nobody_attach_stop)
+{
+	need_nobody();
+	attack a = { "fifo", "attach", 1, 1, "lib.so" };
+	run_attack(&a);
+}
+
+SP_TEST(fifo_at_deleted_library_path_as_root)
+{
+	need_root();
+	attack s = { "fifo", "spawn", 0, 1, "lib.so" };
+	run_attack(&s);
+	attack t = { "fifo", "attach", 0, 1, "lib.so" };
+	run_attack(&t);
+}
+
+SP_TEST(device_at_deleted_library_path)
+{
+	need_nobody();
+	attack a = { "dev", "spawn", 1, 1, "lib.so" }; /* Symlinks to /dev/zero. */
+	run_attack(&a);
+	attack b = { "dev", "attach", 0, 1, "lib.so" }; /* mknod 1,5 as root. */
+	run_attack(&b);
+}
+
+SP_TEST(symlink_swap_to_host_fifo_in_private_mount_namespace)
+{
+	need_root();
+	attack a = { "swap", "spawn", 0, 0, "lib.so" };
+	run_attack(&a);
+}
+
+SP_TEST(truncating_target_does_not_crash_the_recorder)
+{
+	need_root();
+	/* Named like libpython so the CPython probe parses it too. */
+	attack a = { "trunc", "spawn", 0, 0, "libpython3.99.so.1.0" };
+	run_attack(&a);
+	attack b = { "trunc", "attach", 0, 0, "libpython3.99.so.1.0" };
+	run_attack(&b);
+}
