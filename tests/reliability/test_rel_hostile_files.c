@@ -14,6 +14,7 @@
 
 #define ATTACK_SECONDS "1.5"
 #define BOUND_SECONDS  25.0
+#define LIBPYTHON      "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"
 
 /* tests/reliability/targets/hotlib.c as a shared library, built once. */
 static const char *hotlib(void)
@@ -55,7 +56,7 @@ static void run_attack(const attack *a)
 	snprintf(lib, sizeof(lib), "%s/%s", sub, a->name);
 	snprintf(spool, sizeof(spool), "%s/out.spool", sub);
 	snprintf(pidfile, sizeof(pidfile), "%s/pid", sub);
-	if (strcmp(a->mode, "swap") == 0) {
+	if (strncmp(a->mode, "swap", 4) == 0) {
 		/* The target mounts a tmpfs on ns/ and copies the library there;
 		 * the FIFO its symlink points at is outside, in our view too. */
 		char nsdir[760], fifo[760];
@@ -64,7 +65,15 @@ static void run_attack(const attack *a)
 		REQUIRE(mkdir(nsdir, 0755) == 0);
 		REQUIRE(mkfifo(fifo, 0666) == 0);
 		snprintf(lib, sizeof(lib), "%s/%s", nsdir, a->name);
-		snprintf(extra, sizeof(extra), ":%s", hotlib());
+		/* The copy made inside, without its build-id note (else the
+		 * kernel hands it over in the mmap record). */
+		char stripped[760];
+		snprintf(stripped, sizeof(stripped), "%s/stripped.so", sub);
+		fx_sh("cp '%s' '%s' && objcopy --remove-section .note.gnu.build-id '%s'", hotlib(),
+		      stripped, stripped);
+		snprintf(extra, sizeof(extra), ":%s", stripped);
+	} else if (strcmp(a->mode, "trunc") == 0) {
+		fx_sh("cp '%s' '%s' && chmod 0755 '%s'", LIBPYTHON, lib, lib);
 	} else {
 		fx_sh("cp '%s' '%s' && chmod 0755 '%s'", hotlib(), lib, lib);
 		if (a->strip)
@@ -161,12 +170,20 @@ SP_TEST(symlink_swap_to_host_fifo_in_private_mount_namespace)
 	run_attack(&a);
 }
 
+SP_TEST(device_swapped_in_after_map_files_fails)
+{
+	need_root();
+	attack a = { "swapdev", "spawn", 0, 0, "lib.so" };
+	run_attack(&a);
+}
+
 SP_TEST(truncating_target_does_not_crash_the_recorder)
 {
 	need_root();
-	/* Named like libpython so the CPython probe parses it too. */
-	attack a = { "trunc", "spawn", 0, 0, "libpython3.99.so.1.0" };
+	REQUIRE(access(LIBPYTHON, R_OK) == 0);
+	/* A libpython copy, so the CPython probe parses its symbol tables. */
+	attack a = { "trunc", "spawn", 0, 0, "libpython3.11.so.1.0" };
 	run_attack(&a);
-	attack b = { "trunc", "attach", 0, 0, "libpython3.99.so.1.0" };
+	attack b = { "trunc", "attach", 0, 0, "libpython3.11.so.1.0" };
 	run_attack(&b);
 }

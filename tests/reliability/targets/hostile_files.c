@@ -8,9 +8,11 @@
  *         copy EXTRA to LIB, dlopen it, split its text mapping with
  *         mprotect (map_files of the recorded range disappears), move the
  *         file away and put an absolute symlink to a FIFO at LIB.
- *   trunc name LIB libpython3.*: dlopen it, then fork children that spin
- *         while the parent truncates LIB to its loaded part and restores
- *         it, in a loop.
+ *   trunc LIB is a copy of libpython3.*: dlopen it, then fork children
+ *         (each probed for CPython) that spin while the parent truncates LIB
+ *         to one page and restores it, in a loop.
+ *   swapdev as swap, with a character device (mknod 1,5) at LIB instead
+ *         of the symlink.
  * Spins in hotlib_spin for SECONDS, then exits 0. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -106,18 +108,13 @@ static void copy_file(const char *from, const char *to)
 		die("cp");
 }
 
-/* File size covered by PT_LOAD segments (what the loader maps). */
-static off_t loaded_size(const uint8_t *img, size_t n)
+/* CPU work in the target itself (trunc mode never runs library code). */
+__attribute__((noinline)) static uint64_t own_spin(uint64_t n)
 {
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
-	off_t end = 0;
-	for (int i = 0; i < eh->e_phnum; i++) {
-		const Elf64_Phdr *ph = (const Elf64_Phdr *)(img + eh->e_phoff + (size_t)i * eh->e_phentsize);
-		if (ph->p_type == PT_LOAD && (off_t)(ph->p_offset + ph->p_filesz) > end)
-			end = (off_t)(ph->p_offset + ph->p_filesz);
-	}
-	end = (end + 4095) & ~(off_t)4095;
-	return end < (off_t)n ? end : (off_t)n;
+	volatile uint64_t x = 1;
+	for (uint64_t i = 0; i < n; i++)
+		x = x * 6364136223846793005ull + i;
+	return x;
 }
 
 int main(int argc, char **argv)
@@ -140,7 +137,7 @@ int main(int argc, char **argv)
 		spin_for(f, secs);
 		return 0;
 	}
-	if (strcmp(mode, "swap") == 0) {
+	if (strcmp(mode, "swap") == 0 || strcmp(mode, "swapdev") == 0) {
 		if (!extra)
 			return 2;
 		char dir[4096];
@@ -164,11 +161,16 @@ int main(int argc, char **argv)
 		snprintf(moved, sizeof(moved), "%s.moved", lib);
 		if (rename(lib, moved) != 0)
 			die("rename");
-		char fifo[4200];
-		snprintf(fifo, sizeof(fifo), "%s/../hostfifo", dir);
-		char *real = realpath(fifo, NULL);
-		if (!real || symlink(real, lib) != 0)
-			die("symlink");
+		if (strcmp(mode, "swapdev") == 0) {
+			if (mknod(lib, S_IFCHR | 0666, makedev(1, 5)) != 0)
+				die("mknod");
+		} else {
+			char fifo[4200];
+			snprintf(fifo, sizeof(fifo), "%s/../hostfifo", dir);
+			char *real = realpath(fifo, NULL);
+			if (!real || symlink(real, lib) != 0)
+				die("symlink");
+		}
 		spin_for(f, secs);
 		return 0;
 	}
@@ -180,23 +182,28 @@ int main(int argc, char **argv)
 		uint8_t *img = malloc((size_t)st.st_size);
 		if (!img || pread(fd, img, (size_t)st.st_size, 0) != st.st_size)
 			die("read lib");
-		off_t cut = loaded_size(img, (size_t)st.st_size);
-		spin_fn f = load(lib);
+		/* Mapped, then never touched again: only readers of the file
+		 * (the recorder) meet the truncated state. */
+		if (!dlopen(lib, RTLD_NOW))
+			die("dlopen");
+		const off_t cut = 4096;
 		double end = now() + secs;
 		while (now() < end) {
 			pid_t c = fork();
 			if (c == 0) {
-				spin_for(f, 0.1);
+				double e2 = now() + 0.1;
+				while (now() < e2)
+					own_spin(200000);
 				_exit(0);
 			}
 			while (waitpid(c, NULL, WNOHANG) == 0) {
 				if (ftruncate(fd, cut) != 0)
 					die("ftruncate");
-				f(20000);
+				own_spin(20000);
 				if (pwrite(fd, img + cut, (size_t)(st.st_size - cut), cut) !=
 				    st.st_size - cut)
 					die("pwrite");
-				f(20000);
+				own_spin(20000);
 			}
 		}
 		return 0;
