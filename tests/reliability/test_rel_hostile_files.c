@@ -8,7 +8,11 @@
  * target must run to its end (never left stopped). */
 #include <errno.h>
 
+#include <pthread.h>
+
 #include "rel_util.h"
+#include "record/python.h"
+#include "symbolize/dbgmod.h"
 #include "../record/rec_driver.h"
 #include "../symbolize/sym_fixture.h"
 
@@ -186,4 +190,106 @@ SP_TEST(truncating_target_does_not_crash_the_recorder)
 	run_attack(&a);
 	attack b = { "trunc", "attach", 0, 0, "libpython3.11.so.1.0" };
 	run_attack(&b);
+}
+
+/* The readers themselves, in a child (so SIGBUS shows as a failure), on a
+ * libpython copy that a thread truncates to one page and restores in a
+ * loop: the CPython probe's ELF scan and the symbolizer's libdwfl module
+ * (both read with pread; an mmap of the file would fault). */
+typedef struct truncer {
+	char path[700];
+	uint8_t *img;
+	size_t size;
+	volatile int stop;
+	unsigned rounds;
+} truncer;
+
+static void *truncate_loop(void *arg)
+{
+	truncer *t = arg;
+	int fd = open(t->path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	while (!t->stop) {
+		if (ftruncate(fd, 4096) != 0)
+			break;
+		sched_yield();
+		if (pwrite(fd, t->img + 4096, t->size - 4096, 4096) != (ssize_t)(t->size - 4096))
+			break;
+		t->rounds++;
+		sched_yield();
+	}
+	close(fd);
+	return NULL;
+}
+
+static int read_while_truncated(truncer *t, int which, double secs)
+{
+	pthread_t th;
+	if (pthread_create(&th, NULL, truncate_loop, t) != 0)
+		return -1;
+	sp_dbg_config cfg;
+	if (sp_dbg_config_init(&cfg, "/nonexistent-debug-root", 0, NULL) != 0)
+		return -1;
+	sp_strpool pool;
+	sp_strpool_init(&pool);
+	unsigned reads = 0, opened = 0;
+	double end = rel_now() + secs;
+	while (rel_now() < end) {
+		reads++;
+		if (which == 0) {
+			sp_python *py = NULL;
+			if (sp_python_probe_file(getpid(), t->path, 0x10000000, 0, &py) == 0)
+				sp_python_free(py);
+			continue;
+		}
+		sp_dbgmod *m = NULL;
+		if (sp_dbgmod_open(t->path, NULL, 0, &cfg, &m) != 0)
+			continue;
+		opened++;
+		sp_symcache_frame fr[SP_SYMCACHE_MAX_FRAMES];
+		for (uint64_t off = 0x1000; off < t->size; off += t->size / 64)
+			(void)sp_dbgmod_resolve(m, off, &pool, 0, fr, SP_SYMCACHE_MAX_FRAMES);
+		sp_dbgmod_free(m);
+	}
+	t->stop = 1;
+	pthread_join(th, NULL);
+	sp_strpool_free(&pool);
+	sp_dbg_config_free(&cfg);
+	printf("%s: %u reads (%u opened), %u truncations\n", which ? "dbgmod" : "probe", reads,
+	       opened, t->rounds);
+	return reads > 0 && t->rounds > 0 && (which == 0 || opened > 0) ? 0 : 1;
+}
+
+SP_TEST(readers_survive_a_file_truncated_in_a_loop)
+{
+	REQUIRE(access(LIBPYTHON, R_OK) == 0);
+	for (int which = 0; which < 2; which++) {
+		truncer t;
+		memset(&t, 0, sizeof(t));
+		snprintf(t.path, sizeof(t.path), "%s/libpython3.11.so.1.0", sp_test_tmpdir());
+		fx_sh("cp '%s' '%s'", LIBPYTHON, t.path);
+		FILE *f = fopen(t.path, "rb");
+		REQUIRE(f);
+		REQUIRE(fseek(f, 0, SEEK_END) == 0);
+		t.size = (size_t)ftell(f);
+		rewind(f);
+		t.img = malloc(t.size);
+		REQUIRE(t.img && fread(t.img, 1, t.size, f) == t.size);
+		fclose(f);
+		fflush(stdout);
+		pid_t c = fork();
+		REQUIRE(c >= 0);
+		if (c == 0) {
+			alarm(60);
+			_exit(read_while_truncated(&t, which, 2.0));
+		}
+		int st = 0;
+		REQUIRE(waitpid(c, &st, 0) == c);
+		if (WIFSIGNALED(st))
+			printf("%s reader died of signal %d\n", which ? "dbgmod" : "probe",
+			       WTERMSIG(st));
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		free(t.img);
+	}
 }
