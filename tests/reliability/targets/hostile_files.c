@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 		while (now() < end) {
 			pid_t c = fork();
 			if (c == 0) {
-				double e2 = now() + 0.1;
+				double e2 = now() + 0.35;
 				while (now() < e2)
 					own_spin(200000);
 				_exit(0);
