@@ -9,8 +9,10 @@
 #include <errno.h>
 
 #include <pthread.h>
+#include <sys/sysmacros.h>
 
 #include "rel_util.h"
+#include "io/file.h"
 #include "record/python.h"
 #include "symbolize/dbgmod.h"
 #include "../record/rec_driver.h"
@@ -343,4 +345,80 @@ SP_TEST(readers_survive_a_file_truncated_in_a_loop)
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 		free(t.img);
 	}
+}
+
+/* The one safe open itself: a target's absolute symlink resolves inside
+ * the target's root (never to the same path in ours), ".." cannot climb
+ * out of it, FIFOs and devices are refused at once, and a file that is not
+ * the one expected (inode) is refused. */
+SP_TEST(safe_open_keeps_target_paths_inside_their_root)
+{
+	char root[600], host[700], cmd[2048];
+	snprintf(root, sizeof(root), "%s/fakeroot", sp_test_tmpdir());
+	snprintf(host, sizeof(host), "%s/host_only", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "rm -rf '%s' && mkdir -p '%s/lib' && echo host > '%s' && echo inside > "
+	         "'%s/lib/real' && ln -s /lib/real '%s/lib/abs_ok' && ln -s '%s' '%s/lib/abs_out' "
+	         "&& ln -s ../../host_only '%s/lib/dotdot' && mkfifo '%s/lib/fifo' && "
+	         "ln -s /dev/zero '%s/lib/dev'",
+	         root, root, host, root, root, host, root, root, root, root);
+	REQUIRE(system(cmd) == 0);
+	int dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	REQUIRE(dfd >= 0);
+	int fd = -1;
+	uint64_t size = 0;
+	/* Followed inside the root. */
+	CHECK_OK(sp_file_open_at(dfd, "/lib/abs_ok", SP_FILE_IN_ROOT, 0, NULL, &fd, &size));
+	CHECK_EQ(size, 7);
+	if (fd >= 0)
+		close(fd);
+	/* host_only exists in our root only: not reachable from inside. */
+	CHECK_EQ(sp_file_open_at(dfd, "/lib/abs_out", SP_FILE_IN_ROOT, 0, NULL, &fd, &size),
+	         -ENOENT);
+	CHECK_EQ(sp_file_open_at(dfd, "/lib/dotdot", SP_FILE_IN_ROOT, 0, NULL, &fd, &size),
+	         -ENOENT);
+	/* Without IN_ROOT the same symlink does reach it (the attack). */
+	char abs_out[700];
+	snprintf(abs_out, sizeof(abs_out), "%s/lib/abs_out", root);
+	CHECK_OK(sp_file_open_regular(abs_out, 0, 0, &fd, &size));
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ(sp_file_open_regular(abs_out, SP_FILE_NOFOLLOW, 0, &fd, &size), -EINVAL);
+	/* No blocking, no device. */
+	double t0 = rel_now();
+	CHECK_EQ(sp_file_open_at(dfd, "/lib/fifo", SP_FILE_IN_ROOT, 0, NULL, &fd, &size), -EINVAL);
+	/* /dev/zero of the root (there is none), not ours. */
+	CHECK_EQ(sp_file_open_at(dfd, "/lib/dev", SP_FILE_IN_ROOT, 0, NULL, &fd, &size), -ENOENT);
+	if (geteuid() == 0) {
+		char chr[700];
+		snprintf(chr, sizeof(chr), "%s/lib/chr", root);
+		REQUIRE(mknod(chr, S_IFCHR | 0666, makedev(1, 5)) == 0);
+		CHECK_EQ(sp_file_open_at(dfd, "/lib/chr", SP_FILE_IN_ROOT, 0, NULL, &fd, &size),
+		         -EINVAL);
+	}
+	CHECK_EQ(sp_file_open_regular("/dev/zero", 0, 0, &fd, &size), -EINVAL);
+	CHECK(rel_now() - t0 < 1.0);
+	CHECK_EQ(fd, -1);
+	/* Identity: the inode the mapping reported, or nothing. */
+	struct stat st;
+	char real[700];
+	snprintf(real, sizeof(real), "%s/lib/real", root);
+	REQUIRE(stat(real, &st) == 0);
+	sp_file_id want = { 0, (uint64_t)st.st_ino };
+	CHECK_OK(sp_file_open_at(dfd, "/lib/real", SP_FILE_IN_ROOT, 0, &want, &fd, &size));
+	if (fd >= 0)
+		close(fd);
+	want.ino++;
+	CHECK_EQ(sp_file_open_at(dfd, "/lib/real", SP_FILE_IN_ROOT, 0, &want, &fd, &size), -ESTALE);
+	/* The size cap. */
+	CHECK_EQ(sp_file_open_at(dfd, "/lib/real", SP_FILE_IN_ROOT, 3, NULL, &fd, &size),
+	         STACKPULSE_ELIMIT);
+	/* A mapping of ours, as a target's: map_files, else the path in our root
+	 * through /proc/self/root; a "(deleted)" path is never opened by name. */
+	CHECK_EQ(sp_file_open_mapped(getpid(), 0, 0, "/nonexistent (deleted)", NULL, 0, &fd, &size),
+	         -ENOENT);
+	CHECK_OK(sp_file_open_mapped(getpid(), 0, 0, real, NULL, 0, &fd, &size));
+	if (fd >= 0)
+		close(fd);
+	close(dfd);
 }
