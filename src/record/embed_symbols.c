@@ -140,10 +140,24 @@ static int open_as_seen_by(pid_t pid, uint64_t start, uint64_t end, const char *
 	return -1;
 }
 
-/* Opens @p module through a live process that maps it, newest first.
- * *foreign tells whether the first such process sees another root. */
+/* 1 when the newest live process that maps @p module sees another root
+ * directory than ours (a container): its path means nothing here. */
+static int module_foreign(const stackpulse_recorder *rec, uint32_t module)
+{
+	for (size_t i = rec->pt.nprocs; i-- > 0;) {
+		const sp_process *p = rec->pt.procs[i];
+		if (p->exited)
+			continue;
+		for (size_t j = 0; j < p->nmaps; j++)
+			if (p->maps[j].module == module)
+				return !sp_file_same_root(p->pid);
+	}
+	return 0;
+}
+
+/* Opens @p module through a live process that maps it, newest first. */
 static int open_live(stackpulse_recorder *rec, uint32_t module, const char *path,
-                     const uint8_t *bid, uint32_t bid_len, int *foreign)
+                     const uint8_t *bid, uint32_t bid_len)
 {
 	int probes = 0;
 	for (size_t i = rec->pt.nprocs; i-- > 0 && probes < SP_EMBED_MAX_PROBES;) {
@@ -153,8 +167,7 @@ static int open_live(stackpulse_recorder *rec, uint32_t module, const char *path
 		for (size_t j = 0; j < p->nmaps; j++) {
 			if (p->maps[j].module != module)
 				continue;
-			if (probes++ == 0 && foreign)
-				*foreign = !sp_file_same_root(p->pid);
+			probes++;
 			int fd = open_as_seen_by(p->pid, p->maps[j].start, p->maps[j].end, path,
 			                         bid, bid_len);
 			if (fd >= 0)
@@ -188,6 +201,7 @@ static int grab(stackpulse_recorder *rec, uint32_t module)
 	struct sp_embed_file *ef = &rec->embed_files[module];
 	if (ef->state == GRAB_DONE)
 		return 0;
+	ef->foreign = module_foreign(rec, module);
 	if (rec->embed_fds >= SP_EMBED_MAX_FDS) {
 		ef->state = GRAB_OVER_CAP;
 		return 0;
@@ -198,7 +212,7 @@ static int grab(stackpulse_recorder *rec, uint32_t module)
 	uint32_t bid_len;
 	if (sp_ptable_module_info(&rec->pt, module, &path, &bid, &bid_len) != 0 || path[0] != '/')
 		return 0;
-	int fd = open_live(rec, module, path, bid, bid_len, &ef->foreign);
+	int fd = open_live(rec, module, path, bid, bid_len);
 	struct stat here, there;
 	if (fd >= 0 && !ef->foreign && stat(path, &here) == 0 && fstat(fd, &there) == 0 &&
 	    here.st_dev == there.st_dev && here.st_ino == there.st_ino) {
@@ -324,7 +338,7 @@ int sp_recorder_embed_symbols(stackpulse_recorder *rec)
 			    (r->foreign ||
 			     !path_still_good(r->path, r->build_id, r->build_id_len))) {
 				int fd = open_live(rec, module, r->path, r->build_id,
-				                   r->build_id_len, NULL);
+				                   r->build_id_len);
 				rec->embed_files[module].fd = fd; /* Closed by release. */
 			}
 			if (module < rec->nembed_files && rec->embed_files[module].fd >= 0) {

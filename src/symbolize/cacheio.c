@@ -39,31 +39,35 @@ char *sp_cacheio_dir(const char *opt)
 	return sp_strdup(buf);
 }
 
-static int table_path(char *buf, size_t cap, const char *dir, const uint8_t *bid, uint32_t bid_len)
+/* "<hex build-id>.spsym", a name inside the cache directory. */
+static int table_name(char *buf, size_t cap, const uint8_t *bid, uint32_t bid_len)
 {
 	char hex[129];
 	if (bid_len == 0 || bid_len > 64)
 		return sp_error(-EINVAL, "symbol cache: no build-id");
 	sp_hex(bid, bid_len, hex);
-	int n = snprintf(buf, cap, "%s/%s.spsym", dir, hex);
+	int n = snprintf(buf, cap, "%s.spsym", hex);
 	if (n <= 0 || (size_t)n >= cap)
-		return sp_error(-ENAMETOOLONG, "symbol cache: path too long");
+		return sp_error(-ENAMETOOLONG, "symbol cache: name too long");
 	return 0;
 }
 
 int sp_cacheio_read(const char *dir, const uint8_t *bid, uint32_t bid_len, uint8_t **data,
                     sp_symcache *table)
 {
-	char path[4096];
-	int rc = table_path(path, sizeof(path), dir, bid, bid_len);
+	char path[160];
+	int rc = table_name(path, sizeof(path), bid, bid_len);
 	if (rc)
 		return rc;
-	rc = sp_cacheio_dir_check(dir, 0);
-	if (rc)
-		return rc;
+	/* Everything relative to the checked directory's descriptor: nobody
+	 * can swap a component of the path meanwhile. */
+	int dfd = sp_cacheio_dir_open(dir, 0);
+	if (dfd < 0)
+		return dfd;
 	int fd = -1;
 	uint64_t size = 0;
-	rc = sp_file_open_regular(path, SP_FILE_NOFOLLOW, SP_SYMCACHE_MAX_FILE, &fd, &size);
+	rc = sp_file_open_at(dfd, path, SP_FILE_NOFOLLOW, SP_SYMCACHE_MAX_FILE, NULL, &fd, &size);
+	close(dfd);
 	if (rc == -ENOENT)
 		return STACKPULSE_ENOTFOUND;
 	if (rc)
@@ -124,7 +128,7 @@ static int make_dirs(const char *dir)
 	return 0;
 }
 
-int sp_cacheio_dir_check(const char *dir, int create)
+int sp_cacheio_dir_open(const char *dir, int create)
 {
 	if (!dir || dir[0] != '/')
 		return sp_error(-EINVAL, "symbol cache directory must be an absolute path");
@@ -133,19 +137,34 @@ int sp_cacheio_dir_check(const char *dir, int create)
 		if (rc)
 			return sp_error(rc, "%s: cannot create the symbol cache directory", dir);
 	}
-	struct stat st;
-	if (lstat(dir, &st) != 0) {
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
 		int e = errno;
-		return e == ENOENT ? STACKPULSE_ENOTFOUND : sp_error(-e, "%s: cannot stat", dir);
+		if (e == ENOENT)
+			return STACKPULSE_ENOTFOUND;
+		if (e == ELOOP || e == ENOTDIR)
+			return sp_error(-ENOTDIR, "%s: symbol cache is not a directory (a symlink?)",
+			                dir);
+		return sp_error(-e, "%s: cannot open", dir);
 	}
-	if (!S_ISDIR(st.st_mode))
-		return sp_error(-ENOTDIR, "%s: symbol cache is not a directory (a symlink?)", dir);
-	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+	struct stat st;
+	if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		close(fd);
 		return sp_error(-EPERM,
 		                "%s: symbol cache must be owned by uid %u and not writable by "
 		                "group or others (owner %u, mode %o): not used",
 		                dir, (unsigned)geteuid(), (unsigned)st.st_uid,
 		                (unsigned)(st.st_mode & 07777));
+	}
+	return fd;
+}
+
+int sp_cacheio_dir_check(const char *dir, int create)
+{
+	int fd = sp_cacheio_dir_open(dir, create);
+	if (fd < 0)
+		return fd;
+	close(fd);
 	return 0;
 }
 
@@ -159,42 +178,46 @@ int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
                           const uint8_t *data, size_t len, unsigned mode, uint32_t replaces)
 {
 	static _Atomic unsigned counter;
-	char path[4096], tmp[4200];
-	int rc = table_path(path, sizeof(path), dir, bid, bid_len);
+	char name[160], tmp[240];
+	int rc = table_name(name, sizeof(name), bid, bid_len);
 	if (rc)
 		return rc;
-	rc = sp_cacheio_dir_check(dir, 1);
-	if (rc)
-		return rc;
+	int dfd = sp_cacheio_dir_open(dir, 1);
+	if (dfd < 0)
+		return dfd;
 	unsigned k = counter++;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(), k);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
-	if (fd < 0)
-		return sp_error(-errno, "%s: cannot create", tmp);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", name, (long)getpid(), k);
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
+	if (fd < 0) {
+		rc = sp_error(-errno, "%s/%s: cannot create", dir, tmp);
+		close(dfd);
+		return rc;
+	}
 	size_t done = 0;
 	while (done < len) {
 		ssize_t n = write(fd, data + done, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			rc = sp_error(n < 0 ? -errno : -EIO, "%s: write failed", tmp);
+			rc = sp_error(n < 0 ? -errno : -EIO, "%s/%s: write failed", dir, tmp);
 			break;
 		}
 		done += (size_t)n;
 	}
 	if (close(fd) != 0 && !rc)
-		rc = sp_error(-errno, "%s: close failed", tmp);
-	if (!rc && rename(tmp, path) != 0)
-		rc = sp_error(-errno, "%s: rename failed", path);
+		rc = sp_error(-errno, "%s/%s: close failed", dir, tmp);
+	if (!rc && renameat(dfd, tmp, dfd, name) != 0)
+		rc = sp_error(-errno, "%s/%s: rename failed", dir, name);
 	if (rc) {
-		unlink(tmp);
+		unlinkat(dfd, tmp, 0);
+		close(dfd);
 		return rc;
 	}
 	char prefix[129];
 	if (replaces > bid_len)
 		replaces = bid_len;
 	sp_hex(bid, replaces, prefix);
-	const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	(void)sp_cache_trim(dir, name, replaces ? prefix : NULL, sp_cache_max_bytes());
+	(void)sp_cache_trim_at(dfd, name, replaces ? prefix : NULL, sp_cache_max_bytes());
+	close(dfd);
 	return 0;
 }

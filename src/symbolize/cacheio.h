@@ -16,11 +16,14 @@
  * sp_malloc'd path, or NULL when none can be formed (or out of memory). */
 char *sp_cacheio_dir(const char *opt);
 
-/* Checks (after creating it with mode 0700 when @p create) that @p dir is a
- * real directory, not a symlink, owned by our effective uid and not
- * writable by group or others: the cache is only used when nobody else can
- * plant or swap files in it. Returns 0, STACKPULSE_ENOTFOUND (missing), or
- * -EPERM / -ENOTDIR / -errno with a message. */
+/* Opens the cache directory @p dir (after creating it with mode 0700 when
+ * @p create) if it is a real directory, not a symlink, owned by our
+ * effective uid and not writable by group or others: the cache is only used
+ * when nobody else can plant or swap files in it, and then only through
+ * this descriptor. Returns the descriptor, STACKPULSE_ENOTFOUND (missing),
+ * or -EPERM / -ENOTDIR / -errno with a message. */
+int sp_cacheio_dir_open(const char *dir, int create);
+/* The same check, closing the descriptor: 0 or the error. */
 int sp_cacheio_dir_check(const char *dir, int create);
 
 /* Loads and validates the table of @p bid. Returns 0 with *data (sp_free

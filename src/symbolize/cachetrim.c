@@ -72,17 +72,25 @@ int sp_cache_trim(const char *dir, const char *fresh, const char *stale_prefix, 
 	struct stat dst;
 	if (fd < 0)
 		return 0;
-	if (fstat(fd, &dst) != 0 || dst.st_uid != geteuid() ||
-	    (dst.st_mode & (S_IWGRP | S_IWOTH))) {
-		close(fd);
+	int removed = 0;
+	if (fstat(fd, &dst) == 0 && dst.st_uid == geteuid() && !(dst.st_mode & (S_IWGRP | S_IWOTH)))
+		removed = sp_cache_trim_at(fd, fresh, stale_prefix, max);
+	close(fd);
+	return removed;
+}
+
+int sp_cache_trim_at(int dir_fd, const char *fresh, const char *stale_prefix, uint64_t max)
+{
+	int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
 		return 0;
-	}
 	DIR *d = fdopendir(fd);
 	if (!d) {
 		close(fd);
 		return 0;
 	}
 	int dfd = dirfd(d), removed = 0;
+	(void)lseek(dfd, 0, SEEK_SET); /* The duplicate shares the position. */
 	size_t plen = stale_prefix ? strlen(stale_prefix) : 0;
 	entry *v = NULL;
 	size_t n = 0, cap = 0;
