@@ -92,9 +92,9 @@ int sp_file_open_at(int dirfd, const char *path, unsigned flags, uint64_t max_si
 	if ((want && want->ino && want->ino != (uint64_t)st.st_ino) ||
 	    (want && want->dev && want->dev != (uint64_t)st.st_dev)) {
 		close(pfd);
-		return sp_error(-ESTALE, "%s is not the file that was mapped (inode %llu, not %llu)",
-		                path, (unsigned long long)st.st_ino,
-		                (unsigned long long)want->ino);
+		return sp_error(-ESTALE,
+		                "%s is not the file that was mapped (inode %llu, not %llu)", path,
+		                (unsigned long long)st.st_ino, (unsigned long long)want->ino);
 	}
 	if (st.st_size < 0 || (uint64_t)st.st_size > max_size) {
 		close(pfd);

@@ -14,8 +14,8 @@ int sp_build_id_for_mapping(pid_t pid, uint64_t start, uint64_t end, const char 
 	int fd = -1;
 	uint64_t size = 0;
 	sp_file_id want = { 0, inode };
-	int rc = sp_file_open_mapped(pid, start, end, path, &want, SP_ELF_MAX_FILE_SIZE, &fd,
-	                             &size);
+	int rc =
+	        sp_file_open_mapped(pid, start, end, path, &want, SP_ELF_MAX_FILE_SIZE, &fd, &size);
 	if (rc)
 		return rc;
 	rc = sp_elf_build_id_fd(fd, out, len);

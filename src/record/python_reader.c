@@ -347,8 +347,8 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
 	int fd = -1;
 	uint64_t size = 0;
 	sp_file_id want = { 0, inode };
-	int rc = sp_file_open_mapped(pid, start, end, path, &want, SP_ELF_MAX_FILE_SIZE, &fd,
-	                             &size);
+	int rc =
+	        sp_file_open_mapped(pid, start, end, path, &want, SP_ELF_MAX_FILE_SIZE, &fd, &size);
 	if (rc)
 		return sp_error_context(rc == -ENOENT ? STACKPULSE_ENOTFOUND : rc,
 		                        "open %s of process %d", path, (int)pid);

@@ -143,8 +143,8 @@ int sp_cacheio_dir_open(const char *dir, int create)
 		if (e == ENOENT)
 			return STACKPULSE_ENOTFOUND;
 		if (e == ELOOP || e == ENOTDIR)
-			return sp_error(-ENOTDIR, "%s: symbol cache is not a directory (a symlink?)",
-			                dir);
+			return sp_error(-ENOTDIR,
+			                "%s: symbol cache is not a directory (a symlink?)", dir);
 		return sp_error(-e, "%s: cannot open", dir);
 	}
 	struct stat st;
@@ -187,7 +187,8 @@ int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
 		return dfd;
 	unsigned k = counter++;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", name, (long)getpid(), k);
-	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+	                (mode_t)mode);
 	if (fd < 0) {
 		rc = sp_error(-errno, "%s/%s: cannot create", dir, tmp);
 		close(dfd);

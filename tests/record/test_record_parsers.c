@@ -145,8 +145,8 @@ SP_TEST(build_id_matches_readelf)
 		line[strcspn(line, "\n")] = '\0';
 		sp_proc_map m;
 		if (sp_proc_parse_map_line(line, &m) == 0 && m.exec && strcmp(m.path, self) == 0) {
-			int rc = sp_build_id_for_mapping(getpid(), m.start, m.end, m.path, m.inode, got,
-			                                 &len);
+			int rc = sp_build_id_for_mapping(getpid(), m.start, m.end, m.path, m.inode,
+			                                 got, &len);
 			if (wn) {
 				CHECK_OK(rc);
 				CHECK(len == (uint32_t)wn && memcmp(got, want, len) == 0);

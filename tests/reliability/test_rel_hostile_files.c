@@ -47,7 +47,7 @@ typedef struct attack {
 	const char *mode;   /* Target mode (see targets/hostile_files.c). */
 	const char *driver; /* spawn | attach */
 	int as_nobody;
-	int strip; /* Remove the build-id note of the copy. */
+	int strip;        /* Remove the build-id note of the copy. */
 	const char *name; /* File name of the copy. */
 	int trace;        /* Run the recorder under strace: nothing but regular
 	                   * files may be opened at the library's path. */

@@ -73,7 +73,8 @@ static void plant(const char *mode, const char *path)
 	if (strcmp(mode, "fifo") == 0) {
 		if (mkfifo(path, 0666) != 0)
 			die("mkfifo");
-	} else if (mknod(path, S_IFCHR | 0666, makedev(1, 5)) != 0 && symlink("/dev/zero", path) != 0) {
+	} else if (mknod(path, S_IFCHR | 0666, makedev(1, 5)) != 0 &&
+	           symlink("/dev/zero", path) != 0) {
 		die("mknod/symlink");
 	}
 }

@@ -13,5 +13,6 @@ __attribute__((noinline)) uint64_t hotlib_spin(uint64_t n)
 }
 
 /* Four pages of text, so a target can split the executable mapping. */
-__asm__(".text\n.globl hotlib_pad\n.type hotlib_pad, @function\nhotlib_pad:\n.fill 16384, 1, 0x90\nret\n"
+__asm__(".text\n.globl hotlib_pad\n.type hotlib_pad, @function\nhotlib_pad:\n.fill 16384, 1, "
+        "0x90\nret\n"
         ".size hotlib_pad, . - hotlib_pad\n");
