@@ -281,6 +281,24 @@ SP_TEST(demangle_cxx_and_rust)
 	check_demangle("_ZN66_$LT$alloc..vec..Vec$LT$T$GT$$u20$as$u20$core..ops..drop..Drop$GT$"
 	               "4drop17h0123456789abcdefE",
 	               "<alloc::vec::Vec<T> as core::ops::drop::Drop>::drop");
+	/* Length caps: a nested name of 1000 components (6 KiB) demangles, one
+	 * of 3000 (18 KiB of input) stays raw without reaching __cxa_demangle. */
+	static char longname[20000];
+	for (int n = 1000; n <= 3000; n += 2000) {
+		size_t len = 0;
+		len += (size_t)snprintf(longname + len, sizeof(longname) - len, "_ZN");
+		for (int i = 0; i < n; i++)
+			len += (size_t)snprintf(longname + len, sizeof(longname) - len, "5abcde");
+		snprintf(longname + len, sizeof(longname) - len, "Ev");
+		sp_strpool_init(&pool);
+		const char *got = sp_demangle(&pool, longname, 0);
+		REQUIRE(got);
+		if (n == 1000)
+			CHECK(strncmp(got, "abcde::abcde::", 14) == 0);
+		else
+			CHECK_STR(got, longname);
+		sp_strpool_free(&pool);
+	}
 }
 
 SP_TEST(demangle_rust_v0)
