@@ -29,6 +29,15 @@ int sp_elf_open_regular(const char *path, uint64_t *size)
 	return fd;
 }
 
+int sp_elf_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path, uint64_t inode,
+                       uint64_t *size)
+{
+	int fd = -1;
+	sp_file_id want = { 0, inode };
+	int rc = sp_file_open_mapped(pid, start, end, path, &want, SP_ELF_MAX_FILE_SIZE, &fd, size);
+	return rc ? rc : fd;
+}
+
 int sp_elf_build_id_fd(int fd, uint8_t out[64], uint32_t *len)
 {
 	struct stat st;

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Largest file we read: bigger ones are rejected with STACKPULSE_ELIMIT. */
 #define SP_ELF_MAX_FILE_SIZE (8ull << 30)
@@ -36,6 +37,12 @@ typedef struct sp_elf_info {
  * regular file), STACKPULSE_ELIMIT (too big), STACKPULSE_EFORMAT (too
  * small), ... with a detail. */
 int sp_elf_open_regular(const char *path, uint64_t *size);
+
+/* sp_file_open_mapped for an ELF file a process maps: at most
+ * SP_ELF_MAX_FILE_SIZE bytes, the mapping's @p inode checked when nonzero.
+ * Returns the fd (size in *size), or a negative code. */
+int sp_elf_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path, uint64_t inode,
+                       uint64_t *size);
 
 /* The GNU build-id of the ELF file open on @p fd (sp_elf_read_info over its
  * current size). Returns 0 with *len set, STACKPULSE_ENOTFOUND without a

@@ -18,7 +18,6 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "io/elf.h"
-#include "io/file.h"
 #include "record/proc_scan.h"
 
 #define MAX_EVAL_RANGES          8
@@ -344,16 +343,13 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
                       uint64_t inode, sp_python **out)
 {
 	*out = NULL;
-	int fd = -1;
 	uint64_t size = 0;
-	sp_file_id want = { 0, inode };
-	int rc =
-	        sp_file_open_mapped(pid, start, end, path, &want, SP_ELF_MAX_FILE_SIZE, &fd, &size);
-	if (rc)
-		return sp_error_context(rc == -ENOENT ? STACKPULSE_ENOTFOUND : rc,
+	int fd = sp_elf_open_mapped(pid, start, end, path, inode, &size);
+	if (fd < 0)
+		return sp_error_context(fd == -ENOENT ? STACKPULSE_ENOTFOUND : fd,
 		                        "open %s of process %d", path, (int)pid);
 	elf_syms s;
-	rc = elf_scan(fd, &s);
+	int rc = elf_scan(fd, &s);
 	close(fd);
 	if (rc)
 		return rc == STACKPULSE_EFORMAT || rc == STACKPULSE_EUNSUPPORTED

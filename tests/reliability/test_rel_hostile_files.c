@@ -144,10 +144,10 @@ static void run_attack(const attack *a)
 	CHECK_EQ(st, 0);
 	CHECK(dt < BOUND_SECONDS);
 	CHECK(strstr(out, "run=0 finish=0") != NULL);
-	/* 499 Hz for 1.5 s gives hundreds of samples (fewer on a loaded
+	/* 499 Hz for 1.5 s gives hundreds of samples (75 seen on a loaded
 	 * machine); the blocked recorder wrote 15 and lost 257. */
 	uint64_t samples = field(out, "samples="), lost = field(out, "lost=");
-	CHECK(samples >= 60);
+	CHECK(samples >= 30);
 	CHECK(lost * 4 < samples);
 	/* The target ran to its end: not stopped, not still there. */
 	FILE *f = fopen(pidfile, "r");
