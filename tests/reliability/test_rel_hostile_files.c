@@ -9,12 +9,16 @@
 #include <errno.h>
 
 #include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/sysmacros.h>
 
 #include "rel_util.h"
 #include "io/file.h"
 #include "record/python.h"
 #include "symbolize/dbgmod.h"
+#include "unwind/unwind_internal.h"
 #include "../record/rec_driver.h"
 #include "../symbolize/sym_fixture.h"
 
@@ -421,4 +425,89 @@ SP_TEST(safe_open_keeps_target_paths_inside_their_root)
 	if (fd >= 0)
 		close(fd);
 	close(dfd);
+}
+
+/* The unwinder's per-recording binaries: a library in another mount
+ * namespace claiming the build-id of one of ours (with other code and CFI)
+ * must not be reused to unwind our processes. */
+static const char twin_bid[] = "0x7a11ed0123456789abcdef0123456789abcdef01";
+
+static void build_twin(const char *name, const char *fn, char *out, size_t cap)
+{
+	char src[700];
+	snprintf(src, sizeof(src), "%s/%s.c", sp_test_tmpdir(), name);
+	snprintf(out, cap, "%s/%s.so", sp_test_tmpdir(), name);
+	FILE *f = fopen(src, "w");
+	REQUIRE(f);
+	fprintf(f, "int %s(int x) { return x * 5 + 1; }\n", fn);
+	fclose(f);
+	fx_sh("gcc -O1 -shared -fPIC -Wl,--build-id=%s -o '%s' '%s'", twin_bid, out, src);
+}
+
+/* Maps @p path executable; returns its [start, end). */
+static void *map_exec(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	REQUIRE(fd >= 0);
+	struct stat st;
+	REQUIRE(fstat(fd, &st) == 0);
+	*len = (size_t)st.st_size;
+	void *p = mmap(NULL, *len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	close(fd);
+	REQUIRE(p != MAP_FAILED);
+	return p;
+}
+
+SP_TEST(unwinder_does_not_reuse_a_foreign_build_id_twin)
+{
+	need_root();
+	char real[700], fake[700];
+	build_twin("twin_real", "real_fn", real, sizeof(real));
+	build_twin("twin_fake", "fake_fn_with_a_longer_name_and_other_code", fake, sizeof(fake));
+	uint8_t bid[64];
+	uint32_t bid_len;
+	fx_build_id(real, bid, &bid_len);
+	int go[2], ready[2];
+	REQUIRE(pipe(go) == 0 && pipe(ready) == 0);
+	pid_t c = fork();
+	REQUIRE(c >= 0);
+	if (c == 0) {
+		/* A container of sorts: its own mount namespace, the twin mapped. */
+		if (unshare(CLONE_NEWNS) != 0)
+			_exit(2);
+		size_t len;
+		void *p = map_exec(fake, &len);
+		uint64_t msg[2] = { (uint64_t)(uintptr_t)p, len };
+		if (write(ready[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+			_exit(3);
+		char b;
+		if (read(go[0], &b, 1) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	uint64_t msg[2] = { 0, 0 };
+	REQUIRE(read(ready[0], msg, sizeof(msg)) == (ssize_t)sizeof(msg));
+	size_t len;
+	void *mine = map_exec(real, &len);
+	sp_unwinder *u;
+	REQUIRE_OK(sp_unwinder_new(&u));
+	uint64_t fs = msg[0], fe = msg[0] + ((msg[1] + 4095) & ~(uint64_t)4095);
+	uint64_t ms = (uint64_t)(uintptr_t)mine, me = ms + ((len + 4095) & ~(uint64_t)4095);
+	sp_unwind_binary *theirs = sp_unwind_binary_get(u, c, fs, fe, fake, bid, bid_len);
+	sp_unwind_binary *ours = sp_unwind_binary_get(u, getpid(), ms, me, real, bid, bid_len);
+	struct stat st;
+	REQUIRE(stat(real, &st) == 0);
+	CHECK(theirs != NULL);
+	CHECK(ours != NULL);
+	CHECK(ours != theirs);
+	if (ours)
+		CHECK_EQ(ours->ino, (uint64_t)st.st_ino);
+	/* Inside one namespace the build-id alone still finds it. */
+	CHECK(sp_unwind_binary_get(u, getpid(), ms, me, real, bid, bid_len) == ours);
+	sp_unwinder_free(u);
+	munmap(mine, len);
+	REQUIRE(write(go[1], "x", 1) == 1);
+	int wst;
+	REQUIRE(waitpid(c, &wst, 0) == c);
+	CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
 }
