@@ -134,7 +134,8 @@ static int open_as_target(pid_t pid, uint64_t start, uint64_t end, const char *p
 		if (rc == 0)
 			close(fd);
 	}
-	if (rc != -ESRCH || !verified ||
+	/* pid 0: no target, our own view (offline use and tests). */
+	if (rc != -ESRCH || (pid > 0 && !verified) ||
 	    sp_file_open_regular(path, SP_FILE_NOFOLLOW, SP_ELF_MAX_FILE_SIZE, &fd, &size) != 0)
 		return -1;
 	if (fstat(fd, st) != 0 || st->st_size <= 0) {
