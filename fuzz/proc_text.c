@@ -77,6 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memcpy(line, data + pos, len);
 			line[len] = '\0';
 			sp_proc_map m;
+			memset(&m, 0, sizeof(m));
 			if (sp_proc_parse_map_line(line, &m) == 0 && m.end < m.start)
 				__builtin_trap();
 			memcpy(line, data + pos, len);
