@@ -24,6 +24,7 @@ pub const pure = [_][]const u8{
 
 /// Tests that link the whole library (and may use the OS).
 pub const os = [_][]const u8{
+    "tests/common/test_harness.c",
     "tests/record/test_record_parsers.c",
     "tests/record/test_kallsyms_cache.c",
     "tests/record/test_record_spawn.c",
@@ -33,6 +34,8 @@ pub const os = [_][]const u8{
     "tests/record/test_record_crash.c",
     "tests/record/test_record_selfcontained.c",
     "tests/record/test_record_perfmap.c",
+    "tests/record/test_record_output.c",
+    "tests/record/test_record_limits.c",
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
     "tests/io/test_spool_file.c",
@@ -48,6 +51,7 @@ pub const os = [_][]const u8{
     "tests/symbolize/test_symbolize_ranges.c",
     "tests/symbolize/test_cache_trim.c",
     "tests/profile/test_profile.c",
+    "tests/profile/test_push.c",
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",
     "tests/reliability/test_rel_sigkill.c",

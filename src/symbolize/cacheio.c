@@ -16,8 +16,12 @@
 
 char *sp_cacheio_dir(const char *opt)
 {
-	if (opt && *opt)
-		return sp_strdup(opt);
+	/* Turning the cache off is never a risk: plain getenv. */
+	const char *off = getenv("STACKPULSE_NO_SYMBOL_CACHE");
+	if (off && *off && strcmp(off, "0") != 0)
+		return NULL;
+	if (opt)
+		return *opt ? sp_strdup(opt) : NULL;
 	/* secure_getenv: a setuid or file-capability program must not let its
 	 * caller's environment choose where it reads or writes. */
 	const char *e = secure_getenv("STACKPULSE_SYMBOL_CACHE_DIR");

@@ -167,7 +167,7 @@ static void run_attack(const attack *a)
 		CHECK(s == 0 || s == 'Z');
 	}
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	CHECK(stackpulse_spool_meta(sp)->samples >= samples);
 	stackpulse_spool_close(sp);
 	if (a->trace)
