@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixup.h"
 #include "stackpulse.h"
 #include "format/spool_reader.h"

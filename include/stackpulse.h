@@ -234,14 +234,19 @@ struct stackpulse_recorder_stats {
 	int python_frames;         /**< 1 when a CPython target was found. */
 	/** The event actually used. */
 	enum stackpulse_perf_event perf_event;
-	uint64_t python_samples;   /**< Samples that carry Python frames. */
-	int realtime;              /**< 1 when waits ran at SCHED_FIFO (see
+	uint64_t python_samples;    /**< Samples that carry Python frames. */
+	int realtime;               /**< 1 when waits ran at SCHED_FIFO (see
 	                          *   opts.realtime), -1 when it was
 	                          *   refused, 0 when not tried. */
-	uint64_t mappings_dropped; /**< Executable mappings not kept because
+	uint64_t mappings_dropped;  /**< Executable mappings not kept because
 	                            *   their process had too many (16384,
 	                            *   see docs/recording.md); samples in
 	                            *   them have unknown frames. */
+	uint64_t dropped_samples;   /**< Samples not written: of a process not
+	                             *   followed, or a duplicate of one already
+	                             *   seen on another event. */
+	uint64_t malformed_records; /**< Kernel ring records skipped as
+	                             *   malformed (a kernel or ring bug). */
 };
 
 /** The cost and quality of reading Python stacks (CPython targets only; all

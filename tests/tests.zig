@@ -42,6 +42,7 @@ pub const os = [_][]const u8{
     "tests/unwind/test_unwind_hostile.c",
     "tests/unwind/test_unwind_real.c",
     "tests/unwind/test_unwind_self.c",
+    "tests/unwind/test_unwind_oracle.c",
     "tests/symbolize/test_symbolize.c",
     "tests/symbolize/test_symbolize_hostile.c",
     "tests/symbolize/test_debuginfod.c",
@@ -63,4 +64,10 @@ pub const os = [_][]const u8{
     "tests/reliability/test_rel_perms.c",
     "tests/reliability/test_rel_load.c",
     "tests/reliability/test_rel_soak.c",
+};
+
+/// Test support linked with the pure layers into the tests and fuzz
+/// harnesses (never into the installed library).
+pub const support = [_][]const u8{
+    "tests/support/spool_copy.c",
 };

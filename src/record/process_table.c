@@ -176,14 +176,6 @@ uint32_t sp_ptable_slot(const sp_ptable *t, const sp_process *p)
 	return SP_NONE;
 }
 
-size_t sp_ptable_live(const sp_ptable *t)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < t->nprocs; i++)
-		n += !t->procs[i]->exited;
-	return n;
-}
-
 /* Registers @p p (already holding its spool index) under its pid. */
 static int insert_process(sp_ptable *t, sp_process *p)
 {

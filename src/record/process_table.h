@@ -128,7 +128,4 @@ int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, ui
 /* The raw frame for user address @p pc of @p p. */
 void sp_ptable_frame(const sp_process *p, uint64_t pc, struct stackpulse_raw_frame *f);
 
-/* Counts processes that have not exited. */
-size_t sp_ptable_live(const sp_ptable *t);
-
 #endif

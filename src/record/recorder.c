@@ -859,6 +859,10 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_samples = rec->python_samples;
 	s.realtime = rec->realtime;
 	s.mappings_dropped = rec->pt.maps_dropped;
+	s.dropped_samples = rec->dropped;
+	s.malformed_records = rec->corrupt;
+	for (int i = 0; rec->rings && i < rec->ncpu; i++)
+		s.malformed_records += rec->rings[i].corrupt;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }

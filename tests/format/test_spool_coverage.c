@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "common/alloc.h"
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixture.h"
 #include "format/spool_reader.h"
 

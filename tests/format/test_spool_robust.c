@@ -4,7 +4,7 @@
 #include <malloc.h>
 
 #include "common/alloc.h"
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixture.h"
 #include "format/spool_reader.h"
 

@@ -1,6 +1,6 @@
 /* Spool round trips: every record kind written by the encoder reads back
  * through the public API with the same values; re-encoding is canonical. */
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixture.h"
 #include "format/spool_reader.h"
 

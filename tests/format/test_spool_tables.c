@@ -170,7 +170,7 @@ SP_TEST(key_equality_checks_every_field)
 		CHECK(!sp_frame_equal(&a, &b));
 	}
 	b = (struct stackpulse_raw_frame){ STACKPULSE_FRAME_INLINE, 0, 0, 0, 0 };
-	CHECK_EQ(sp_frame_canonical(&b), -1);
+	CHECK_EQ(sp_frame_canonical(&b), -EINVAL);
 	static const uint8_t bid[4] = { 1, 2, 3, 4 }, bid2[4] = { 1, 2, 3, 5 };
 	sp_module_key k = { "/lib/x.so", 9, bid, 4 };
 	CHECK(sp_module_key_equal(&k, "/lib/x.so", bid, 4));

@@ -1,4 +1,4 @@
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 
 #include <errno.h>
 #include <stdio.h>
