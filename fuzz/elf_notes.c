@@ -1,8 +1,8 @@
-/* Fuzzes the ELF readers over untrusted bytes: the symbolizer's header,
- * program header and note reader (build-id, section lookup, offset and
- * address mapping, CRC) and the recorder's build-id reader. The input is
- * served as a file (a memfd), as a mapped binary would be. Answers must be
- * in bounds. */
+/* Fuzzes the one ELF reader (io/elf.c) over untrusted bytes: header,
+ * program headers and notes (build-id, section lookup, offset and address
+ * mapping, CRC), as the recorder and the symbolizer both use it. The input
+ * is served as a file (a memfd), as a mapped binary would be. Answers must
+ * be in bounds. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,15 +10,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* OS-layer parsers, outside the pure library the harnesses link. Both
- * have file-local helpers of the same names: renamed for the second. */
-#include "symbolize/elfid.c"
-#define read_at    bid_read_at
-#define scan_notes bid_scan_notes
-#undef MAX_NOTE_BYTES /* each file keeps its own bound */
-#include "record/build_id.c"
-#undef read_at
-#undef scan_notes
+/* The OS layer, outside the pure library the harnesses link. */
+#include "io/elf.c"
+#include "io/file.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -52,9 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t crc;
 		(void)sp_elf_file_crc32(fd, size, &crc);
 	}
-	uint8_t bid[SP_BUILD_ID_MAX];
+	uint8_t bid[64];
 	uint32_t len = 0;
-	if (sp_build_id_read_fd(fd, bid, &len) == 0 && (len == 0 || len > SP_BUILD_ID_MAX))
+	if (sp_elf_build_id_fd(fd, bid, &len) == 0 && (len == 0 || len > sizeof(bid)))
 		__builtin_trap();
 	return 0;
 }

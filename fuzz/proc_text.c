@@ -11,8 +11,9 @@
 #include <unistd.h>
 
 /* OS-layer parsers, outside the pure library the harnesses link. */
-#include "record/proc_scan.c"
+#include "io/file.c"
 #include "record/kallsyms.c"
+#include "record/proc_scan.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -60,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 
 	/* maps, as a file */
-	unsigned maps = 0, lines = 0;
+	unsigned maps = 0;
+	uint64_t lines = 0;
 	(void)maps_file(path, 1, on_map, &maps, &lines);
 	if (maps > lines)
 		__builtin_trap();
@@ -75,6 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memcpy(line, data + pos, len);
 			line[len] = '\0';
 			sp_proc_map m;
+			memset(&m, 0, sizeof(m));
 			if (sp_proc_parse_map_line(line, &m) == 0 && m.end < m.start)
 				__builtin_trap();
 			memcpy(line, data + pos, len);

@@ -31,6 +31,7 @@ pub const symcache = [_][]const u8{
 
 pub const io = [_][]const u8{
     "src/io/file.c",
+    "src/io/elf.c",
     "src/io/spool_file.c",
 };
 
@@ -66,7 +67,6 @@ pub const unwind = [_][]const u8{
 };
 
 pub const symbolize = [_][]const u8{
-    "src/symbolize/elfid.c",
     "src/symbolize/strpool.c",
     "src/symbolize/demangle.c",
     "src/symbolize/rustv0.c",

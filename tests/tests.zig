@@ -61,6 +61,7 @@ pub const os = [_][]const u8{
     "tests/reliability/test_rel_target_kill.c",
     "tests/reliability/test_rel_alloc.c",
     "tests/reliability/test_rel_hostile.c",
+    "tests/reliability/test_rel_hostile_files.c",
     "tests/reliability/test_rel_perms.c",
     "tests/reliability/test_rel_load.c",
     "tests/reliability/test_rel_soak.c",

@@ -2,54 +2,247 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
 
-int sp_file_open_regular(const char *path, unsigned flags, uint64_t max_size, int *fd_out,
-                         uint64_t *size)
+/* Opens @p path O_PATH with a given resolution; -1 with errno on failure. */
+static int open_path(int dirfd, const char *path, unsigned flags)
+{
+	int nofollow = flags & SP_FILE_NOFOLLOW ? O_NOFOLLOW : 0;
+	if (!(flags & SP_FILE_IN_ROOT))
+		return openat(dirfd, path, O_PATH | O_CLOEXEC | nofollow);
+	struct open_how how;
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)(O_PATH | O_CLOEXEC | nofollow);
+	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	for (int tries = 0; tries < 4; tries++) {
+		long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+		if (fd >= 0)
+			return (int)fd;
+		if (errno != EAGAIN) /* EAGAIN: a rename raced the lookup. */
+			break;
+	}
+	if (errno != ENOSYS)
+		return -1;
+	/* No openat2 (before Linux 5.6): walk the components without following
+	 * any symlink, and never above the root. */
+	int cur = openat(dirfd, ".", O_PATH | O_CLOEXEC | O_DIRECTORY);
+	const char *p = path;
+	while (cur >= 0) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			return cur;
+		char comp[NAME_MAX + 1];
+		size_t n = strcspn(p, "/");
+		if (n > NAME_MAX || (n == 2 && p[0] == '.' && p[1] == '.')) {
+			close(cur);
+			errno = n > NAME_MAX ? ENAMETOOLONG : EXDEV;
+			return -1;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		p += n;
+		int next = openat(cur, comp, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+		close(cur);
+		struct stat st;
+		if (next >= 0 && (fstat(next, &st) != 0 || S_ISLNK(st.st_mode))) {
+			close(next);
+			errno = ELOOP;
+			return -1;
+		}
+		cur = next;
+	}
+	return -1;
+}
+
+int sp_file_open_at(int dirfd, const char *path, unsigned flags, uint64_t max_size,
+                    const sp_file_id *want, int *fd_out, uint64_t *size)
 {
 	*fd_out = -1;
+	*size = 0;
 	if (!path || !*path)
 		return sp_error(-EINVAL, "empty path");
 	if (!max_size)
 		max_size = SP_FILE_SIZE_DEFAULT_MAX;
-	int oflags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
-	if (flags & SP_FILE_NOFOLLOW)
-		oflags |= O_NOFOLLOW;
-	int fd = open(path, oflags);
-	if (fd < 0) {
+	int pfd = open_path(dirfd, path, flags);
+	if (pfd < 0) {
 		int e = errno;
 		return sp_error(-e, "open %s: %s", path, stackpulse_strerror(-e));
 	}
 	struct stat st;
-	if (fstat(fd, &st) != 0) {
+	if (fstat(pfd, &st) != 0) {
 		int e = errno;
-		close(fd);
+		close(pfd);
 		return sp_error(-e, "stat %s: %s", path, stackpulse_strerror(-e));
 	}
 	if (!S_ISREG(st.st_mode)) {
-		close(fd);
+		close(pfd);
 		int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
 		return sp_error(-e, "%s is not a regular file", path);
 	}
+	if ((want && want->ino && want->ino != (uint64_t)st.st_ino) ||
+	    (want && want->dev && want->dev != (uint64_t)st.st_dev)) {
+		close(pfd);
+		return sp_error(-ESTALE,
+		                "%s is not the file that was mapped (inode %llu, not %llu)", path,
+		                (unsigned long long)st.st_ino, (unsigned long long)want->ino);
+	}
 	if (st.st_size < 0 || (uint64_t)st.st_size > max_size) {
-		close(fd);
+		close(pfd);
 		return sp_error(STACKPULSE_ELIMIT, "%s: %lld bytes exceeds the %llu-byte cap", path,
 		                (long long)st.st_size, (unsigned long long)max_size);
+	}
+	/* Reopen the very inode we checked. O_NONBLOCK in case /proc is not
+	 * there and the fallback below meets a FIFO swapped in meanwhile. */
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	int oflags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+	int fd = open(self, oflags);
+	if (fd < 0 && errno == ENOENT && !(flags & SP_FILE_IN_ROOT))
+		fd = openat(dirfd, path, oflags | (flags & SP_FILE_NOFOLLOW ? O_NOFOLLOW : 0));
+	int e = errno;
+	close(pfd);
+	if (fd < 0)
+		return sp_error(-e, "open %s: %s", path, stackpulse_strerror(-e));
+	struct stat st2;
+	if (fstat(fd, &st2) != 0 || !S_ISREG(st2.st_mode) || st2.st_dev != st.st_dev ||
+	    st2.st_ino != st.st_ino) {
+		close(fd);
+		return sp_error(-ESTALE, "%s changed while it was opened", path);
 	}
 	/* Regular files never block; drop O_NONBLOCK so reads behave normally. */
 	int fl = fcntl(fd, F_GETFL);
 	if (fl >= 0)
 		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	*fd_out = fd;
-	*size = (uint64_t)st.st_size;
+	*size = (uint64_t)st2.st_size;
 	return 0;
+}
+
+int sp_file_open_regular(const char *path, unsigned flags, uint64_t max_size, int *fd_out,
+                         uint64_t *size)
+{
+	return sp_file_open_at(AT_FDCWD, path, flags, max_size, NULL, fd_out, size);
+}
+
+static const char deleted_mark[] = " (deleted)";
+
+int sp_file_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path,
+                        const sp_file_id *want, uint64_t max_size, int *fd, uint64_t *size)
+{
+	char p[96];
+	int rc = -ENOENT;
+	*fd = -1;
+	if (end > start) {
+		/* The mapped file itself: needs CAP_SYS_ADMIN or CHECKPOINT_RESTORE. */
+		snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", (int)pid,
+		         (unsigned long long)start, (unsigned long long)end);
+		rc = sp_file_open_at(AT_FDCWD, p, 0, max_size, want, fd, size);
+		if (rc == 0 || rc == STACKPULSE_ELIMIT)
+			return rc;
+	}
+	size_t n = path ? strlen(path) : 0, k = sizeof(deleted_mark) - 1;
+	if (n == 0 || path[0] != '/')
+		return sp_error(rc, "%s: no file as process %d sees it", path ? path : "(null)",
+		                (int)pid);
+	if (n > k && strcmp(path + n - k, deleted_mark) == 0)
+		return sp_error(-ENOENT, "%s: deleted, and map_files is closed to us", path);
+	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+	int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		int e = errno;
+		return sp_error(e == ENOENT ? -ESRCH : -e, "%s: %s", p, stackpulse_strerror(-e));
+	}
+	rc = sp_file_open_at(root, path, SP_FILE_IN_ROOT, max_size, want, fd, size);
+	close(root);
+	return rc;
+}
+
+int sp_file_same_root(pid_t pid)
+{
+	char p[64];
+	struct stat a, b;
+	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+	return stat(p, &a) == 0 && stat("/", &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+int sp_file_trusted(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	if (st.st_uid != 0 && st.st_uid != geteuid())
+		return 0;
+	return (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+#define LINE_READ_BYTES 65536u
+
+int sp_file_for_each_line(const char *path, size_t line_max, sp_file_line_fn fn, void *ctx,
+                          uint64_t *lines)
+{
+	uint64_t count = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	size_t cap = line_max > LINE_READ_BYTES ? line_max : LINE_READ_BYTES;
+	char *buf = sp_malloc(cap + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	size_t len = 0;   /* Bytes in buf. */
+	int skipping = 0; /* Inside a line longer than the buffer. */
+	int rc = 0, eof = 0;
+	while (!eof && rc == 0) {
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		if (n == 0) {
+			eof = 1;
+			if (len == 0)
+				break;
+			buf[len++] = '\n'; /* Last line without newline; room reserved by +1. */
+		}
+		len += (size_t)n;
+		size_t pos = 0;
+		char *nl;
+		while (rc == 0 && (nl = memchr(buf + pos, '\n', len - pos)) != NULL) {
+			*nl = '\0';
+			count++;
+			size_t ll = (size_t)(nl - (buf + pos));
+			if (!skipping && ll < line_max)
+				rc = fn(ctx, buf + pos, ll);
+			skipping = 0;
+			pos = (size_t)(nl - buf) + 1;
+		}
+		memmove(buf, buf + pos, len - pos);
+		len -= pos;
+		if (len == cap) {
+			skipping = 1; /* A line longer than the buffer: drop it. */
+			len = 0;
+		}
+	}
+	sp_free(buf);
+	close(fd);
+	if (lines)
+		*lines = count;
+	return rc;
 }
 
 int sp_file_pread_full(int fd, uint64_t off, void *buf, size_t len)

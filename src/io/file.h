@@ -5,20 +5,71 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Largest file sp_file_open_regular accepts when @p max_size is 0. */
 #define SP_FILE_SIZE_DEFAULT_MAX (1ull << 40)
 
 enum sp_file_open_flag {
 	SP_FILE_NOFOLLOW = 1u << 0, /* Refuse a symlink as the last component. */
+	/* Resolve the path with the directory as its root: absolute symlinks
+	 * and ".." stay inside it, magic links (/proc/PID/...) are refused.
+	 * openat2 RESOLVE_IN_ROOT; without openat2, any symlink is refused. */
+	SP_FILE_IN_ROOT = 1u << 1,
 };
 
-/* Opens @p path read-only as a regular file (O_CLOEXEC, O_NONBLOCK so a FIFO
- * or device cannot block the open; the flag is cleared afterwards). Checks
- * with fstat that it is a regular file of at most @p max_size bytes (0: the
- * default cap). Returns 0 with *fd and *size set, or -errno / ELIMIT. */
+/* The identity a file must have; a zero field is not checked. */
+typedef struct sp_file_id {
+	uint64_t dev;
+	uint64_t ino;
+} sp_file_id;
+
+/* The one open for paths somebody else chose (a target, a spool): opens
+ * @p path (relative to @p dirfd, AT_FDCWD for none) read-only and
+ * O_CLOEXEC as a regular file of at most @p max_size bytes (0: the default
+ * cap). The path is first opened O_PATH, so a FIFO or a device is never
+ * really opened (no blocking, no side effects); the file is then reopened
+ * through that descriptor and its device and inode checked again, and
+ * against @p want when given. The descriptor is blocking as usual. Returns
+ * 0 with *fd and *size set, or -errno: -EISDIR for a directory, -EINVAL
+ * for any other non-regular file, -ESTALE when the identity differs,
+ * STACKPULSE_ELIMIT when too big. */
+int sp_file_open_at(int dirfd, const char *path, unsigned flags, uint64_t max_size,
+                    const sp_file_id *want, int *fd, uint64_t *size);
+
+/* sp_file_open_at(AT_FDCWD, path, flags, max_size, NULL, ...). */
 int sp_file_open_regular(const char *path, unsigned flags, uint64_t max_size, int *fd,
                          uint64_t *size);
+
+/* The file process @p pid maps at [start, end) from @p path, as that
+ * process sees it: /proc/PID/map_files/START-END (the mapped file itself;
+ * skipped when end <= start), else @p path resolved inside /proc/PID/root
+ * (SP_FILE_IN_ROOT, so the target's symlinks never reach our root; not for
+ * a path the kernel marked " (deleted)"). Never a path in our own root.
+ * @p want, when given, is the identity the mapping reported (its inode).
+ * Same returns as sp_file_open_at. */
+int sp_file_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path,
+                        const sp_file_id *want, uint64_t max_size, int *fd, uint64_t *size);
+
+/* True when process @p pid resolves paths from our own root directory (same
+ * mount namespace view), so its files are the ones our paths name. */
+int sp_file_same_root(pid_t pid);
+
+/* True when the file open on @p fd may feed a cache shared with other
+ * recordings: owned by root or by our effective uid, and not writable by
+ * group or others (nobody else can have changed what it says). */
+int sp_file_trusted(int fd);
+
+/* Called with each line of a file, newline removed and NUL-ended. */
+typedef int (*sp_file_line_fn)(void *ctx, char *line, size_t len);
+
+/* Reads @p path (O_NONBLOCK, any file type: /proc files are not regular in
+ * size) line by line through a bounded buffer: @p fn gets every line
+ * shorter than @p line_max bytes, longer lines are skipped but counted in
+ * *lines (optional). A nonzero return of @p fn stops the walk and is
+ * returned; else 0 or -errno (open and read errors, without a message). */
+int sp_file_for_each_line(const char *path, size_t line_max, sp_file_line_fn fn, void *ctx,
+                          uint64_t *lines);
 
 /* Reads exactly @p len bytes at @p off, retrying short reads and EINTR.
  * A file that ends early gives STACKPULSE_ETRUNCATED. */

@@ -1,4 +1,4 @@
-/* Bounded reader of the GNU build-id note of an ELF file. */
+/* The build-id of a file a target maps, read as the target sees it. */
 #ifndef SP_RECORD_BUILD_ID_H
 #define SP_RECORD_BUILD_ID_H
 
@@ -7,14 +7,11 @@
 
 #define SP_BUILD_ID_MAX 64
 
-/* Reads the NT_GNU_BUILD_ID note of the ELF file open on @p fd (32/64-bit,
- * little or big endian). Returns 0, STACKPULSE_ENOTFOUND when there is no
- * note, or STACKPULSE_EFORMAT for a malformed file. */
-int sp_build_id_read_fd(int fd, uint8_t out[SP_BUILD_ID_MAX], uint32_t *len);
-
-/* The build-id of the file mapped at [start, end) by @p pid, opened as the
- * target sees it: /proc/PID/map_files/START-END, else /proc/PID/root/PATH. */
+/* The build-id of the file mapped at [start, end) by @p pid, opened with
+ * sp_file_open_mapped (map_files, else PATH inside /proc/PID/root; never
+ * blocking, regular files only, @p inode checked when nonzero). Returns 0,
+ * STACKPULSE_ENOTFOUND when the file has no note, or another code. */
 int sp_build_id_for_mapping(pid_t pid, uint64_t start, uint64_t end, const char *path,
-                            uint8_t out[SP_BUILD_ID_MAX], uint32_t *len);
+                            uint64_t inode, uint8_t out[SP_BUILD_ID_MAX], uint32_t *len);
 
 #endif

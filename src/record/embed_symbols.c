@@ -11,7 +11,9 @@
  * recorded one, the descriptor is kept until finish unless the recorded
  * path reaches the very same file (descriptors stay flat for ordinary
  * recordings). At finish, a module whose path no longer holds its build-id
- * is opened through a live process again. */
+ * is opened through a live process again; a module of another mount
+ * namespace is never opened by its path in ours, and its answers stay out
+ * of the shared symbol cache (see docs/reliability.md, threat model). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -22,6 +24,8 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/elf.h"
+#include "io/file.h"
 #include "record/build_id.h"
 #include "record/proc_scan.h"
 #include "record/recorder.h"
@@ -41,7 +45,8 @@ enum {
 
 struct sp_embed_file {
 	int state;
-	int fd; /* -1 when none is held. */
+	int fd;      /* -1 when none is held. */
+	int foreign; /* Mapped in another mount namespace than ours. */
 };
 
 struct sp_native_frame {
@@ -63,20 +68,17 @@ static const char *trim_deleted(const char *path, char *buf, size_t cap)
 	return path;
 }
 
-/* Keeps @p fd when it is a regular file carrying the recorded build-id. A
- * module recorded without a build-id is trusted only through map_files,
- * which is the mapped file itself. */
-static int verify(int fd, const uint8_t *bid, uint32_t bid_len, int is_mapped_file)
+/* Keeps @p fd (from the safe open: a regular file) when it carries the
+ * recorded build-id. A module recorded without a build-id is trusted only
+ * through map_files, which is the mapped file itself. */
+static int verify(int rc, int fd, const uint8_t *bid, uint32_t bid_len, int is_mapped_file)
 {
-	struct stat st;
-	if (fd < 0)
+	if (rc || fd < 0)
 		return -1;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-		goto reject;
 	if (bid_len) {
 		uint8_t got[SP_BUILD_ID_MAX];
 		uint32_t got_len = 0;
-		if (sp_build_id_read_fd(fd, got, &got_len) != 0 || got_len != bid_len ||
+		if (sp_elf_build_id_fd(fd, got, &got_len) != 0 || got_len != bid_len ||
 		    memcmp(got, bid, bid_len) != 0)
 			goto reject;
 	} else if (!is_mapped_file) {
@@ -86,16 +88,6 @@ static int verify(int fd, const uint8_t *bid, uint32_t bid_len, int is_mapped_fi
 reject:
 	close(fd);
 	return -1;
-}
-
-/* Regular files only, and never blocks: a path inside a container could
- * name a FIFO or a device, which must not even be opened. */
-static int open_ro(const char *path)
-{
-	struct stat st;
-	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-		return -1;
-	return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 }
 
 typedef struct map_find {
@@ -116,34 +108,51 @@ static int find_map(void *ctx, const sp_proc_map *m)
 }
 
 /* Opens the file @p pid maps at [start, end) as @p path, as that process
- * sees it. Returns a verified fd or -1. */
+ * sees it, through the one safe open (never blocking, regular files only,
+ * symlinks resolved inside the target's root). Returns a verified fd or -1. */
 static int open_as_seen_by(pid_t pid, uint64_t start, uint64_t end, const char *path,
                            const uint8_t *bid, uint32_t bid_len)
 {
-	char p[4200], trimmed[4096];
-	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", (int)pid, (unsigned long long)start,
-	         (unsigned long long)end);
-	int fd = verify(open_ro(p), bid, bid_len, 1);
-	if (fd >= 0)
+	char p[64], trimmed[4096];
+	int fd = -1;
+	uint64_t size;
+	int rc = sp_file_open_mapped(pid, start, end, NULL, NULL, SP_ELF_MAX_FILE_SIZE, &fd, &size);
+	if ((fd = verify(rc, fd, bid, bid_len, 1)) >= 0)
 		return fd;
 	/* map_files needs CAP_SYS_ADMIN (or CHECKPOINT_RESTORE); the root link
 	 * reaches another mount namespace without it, exe a deleted program. */
 	const char *live = trim_deleted(path, trimmed, sizeof(trimmed));
-	int n = snprintf(p, sizeof(p), "/proc/%d/root%s", (int)pid, live);
-	if (n > 0 && (size_t)n < sizeof(p) && (fd = verify(open_ro(p), bid, bid_len, 0)) >= 0)
+	rc = sp_file_open_mapped(pid, 0, 0, live, NULL, SP_ELF_MAX_FILE_SIZE, &fd, &size);
+	if ((fd = verify(rc, fd, bid, bid_len, 0)) >= 0)
 		return fd;
 	snprintf(p, sizeof(p), "/proc/%d/exe", (int)pid);
-	if ((fd = verify(open_ro(p), bid, bid_len, 0)) >= 0)
+	rc = sp_file_open_at(AT_FDCWD, p, 0, SP_ELF_MAX_FILE_SIZE, NULL, &fd, &size);
+	if ((fd = verify(rc, fd, bid, bid_len, 0)) >= 0)
 		return fd;
 	/* Our table may hold a mapping split by a later mmap: map_files needs
 	 * the exact bounds, which /proc/PID/maps has. */
 	map_find f = { path, 0, 0, 0 };
 	if (sp_proc_maps(pid, find_map, &f) == 1 && f.found && (f.start != start || f.end != end)) {
-		snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", (int)pid,
-		         (unsigned long long)f.start, (unsigned long long)f.end);
-		return verify(open_ro(p), bid, bid_len, 1);
+		rc = sp_file_open_mapped(pid, f.start, f.end, NULL, NULL, SP_ELF_MAX_FILE_SIZE, &fd,
+		                         &size);
+		return verify(rc, fd, bid, bid_len, 1);
 	}
 	return -1;
+}
+
+/* 1 when the newest live process that maps @p module sees another root
+ * directory than ours (a container): its path means nothing here. */
+static int module_foreign(const stackpulse_recorder *rec, uint32_t module)
+{
+	for (size_t i = rec->pt.nprocs; i-- > 0;) {
+		const sp_process *p = rec->pt.procs[i];
+		if (p->exited)
+			continue;
+		for (size_t j = 0; j < p->nmaps; j++)
+			if (p->maps[j].module == module)
+				return !sp_file_same_root(p->pid);
+	}
+	return 0;
 }
 
 /* Opens @p module through a live process that maps it, newest first. */
@@ -184,6 +193,7 @@ static int grab(stackpulse_recorder *rec, uint32_t module)
 		for (size_t i = rec->nembed_files; i < ncap; i++) {
 			g[i].state = GRAB_UNTRIED;
 			g[i].fd = -1;
+			g[i].foreign = 0;
 		}
 		rec->embed_files = g;
 		rec->nembed_files = ncap;
@@ -191,6 +201,7 @@ static int grab(stackpulse_recorder *rec, uint32_t module)
 	struct sp_embed_file *ef = &rec->embed_files[module];
 	if (ef->state == GRAB_DONE)
 		return 0;
+	ef->foreign = module_foreign(rec, module);
 	if (rec->embed_fds >= SP_EMBED_MAX_FDS) {
 		ef->state = GRAB_OVER_CAP;
 		return 0;
@@ -203,7 +214,7 @@ static int grab(stackpulse_recorder *rec, uint32_t module)
 		return 0;
 	int fd = open_live(rec, module, path, bid, bid_len);
 	struct stat here, there;
-	if (fd >= 0 && stat(path, &here) == 0 && fstat(fd, &there) == 0 &&
+	if (fd >= 0 && !ef->foreign && stat(path, &here) == 0 && fstat(fd, &there) == 0 &&
 	    here.st_dev == there.st_dev && here.st_ino == there.st_ino) {
 		close(fd); /* Reachable by its path: finish opens it there. */
 		fd = -1;
@@ -218,10 +229,10 @@ static int grab(stackpulse_recorder *rec, uint32_t module)
  * module has no build-id). */
 static int path_still_good(const char *path, const uint8_t *bid, uint32_t bid_len)
 {
-	int fd = open_ro(path);
-	if (fd < 0)
-		return 0;
-	return verify(fd, bid, bid_len, bid_len == 0) >= 0 && close(fd) == 0;
+	int fd = -1;
+	uint64_t size;
+	int rc = sp_file_open_regular(path, 0, SP_ELF_MAX_FILE_SIZE, &fd, &size);
+	return verify(rc, fd, bid, bid_len, bid_len == 0) >= 0 && close(fd) == 0;
 }
 
 void sp_recorder_embed_release(stackpulse_recorder *rec)
@@ -315,9 +326,12 @@ int sp_recorder_embed_symbols(stackpulse_recorder *rec)
 			r->offset_count = j - i;
 			/* Not held, and the path no longer has the file (deleted or
 			 * replaced since, or over the cap): try the live processes. */
+			/* A container's file is never looked up by its path in our root. */
+			r->foreign = module < rec->nembed_files && rec->embed_files[module].foreign;
 			if (module < rec->nembed_files && rec->embed_files[module].fd < 0 &&
 			    r->path[0] == '/' &&
-			    !path_still_good(r->path, r->build_id, r->build_id_len)) {
+			    (r->foreign ||
+			     !path_still_good(r->path, r->build_id, r->build_id_len))) {
 				int fd = open_live(rec, module, r->path, r->build_id,
 				                   r->build_id_len);
 				rec->embed_files[module].fd = fd; /* Closed by release. */

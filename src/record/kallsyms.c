@@ -6,17 +6,15 @@
 #include "record/kallsyms.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/file.h"
 
 #define LINE_MAX_BYTES 1024 /* KSYM_NAME_LEN is 512, plus address and module. */
-#define READ_BYTES     65536
 
 typedef struct ksym_line {
 	uint64_t addr;
@@ -86,59 +84,30 @@ static void split_name(char *s, ksym_line *l)
 	}
 }
 
+typedef struct line_pass {
+	const char *path;
+	uint32_t lineno;
+	line_fn fn;
+	void *ctx;
+} line_pass;
+
+static int one_line(void *ctx, char *line, size_t len)
+{
+	line_pass *lp = ctx;
+	(void)len;
+	if (++lp->lineno > SP_KALLSYMS_MAX_LINES)
+		return sp_error(STACKPULSE_ELIMIT, "%s: more than %u lines", lp->path,
+		                SP_KALLSYMS_MAX_LINES);
+	ksym_line l;
+	return parse_line(line, &l) == 0 ? lp->fn(lp->ctx, lp->lineno, &l) : 0;
+}
+
 static int for_each_line(const char *path, line_fn fn, void *ctx)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return sp_error(-errno, "cannot open %s", path);
-	char *buf = sp_malloc(READ_BYTES + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	size_t len = 0;
-	uint32_t lineno = 0;
-	int rc = 0, skipping = 0, eof = 0;
-	while (!eof && rc == 0) {
-		ssize_t n = read(fd, buf + len, READ_BYTES - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			break;
-		}
-		if (n == 0) {
-			eof = 1;
-			if (len == 0)
-				break;
-			buf[len++] = '\n';
-		}
-		len += (size_t)n;
-		size_t pos = 0;
-		char *nl;
-		while (rc == 0 && (nl = memchr(buf + pos, '\n', len - pos)) != NULL) {
-			*nl = '\0';
-			if (++lineno > SP_KALLSYMS_MAX_LINES) {
-				rc = sp_error(STACKPULSE_ELIMIT, "%s: more than %u lines", path,
-				              SP_KALLSYMS_MAX_LINES);
-				break;
-			}
-			ksym_line l;
-			size_t ll = (size_t)(nl - (buf + pos));
-			if (!skipping && ll < LINE_MAX_BYTES && parse_line(buf + pos, &l) == 0)
-				rc = fn(ctx, lineno, &l);
-			skipping = 0;
-			pos = (size_t)(nl - buf) + 1;
-		}
-		memmove(buf, buf + pos, len - pos);
-		len -= pos;
-		if (len == READ_BYTES) {
-			skipping = 1; /* Over-long line: drop it. */
-			len = 0;
-		}
-	}
-	sp_free(buf);
-	close(fd);
+	line_pass lp = { path, 0, fn, ctx };
+	int rc = sp_file_for_each_line(path, LINE_MAX_BYTES, one_line, &lp, NULL);
+	if (rc < 0 && rc > -4096 && lp.lineno == 0)
+		return sp_error(rc, "cannot read %s", path);
 	return rc;
 }
 

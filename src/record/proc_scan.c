@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/file.h"
 
 #define MAP_LINE_MAX 8192 /* Longer maps lines (absurd paths) are skipped. */
 
@@ -245,81 +246,39 @@ int sp_proc_parse_map_line(char *line, sp_proc_map *m)
 	return 0;
 }
 
-/* Reads the maps file @p path; *lines counts its lines. */
-static int maps_file(const char *path, pid_t pid, sp_proc_map_fn fn, void *ctx, unsigned *lines)
+typedef struct maps_pass {
+	pid_t pid;
+	unsigned seen; /* Executable mappings. */
+	sp_proc_map_fn fn;
+	void *ctx;
+} maps_pass;
+
+static int maps_line(void *ctx, char *line, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	char *buf = sp_malloc(MAP_LINE_MAX + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	size_t len = 0;   /* Bytes in buf. */
-	int skipping = 0; /* Inside an over-long line. */
-	unsigned seen = 0;
-	int rc = 0, eof = 0;
-	while (!eof && rc == 0) {
-		ssize_t n = read(fd, buf + len, MAP_LINE_MAX - len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = -errno;
-			break;
-		}
-		if (n == 0) {
-			eof = 1;
-			if (len == 0)
-				break;
-			buf[len++] = '\n'; /* Last line without newline; room reserved by +1. */
-		}
-		len += (size_t)n;
-		size_t pos = 0;
-		for (;;) {
-			char *nl = memchr(buf + pos, '\n', len - pos);
-			if (!nl)
-				break;
-			*nl = '\0';
-			(*lines)++;
-			if (!skipping) {
-				sp_proc_map m;
-				memset(&m, 0, sizeof(m));
-				if (sp_proc_parse_map_line(buf + pos, &m) == 0 && m.exec) {
-					if (++seen > SP_PROC_MAX_MAPS) {
-						rc = sp_error(
-						        STACKPULSE_ELIMIT,
-						        "pid %d: more than %u executable mappings",
-						        (int)pid, SP_PROC_MAX_MAPS);
-						break;
-					}
-					rc = fn(ctx, &m);
-					if (rc)
-						break;
-				}
-			}
-			skipping = 0;
-			pos = (size_t)(nl - buf) + 1;
-		}
-		if (rc)
-			break;
-		memmove(buf, buf + pos, len - pos);
-		len -= pos;
-		if (len == MAP_LINE_MAX) {
-			/* A line longer than the buffer: drop it up to its newline. */
-			skipping = 1;
-			len = 0;
-		}
-	}
-	sp_free(buf);
-	close(fd);
-	return rc;
+	maps_pass *mp = ctx;
+	(void)len;
+	sp_proc_map m;
+	memset(&m, 0, sizeof(m));
+	if (sp_proc_parse_map_line(line, &m) != 0 || !m.exec)
+		return 0;
+	if (++mp->seen > SP_PROC_MAX_MAPS)
+		return sp_error(STACKPULSE_ELIMIT, "pid %d: more than %u executable mappings",
+		                (int)mp->pid, SP_PROC_MAX_MAPS);
+	return mp->fn(mp->ctx, &m);
+}
+
+/* Reads the maps file @p path; *lines counts its lines. */
+static int maps_file(const char *path, pid_t pid, sp_proc_map_fn fn, void *ctx, uint64_t *lines)
+{
+	maps_pass mp = { pid, 0, fn, ctx };
+	int rc = sp_file_for_each_line(path, MAP_LINE_MAX, maps_line, &mp, lines);
+	return rc == -ENOENT ? -ESRCH : rc;
 }
 
 int sp_proc_maps(pid_t pid, sp_proc_map_fn fn, void *ctx)
 {
 	char path[96];
-	unsigned lines = 0;
+	uint64_t lines = 0;
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	int rc = maps_file(path, pid, fn, ctx, &lines);
 	if (rc || lines)

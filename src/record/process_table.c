@@ -379,7 +379,7 @@ static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, con
 	if (!bid || bid_len == 0) {
 		bid_len = 0;
 		if (path[0] == '/' &&
-		    sp_build_id_for_mapping(pid, start, end, path, buf, &bid_len) == 0)
+		    sp_build_id_for_mapping(pid, start, end, path, inode, buf, &bid_len) == 0)
 			bid = buf;
 		else
 			bid_len = 0;

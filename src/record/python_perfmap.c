@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/file.h"
 #include "record/python.h"
 
 #define READ_CHUNK 65536u
@@ -132,16 +133,24 @@ int sp_perfmap_read(pid_t pid, uint64_t *offset, sp_perfmap_fn fn, void *ctx)
 {
 	char path[128];
 	pid_t nspid = ns_pid(pid);
-	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", (int)pid, (int)nspid);
-	/* /tmp is world-writable: never follow links or block on a FIFO. */
-	const int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
-	int fd = open(path, flags);
-	if (fd < 0) {
+	/* /tmp is world-writable: the one safe open (no FIFO or device, no
+	 * blocking), the file itself not a symlink, resolved inside the
+	 * target's root; our own /tmp only once the target is gone. */
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	int fd = -1, rc;
+	uint64_t size;
+	int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root >= 0) {
+		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)nspid);
+		rc = sp_file_open_at(root, path, SP_FILE_IN_ROOT | SP_FILE_NOFOLLOW, 0, NULL, &fd,
+		                     &size);
+		close(root);
+	} else {
 		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)pid);
-		fd = open(path, flags);
+		rc = sp_file_open_regular(path, SP_FILE_NOFOLLOW, 0, &fd, &size);
 	}
-	if (fd < 0)
-		return errno == ENOENT ? STACKPULSE_ENOTFOUND : sp_error(-errno, "open %s", path);
+	if (rc)
+		return rc == -ENOENT ? STACKPULSE_ENOTFOUND : rc;
 	if (!trusted_map(fd, pid)) {
 		close(fd);
 		return sp_error(-EPERM, "%s: not a regular file owned by the target's user", path);
@@ -151,7 +160,7 @@ int sp_perfmap_read(pid_t pid, uint64_t *offset, sp_perfmap_fn fn, void *ctx)
 		close(fd);
 		return sp_error(-ENOMEM, "perf map buffer");
 	}
-	int rc = 0, skipping = 0;
+	int skipping = 0;
 	size_t have = 0, cap = READ_CHUNK + SP_PERFMAP_MAX_LINE;
 	uint64_t off = *offset;
 	for (;;) {

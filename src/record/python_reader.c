@@ -17,13 +17,14 @@
 #include "common/alloc.h"
 #include "common/bytes.h"
 #include "common/error.h"
+#include "io/elf.h"
+#include "record/proc_scan.h"
 
 #define MAX_EVAL_RANGES          8
 #define MAX_SYMBOLS              (16u << 20) /* Symbols scanned per table. */
 #define RESCAN_NS                20000000ull /* Least time between thread rescans. */
 #define GLIBC_X86_64_PTHREAD_TID 720         /* offsetof(struct pthread, tid), glibc 2.x */
-#define MAPS_LINE                4352u       /* A maps line: fields plus PATH_MAX. */
-#define MAX_MAPS_LINES           1000000u
+#define MAPS_PATH_MAX            1088u       /* Paths compared for "tried already". */
 
 typedef struct tid_entry {
 	int64_t tid;
@@ -179,7 +180,9 @@ static int elf_scan(int fd, elf_syms *s)
 	memset(s, 0, sizeof(*s));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return sp_error(STACKPULSE_EINTERNAL, "libelf: %s", elf_errmsg(-1));
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* pread, never mmap: the target can truncate its libpython under us,
+	 * and a mapped read past the new end would raise SIGBUS. */
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
 	if (!e)
 		return sp_error(STACKPULSE_EFORMAT, "not an ELF file: %s", elf_errmsg(-1));
 	int rc = 0;
@@ -276,27 +279,6 @@ static uint32_t version_from_name(const char *path)
 	return digits ? (3u << 24) | (minor << 16) : 0;
 }
 
-/* Opens a mapped file as the target sees it: the exact mapping through
- * /proc/PID/map_files when its end is known (works for deleted files and
- * other mount namespaces), else /proc/PID/root/PATH, else PATH. */
-static int open_mapped(pid_t pid, const char *path, uint64_t start, uint64_t end)
-{
-	char buf[4200];
-	int fd = -1;
-	if (end > start) {
-		snprintf(buf, sizeof(buf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-		         start, end);
-		fd = open(buf, O_RDONLY | O_CLOEXEC);
-	}
-	if (fd < 0 && path[0] == '/') {
-		snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
-		fd = open(buf, O_RDONLY | O_CLOEXEC);
-	}
-	if (fd < 0)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
 static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const char *path)
 {
 	sp_py_mem *m = &py->w.mem;
@@ -354,13 +336,17 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 	return 0;
 }
 
+/* The mapped file is opened as the target sees it (map_files, else the path
+ * inside the target's root, never our own root) by the one safe open. */
 static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end, uint64_t pgoff,
-                      sp_python **out)
+                      uint64_t inode, sp_python **out)
 {
 	*out = NULL;
-	int fd = open_mapped(pid, path, start, end);
+	uint64_t size = 0;
+	int fd = sp_elf_open_mapped(pid, start, end, path, inode, &size);
 	if (fd < 0)
-		return sp_error(fd, "open %s of process %d", path, (int)pid);
+		return sp_error_context(fd == -ENOENT ? STACKPULSE_ENOTFOUND : fd,
+		                        "open %s of process %d", path, (int)pid);
 	elf_syms s;
 	int rc = elf_scan(fd, &s);
 	close(fd);
@@ -399,98 +385,43 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
 int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
                          sp_python **out)
 {
-	return probe_file(pid, path, start, 0, pgoff, out);
+	return probe_file(pid, path, start, 0, pgoff, 0, out);
 }
 
-/* Parses a number ending at @p end; returns what follows, NULL when
- * malformed. */
-static char *field_u64(char *p, int base, char end, uint64_t *v)
-{
-	char *e;
-	errno = 0;
-	unsigned long long x = strtoull(p, &e, base);
-	if (e == p || errno || *e != end)
-		return NULL;
-	*v = x;
-	return e + 1;
-}
+typedef struct probe_walk {
+	pid_t pid;
+	sp_python **out;
+	int rc, best;
+	char last[MAPS_PATH_MAX]; /* One try per file. */
+} probe_walk;
 
-/* Parses "start-end perms offset dev inode path" of /proc/PID/maps. */
-static int parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff, int *exec,
-                           char **path)
+static int probe_map(void *ctx, const sp_proc_map *m)
 {
-	uint64_t inode;
-	char *p = field_u64(line, 16, '-', start);
-	if (!p || !(p = field_u64(p, 16, ' ', end)))
-		return -1;
-	if (strlen(p) < 5 || p[4] != ' ')
-		return -1;
-	*exec = p[2] == 'x';
-	p += 5;
-	if (!(p = field_u64(p, 16, ' ', pgoff)))
-		return -1;
-	p = strchr(p, ' '); /* past the device */
-	if (!p)
-		return -1;
-	char *e;
-	errno = 0;
-	inode = strtoull(p + 1, &e, 10);
-	if (e == p + 1 || errno || (*e != ' ' && *e != 0))
-		return -1;
-	p = e;
-	*exec = *exec && inode != 0;
-	while (*p == ' ')
-		p++;
-	*path = p;
+	probe_walk *w = ctx;
+	if (!m->inode || m->path[0] != '/' || !sp_python_candidate(m->path) ||
+	    strcmp(m->path, w->last) == 0)
+		return 0;
+	snprintf(w->last, sizeof(w->last), "%s", m->path);
+	w->rc = probe_file(w->pid, m->path, m->start, m->end, m->pgoff, m->inode, w->out);
+	if (w->rc == 0 || w->rc == -ESRCH || w->rc == -ENOMEM)
+		return 1;
+	if (w->best == STACKPULSE_ENOTFOUND)
+		w->best = w->rc; /* e.g. EUNSUPPORTED says more than "not found" */
 	return 0;
 }
 
 int sp_python_probe(pid_t pid, sp_python **out)
 {
 	*out = NULL;
-	char mpath[64];
-	snprintf(mpath, sizeof(mpath), "/proc/%d/maps", (int)pid);
-	FILE *f = fopen(mpath, "re");
-	if (!f)
-		return sp_error(errno == ENOENT ? -ESRCH : -errno, "open %s", mpath);
-	char *line = sp_malloc(MAPS_LINE);
-	if (!line) {
-		fclose(f);
-		return sp_error(-ENOMEM, "maps line");
-	}
-	int rc = STACKPULSE_ENOTFOUND, best = STACKPULSE_ENOTFOUND;
-	char last[MAPS_LINE / 4] = "";
-	for (unsigned lines = 0; lines < MAX_MAPS_LINES && fgets(line, MAPS_LINE, f); lines++) {
-		size_t len = strlen(line);
-		if (len && line[len - 1] == '\n')
-			line[--len] = 0;
-		else if (!feof(f)) {
-			/* Over-long line: skip the rest of it. */
-			int c;
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-			continue;
-		}
-		uint64_t start, end, pgoff;
-		int exec;
-		char *path;
-		if (parse_maps_line(line, &start, &end, &pgoff, &exec, &path) != 0 || !exec ||
-		    path[0] != '/' || !sp_python_candidate(path) || strcmp(path, last) == 0)
-			continue;
-		snprintf(last, sizeof(last), "%s", path); /* one try per file */
-		rc = probe_file(pid, path, start, end, pgoff, out);
-		if (rc == 0 || rc == -ESRCH || rc == -ENOMEM)
-			break;
-		if (best == STACKPULSE_ENOTFOUND)
-			best = rc; /* e.g. EUNSUPPORTED says more than "not found" */
-	}
-	sp_free(line);
-	fclose(f);
-	if (rc == 0 || rc == -ESRCH || rc == -ENOMEM)
-		return rc;
-	return best == STACKPULSE_ENOTFOUND
+	probe_walk w = { pid, out, STACKPULSE_ENOTFOUND, STACKPULSE_ENOTFOUND, "" };
+	int rc = sp_proc_maps(pid, probe_map, &w);
+	if (rc < 0)
+		return sp_error(rc, "read the maps of process %d", (int)pid);
+	if (w.rc == 0 || w.rc == -ESRCH || w.rc == -ENOMEM)
+		return w.rc;
+	return w.best == STACKPULSE_ENOTFOUND
 	               ? sp_error(STACKPULSE_ENOTFOUND, "process %d is not CPython", (int)pid)
-	               : best;
+	               : w.best;
 }
 
 void sp_python_free(sp_python *py)

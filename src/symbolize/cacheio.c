@@ -11,25 +11,29 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "symbolize/cachetrim.h"
-#include "symbolize/elfid.h"
+#include "io/elf.h"
+#include "io/file.h"
 
 char *sp_cacheio_dir(const char *opt)
 {
+	/* Turning the cache off is never a risk: plain getenv. */
 	const char *off = getenv("STACKPULSE_NO_SYMBOL_CACHE");
 	if (off && *off && strcmp(off, "0") != 0)
 		return NULL;
 	if (opt)
 		return *opt ? sp_strdup(opt) : NULL;
-	const char *e = getenv("STACKPULSE_SYMBOL_CACHE_DIR");
+	/* secure_getenv: a setuid or file-capability program must not let its
+	 * caller's environment choose where it reads or writes. */
+	const char *e = secure_getenv("STACKPULSE_SYMBOL_CACHE_DIR");
 	if (e && *e)
 		return sp_strdup(e);
 	char buf[4096];
 	int n;
-	e = getenv("XDG_CACHE_HOME");
+	e = secure_getenv("XDG_CACHE_HOME");
 	if (e && e[0] == '/') {
 		n = snprintf(buf, sizeof(buf), "%s/stackpulse", e);
 	} else {
-		e = getenv("HOME");
+		e = secure_getenv("HOME");
 		if (!e || e[0] != '/')
 			return NULL;
 		n = snprintf(buf, sizeof(buf), "%s/.cache/stackpulse", e);
@@ -39,39 +43,44 @@ char *sp_cacheio_dir(const char *opt)
 	return sp_strdup(buf);
 }
 
-static int table_path(char *buf, size_t cap, const char *dir, const uint8_t *bid, uint32_t bid_len)
+/* "<hex build-id>.spsym", a name inside the cache directory. */
+static int table_name(char *buf, size_t cap, const uint8_t *bid, uint32_t bid_len)
 {
 	char hex[129];
 	if (bid_len == 0 || bid_len > 64)
 		return sp_error(-EINVAL, "symbol cache: no build-id");
 	sp_hex(bid, bid_len, hex);
-	int n = snprintf(buf, cap, "%s/%s.spsym", dir, hex);
+	int n = snprintf(buf, cap, "%s.spsym", hex);
 	if (n <= 0 || (size_t)n >= cap)
-		return sp_error(-ENAMETOOLONG, "symbol cache: path too long");
+		return sp_error(-ENAMETOOLONG, "symbol cache: name too long");
 	return 0;
 }
 
 int sp_cacheio_read(const char *dir, const uint8_t *bid, uint32_t bid_len, uint8_t **data,
                     sp_symcache *table)
 {
-	char path[4096];
-	int rc = table_path(path, sizeof(path), dir, bid, bid_len);
+	char path[160];
+	int rc = table_name(path, sizeof(path), bid, bid_len);
 	if (rc)
 		return rc;
-	struct stat st;
-	if (stat(path, &st) != 0)
-		return errno == ENOENT ? STACKPULSE_ENOTFOUND : sp_error(-errno, "%s", path);
-	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (uint64_t)st.st_size > SP_SYMCACHE_MAX_FILE)
-		return sp_error(STACKPULSE_EFORMAT, "%s: not a usable cache file", path);
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return sp_error(-errno, "%s: cannot open", path);
-	struct stat st2;
-	if (fstat(fd, &st2) != 0 || !S_ISREG(st2.st_mode) || st2.st_size != st.st_size) {
+	/* Everything relative to the checked directory's descriptor: nobody
+	 * can swap a component of the path meanwhile. */
+	int dfd = sp_cacheio_dir_open(dir, 0);
+	if (dfd < 0)
+		return dfd;
+	int fd = -1;
+	uint64_t size = 0;
+	rc = sp_file_open_at(dfd, path, SP_FILE_NOFOLLOW, SP_SYMCACHE_MAX_FILE, NULL, &fd, &size);
+	close(dfd);
+	if (rc == -ENOENT)
+		return STACKPULSE_ENOTFOUND;
+	if (rc)
+		return rc;
+	if (size == 0) {
 		close(fd);
-		return sp_error(STACKPULSE_EFORMAT, "%s: changed while opening", path);
+		return sp_error(STACKPULSE_EFORMAT, "%s: empty cache file", path);
 	}
-	size_t len = (size_t)st.st_size;
+	size_t len = (size_t)size;
 	uint8_t *buf = sp_malloc(len);
 	if (!buf) {
 		close(fd);
@@ -123,6 +132,46 @@ static int make_dirs(const char *dir)
 	return 0;
 }
 
+int sp_cacheio_dir_open(const char *dir, int create)
+{
+	if (!dir || dir[0] != '/')
+		return sp_error(-EINVAL, "symbol cache directory must be an absolute path");
+	if (create) {
+		int rc = make_dirs(dir);
+		if (rc)
+			return sp_error(rc, "%s: cannot create the symbol cache directory", dir);
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENOENT)
+			return STACKPULSE_ENOTFOUND;
+		if (e == ELOOP || e == ENOTDIR)
+			return sp_error(-ENOTDIR,
+			                "%s: symbol cache is not a directory (a symlink?)", dir);
+		return sp_error(-e, "%s: cannot open", dir);
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		close(fd);
+		return sp_error(-EPERM,
+		                "%s: symbol cache must be owned by uid %u and not writable by "
+		                "group or others (owner %u, mode %o): not used",
+		                dir, (unsigned)geteuid(), (unsigned)st.st_uid,
+		                (unsigned)(st.st_mode & 07777));
+	}
+	return fd;
+}
+
+int sp_cacheio_dir_check(const char *dir, int create)
+{
+	int fd = sp_cacheio_dir_open(dir, create);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
 int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, const uint8_t *data,
                      size_t len)
 {
@@ -133,42 +182,47 @@ int sp_cacheio_write_mode(const char *dir, const uint8_t *bid, uint32_t bid_len,
                           const uint8_t *data, size_t len, unsigned mode, uint32_t replaces)
 {
 	static _Atomic unsigned counter;
-	char path[4096], tmp[4200];
-	int rc = table_path(path, sizeof(path), dir, bid, bid_len);
+	char name[160], tmp[240];
+	int rc = table_name(name, sizeof(name), bid, bid_len);
 	if (rc)
 		return rc;
-	rc = make_dirs(dir);
-	if (rc)
-		return sp_error(rc, "%s: cannot create the symbol cache directory", dir);
+	int dfd = sp_cacheio_dir_open(dir, 1);
+	if (dfd < 0)
+		return dfd;
 	unsigned k = counter++;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(), k);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode);
-	if (fd < 0)
-		return sp_error(-errno, "%s: cannot create", tmp);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", name, (long)getpid(), k);
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+	                (mode_t)mode);
+	if (fd < 0) {
+		rc = sp_error(-errno, "%s/%s: cannot create", dir, tmp);
+		close(dfd);
+		return rc;
+	}
 	size_t done = 0;
 	while (done < len) {
 		ssize_t n = write(fd, data + done, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			rc = sp_error(n < 0 ? -errno : -EIO, "%s: write failed", tmp);
+			rc = sp_error(n < 0 ? -errno : -EIO, "%s/%s: write failed", dir, tmp);
 			break;
 		}
 		done += (size_t)n;
 	}
 	if (close(fd) != 0 && !rc)
-		rc = sp_error(-errno, "%s: close failed", tmp);
-	if (!rc && rename(tmp, path) != 0)
-		rc = sp_error(-errno, "%s: rename failed", path);
+		rc = sp_error(-errno, "%s/%s: close failed", dir, tmp);
+	if (!rc && renameat(dfd, tmp, dfd, name) != 0)
+		rc = sp_error(-errno, "%s/%s: rename failed", dir, name);
 	if (rc) {
-		unlink(tmp);
+		unlinkat(dfd, tmp, 0);
+		close(dfd);
 		return rc;
 	}
 	char prefix[129];
 	if (replaces > bid_len)
 		replaces = bid_len;
 	sp_hex(bid, replaces, prefix);
-	const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	(void)sp_cache_trim(dir, name, replaces ? prefix : NULL, sp_cache_max_bytes());
+	(void)sp_cache_trim_at(dfd, name, replaces ? prefix : NULL, sp_cache_max_bytes());
+	close(dfd);
 	return 0;
 }

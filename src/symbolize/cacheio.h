@@ -13,10 +13,21 @@
 /* The cache directory of opts.cache_dir @p opt, one rule for the recorder
  * and the symbolizer: none when STACKPULSE_NO_SYMBOL_CACHE is set (other
  * than "0") or @p opt is ""; else @p opt, else STACKPULSE_SYMBOL_CACHE_DIR,
- * else $XDG_CACHE_HOME/stackpulse, else $HOME/.cache/stackpulse. Returns an
- * sp_malloc'd path, or NULL for no cache (also when none can be formed or
- * out of memory). */
+ * else $XDG_CACHE_HOME/stackpulse, else $HOME/.cache/stackpulse (variables
+ * read with secure_getenv: ignored in setuid and file-capability programs).
+ * Returns an sp_malloc'd path, or NULL for no cache (also when none can be
+ * formed or out of memory). */
 char *sp_cacheio_dir(const char *opt);
+
+/* Opens the cache directory @p dir (after creating it with mode 0700 when
+ * @p create) if it is a real directory, not a symlink, owned by our
+ * effective uid and not writable by group or others: the cache is only used
+ * when nobody else can plant or swap files in it, and then only through
+ * this descriptor. Returns the descriptor, STACKPULSE_ENOTFOUND (missing),
+ * or -EPERM / -ENOTDIR / -errno with a message. */
+int sp_cacheio_dir_open(const char *dir, int create);
+/* The same check, closing the descriptor: 0 or the error. */
+int sp_cacheio_dir_check(const char *dir, int create);
 
 /* Loads and validates the table of @p bid. Returns 0 with *data (sp_free
  * it) and *table, STACKPULSE_ENOTFOUND when absent, or another code for an

@@ -25,7 +25,7 @@ typedef struct entry {
 
 uint64_t sp_cache_max_bytes(void)
 {
-	const char *e = getenv("STACKPULSE_SYMBOL_CACHE_MAX_MB");
+	const char *e = secure_getenv("STACKPULSE_SYMBOL_CACHE_MAX_MB");
 	if (e && *e) {
 		char *end;
 		unsigned long long mb = strtoull(e, &end, 10);
@@ -66,10 +66,31 @@ static int by_use(const void *a, const void *b)
 
 int sp_cache_trim(const char *dir, const char *fresh, const char *stale_prefix, uint64_t max)
 {
-	DIR *d = opendir(dir);
-	if (!d)
+	/* Never through a symlink, and only a directory nobody else can write
+	 * to: trimming unlinks by name. */
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat dst;
+	if (fd < 0)
 		return 0;
+	int removed = 0;
+	if (fstat(fd, &dst) == 0 && dst.st_uid == geteuid() && !(dst.st_mode & (S_IWGRP | S_IWOTH)))
+		removed = sp_cache_trim_at(fd, fresh, stale_prefix, max);
+	close(fd);
+	return removed;
+}
+
+int sp_cache_trim_at(int dir_fd, const char *fresh, const char *stale_prefix, uint64_t max)
+{
+	int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
 	int dfd = dirfd(d), removed = 0;
+	(void)lseek(dfd, 0, SEEK_SET); /* The duplicate shares the position. */
 	size_t plen = stale_prefix ? strlen(stale_prefix) : 0;
 	entry *v = NULL;
 	size_t n = 0, cap = 0;

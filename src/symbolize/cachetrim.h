@@ -20,6 +20,10 @@ uint64_t sp_cache_max_bytes(void);
  * least recently used ones, until they fit in 3/4 of it. Returns the
  * number of files removed; errors only end the trim early. */
 int sp_cache_trim(const char *dir, const char *fresh, const char *stale_prefix, uint64_t max);
+/* The same on the open directory @p dir_fd (kept open; its owner and mode
+ * already checked, see sp_cacheio_dir_open). @p dir is opened without
+ * following a symlink and trimmed only when it passes that check. */
+int sp_cache_trim_at(int dir_fd, const char *fresh, const char *stale_prefix, uint64_t max);
 
 /* Marks the file of @p fd as used now (its access time orders the trim). */
 void sp_cache_touch(int fd);

@@ -12,8 +12,10 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/elf.h"
+#include "io/file.h"
+#include "symbolize/cacheio.h"
 #include "symbolize/cachetrim.h"
-#include "symbolize/elfid.h"
 
 static int copy_path(char *buf, size_t cap, const char *dir, const uint8_t *bid, uint32_t bid_len)
 {
@@ -39,9 +41,16 @@ int sp_dbgcache_find(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_
 	*path = NULL;
 	if (copy_path(p, sizeof(p), cfg->cache_dir, bid, bid_len) != 0)
 		return -1;
+	/* Only from a private cache directory, through its descriptor. */
+	int dfd = sp_cacheio_dir_open(cfg->cache_dir, 0);
+	if (dfd < 0)
+		return -1;
 	uint64_t size;
-	int fd = sp_elf_open_regular(p, &size);
-	if (fd < 0)
+	int fd = -1;
+	int rc = sp_file_open_at(dfd, strrchr(p, '/') + 1, SP_FILE_NOFOLLOW, SP_ELF_MAX_FILE_SIZE,
+	                         NULL, &fd, &size);
+	close(dfd);
+	if (rc)
 		return -1;
 	if (!has_build_id(fd, size, bid, bid_len) || !(*path = strdup(p))) {
 		close(fd);
@@ -136,12 +145,20 @@ void sp_dbgcache_store(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bi
 	    fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
 	    (uint64_t)st.st_size > SP_DBGCACHE_MAX_FILE)
 		return;
-	if (access(path, F_OK) == 0 || (mkdir(cfg->cache_dir, 0700) != 0 && errno != EEXIST))
+	const char *name = strrchr(path, '/') + 1;
+	int dfd = sp_cacheio_dir_open(cfg->cache_dir, 1);
+	if (dfd < 0)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-	int out = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (out < 0)
+	if (faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+		close(dfd);
 		return;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", name, (long)getpid(), counter++);
+	int out = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (out < 0) {
+		close(dfd);
+		return;
+	}
 	elf_version(EV_CURRENT);
 	int ok = copy_bytes(fd, out, (uint64_t)st.st_size) == 0 && inflate_in_place(out) == 0;
 	struct stat done;
@@ -150,9 +167,9 @@ void sp_dbgcache_store(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bi
 	     has_build_id(out, (uint64_t)done.st_size, bid, bid_len);
 	if (close(out) != 0)
 		ok = 0;
-	if (!ok || rename(tmp, path) != 0) {
-		unlink(tmp);
-		return;
-	}
-	(void)sp_cache_trim(cfg->cache_dir, strrchr(path, '/') + 1, NULL, sp_cache_max_bytes());
+	if (!ok || renameat(dfd, tmp, dfd, name) != 0)
+		unlinkat(dfd, tmp, 0);
+	else
+		(void)sp_cache_trim_at(dfd, name, NULL, sp_cache_max_bytes());
+	close(dfd);
 }

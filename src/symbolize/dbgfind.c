@@ -19,6 +19,8 @@
 
 /* Longest debuginfod query (a lower DEBUGINFOD_MAXTIME wins). */
 #define SP_DEBUGINFOD_MAX_SECONDS 60
+/* Default cap of one download; DEBUGINFOD_MAXSIZE (bytes) can lower it. */
+#define SP_DEBUGINFOD_MAX_BYTES (2ll << 30)
 
 static void debuginfod_env_once(const char *cache);
 #endif
@@ -26,7 +28,7 @@ static void debuginfod_env_once(const char *cache);
 #include "common/alloc.h"
 #include "common/error.h"
 #include "symbolize/dbgcache.h"
-#include "symbolize/elfid.h"
+#include "io/elf.h"
 
 #define DEFAULT_ROOT "/usr/lib/debug"
 #define MAX_ROOTS    32
@@ -37,7 +39,7 @@ int sp_dbg_config_init(sp_dbg_config *cfg, const char *debug_dirs, int allow_net
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->counters = counters;
 	if (!debug_dirs)
-		debug_dirs = getenv("STACKPULSE_DEBUG_DIRS");
+		debug_dirs = secure_getenv("STACKPULSE_DEBUG_DIRS");
 	if (!debug_dirs)
 		debug_dirs = DEFAULT_ROOT;
 	cfg->roots = sp_calloc(MAX_ROOTS, sizeof(char *));
@@ -61,9 +63,11 @@ int sp_dbg_config_init(sp_dbg_config *cfg, const char *debug_dirs, int allow_net
 		p = e + 1;
 	}
 #ifdef SP_HAVE_DEBUGINFOD
-	const char *urls = getenv("DEBUGINFOD_URLS");
+	/* secure_getenv: in a setuid or file-capability program the caller's
+	 * environment picks no debug roots, servers or cache directories. */
+	const char *urls = secure_getenv("DEBUGINFOD_URLS");
 	cfg->debuginfod = allow_network && urls && *urls;
-	cfg->debuginfod_cache = getenv("STACKPULSE_DEBUGINFOD_CACHE_DIR");
+	cfg->debuginfod_cache = secure_getenv("STACKPULSE_DEBUGINFOD_CACHE_DIR");
 	if (cfg->debuginfod)
 		debuginfod_env_once(cfg->debuginfod_cache);
 #else
@@ -138,7 +142,7 @@ static void debuginfod_env_once(const char *cache)
 	if (!env_decided) {
 		env_decided = 1;
 		if (cache && *cache) {
-			const char *cur = getenv("DEBUGINFOD_CACHE_PATH");
+			const char *cur = secure_getenv("DEBUGINFOD_CACHE_PATH");
 			if (!cur || strcmp(cur, cache) != 0)
 				setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
 		}
@@ -152,14 +156,19 @@ static void debuginfod_env_once(const char *cache)
 typedef struct query_clock {
 	struct timespec start;
 	long max_s;
+	long long max_bytes;
 } query_clock;
 
 static int query_progress(debuginfod_client *c, long a, long b)
 {
-	(void)a, (void)b;
 	const query_clock *k = debuginfod_get_user_data(c);
 	struct timespec now;
-	if (!k || clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+	if (!k)
+		return 0;
+	/* a: bytes received so far, b: the announced size (or 0). */
+	if ((long long)a > k->max_bytes || (long long)b > k->max_bytes)
+		return 1;
+	if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
 		return 0;
 	return now.tv_sec - k->start.tv_sec >= k->max_s;
 }
@@ -169,12 +178,20 @@ static int query_debuginfod(const sp_dbg_config *cfg, const uint8_t *bid, uint32
 {
 	if (cfg->counters)
 		cfg->counters->debuginfod_queries++;
-	query_clock k = { { 0, 0 }, SP_DEBUGINFOD_MAX_SECONDS };
-	const char *mt = getenv("DEBUGINFOD_MAXTIME");
+	query_clock k = { { 0, 0 }, SP_DEBUGINFOD_MAX_SECONDS, SP_DEBUGINFOD_MAX_BYTES };
+	const char *mt = secure_getenv("DEBUGINFOD_MAXTIME");
 	if (mt && *mt) {
 		long v = strtol(mt, NULL, 10);
 		if (v > 0 && v < k.max_s)
 			k.max_s = v;
+	}
+	/* The client sends DEBUGINFOD_MAXSIZE to the server itself; the
+	 * progress callback enforces it (and our default) on what arrives. */
+	const char *ms = secure_getenv("DEBUGINFOD_MAXSIZE");
+	if (ms && *ms) {
+		long long v = strtoll(ms, NULL, 10);
+		if (v > 0 && v < k.max_bytes)
+			k.max_bytes = v;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &k.start);
 	int fd = -1;

@@ -14,16 +14,33 @@
 #include "common/error.h"
 #include "symbolize/dbgrange.h"
 #include "symbolize/demangle.h"
-#include "symbolize/elfid.h"
+#include "io/elf.h"
+#include "io/file.h"
 
 #define MAX_SYMBOLS   (1u << 24)
 #define MAX_CU_RANGES (1u << 22)
 
-static int find_elf_none(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
-                         char **file_name, Elf **elfp)
+/* Hands libdwfl the binary as an Elf read with pread (ELF_C_READ):
+ * dwfl_report_elf would mmap it, and a target that truncates its file
+ * would then crash us with SIGBUS. */
+static int find_elf_pread(Dwfl_Module *mod, void **ud, const char *name, Dwarf_Addr base,
+                          char **file_name, Elf **elfp)
 {
-	(void)mod, (void)ud, (void)name, (void)base, (void)file_name, (void)elfp;
-	return -1;
+	(void)mod, (void)name, (void)base;
+	sp_dbgmod *m = ud ? *ud : NULL;
+	if (!m || m->fd < 0)
+		return -1;
+	int fd = m->fd;
+	char *copy = strdup(m->path); /* libdwfl frees it with free(). */
+	Elf *elf = copy ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
+	if (!elf) {
+		free(copy);
+		return -1;
+	}
+	m->fd = -1; /* libdwfl owns fd and elf now. */
+	*elfp = elf;
+	*file_name = copy;
+	return fd;
 }
 
 /* Replaces libdwfl's standard search (which would also reach debuginfod by
@@ -47,7 +64,7 @@ static int find_debuginfo_cb(Dwfl_Module *mod, void **ud, const char *modname, D
 }
 
 static const Dwfl_Callbacks callbacks = {
-	.find_elf = find_elf_none,
+	.find_elf = find_elf_pread,
 	.find_debuginfo = find_debuginfo_cb,
 	.section_address = dwfl_offline_section_address,
 	.debuginfo_path = NULL,
@@ -61,6 +78,7 @@ static int open_fd(int fd, uint64_t size, const char *path, const uint8_t *bid, 
 		close(fd);
 		return sp_error(-ENOMEM, "symbolizer: out of memory");
 	}
+	m->fd = -1;
 	m->cfg = cfg;
 	int rc = sp_elf_read_info(fd, size, &m->info);
 	if (rc) {
@@ -88,20 +106,40 @@ static int open_fd(int fd, uint64_t size, const char *path, const uint8_t *bid, 
 		rc = sp_error(-ENOMEM, "symbolizer: out of memory");
 		goto fail;
 	}
+	/* The module spans its PT_LOADs at their own vaddrs (bias 0), as
+	 * dwfl_report_elf(base 0, add_p_vaddr) would place it. */
+	if (m->info.nloads == 0) {
+		rc = sp_error(STACKPULSE_EFORMAT, "%s: no PT_LOAD segment", path);
+		goto fail;
+	}
+	const sp_elf_load *first = &m->info.loads[0];
+	uint64_t lo = first->vaddr & -first->align, hi = lo + 1;
+	for (uint32_t i = 0; i < m->info.nloads; i++) {
+		const sp_elf_load *l = &m->info.loads[i];
+		if (l->vaddr + l->memsz > hi && l->vaddr + l->memsz >= l->vaddr)
+			hi = l->vaddr + l->memsz;
+	}
+	m->trusted = sp_file_trusted(fd);
+	m->fd = fd;
+	fd = -1; /* Closed by sp_dbgmod_free until libdwfl takes it. */
 	dwfl_report_begin(m->dwfl);
 	const char *base = strrchr(path, '/');
-	/* base 0 with add_p_vaddr: module addresses are the ELF's own vaddrs. */
-	m->mod = dwfl_report_elf(m->dwfl, base ? base + 1 : path, path, fd, 0, true);
+	m->mod = dwfl_report_module(m->dwfl, base ? base + 1 : path, lo, hi);
 	dwfl_report_end(m->dwfl, NULL, NULL);
 	if (!m->mod) {
 		rc = sp_error(STACKPULSE_EFORMAT, "%s: libdwfl: %s", path, dwfl_errmsg(-1));
-		goto fail; /* fd not consumed on failure. */
+		goto fail;
 	}
-	/* libdwfl owns fd now. */
 	void **ud = NULL;
 	dwfl_module_info(m->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
 	if (ud)
 		*ud = m;
+	/* Open it now, so a file libelf cannot read fails here as before. */
+	Dwarf_Addr elf_bias = 0;
+	if (!dwfl_module_getelf(m->mod, &elf_bias) || elf_bias != 0) {
+		rc = sp_error(STACKPULSE_EFORMAT, "%s: libdwfl: %s", path, dwfl_errmsg(-1));
+		goto fail;
+	}
 	if (cfg->counters)
 		cfg->counters->binaries_opened++;
 	*out = m;
@@ -147,12 +185,19 @@ int sp_dbgmod_open_fd(int fd, const char *path, const uint8_t *bid, uint32_t bid
 	return open_fd(fd, (uint64_t)st.st_size, path, bid, bid_len, cfg, out);
 }
 
+int sp_dbgmod_trusted(const sp_dbgmod *m)
+{
+	return m && m->trusted;
+}
+
 void sp_dbgmod_free(sp_dbgmod *m)
 {
 	if (!m)
 		return;
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
+	if (m->fd >= 0)
+		close(m->fd);
 	sp_free(m->syms);
 	sp_free(m->cus);
 	sp_free(m->tops);

@@ -62,6 +62,11 @@ int sp_dbgmod_open_fd(int fd, const char *path, const uint8_t *bid, uint32_t bid
                       const sp_dbg_config *cfg, sp_dbgmod **out);
 void sp_dbgmod_free(sp_dbgmod *m);
 
+/* True when the binary passed sp_file_trusted (owned by root or us, not
+ * writable by others): only then may its answers enter the shared on-disk
+ * symbol cache, which is keyed by the build-id the file itself claims. */
+int sp_dbgmod_trusted(const sp_dbgmod *m);
+
 /* Resolves file offset @p off: writes frames leaf first (strings interned
  * in @p pool) and returns their count (1..max); the last frame's name is
  * NULL when nothing is known about @p off. Negative only on ENOMEM. */

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "symbolize/dbgmod.h"
-#include "symbolize/elfid.h"
+#include "io/elf.h"
 
 typedef struct sym {
 	uint64_t addr, size;
@@ -40,6 +40,8 @@ typedef struct cu_range {
 
 struct sp_dbgmod {
 	char *path;
+	int fd;      /* The binary until libdwfl takes it (find_elf), else -1. */
+	int trusted; /* sp_file_trusted: may feed the shared symbol cache. */
 	uint8_t bid[64];
 	uint32_t bid_len;
 	sp_elf_info info;

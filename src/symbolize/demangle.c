@@ -4,6 +4,11 @@
 #include <string.h>
 
 #define MAX_NAME 4096
+/* __cxa_demangle's time and output grow with its input (and back
+ * references can multiply the output): longer mangled names, and names
+ * whose demangled form would be longer, stay raw. */
+#define MAX_CXX_MANGLED   8192u
+#define MAX_CXX_DEMANGLED 16384u
 
 /* From libstdc++ or libc++abi; the result is malloc'd. Builds that link a
  * C++ runtime define SP_HAVE_CXA_DEMANGLE for a strong reference (a weak
@@ -96,15 +101,16 @@ const char *sp_demangle(sp_strpool *pool, const char *raw, int keep_raw)
 			return sp_strpool_intern(pool, out);
 		return sp_strpool_intern(pool, raw);
 	}
-	if (strncmp(raw, "_Z", 2) != 0 || !sp_demangle_cxx_available())
+	if (strncmp(raw, "_Z", 2) != 0 || !sp_demangle_cxx_available() ||
+	    strnlen(raw, MAX_CXX_MANGLED + 1) > MAX_CXX_MANGLED)
 		return sp_strpool_intern(pool, raw);
 	int status = 0;
 	char *dm = __cxa_demangle(raw, NULL, NULL, &status);
-	if (!dm || status != 0) {
+	size_t n = dm && status == 0 ? strnlen(dm, MAX_CXX_DEMANGLED + 1) : 0;
+	if (!dm || status != 0 || n > MAX_CXX_DEMANGLED) {
 		free(dm);
 		return sp_strpool_intern(pool, raw);
 	}
-	size_t n = strlen(dm);
 	size_t cut = rust_hash_cut(dm, n);
 	if (cut)
 		n = rust_unescape(dm, cut);

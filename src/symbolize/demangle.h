@@ -1,6 +1,7 @@
 /* Symbol name demangling: C++ (Itanium, via __cxa_demangle from
  * libstdc++), Rust legacy (hash suffix and $-escapes removed) and Rust v0
- * (our own bounded demangler). Names that fail to demangle stay raw. */
+ * (our own bounded demangler). Names that fail to demangle stay raw, and
+ * so do C++ names over 8 KiB mangled or 16 KiB demangled. */
 #ifndef SP_SYMBOLIZE_DEMANGLE_H
 #define SP_SYMBOLIZE_DEMANGLE_H
 

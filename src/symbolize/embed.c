@@ -33,8 +33,10 @@ static int open_binary(embed_mod *e)
 		if (fd < 0)
 			return sp_error(-errno, "%s: cannot duplicate the descriptor", r->path);
 		rc = sp_dbgmod_open_fd(fd, r->path, r->build_id, r->build_id_len, e->cfg, &e->dbg);
-	} else {
+	} else if (!r->foreign) {
 		rc = sp_dbgmod_open(r->path, r->build_id, r->build_id_len, e->cfg, &e->dbg);
+	} else {
+		rc = 0; /* Our path names some other file than the container's. */
 	}
 	return rc == -ENOMEM ? rc : 0;
 }
@@ -106,7 +108,10 @@ static int embed_one(sp_writer *w, const sp_symtab_request *r, const sp_dbg_conf
 					break;
 				}
 				n = (uint32_t)got;
-				if (cache_dir && r->build_id_len) {
+				/* The cache is shared and keyed by a build-id the file
+				 * claims: only trusted files of our own view feed it. */
+				if (cache_dir && r->build_id_len && !r->foreign &&
+				    sp_dbgmod_trusted(e.dbg)) {
 					rc = add_fresh(&fresh, r, has_disk ? &disk : NULL, at, span,
 					               fr, n);
 				}

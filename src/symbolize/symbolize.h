@@ -45,6 +45,9 @@ typedef struct sp_symtab_request {
 	size_t offset_count;
 	int have_fd; /* 1: read @p fd (borrowed, not closed) instead of @p path. */
 	int fd;      /* A descriptor grabbed while the process lived. */
+	/* 1: the file came from another mount namespace (a container): never
+	 * open @p path in ours, and keep its answers out of the shared cache. */
+	int foreign;
 } sp_symtab_request;
 
 /* For each request, resolves every offset both as a leaf (offset) and as a

@@ -381,7 +381,8 @@ static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t of
 			if (got < 0)
 				return got;
 			k = (uint32_t)got;
-			if (s->cache_dir && m->info->build_id_len) {
+			/* Only files nobody else could have written feed the cache. */
+			if (s->cache_dir && m->info->build_id_len && sp_dbgmod_trusted(m->dbg)) {
 				int rc = remember_fresh(m, at, span, alt, k);
 				if (rc == -ENOMEM)
 					return rc;

@@ -16,6 +16,8 @@
 
 #include "common/alloc.h"
 #include "common/hash.h"
+#include "io/elf.h"
+#include "io/file.h"
 
 #if defined(__x86_64__)
 #define SP_HOST_MACHINE EM_X86_64
@@ -113,62 +115,43 @@ static int add_binary(sp_unwinder *u, sp_unwind_binary *b)
 	return 0;
 }
 
-/* Opens @p path read-only if it is a regular file. The first open is
- * O_PATH, so a device or FIFO is never really opened (no side effects, no
- * blocking); the file is then reopened through our own descriptor. */
-static int open_regular(const char *path, struct stat *st)
+/* The target's view of the file, through the one safe open (never
+ * blocking, regular files only, the target's symlinks kept inside its
+ * root): map_files first (deleted or replaced files, other mount
+ * namespaces), then the path inside the target's root. Only when the target
+ * is gone, and a build-id will prove it is the same file, our own view. */
+static int open_as_target(pid_t pid, uint64_t start, uint64_t end, const char *path, bool verified,
+                          struct stat *st)
 {
-	int pfd = open(path, O_PATH | O_CLOEXEC);
-	if (pfd < 0)
-		return -1;
-	if (fstat(pfd, st) != 0 || !S_ISREG(st->st_mode) || st->st_size <= 0) {
-		close(pfd);
-		return -1;
+	int fd = -1;
+	uint64_t size;
+	int rc = -ESRCH;
+	if (pid > 0) {
+		rc = sp_file_open_mapped(pid, start, end, path, NULL, SP_ELF_MAX_FILE_SIZE, &fd,
+		                         &size);
+		if (rc == 0 && fstat(fd, st) == 0 && st->st_size > 0)
+			return fd;
+		if (rc == 0)
+			close(fd);
 	}
-	char buf[64];
-	snprintf(buf, sizeof(buf), "/proc/self/fd/%d", pfd);
-	int fd = open(buf, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	close(pfd);
-	struct stat st2;
-	if (fd >= 0 &&
-	    (fstat(fd, &st2) != 0 || st2.st_ino != st->st_ino || st2.st_dev != st->st_dev)) {
+	/* pid 0: no target, our own view (offline use and tests). */
+	if (rc != -ESRCH || (pid > 0 && !verified) ||
+	    sp_file_open_regular(path, SP_FILE_NOFOLLOW, SP_ELF_MAX_FILE_SIZE, &fd, &size) != 0)
+		return -1;
+	if (fstat(fd, st) != 0 || st->st_size <= 0) {
 		close(fd);
 		return -1;
 	}
 	return fd;
 }
 
-static bool ends_with(const char *s, const char *suffix)
+/* Inode of the mount namespace of @p pid, 0 when unknown. */
+static uint64_t mount_ns(pid_t pid)
 {
-	size_t n = strlen(s), m = strlen(suffix);
-	return n >= m && memcmp(s + n - m, suffix, m) == 0;
-}
-
-/* The target's view of the file: map_files first (deleted or replaced
- * files, other mount namespaces), then the target's root. */
-static int open_as_target(pid_t pid, uint64_t start, uint64_t end, const char *path, bool verified,
-                          struct stat *st)
-{
-	char buf[4200];
-	if (pid > 0) {
-		snprintf(buf, sizeof(buf), "/proc/%d/map_files/%llx-%llx", (int)pid,
-		         (unsigned long long)start, (unsigned long long)end);
-		int fd = open_regular(buf, st);
-		if (fd >= 0)
-			return fd;
-		/* A deleted file's name now means another file or none. */
-		if (ends_with(path, " (deleted)"))
-			return -1;
-		if (strlen(path) > 4096)
-			return -1;
-		snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
-		fd = open_regular(buf, st);
-		/* The target is gone: our own view, only when a build-id will
-		 * prove it is the same file. */
-		if (fd >= 0 || !verified)
-			return fd;
-	}
-	return open_regular(path, st);
+	char p[64];
+	struct stat st;
+	snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)pid);
+	return pid > 0 && stat(p, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 static sp_unwind_binary *vdso_binary(sp_unwinder *u)
@@ -223,10 +206,11 @@ sp_unwind_binary *sp_unwind_binary_get(sp_unwinder *u, pid_t pid, uint64_t start
 	}
 	if (path[0] != '/' || strncmp(path, "//anon", 6) == 0)
 		return NULL;
-	if (build_id && build_id_len > 0 && build_id_len <= SP_UNWIND_BUILD_ID_MAX) {
+	uint64_t ns = mount_ns(pid);
+	if (ns && build_id && build_id_len > 0 && build_id_len <= SP_UNWIND_BUILD_ID_MAX) {
 		for (size_t i = 0; i < u->nbins; i++) {
 			sp_unwind_binary *b = u->bins[i];
-			if (b->build_id_len == build_id_len &&
+			if (b->mntns == ns && b->build_id_len == build_id_len &&
 			    memcmp(b->build_id, build_id, build_id_len) == 0)
 				return b;
 		}
@@ -257,6 +241,7 @@ sp_unwind_binary *sp_unwind_binary_get(sp_unwinder *u, pid_t pid, uint64_t start
 	b->ino = st.st_ino;
 	b->size = (uint64_t)st.st_size;
 	b->mtime_ns = mtime;
+	b->mntns = ns;
 	b->fd = -1;
 	/* pread, not mmap: a mapped file truncated under us would SIGBUS. */
 	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);

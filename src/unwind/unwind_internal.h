@@ -34,6 +34,10 @@ typedef struct sp_unwind_frame_slot {
 typedef struct sp_unwind_binary {
 	uint64_t dev, ino, size; /* Identity of the file we opened. */
 	int64_t mtime_ns;
+	/* Mount namespace (inode of /proc/PID/ns/mnt) of the process it was
+	 * opened for, 0 when unknown: a build-id is a claim the file makes, so
+	 * a binary is reused by build-id alone only inside that namespace. */
+	uint64_t mntns;
 	uint8_t build_id[SP_UNWIND_BUILD_ID_MAX];
 	uint32_t build_id_len;
 	Elf *elf;

@@ -8,6 +8,7 @@
 #include "common/buf.h"
 #include "format/spool_writer.h"
 #include "rec_util.h"
+#include "io/elf.h"
 #include "record/build_id.h"
 #include "record/kallsyms.h"
 #include "record/proc_scan.h"
@@ -118,7 +119,7 @@ SP_TEST(build_id_matches_readelf)
 		int fd = open(files[i], O_RDONLY);
 		REQUIRE(fd >= 0);
 		uint32_t len = 0;
-		int rc = sp_build_id_read_fd(fd, got, &len);
+		int rc = sp_elf_build_id_fd(fd, got, &len);
 		close(fd);
 		if (wn == 0) {
 			CHECK_EQ(rc, STACKPULSE_ENOTFOUND);
@@ -144,8 +145,8 @@ SP_TEST(build_id_matches_readelf)
 		line[strcspn(line, "\n")] = '\0';
 		sp_proc_map m;
 		if (sp_proc_parse_map_line(line, &m) == 0 && m.exec && strcmp(m.path, self) == 0) {
-			int rc = sp_build_id_for_mapping(getpid(), m.start, m.end, m.path, got,
-			                                 &len);
+			int rc = sp_build_id_for_mapping(getpid(), m.start, m.end, m.path, m.inode,
+			                                 got, &len);
 			if (wn) {
 				CHECK_OK(rc);
 				CHECK(len == (uint32_t)wn && memcmp(got, want, len) == 0);
@@ -205,15 +206,16 @@ SP_TEST(build_id_rejects_bad_elf)
 		size_t len_file = cases[i].cut ? cases[i].cut : n;
 		REQUIRE(write_file(path, mod, len_file) == 0);
 		int fd = open(path, O_RDONLY);
-		int rc = sp_build_id_read_fd(fd, out, &len);
+		int rc = sp_elf_build_id_fd(fd, out, &len);
 		close(fd);
-		CHECK(rc < 0);
+		/* Broken program headers: the note section still has the id. */
+		CHECK(rc < 0 || ((cases[i].off == 54 || cases[i].off == 57) && len == 20));
 	}
 	/* Every truncation of the real file fails cleanly or succeeds. */
 	for (size_t cut = 0; cut < 2048; cut += 7) {
 		REQUIRE(write_file(path, img, cut) == 0);
 		int fd = open(path, O_RDONLY);
-		int rc = sp_build_id_read_fd(fd, out, &len);
+		int rc = sp_elf_build_id_fd(fd, out, &len);
 		close(fd);
 		CHECK(rc == 0 || rc == STACKPULSE_EFORMAT || rc == STACKPULSE_ENOTFOUND ||
 		      rc == STACKPULSE_ETRUNCATED);

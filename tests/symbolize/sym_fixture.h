@@ -18,7 +18,7 @@
 #include "format/spool_reader.h"
 #include "format/spool_writer.h"
 #include "stackpulse.h"
-#include "symbolize/elfid.h"
+#include "io/elf.h"
 #include "symbolize/symbolize.h"
 
 #define FX_UNUSED __attribute__((unused))

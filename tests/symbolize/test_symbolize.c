@@ -637,7 +637,7 @@ SP_TEST(embedded_tables_symbolize_offline_without_the_binary)
 	uint32_t st2[2] = { fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, offs[size]),
 		            fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, offs[size + 1]) };
 	uint32_t stack = fx_stack(&sp, st2, 2);
-	sp_symtab_request req = { mod, bin, bid, bid_len, offs, (size_t)size + 2, 0, -1 };
+	sp_symtab_request req = { mod, bin, bid, bid_len, offs, (size_t)size + 2, 0, -1, 0 };
 	uint32_t embedded, skipped;
 	sp_symbolize_counters k;
 	memset(&k, 0, sizeof(k));

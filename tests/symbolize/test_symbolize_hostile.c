@@ -3,6 +3,7 @@
  * kernel frames from the spool's own symbols; Python, JIT, truncated and
  * unknown frames; demangling of C++ and Rust (legacy and v0). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "sym_fixture.h"
+#include "symbolize/cacheio.h"
 #include "symbolize/dbgmod.h"
 #include "symbolize/demangle.h"
 #include "symbolize/strpool.h"
@@ -279,6 +281,25 @@ SP_TEST(demangle_cxx_and_rust)
 	check_demangle("_ZN66_$LT$alloc..vec..Vec$LT$T$GT$$u20$as$u20$core..ops..drop..Drop$GT$"
 	               "4drop17h0123456789abcdefE",
 	               "<alloc::vec::Vec<T> as core::ops::drop::Drop>::drop");
+	/* Output cap: f(a, a, ...) with the type named once and referenced
+	 * 100 times (S_): 100-letter names give 10 KiB and demangle; 500-letter
+	 * ones would give 50 KiB from 707 bytes of input and stay raw. */
+	static char blowup[1024];
+	for (int w = 100; w <= 500; w += 400) {
+		int len = snprintf(blowup, sizeof(blowup), "_Z1f%d", w);
+		memset(blowup + len, 'a', (size_t)w);
+		len += w;
+		for (int i = 0; i < 100; i++)
+			len += snprintf(blowup + len, sizeof(blowup) - (size_t)len, "S_");
+		sp_strpool_init(&pool);
+		const char *got = sp_demangle(&pool, blowup, 0);
+		REQUIRE(got);
+		if (w == 100)
+			CHECK(strncmp(got, "f(aaaa", 6) == 0 && strlen(got) > 10000);
+		else
+			CHECK_STR(got, blowup);
+		sp_strpool_free(&pool);
+	}
 }
 
 SP_TEST(demangle_rust_v0)
@@ -332,5 +353,142 @@ SP_TEST(rust_v0_demangler_survives_noise)
 		int rc = sp_rust_v0_demangle(sym, out, sizeof(out));
 		if (rc == 0)
 			CHECK(strlen(out) < sizeof(out));
+	}
+}
+
+/* Build-id impostors (issue 17, cache poisoning): a library claiming the
+ * build-id of another one, with other symbols, must not fill the shared
+ * on-disk symbol cache that the real library is later answered from. Files
+ * nobody else could have written (owned by root or us, not group/world
+ * writable) of our own mount namespace feed the cache; an impostor owned by
+ * another user, or one taken from a container (foreign), does not. */
+static const char impostor_bid[] = "0x5eed0123456789abcdef0123456789abcdef0123";
+
+static void build_lib(const char *name, const char *fn, char *out, size_t cap)
+{
+	char src[600];
+	fx_path(src, sizeof(src), name);
+	fx_path(out, cap, name);
+	snprintf(src + strlen(src), sizeof(src) - strlen(src), ".c");
+	snprintf(out + strlen(out), cap - strlen(out), ".so");
+	FILE *f = fopen(src, "w");
+	REQUIRE(f);
+	fprintf(f,
+	        "__attribute__((noinline)) int %s(int x) { return x * 7 + 3; }\n"
+	        "int %s_caller(int x) { return %s(x) + 1; }\n",
+	        fn, fn, fn);
+	fclose(f);
+	fx_sh("gcc -O1 -g -shared -fPIC -Wl,--build-id=%s -o '%s' '%s'", impostor_bid, out, src);
+}
+
+/* Embeds the symbols of @p lib at the offset of @p fn through the cache in
+ * @p cache; returns the name the embedded table gives that offset. */
+static void embed_through_cache(const char *lib, const char *fn, int foreign, const char *cache,
+                                char *name, size_t cap)
+{
+	uint8_t bid[64];
+	uint32_t bid_len;
+	fx_build_id(lib, bid, &bid_len);
+	uint64_t addr, size;
+	fx_symbol(lib, fn, &addr, &size);
+	uint64_t off = fx_offset(lib, addr);
+	fx_spool sp;
+	fx_spool_begin(&sp);
+	uint32_t mod = fx_module(&sp, lib, bid, bid_len);
+	uint32_t frame = fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, off);
+	/* A container's file comes as a descriptor grabbed through the target. */
+	int fd = foreign ? open(lib, O_RDONLY | O_CLOEXEC) : -1;
+	REQUIRE(!foreign || fd >= 0);
+	sp_symtab_request req = { mod, lib, bid, bid_len, &off, 1, foreign, fd, foreign };
+	uint32_t embedded = 0, skipped = 0;
+	REQUIRE_OK(sp_symbolize_build_symtab_cached(sp.w, &req, 1, "/nonexistent-debug-root", cache,
+	                                            &embedded, &skipped, NULL));
+	if (fd >= 0)
+		close(fd);
+	fx_spool_open(&sp);
+	stackpulse_symbolizer_opts o = STACKPULSE_SYMBOLIZER_OPTS;
+	o.flags |= STACKPULSE_SYM_OFFLINE;
+	o.cache_dir = "";
+	stackpulse_symbolizer *sym;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
+	fx_frames got = { .n = 0 };
+	REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, frame, fx_collect, &got));
+	snprintf(name, cap, "%s", got.n ? got.f[0].name : "");
+	stackpulse_symbolizer_free(sym);
+	fx_spool_free(&sp);
+}
+
+static int cache_has(const char *cache, const char *lib)
+{
+	uint8_t bid[64];
+	uint32_t bid_len;
+	fx_build_id(lib, bid, &bid_len);
+	uint8_t *data = NULL;
+	sp_symcache t;
+	int rc = sp_cacheio_read(cache, bid, bid_len, &data, &t);
+	free(data);
+	return rc == 0;
+}
+
+SP_TEST(build_id_impostor_does_not_poison_the_symbol_cache)
+{
+	if (geteuid() != 0)
+		sp_test_skip("needs root to give the impostor to another user");
+	char real[600], fake[600], cache[600], name[256];
+	build_lib("imp_real", "real_answer", real, sizeof(real));
+	build_lib("imp_fake", "fake_answer", fake, sizeof(fake));
+	fx_path(cache, sizeof(cache), "imp_cache");
+	fx_sh("rm -rf '%s'", cache);
+
+	/* The impostor, owned by another user (nobody): its own profile gets
+	 * its names, the cache gets nothing. */
+	REQUIRE(chown(fake, 65534, 65534) == 0);
+	embed_through_cache(fake, "fake_answer", 0, cache, name, sizeof(name));
+	CHECK_STR(name, "fake_answer");
+	CHECK(!cache_has(cache, fake));
+	/* The same file as root's, but taken from another mount namespace. */
+	REQUIRE(chown(fake, 0, 0) == 0);
+	embed_through_cache(fake, "fake_answer", 1, cache, name, sizeof(name));
+	CHECK_STR(name, "fake_answer");
+	CHECK(!cache_has(cache, fake));
+	/* A group-writable file is no better. */
+	REQUIRE(chmod(fake, 0775) == 0);
+	embed_through_cache(fake, "fake_answer", 0, cache, name, sizeof(name));
+	CHECK(!cache_has(cache, fake));
+
+	/* The real library, trusted: answered by itself, and it fills the
+	 * cache (the check above can see a write). */
+	embed_through_cache(real, "real_answer", 0, cache, name, sizeof(name));
+	CHECK_STR(name, "real_answer");
+	CHECK(cache_has(cache, real));
+	/* The impostor again, from a container: the cache answers with the
+	 * real names (its own problem), and the real entry is untouched. */
+	embed_through_cache(fake, "fake_answer", 1, cache, name, sizeof(name));
+	embed_through_cache(real, "real_answer", 0, cache, name, sizeof(name));
+	CHECK_STR(name, "real_answer");
+}
+
+/* The cache directory is used only when it is ours and nobody else can
+ * write to it, and never through a symlink. */
+SP_TEST(symbol_cache_directory_must_be_private)
+{
+	char dir[600], link[600], real[600], name[256];
+	build_lib("imp_real", "real_answer", real, sizeof(real));
+	fx_path(dir, sizeof(dir), "cache_open");
+	fx_sh("rm -rf '%s' && mkdir -m 0777 '%s'", dir, dir);
+	REQUIRE(chmod(dir, 0777) == 0);
+	CHECK_EQ(sp_cacheio_dir_check(dir, 0), -EPERM);
+	embed_through_cache(real, "real_answer", 0, dir, name, sizeof(name));
+	CHECK_STR(name, "real_answer");
+	CHECK(!cache_has(dir, real));
+	REQUIRE(chmod(dir, 0700) == 0);
+	CHECK_EQ(sp_cacheio_dir_check(dir, 0), 0);
+	fx_path(link, sizeof(link), "cache_link");
+	fx_sh("rm -f '%s' && ln -s '%s' '%s'", link, dir, link);
+	CHECK_EQ(sp_cacheio_dir_check(link, 0), -ENOTDIR);
+	CHECK_EQ(sp_cacheio_dir_check(link, 1), -ENOTDIR);
+	if (geteuid() == 0) {
+		REQUIRE(chown(dir, 65534, 65534) == 0);
+		CHECK_EQ(sp_cacheio_dir_check(dir, 0), -EPERM);
 	}
 }

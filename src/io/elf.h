@@ -1,12 +1,14 @@
-/* Safe opening and a small bounded ELF reader used before any file named
- * by a spool reaches libelf/libdw: only regular files are opened (without
- * blocking), sizes are capped, and the build-id is read from the notes with
- * every length checked. */
-#ifndef SP_SYMBOLIZE_ELFID_H
-#define SP_SYMBOLIZE_ELFID_H
+/* The one bounded ELF reader for files we do not trust (a target's
+ * binaries, files a spool names): the header, the PT_LOAD segments and the
+ * GNU build-id note, read with pread (never mmap: a file truncated under us
+ * would raise SIGBUS) and every length checked against the file size. It
+ * runs before libelf or libdw parse anything of a file. */
+#ifndef SP_IO_ELF_H
+#define SP_IO_ELF_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Largest file we read: bigger ones are rejected with STACKPULSE_ELIMIT. */
 #define SP_ELF_MAX_FILE_SIZE (8ull << 30)
@@ -16,6 +18,8 @@ typedef struct sp_elf_load {
 	uint64_t offset; /* p_offset */
 	uint64_t vaddr;  /* p_vaddr */
 	uint64_t filesz; /* p_filesz */
+	uint64_t memsz;  /* p_memsz */
+	uint64_t align;  /* p_align */
 } sp_elf_load;
 
 typedef struct sp_elf_info {
@@ -27,12 +31,23 @@ typedef struct sp_elf_info {
 	uint32_t nloads;
 } sp_elf_info;
 
-/* Opens @p path read-only if it is a regular file of at most
- * SP_ELF_MAX_FILE_SIZE bytes: stat first (devices and FIFOs are never
- * opened), then O_NONBLOCK|O_CLOEXEC|O_NOCTTY and an fstat that must match.
- * Returns the fd, or -ENOENT, -EACCES, STACKPULSE_EUNSUPPORTED (not a
- * regular file), STACKPULSE_ELIMIT (too big), ... with a detail. */
+/* Opens @p path with sp_file_open_regular (never blocks, never opens a
+ * device or FIFO) if it is a regular file of 64 to SP_ELF_MAX_FILE_SIZE
+ * bytes. Returns the fd, or -ENOENT, -EACCES, STACKPULSE_EUNSUPPORTED (not a
+ * regular file), STACKPULSE_ELIMIT (too big), STACKPULSE_EFORMAT (too
+ * small), ... with a detail. */
 int sp_elf_open_regular(const char *path, uint64_t *size);
+
+/* sp_file_open_mapped for an ELF file a process maps: at most
+ * SP_ELF_MAX_FILE_SIZE bytes, the mapping's @p inode checked when nonzero.
+ * Returns the fd (size in *size), or a negative code. */
+int sp_elf_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path, uint64_t inode,
+                       uint64_t *size);
+
+/* The GNU build-id of the ELF file open on @p fd (sp_elf_read_info over its
+ * current size). Returns 0 with *len set, STACKPULSE_ENOTFOUND without a
+ * note, or STACKPULSE_EFORMAT / -errno. */
+int sp_elf_build_id_fd(int fd, uint8_t out[64], uint32_t *len);
 
 /* Reads the ELF header, the PT_LOAD segments and the GNU build-id note
  * (PT_NOTE segments, then SHT_NOTE sections) of @p fd (@p size bytes).

@@ -1,4 +1,4 @@
-#include "elfid.h"
+#include "io/elf.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "io/file.h"
 
 #define MAX_PHNUM      1024
 #define MAX_SHNUM      8192
@@ -15,34 +16,45 @@
 
 int sp_elf_open_regular(const char *path, uint64_t *size)
 {
-	struct stat st;
-	if (!path || !*path)
-		return sp_error(-ENOENT, "empty path");
-	/* stat first: opening a device or FIFO can block or have side effects. */
-	if (stat(path, &st) != 0)
-		return sp_error(-errno, "%s: cannot stat", path);
-	if (!S_ISREG(st.st_mode))
+	int fd = -1;
+	int rc = sp_file_open_regular(path, 0, SP_ELF_MAX_FILE_SIZE, &fd, size);
+	if (rc == -EISDIR || rc == -EINVAL)
 		return sp_error(STACKPULSE_EUNSUPPORTED, "%s: not a regular file", path);
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return sp_error(-errno, "%s: cannot open", path);
-	struct stat st2;
-	if (fstat(fd, &st2) != 0 || !S_ISREG(st2.st_mode) || st2.st_ino != st.st_ino ||
-	    st2.st_dev != st.st_dev) {
-		close(fd);
-		return sp_error(STACKPULSE_EUNSUPPORTED, "%s: changed while opening", path);
-	}
-	if ((uint64_t)st2.st_size > SP_ELF_MAX_FILE_SIZE) {
-		close(fd);
-		return sp_error(STACKPULSE_ELIMIT, "%s: %lld bytes is too big", path,
-		                (long long)st2.st_size);
-	}
-	if (st2.st_size < 64) {
+	if (rc)
+		return rc;
+	if (*size < 64) {
 		close(fd);
 		return sp_error(STACKPULSE_EFORMAT, "%s: too small for ELF", path);
 	}
-	*size = (uint64_t)st2.st_size;
 	return fd;
+}
+
+int sp_elf_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path, uint64_t inode,
+                       uint64_t *size)
+{
+	int fd = -1;
+	sp_file_id want = { 0, inode };
+	int rc = sp_file_open_mapped(pid, start, end, path, &want, SP_ELF_MAX_FILE_SIZE, &fd, size);
+	return rc ? rc : fd;
+}
+
+int sp_elf_build_id_fd(int fd, uint8_t out[64], uint32_t *len)
+{
+	struct stat st;
+	*len = 0;
+	if (fstat(fd, &st) != 0)
+		return sp_error(-errno, "ELF: cannot stat");
+	if (!S_ISREG(st.st_mode))
+		return sp_error(STACKPULSE_EFORMAT, "not a regular file");
+	sp_elf_info info;
+	int rc = sp_elf_read_info(fd, (uint64_t)st.st_size, &info);
+	if (rc)
+		return rc;
+	if (!info.build_id_len)
+		return STACKPULSE_ENOTFOUND;
+	memcpy(out, info.build_id, info.build_id_len);
+	*len = info.build_id_len;
+	return 0;
 }
 
 /* Reads exactly @p len bytes at @p off, inside a file of @p size bytes. */
@@ -51,19 +63,7 @@ static int read_at(int fd, uint64_t size, uint64_t off, void *buf, size_t len)
 	if (off > size || len > size - off)
 		return sp_error(STACKPULSE_EFORMAT, "ELF: %zu bytes at %llu past the end", len,
 		                (unsigned long long)off);
-	size_t done = 0;
-	while (done < len) {
-		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return sp_error(-errno, "ELF: read failed");
-		}
-		if (n == 0)
-			return sp_error(STACKPULSE_EFORMAT, "ELF: file shorter than its size");
-		done += (size_t)n;
-	}
-	return 0;
+	return sp_file_pread_full(fd, off, buf, len);
 }
 
 typedef struct rd {
@@ -177,12 +177,15 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out)
 			uint64_t off = is64 ? g64(&r, ph + 8) : g32(&r, ph + 4);
 			uint64_t vaddr = is64 ? g64(&r, ph + 16) : g32(&r, ph + 8);
 			uint64_t filesz = is64 ? g64(&r, ph + 32) : g32(&r, ph + 16);
+			uint64_t memsz = is64 ? g64(&r, ph + 40) : g32(&r, ph + 20);
 			uint64_t align = is64 ? g64(&r, ph + 48) : g32(&r, ph + 28);
 			if (type == PT_LOAD && out->nloads < SP_ELF_MAX_LOADS) {
 				sp_elf_load *l = &out->loads[out->nloads++];
 				l->offset = off;
 				l->vaddr = vaddr;
 				l->filesz = filesz;
+				l->memsz = memsz;
+				l->align = align;
 			} else if (type == PT_NOTE && !found) {
 				found = note_range(fd, size, &r, off, filesz, align, out);
 			}
