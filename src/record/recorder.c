@@ -187,18 +187,24 @@ fail:
 	return rc;
 }
 
-/* Ring bytes per CPU: the caller's ring_kb, else our share of
- * perf_event_mlock_kb (which the kernel grants per CPU) minus the control
- * page; sp_ring_map halves it if the mlock limit still refuses. */
+/* Ring bytes per CPU: the caller's ring_kb; as root (CAP_IPC_LOCK lifts
+ * perf_event_mlock_kb) the load-scaled budget of sp_ring_budget_bytes;
+ * else our share of perf_event_mlock_kb (which the kernel grants per CPU)
+ * minus the control page. sp_ring_map halves it while the kernel refuses. */
 static size_t ring_bytes(const stackpulse_recorder *rec)
 {
 	if (rec->opts.ring_kb)
 		return (size_t)rec->opts.ring_kb * 1024;
-	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	if (geteuid() == 0) {
+		long pages = sysconf(_SC_PHYS_PAGES);
+		uint64_t ram = pages > 0 ? (uint64_t)pages * page : 0;
+		/* A sample: the stack copy plus registers, callchain, headers. */
+		uint64_t rec_bytes = (uint64_t)rec->opts.stack_size + 2048;
+		return (size_t)sp_ring_budget_bytes(rec->opts.frequency, rec_bytes, rec->ncpu, ram);
+	}
+	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	size_t bytes = kb > 0 ? (size_t)kb * 1024 : 516 * 1024;
-	if (geteuid() == 0)
-		bytes = 4u << 20; /* CAP_IPC_LOCK: not bound by the limit. */
 	return bytes > page ? bytes - page : page;
 }
 
@@ -632,9 +638,20 @@ fail:
 /* 2 when some ring holds a record old enough to be consumed now, 1 when
  * the rings only hold records younger than the ordering slack, 0 when
  * they are empty. */
+/* The ordering slack, or 0 once a ring is half full: the merge order of
+ * records written within the slack on different CPUs matters less than
+ * losing samples (a child seen before its FORK is adopted later). */
+static uint64_t order_slack(const stackpulse_recorder *rec)
+{
+	for (int c = 0; c < rec->ncpu; c++)
+		if (rec->rings[c].meta && sp_ring_used(&rec->rings[c]) * 2 >= rec->rings[c].size)
+			return 0;
+	return ORDER_SLACK_NS;
+}
+
 static int rings_state(stackpulse_recorder *rec)
 {
-	uint64_t cut = clock_ns(CLOCK_MONOTONIC) - ORDER_SLACK_NS;
+	uint64_t cut = clock_ns(CLOCK_MONOTONIC) - order_slack(rec);
 	int st = 0;
 	for (int c = 0; c < rec->ncpu; c++) {
 		struct perf_event_header h;
@@ -738,7 +755,7 @@ static int consume(stackpulse_recorder *rec, int all)
 	if (rec->error)
 		return rec->error;
 	uint64_t now = clock_ns(CLOCK_MONOTONIC);
-	uint64_t cut = all ? UINT64_MAX : now - ORDER_SLACK_NS;
+	uint64_t cut = all ? UINT64_MAX : now - order_slack(rec);
 	sp_recorder_python_early(rec);
 	int rc = drain_merged(rec, cut);
 	/* Bound what a crash can lose on a quiet target: close the chunk
