@@ -236,6 +236,18 @@ struct stackpulse_recorder_stats {
 	int realtime;                 /**< 1 when waits ran at SCHED_FIFO (see
 	                               *   opts.realtime), -1 when it was
 	                               *   refused, 0 when not tried. */
+	/* Added after 0.1.0: ring memory, stack copy sizing, loss per thread
+	 * (docs/recording.md). */
+	uint64_t ring_bytes;   /**< Data bytes of all perf rings (locked memory). */
+	uint32_t stack_copy;   /**< User stack bytes the events copy now (learned,
+	                        *   at most opts.stack_size). */
+	uint32_t copy_resizes; /**< Times the events were re-opened with another
+	                        *   copy size. */
+	int lost_per_thread;   /**< 1 when the kernel reports lost samples per
+	                        *   event (Linux 6.0+): the spool then carries
+	                        *   each thread's loss. */
+	uint32_t lost_threads; /**< Threads with samples lost so far (counted when
+	                        *   their events are re-opened and at finish). */
 };
 
 /**
@@ -391,6 +403,9 @@ struct stackpulse_thread {
 	const char *name; /**< Latest thread name: from its last (by time) COMM. */
 	/* Added after 0.1.0. */
 	const char *initial_name; /**< Name when first seen. */
+	uint64_t lost; /**< Samples of this thread (and of the threads that
+	                *   inherited its events) the kernel dropped, from the
+	                *   per-thread STATS record; 0 when none or unknown. */
 };
 
 /** A mapped file (binary or library). Shared by all processes mapping it. */

@@ -30,6 +30,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "format/spool_format.h"
 #include "io/file.h"
 #include "record/attach.h"
 #include "record/kallsyms.h"
@@ -109,6 +110,8 @@ static void recorder_free(stackpulse_recorder *rec)
 		sp_file_sink_close(&rec->sink);
 	sp_free(rec->rings);
 	sp_free(rec->fds);
+	sp_free(rec->fdtids);
+	sp_free(rec->tloss);
 	sp_free(rec->ids);
 	sp_free(rec->direct);
 	sp_free(rec->kaddrs);
@@ -137,6 +140,7 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 	if (!rec)
 		return -ENOMEM;
 	rec->opts = o;
+	rec->copy_size = o.stack_size;
 	rec->sink.fd = rec->epfd = rec->pidfd = -1;
 	if (o.cache_dir) {
 		rec->opts.cache_dir = rec->cache_dir = sp_strdup(o.cache_dir);
@@ -223,6 +227,7 @@ static int open_rings(stackpulse_recorder *rec)
 			sp_ring_unmap(&rec->rings[c]);
 			return rc;
 		}
+		rec->ring_bytes += rec->rings[c].size;
 		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)c };
 		if (epoll_ctl(rec->epfd, EPOLL_CTL_ADD, rec->rings[c].fd, &ev) != 0)
 			return sp_error(-errno, "epoll_ctl failed");
@@ -239,8 +244,13 @@ static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
 		if (!nf)
 			return -ENOMEM;
 		rec->fds = nf;
+		pid_t *nt = sp_realloc_array(rec->fdtids, nc, sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		rec->fdtids = nt;
 		rec->capfds = nc;
 	}
+	rec->fdtids[rec->nfds] = tid;
 	rec->fds[rec->nfds++] = fd;
 	uint64_t id = 0;
 	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) != 0)
@@ -364,6 +374,165 @@ static int enable_all(stackpulse_recorder *rec)
 		if (ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
 			return sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
 	return 0;
+}
+
+/* ---- stack copy sizing and per-thread loss ---- */
+
+int sp_recorder_thread_lost(stackpulse_recorder *rec, pid_t tid, uint32_t thread, uint64_t lost)
+{
+	sp_thread_loss *e = NULL;
+	for (size_t i = 0; i < rec->ntloss && !e; i++)
+		if (rec->tloss[i].tid == tid)
+			e = &rec->tloss[i];
+	if (!e) {
+		if (rec->ntloss == rec->captloss) {
+			size_t nc = rec->captloss ? rec->captloss * 2 : 64;
+			sp_thread_loss *nl = sp_realloc_array(rec->tloss, nc, sizeof(*nl));
+			if (!nl)
+				return -ENOMEM;
+			rec->tloss = nl;
+			rec->captloss = nc;
+		}
+		e = &rec->tloss[rec->ntloss++];
+		*e = (sp_thread_loss){ tid, SP_NONE, 0 };
+	}
+	if (thread != SP_NONE)
+		e->thread = thread;
+	e->lost += lost;
+	return 0;
+}
+
+/* Adds the lost-sample counters of fds[from..to) to their threads. */
+static int read_loss(stackpulse_recorder *rec, size_t from, size_t to)
+{
+	if (!rec->setup.lost_format)
+		return 0;
+	for (size_t i = from; i < to; i++) {
+		sp_perf_counts pc;
+		if (sp_perf_read(rec->fds[i], 1, &pc) != 0 || pc.lost == 0)
+			continue;
+		sp_thread *th = sp_ptable_find_thread(&rec->pt, rec->fdtids[i]);
+		int rc = sp_recorder_thread_lost(rec, rec->fdtids[i], th ? th->index : SP_NONE,
+		                                 pc.lost);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Pids of the followed live processes and, with children, their children
+ * not yet known from a FORK record (/proc/PID/task/TID/children). */
+static int followed_pids(stackpulse_recorder *rec, pid_t **out, size_t *n)
+{
+	size_t cap = rec->pt.nprocs + 16, cnt = 0;
+	pid_t *v = sp_calloc(cap, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < rec->pt.nprocs; i++) {
+		const sp_process *p = rec->pt.procs[i];
+		if (!p->exited && (rec->opts.children || p->pid == rec->target))
+			v[cnt++] = p->pid;
+	}
+	for (size_t i = 0; rec->opts.children && i < cnt && cnt < 4096; i++) {
+		pid_t *tids;
+		size_t nt;
+		if (sp_proc_tasks(v[i], &tids, &nt) != 0)
+			continue;
+		for (size_t k = 0; k < nt; k++) {
+			char path[96], buf[1024];
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)v[i],
+			         (int)tids[k]);
+			if (sp_proc_read_small(path, buf, sizeof(buf)) <= 0)
+				continue;
+			for (char *q = buf, *end; *q; q = end) {
+				long c = strtol(q, &end, 10);
+				if (end == q)
+					break;
+				int known = 0;
+				for (size_t j = 0; j < cnt && !known; j++)
+					known = v[j] == (pid_t)c;
+				if (known || c <= 0)
+					continue;
+				if (cnt == cap) {
+					pid_t *nv = sp_realloc_array(v, cap * 2, sizeof(*nv));
+					if (!nv)
+						break;
+					v = nv;
+					cap *= 2;
+				}
+				v[cnt++] = (pid_t)c;
+			}
+		}
+		sp_free(tids);
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+/* Re-opens every sampling event with a stack copy of @p size bytes: new
+ * events on each live thread of the followed processes (listed until a
+ * pass finds no new thread), then the old ones are disabled (with their
+ * inherited copies) and closed, after their lost counts are read. Between
+ * the disable and the enable (a few hundred ioctls) nothing is sampled. */
+static int reopen_events(stackpulse_recorder *rec, uint32_t size)
+{
+	size_t old = rec->nfds;
+	rec->setup.attr.sample_stack_user = size;
+	rec->setup.attr.enable_on_exec = 0;
+	rec->setup.attr.disabled = 1;
+	rec->ndirect = 0; /* The new events' threads. */
+	int probe = 0, rc = 0, enabled = 0;
+	for (int round = 0; round < 100 && rc == 0; round++) {
+		pid_t *pids;
+		size_t np;
+		if ((rc = followed_pids(rec, &pids, &np)) != 0)
+			break;
+		size_t before = rec->nfds;
+		for (size_t i = 0; i < np && rc == 0; i++) {
+			pid_t *tids;
+			size_t nt;
+			if (sp_proc_tasks(pids[i], &tids, &nt) != 0)
+				continue;
+			for (size_t k = 0; k < nt && rc == 0; k++)
+				if (!has_direct(rec, tids[k]))
+					rc = open_thread(rec, tids[k], &probe);
+			sp_free(tids);
+		}
+		sp_free(pids);
+		if (rc == 0 && !enabled) {
+			for (size_t i = 0; i < old; i++)
+				ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+			enabled = 1;
+		}
+		for (size_t i = before; i < rec->nfds && rc == 0; i++)
+			if (ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
+				rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
+		if (rec->nfds == before)
+			break;
+	}
+	if (rc) {
+		/* Keep sampling with the old events. */
+		for (size_t i = old; i < rec->nfds; i++)
+			close(rec->fds[i]);
+		rec->nfds = old;
+		for (size_t i = 0; i < old; i++) {
+			ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0);
+			if (!has_direct(rec, rec->fdtids[i]))
+				add_direct(rec, rec->fdtids[i]);
+		}
+		rec->setup.attr.sample_stack_user = rec->copy_size;
+		return rc;
+	}
+	int lrc = read_loss(rec, 0, old);
+	for (size_t i = 0; i < old; i++)
+		close(rec->fds[i]);
+	memmove(rec->fds, rec->fds + old, (rec->nfds - old) * sizeof(*rec->fds));
+	memmove(rec->fdtids, rec->fdtids + old, (rec->nfds - old) * sizeof(*rec->fdtids));
+	rec->nfds -= old;
+	rec->copy_size = size;
+	rec->copy_resizes++;
+	return lrc;
 }
 
 static void kptr_check(stackpulse_recorder *rec)
@@ -758,6 +927,13 @@ static int consume(stackpulse_recorder *rec, int all)
 	uint64_t cut = all ? UINT64_MAX : now - order_slack(rec);
 	sp_recorder_python_early(rec);
 	int rc = drain_merged(rec, cut);
+	if (rc == 0 && !all && rec->copy_want && rec->copy_want != rec->copy_size) {
+		uint32_t want = rec->copy_want;
+		rec->copy_want = 0;
+		rec->copy_need = rec->copy_seen = 0;
+		if (reopen_events(rec, want) != 0)
+			rec->copy_resizes = SP_COPY_MAX_RESIZE; /* Refused: stay. */
+	}
 	/* Bound what a crash can lose on a quiet target: close the chunk
 	 * at least once per FLUSH_NS even when it is not full. */
 	if (rc == 0 && now - rec->last_flush_ns > FLUSH_NS) {
@@ -831,7 +1007,48 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_delay_max_ns = ps->delay_max_ns;
 	s.python_early_reads = rec->python_early;
 	s.realtime = rec->realtime;
+	s.ring_bytes = rec->ring_bytes;
+	s.stack_copy = rec->copy_size;
+	s.copy_resizes = rec->copy_resizes;
+	s.lost_per_thread = rec->setup.lost_format;
+	for (size_t i = 0; i < rec->ntloss; i++)
+		s.lost_threads += rec->tloss[i].lost > 0;
 	memcpy(stats, &s, s.sz);
+	return 0;
+}
+
+/* The STATS records (docs/spool-format.md): recording counters, and the
+ * samples lost per thread. */
+static int write_stats(stackpulse_recorder *rec)
+{
+	const struct {
+		uint32_t key;
+		uint64_t value;
+	} kv[] = {
+		{ SP_STAT_TRUNCATED_STACKS, rec->truncated },
+		{ SP_STAT_PYTHON_SAMPLES, rec->python_samples },
+		{ SP_STAT_EVENT, (uint64_t)rec->setup.event },
+		{ SP_STAT_PYTHON_FRAMES, (uint64_t)rec->python_found },
+		{ SP_STAT_LOST, rec->lost },
+		{ SP_STAT_RING_BYTES, rec->ring_bytes },
+		{ SP_STAT_STACK_COPY, rec->copy_size },
+		{ SP_STAT_COPY_RESIZES, rec->copy_resizes },
+	};
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+		int rc = sp_writer_stat(rec->w, kv[i].key, kv[i].value);
+		if (rc)
+			return rc;
+	}
+	if (!rec->setup.lost_format)
+		return 0;
+	for (size_t i = 0; i < rec->ntloss; i++) {
+		const sp_thread_loss *e = &rec->tloss[i];
+		if (!e->lost || e->thread == SP_NONE)
+			continue;
+		int rc = sp_writer_thread_stat(rec->w, SP_STAT_LOST, e->lost, e->thread);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 
@@ -847,6 +1064,10 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 	int rc2 = consume(rec, 1);
 	if (rc == 0)
 		rc = rc2;
+	if (rc == 0)
+		rc = read_loss(rec, 0, rec->nfds);
+	if (rc == 0)
+		rc = write_stats(rec);
 	if (rc == 0)
 		rc = sp_recorder_write_ksyms(rec);
 	if (rc == 0)

@@ -336,7 +336,39 @@ int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, s
 		if (s->dyn > ssize)
 			s->dyn = ssize;
 	}
+	s->ssize = ssize;
 	return 0;
+}
+
+/* Learns how many stack bytes complete unwinds need and asks for a copy
+ * of that size with a margin (re-opened by the drain). A walk cut by the
+ * end of a shrunk copy asks for a larger one at once. */
+static void copy_learn(stackpulse_recorder *rec, const sp_unwind_result *res, uint64_t dyn,
+                       uint64_t ssize)
+{
+	uint32_t max = rec->opts.stack_size;
+	if (ssize != rec->copy_size || rec->copy_resizes >= SP_COPY_MAX_RESIZE)
+		return; /* A sample of the previous events, or sizing gave up. */
+	if (res->truncated) {
+		/* Cut by the copy's end (the walk wanted bytes past it, and the
+		 * copy was full: not the top of the stack). */
+		if (dyn == ssize && res->stack_hi > dyn && ssize < max) {
+			rec->copy_cut++;
+			uint64_t want = res->stack_hi * 2 > ssize * 4 ? res->stack_hi * 2 : ssize * 4;
+			rec->copy_want = want > max ? max : (uint32_t)((want + 7) & ~7ull);
+		}
+		return;
+	}
+	if (res->stack_hi > rec->copy_need)
+		rec->copy_need = (uint32_t)(res->stack_hi < max ? res->stack_hi : max);
+	if (++rec->copy_seen < SP_COPY_LEARN || rec->copy_want)
+		return;
+	/* Need plus a quarter plus 512 bytes, rounded up to 512. */
+	uint64_t want = ((uint64_t)rec->copy_need * 5 / 4 + 512 + 511) & ~511ull;
+	if (want < SP_COPY_MIN)
+		want = SP_COPY_MIN;
+	if (want <= max && want * 2 <= rec->copy_size)
+		rec->copy_want = (uint32_t)want;
 }
 
 static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
@@ -396,6 +428,8 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 				res.count = 1;
 			}
 		}
+		if (u == 0)
+			copy_learn(rec, &res, dyn, sf.ssize);
 		if ((rc = user_frames(rec, proc, tid, &res, stack, (size_t)dyn, sp, time, &n)) != 0)
 			return rc;
 		if (res.truncated) {
@@ -520,6 +554,13 @@ static int handle_task(stackpulse_recorder *rec, uint32_t type, const uint8_t *p
 	if (type == PERF_RECORD_EXIT) {
 		if (!sp_ptable_find(&rec->pt, pid))
 			return 0;
+		sp_thread *th = sp_ptable_find_thread(&rec->pt, tid);
+		/* Its loss is read at finish, when the tid is no longer live. */
+		if (th && is_direct(rec, tid) && rec->setup.lost_format) {
+			int rc = sp_recorder_thread_lost(rec, tid, th->index, 0);
+			if (rc)
+				return rc;
+		}
 		return sp_ptable_exit(&rec->pt, pid, tid, time);
 	}
 	if (pid == ppid) {

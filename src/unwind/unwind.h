@@ -67,6 +67,8 @@ typedef struct sp_unwind_result {
 	int truncated;  /* 1 when the walk stopped before the outermost frame
 	                 * (stack copy ran out, no CFI, bad step). */
 	int used_fp;    /* 1 when any step used the frame-pointer fallback. */
+	uint64_t stack_hi; /* Bytes of the copy the walk needed: the end of the
+	                    * highest read it made or tried (may exceed the copy). */
 } sp_unwind_result;
 
 /* Unwinds one sample. @p stack holds @p stack_len valid bytes copied from
