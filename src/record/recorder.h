@@ -57,7 +57,7 @@ typedef struct sp_thread_loss {
 
 /* Stack copies sized to need (sample.c learns, recorder.c re-opens). */
 #define SP_COPY_MIN        1024u /* Smallest stack copy asked for. */
-#define SP_COPY_LEARN      256u  /* Complete unwinds seen before shrinking. */
+#define SP_COPY_LEARN      64u   /* Complete unwinds seen before shrinking. */
 #define SP_COPY_MAX_RESIZE 64u   /* Re-opens per recording. */
 
 /* Event id (PERF_EVENT_IOC_ID) -> thread it was opened on. */
