@@ -354,8 +354,7 @@ static void copy_learn(stackpulse_recorder *rec, const sp_unwind_result *res, ui
 		 * copy was full: not the top of the stack). */
 		if (dyn == ssize && res->stack_hi > dyn && ssize < max) {
 			rec->copy_cut++;
-			uint64_t want = res->stack_hi * 2 > ssize * 4 ? res->stack_hi * 2 : ssize * 4;
-			rec->copy_want = want > max ? max : (uint32_t)((want + 7) & ~7ull);
+			rec->copy_want = max; /* One step back; learning shrinks it again. */
 		}
 		return;
 	}
