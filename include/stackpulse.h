@@ -403,7 +403,7 @@ struct stackpulse_thread {
 	const char *name; /**< Latest thread name: from its last (by time) COMM. */
 	/* Added after 0.1.0. */
 	const char *initial_name; /**< Name when first seen. */
-	uint64_t lost; /**< Samples of this thread (and of the threads that
+	uint64_t lost;            /**< Samples of this thread (and of the threads that
 	                *   inherited its events) the kernel dropped, from the
 	                *   per-thread STATS record; 0 when none or unknown. */
 };

@@ -69,7 +69,8 @@ typedef struct stack_view {
 
 static bool read8(const stack_view *st, uint64_t addr, uint64_t *out)
 {
-	if (addr >= st->start && addr - st->start < UINT64_MAX - 8 && addr - st->start + 8 > *st->hi)
+	if (addr >= st->start && addr - st->start < UINT64_MAX - 8 &&
+	    addr - st->start + 8 > *st->hi)
 		*st->hi = addr - st->start + 8;
 	if (addr < st->start || st->len < 8 || addr - st->start > st->len - 8)
 		return false;

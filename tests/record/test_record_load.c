@@ -47,8 +47,8 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 	struct stackpulse_recorder_stats st;
 	uint32_t min_copy;
 	record_polled(argv, spool, &o, &st, &min_copy);
-	printf("copy: smallest %u, final %u, %u re-opens, %llu samples, %llu truncated\n",
-	       min_copy, st.stack_copy, st.copy_resizes, (unsigned long long)st.samples,
+	printf("copy: smallest %u, final %u, %u re-opens, %llu samples, %llu truncated\n", min_copy,
+	       st.stack_copy, st.copy_resizes, (unsigned long long)st.samples,
 	       (unsigned long long)st.truncated_stacks);
 	CHECK(min_copy <= 4096);
 	CHECK(st.stack_copy >= 16384); /* Grown back: the deep stack needs ~20 KiB. */
@@ -138,8 +138,8 @@ SP_TEST(ring_budget_falls_back_when_refused)
 	 * RLIMIT_MEMLOCK: the rings got what fits, far below what was asked. */
 	CHECK(bytes < (unsigned long long)ncpu * (64ull << 20));
 	if (rl.rlim_cur != RLIM_INFINITY)
-		CHECK(bytes <= (unsigned long long)ncpu * (unsigned long long)mlock_kb * 1024 +
-		                       rl.rlim_cur);
+		CHECK(bytes <=
+		      (unsigned long long)ncpu * (unsigned long long)mlock_kb * 1024 + rl.rlim_cur);
 	const char *sm = strstr(out, "samples=");
 	REQUIRE(sm != NULL);
 	CHECK(strtoull(sm + 8, NULL, 10) > 100);
