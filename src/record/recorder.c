@@ -3,9 +3,11 @@
  * thread; starts no threads.
  *
  * Memory use:
- *  - one perf ring per CPU: 4 MiB as root (CAP_IPC_LOCK), else
+ *  - one perf ring per CPU: as root (CAP_IPC_LOCK) the rate-scaled budget
+ *    of sp_ring_budget_bytes (2 to 256 MiB, at most 1 GiB in all), else
  *    perf_event_mlock_kb minus one page (512 KiB by default), halved until
  *    the kernel accepts it; plus a 64 KiB copy buffer per ring;
+ *  - per event an fd and its thread; per thread with loss 16 bytes;
  *  - about 30 KiB of per-sample scratch (pcs, frame ids, Python frames);
  *  - per process 32 bytes per executable mapping, per thread 16 bytes,
  *    per mapped file about 100 bytes plus its path;
