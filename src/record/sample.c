@@ -349,6 +349,13 @@ static void copy_learn(stackpulse_recorder *rec, const sp_unwind_result *res, ui
 	uint32_t max = rec->opts.stack_size;
 	if (ssize != rec->copy_size || rec->copy_resizes >= SP_COPY_MAX_RESIZE)
 		return; /* A sample of the previous events, or sizing gave up. */
+	if (rec->python_found) {
+		/* The CPython reader takes interpreter frames from the copy too
+		 * (python_reader.c): keep all of it. */
+		if (ssize < max)
+			rec->copy_want = max;
+		return;
+	}
 	if (res->truncated) {
 		/* Cut by the copy's end (the walk wanted bytes past it, and the
 		 * copy was full: not the top of the stack). */
