@@ -7,6 +7,7 @@
 #include "format/spool_format.h"
 #include "format/spool_reader.h"
 #include "rec_driver.h"
+#include "record/perf_events.h"
 
 /* Records @p argv to the end, polling the stats every 100 ms; the smallest
  * stack copy seen is returned in @p min_copy. */
@@ -122,13 +123,7 @@ SP_TEST(ring_budget_falls_back_when_refused)
 	REQUIRE(rb != NULL);
 	unsigned long long bytes = strtoull(rb + 11, NULL, 10);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	long mlock_kb = 516;
-	FILE *f = fopen("/proc/sys/kernel/perf_event_mlock_kb", "r");
-	if (f) {
-		if (fscanf(f, "%ld", &mlock_kb) != 1)
-			mlock_kb = 516;
-		fclose(f);
-	}
+	long mlock_kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	struct rlimit rl;
 	REQUIRE_EQ(getrlimit(RLIMIT_MEMLOCK, &rl), 0);
 	printf("perf_event_mlock_kb %ld x %ld CPUs, RLIMIT_MEMLOCK %llu\n", mlock_kb, ncpu,
