@@ -604,7 +604,7 @@ def render(d, bench):
             comp = [x["complete"] for x in xs if x.get("complete") is not None]
             w("| %d × %d | %s | %.0f | %.1f%% | %.0f | %.3f s | %s | %s |" % (
                 nt, hz, names.get(tool, tool), kept, 100 * lostf, exp, rc,
-                f(per, "%.1f ms"), f(comp and 100 * med(comp), "%.1f%%")))
+                f(per, "%.1f ms"), f(100 * med(comp) if comp else None, "%.1f%%")))
         w("")
 
     sp = P.get("selfprofile")
