@@ -357,9 +357,11 @@ static void copy_learn(stackpulse_recorder *rec, const sp_unwind_result *res, ui
 		return;
 	}
 	if (res->truncated) {
-		/* Cut by the copy's end (the walk wanted bytes past it, and the
-		 * copy was full: not the top of the stack). */
-		if (dyn == ssize && res->stack_hi > dyn && ssize < max) {
+		/* Cut by the copy's end: the copy was full (not the top of the
+		 * stack) and the walk wanted bytes just past it (a wild CFA from
+		 * bad unwind data reads far away instead). */
+		if (dyn == ssize && res->stack_hi > dyn && res->stack_hi - dyn <= max &&
+		    ssize < max) {
 			rec->copy_cut++;
 			rec->copy_want = max; /* One step back; learning shrinks it again. */
 		}
