@@ -600,7 +600,7 @@ def render(d, bench):
                          for x in xs])
             exp = med([x["expected"] for x in xs])
             rc = med([x["rec_cpu"] for x in xs])
-            per = med([1000 * x["rec_cpu"] / x["samples"] for x in xs if x["samples"]])
+            per = med([1e6 * x["rec_cpu"] / x["samples"] for x in xs if x["samples"]])
             comp = [x["complete"] for x in xs if x.get("complete") is not None]
             w("| %d × %d | %s | %.0f | %.1f%% | %.0f | %.3f s | %s | %s |" % (
                 nt, hz, names.get(tool, tool), kept, 100 * lostf, exp, rc,

@@ -57,7 +57,7 @@ WORKLOADS = {
     "recursion": ("recursion.c", "gcc", ["3500", "100"], ["1800", "100"], "recursion",
                   {"leaf_spin": 1.0}),
     "inline": ("inline.cpp", "g++", ["500"], ["250"], "inline", None),
-    "busy": ("busy.c", "gcc", ["64", "3"], ["64", "2"], "busy", None),
+    "busy": ("busy.c", "gcc", ["64", "5"], ["64", "3"], "busy", None),
     "pyshares": ("pyshares.py", None, ["100"], ["50"], os.path.basename(PY)[:15],
                  {"py_a": 0.5, "py_b": 0.3, "py_c": 0.2}),
 }

@@ -274,7 +274,7 @@ int main(int argc, char **argv)
 		        spool_path, meta->chunks);
 	/* Above 1% lost, shares are skewed wherever the loss is uneven: say so,
 	 * and name the threads that lost most. */
-	if (meta->lost * 100 > meta->lost + meta->samples) {
+	if ((double)meta->lost * 100.0 > (double)meta->lost + (double)meta->samples) {
 		fprintf(stderr,
 		        "report: warning: %.1f%% of the samples were lost (%" PRIu64 " of %" PRIu64
 		        ")",

@@ -767,7 +767,7 @@ int sp_writer_stat(sp_writer *w, uint32_t key, uint64_t value)
 int sp_writer_thread_stat(sp_writer *w, uint32_t key, uint64_t value, uint32_t thread)
 {
 	if (thread >= w->counts.threads)
-		return sp_error(-EINVAL, "stats for thread %u of %u", thread, w->counts.threads);
+		return bad_ref("thread", thread, w->counts.threads);
 	return write_stat(w, key, value, thread);
 }
 

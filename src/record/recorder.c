@@ -205,7 +205,9 @@ static size_t ring_bytes(const stackpulse_recorder *rec)
 	if (geteuid() == 0) {
 		long pages = sysconf(_SC_PHYS_PAGES);
 		uint64_t ram = pages > 0 ? (uint64_t)pages * page : 0;
-		/* A sample: the stack copy plus registers, callchain, headers. */
+		/* A sample: the full stack copy plus registers, callchain and
+		 * headers. Once the copies shrink (sample.c) the same ring holds
+		 * many times more. */
 		uint64_t rec_bytes = (uint64_t)rec->opts.stack_size + 2048;
 		return (size_t)sp_ring_budget_bytes(rec->opts.frequency, rec_bytes, rec->ncpu, ram);
 	}
@@ -269,7 +271,7 @@ static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
 	while (pos > 0 && rec->ids[pos - 1].id > id)
 		pos--; /* Keep sorted for lookups. */
 	memmove(&rec->ids[pos + 1], &rec->ids[pos], (rec->nids - pos) * sizeof(*rec->ids));
-	rec->ids[pos] = (sp_event_id){ id, tid };
+	rec->ids[pos] = (sp_event_id){ id, tid, rec->copy_resizes + (rec->reopen_size ? 1u : 0u) };
 	rec->nids++;
 	return 0;
 }
@@ -336,7 +338,9 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 			return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", c);
 		any = 1;
 	}
-	return any ? add_direct(rec, tid) : 0;
+	/* During a re-open the thread's new events are not enabled yet: its
+	 * samples still come from the old ones (reopen_step sets direct). */
+	return any && !rec->reopen_size ? add_direct(rec, tid) : 0;
 }
 
 /* Opens events on every thread of the target; with @p rescan, repeats
@@ -472,58 +476,118 @@ static int followed_pids(stackpulse_recorder *rec, pid_t **out, size_t *n)
 	return 0;
 }
 
-/* Re-opens every sampling event with a stack copy of @p size bytes: new
- * events on each live thread of the followed processes (listed until a
- * pass finds no new thread), then the old ones are disabled (with their
- * inherited copies) and closed, after their lost counts are read. Between
- * the disable and the enable (a few hundred ioctls) nothing is sampled. */
-static int reopen_events(stackpulse_recorder *rec, uint32_t size)
+/* 1 when thread @p tid has events of the re-open under way. */
+static int reopen_has(const stackpulse_recorder *rec, pid_t tid)
 {
-	size_t old = rec->nfds;
-	rec->setup.attr.sample_stack_user = size;
-	rec->setup.attr.enable_on_exec = 0;
-	rec->setup.attr.disabled = 1;
-	rec->ndirect = 0; /* The new events' threads. */
-	int probe = 0, rc = 0, enabled = 0;
-	for (int round = 0; round < 100 && rc == 0; round++) {
-		pid_t *pids;
-		size_t np;
-		if ((rc = followed_pids(rec, &pids, &np)) != 0)
-			break;
-		size_t before = rec->nfds;
-		for (size_t i = 0; i < np && rc == 0; i++) {
-			pid_t *tids;
-			size_t nt;
-			if (sp_proc_tasks(pids[i], &tids, &nt) != 0)
+	for (size_t i = rec->reopen_old; i < rec->nfds; i++)
+		if (rec->fdtids[i] == tid)
+			return 1;
+	return 0;
+}
+
+/* Makes the threads of fds[from..] the ones with events of their own. */
+static int set_direct(stackpulse_recorder *rec, size_t from)
+{
+	rec->ndirect = 0;
+	for (size_t i = from; i < rec->nfds; i++) {
+		if (has_direct(rec, rec->fdtids[i]))
+			continue;
+		int rc = add_direct(rec, rec->fdtids[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Opens new-size events on up to @p max threads of the followed processes
+ * that have none yet (@p max 0: no limit), enabling them when @p enable.
+ * Sets *opened to the number of threads given events. */
+static int reopen_batch(stackpulse_recorder *rec, size_t max, int enable, size_t *opened)
+{
+	pid_t *pids;
+	size_t np;
+	int rc = followed_pids(rec, &pids, &np), probe = 0;
+	*opened = 0;
+	for (size_t i = 0; i < np && rc == 0 && (!max || *opened < max); i++) {
+		pid_t *tids;
+		size_t nt;
+		if (sp_proc_tasks(pids[i], &tids, &nt) != 0)
+			continue;
+		for (size_t k = 0; k < nt && rc == 0 && (!max || *opened < max); k++) {
+			if (reopen_has(rec, tids[k]))
 				continue;
-			for (size_t k = 0; k < nt && rc == 0; k++)
-				if (!has_direct(rec, tids[k]))
-					rc = open_thread(rec, tids[k], &probe);
-			sp_free(tids);
+			size_t before = rec->nfds;
+			rc = open_thread(rec, tids[k], &probe);
+			for (size_t j = before; j < rec->nfds && rc == 0 && enable; j++)
+				if (ioctl(rec->fds[j], PERF_EVENT_IOC_ENABLE, 0) != 0)
+					rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
+			*opened += rec->nfds > before;
 		}
-		sp_free(pids);
-		if (rc == 0 && !enabled) {
-			for (size_t i = 0; i < old; i++)
-				ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
-			enabled = 1;
-		}
-		for (size_t i = before; i < rec->nfds && rc == 0; i++)
-			if (ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
-				rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
-		if (rec->nfds == before)
+		sp_free(tids);
+	}
+	sp_free(pids);
+	return rc;
+}
+
+/* Gives up a re-open: closes the new events, the old ones sample on. */
+static void reopen_abort(stackpulse_recorder *rec)
+{
+	size_t old = rec->reopen_old;
+	for (size_t i = old; i < rec->nfds; i++)
+		close(rec->fds[i]);
+	rec->nfds = old;
+	for (size_t i = 0; i < old; i++)
+		ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0);
+	set_direct(rec, 0);
+	rec->setup.attr.sample_stack_user = rec->copy_size;
+	rec->reopen_size = 0;
+	rec->copy_stop = 1;
+}
+
+/* One step of re-opening every sampling event with another stack copy
+ * size, run from the drain so that each step is short (a recorder that
+ * competes with many busy threads loses its CPU for long after a long
+ * burst, and the rings fill meanwhile). Steps: new events, disabled, on
+ * REOPEN_BATCH threads of the followed processes per call (listed from
+ * /proc); once every listed thread has them, the old events are disabled
+ * (with their inherited copies), the new ones enabled, threads born
+ * meanwhile get events, and the old events are read (lost counts) and
+ * closed. Between the disable and the enable (a few hundred ioctls)
+ * nothing is sampled. */
+#define REOPEN_BATCH 16
+
+static int reopen_step(stackpulse_recorder *rec)
+{
+	if (!rec->reopen_size) {
+		if (!rec->copy_want || rec->copy_want == rec->copy_size ||
+		    rec->copy_resizes >= SP_COPY_MAX_RESIZE || rec->copy_stop)
+			return 0;
+		rec->reopen_size = rec->copy_want;
+		rec->reopen_old = rec->nfds;
+		rec->setup.attr.sample_stack_user = rec->reopen_size;
+		rec->setup.attr.enable_on_exec = 0;
+		rec->setup.attr.disabled = 1;
+	}
+	size_t old = rec->reopen_old, opened = 0;
+	int rc = reopen_batch(rec, REOPEN_BATCH, 0, &opened);
+	if (rc == 0 && opened == REOPEN_BATCH)
+		return 0; /* More threads at the next call. */
+	if (rc || rec->nfds == old) {
+		reopen_abort(rec);
+		return rc;
+	}
+	for (size_t i = 0; i < old; i++)
+		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+	for (size_t i = old; i < rec->nfds && rc == 0; i++)
+		if (ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
+			rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
+	/* Threads born from threads that had only the old events. */
+	for (int round = 0; round < 100 && rc == 0; round++) {
+		if ((rc = reopen_batch(rec, 0, 1, &opened)) != 0 || opened == 0)
 			break;
 	}
-	if (rc) {
-		/* Keep sampling with the old events. */
-		for (size_t i = old; i < rec->nfds; i++)
-			close(rec->fds[i]);
-		rec->nfds = old;
-		for (size_t i = 0; i < old; i++) {
-			ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0);
-			if (!has_direct(rec, rec->fdtids[i]))
-				add_direct(rec, rec->fdtids[i]);
-		}
-		rec->setup.attr.sample_stack_user = rec->copy_size;
+	if (rc || (rc = set_direct(rec, old)) != 0) {
+		reopen_abort(rec);
 		return rc;
 	}
 	int lrc = read_loss(rec, 0, old);
@@ -532,8 +596,11 @@ static int reopen_events(stackpulse_recorder *rec, uint32_t size)
 	memmove(rec->fds, rec->fds + old, (rec->nfds - old) * sizeof(*rec->fds));
 	memmove(rec->fdtids, rec->fdtids + old, (rec->nfds - old) * sizeof(*rec->fdtids));
 	rec->nfds -= old;
-	rec->copy_size = size;
+	rec->copy_size = rec->reopen_size;
+	rec->reopen_size = 0;
 	rec->copy_resizes++;
+	rec->copy_want = 0;
+	rec->copy_need = rec->copy_seen = 0;
 	return lrc;
 }
 
@@ -929,13 +996,8 @@ static int consume(stackpulse_recorder *rec, int all)
 	uint64_t cut = all ? UINT64_MAX : now - order_slack(rec);
 	sp_recorder_python_early(rec);
 	int rc = drain_merged(rec, cut);
-	if (rc == 0 && !all && rec->copy_want && rec->copy_want != rec->copy_size) {
-		uint32_t want = rec->copy_want;
-		rec->copy_want = 0;
-		rec->copy_need = rec->copy_seen = 0;
-		if (reopen_events(rec, want) != 0)
-			rec->copy_resizes = SP_COPY_MAX_RESIZE; /* Refused: stay. */
-	}
+	if (rc == 0 && !all && reopen_step(rec) == -ENOMEM)
+		rc = -ENOMEM; /* Other refusals only stop the sizing. */
 	/* Bound what a crash can lose on a quiet target: close the chunk
 	 * at least once per FLUSH_NS even when it is not full. */
 	if (rc == 0 && now - rec->last_flush_ns > FLUSH_NS) {

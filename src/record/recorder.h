@@ -64,6 +64,7 @@ typedef struct sp_thread_loss {
 typedef struct sp_event_id {
 	uint64_t id;
 	pid_t tid;
+	uint32_t gen; /* copy_resizes when the events take over (stack copy sizing). */
 } sp_event_id;
 
 struct stackpulse_recorder {
@@ -96,6 +97,9 @@ struct stackpulse_recorder {
 	uint32_t copy_seen;    /* Complete unwinds since the last re-open. */
 	uint32_t copy_want;    /* Size to re-open with; 0: keep. */
 	uint32_t copy_resizes; /* Re-opens done. */
+	int copy_stop;         /* Sizing gave up (a re-open was refused). */
+	uint32_t reopen_size;  /* Copy size of a re-open under way; 0: none. */
+	size_t reopen_old;     /* fds[0..reopen_old) are the old events then. */
 	uint64_t copy_cut;     /* Unwinds cut by the end of a shrunk copy. */
 	uint64_t ring_bytes;   /* Data bytes of all rings. */
 	sp_thread_loss *tloss; /* Per directly opened thread. */

@@ -77,7 +77,7 @@ static int read_sample_id(const uint8_t *p, size_t len, sample_id *s)
 	return 0;
 }
 
-static pid_t id_owner(const stackpulse_recorder *rec, uint64_t id)
+static const sp_event_id *id_owner(const stackpulse_recorder *rec, uint64_t id)
 {
 	size_t lo = 0, hi = rec->nids;
 	while (lo < hi) {
@@ -87,7 +87,7 @@ static pid_t id_owner(const stackpulse_recorder *rec, uint64_t id)
 		else
 			hi = mid;
 	}
-	return lo < rec->nids && rec->ids[lo].id == id ? rec->ids[lo].tid : 0;
+	return lo < rec->nids && rec->ids[lo].id == id ? &rec->ids[lo] : NULL;
 }
 
 static int is_direct(const stackpulse_recorder *rec, pid_t tid)
@@ -109,8 +109,10 @@ static int duplicate(const stackpulse_recorder *rec, pid_t tid, uint64_t id)
 {
 	if (!is_direct(rec, tid))
 		return 0;
-	pid_t owner = id_owner(rec, id);
-	return owner != 0 && owner != tid;
+	const sp_event_id *owner = id_owner(rec, id);
+	/* Events replaced by a re-open (stack copy sizing) no longer sample:
+	 * what they wrote before is no copy of anything. */
+	return owner && owner->tid != tid && owner->gen == rec->copy_resizes;
 }
 
 static int followed_pid(const stackpulse_recorder *rec, pid_t pid)
@@ -347,7 +349,7 @@ static void copy_learn(stackpulse_recorder *rec, const sp_unwind_result *res, ui
                        uint64_t ssize)
 {
 	uint32_t max = rec->opts.stack_size;
-	if (ssize != rec->copy_size || rec->copy_resizes >= SP_COPY_MAX_RESIZE)
+	if (ssize != rec->copy_size || rec->copy_resizes >= SP_COPY_MAX_RESIZE || rec->copy_stop)
 		return; /* A sample of the previous events, or sizing gave up. */
 	if (rec->python_found) {
 		/* The CPython reader takes interpreter frames from the copy too
