@@ -1,20 +1,13 @@
-/* Shallow for argv[1] seconds (main -> shallow_spin), then deep for argv[2]
- * seconds: main -> deep_descend x DEPTH (about 20 KiB of stack) ->
- * deep_leaf. The learned stack copy shrinks in the first phase and must
- * grow back in the second. */
+/* argv[1] rounds shallow (main -> shallow_spin), then argv[2] rounds deep:
+ * main -> deep_descend x DEPTH (about 20 KiB of stack) -> deep_leaf. A
+ * round is fixed work (about 0.1 ms of CPU), so the phases hold the same
+ * share of the samples however loaded the machine is. The learned stack
+ * copy shrinks in the first phase and must grow back in the second. */
 #include <stdlib.h>
-#include <time.h>
 
 #define DEPTH 160
 
 volatile unsigned long sink;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 __attribute__((noinline)) unsigned long shallow_spin(unsigned long x)
 {
@@ -40,13 +33,12 @@ __attribute__((noinline)) unsigned long deep_descend(int depth, unsigned long x)
 
 int main(int argc, char **argv)
 {
-	double t = now();
-	double shallow_end = t + (argc > 1 ? atof(argv[1]) : 1.0);
-	double deep_end = shallow_end + (argc > 2 ? atof(argv[2]) : 1.0);
+	long shallow = argc > 1 ? atol(argv[1]) : 3000;
+	long deep = argc > 2 ? atol(argv[2]) : 3000;
 	unsigned long acc = 0;
-	while (now() < shallow_end)
+	for (long i = 0; i < shallow; i++)
 		acc = shallow_spin(acc);
-	while (now() < deep_end)
+	for (long i = 0; i < deep; i++)
 		acc = deep_descend(DEPTH, acc);
 	sink = acc;
 	return 0;
