@@ -426,9 +426,10 @@ static int read_loss(stackpulse_recorder *rec, size_t from, size_t to)
 	return 0;
 }
 
-/* Pids of the followed live processes and, with children, their children
- * not yet known from a FORK record (/proc/PID/task/TID/children). */
-static int followed_pids(stackpulse_recorder *rec, pid_t **out, size_t *n)
+/* Pids of the followed live processes and, with @p children (and
+ * opts.children), their children not yet known from a FORK record
+ * (/proc/PID/task/TID/children). */
+static int followed_pids(stackpulse_recorder *rec, int children, pid_t **out, size_t *n)
 {
 	size_t cap = rec->pt.nprocs + 16, cnt = 0;
 	pid_t *v = sp_calloc(cap, sizeof(*v));
@@ -439,7 +440,7 @@ static int followed_pids(stackpulse_recorder *rec, pid_t **out, size_t *n)
 		if (!p->exited && (rec->opts.children || p->pid == rec->target))
 			v[cnt++] = p->pid;
 	}
-	for (size_t i = 0; rec->opts.children && i < cnt && cnt < 4096; i++) {
+	for (size_t i = 0; children && rec->opts.children && i < cnt && cnt < 4096; i++) {
 		pid_t *tids;
 		size_t nt;
 		if (sp_proc_tasks(v[i], &tids, &nt) != 0)
@@ -506,7 +507,9 @@ static int reopen_batch(stackpulse_recorder *rec, size_t max, int enable, size_t
 {
 	pid_t *pids;
 	size_t np;
-	int rc = followed_pids(rec, &pids, &np), probe = 0;
+	/* Unknown children only in the final listings (enable): once per
+	 * re-open rather than once per step. */
+	int rc = followed_pids(rec, enable, &pids, &np), probe = 0;
 	*opened = 0;
 	for (size_t i = 0; i < np && rc == 0 && (!max || *opened < max); i++) {
 		pid_t *tids;

@@ -26,7 +26,7 @@ typedef struct sp_ring {
 #define SP_RING_BUDGET  (1ull << 30)   /* All rings together. */
 #define SP_RING_CPU_MAX (256ull << 20) /* One ring. */
 #define SP_RING_CPU_MIN (2ull << 20)   /* Privileged floor (the former fixed size). */
-#define SP_RING_HOLD_MS 125u
+#define SP_RING_HOLD_MS 250u
 
 /* Data bytes per CPU for a privileged recorder (CAP_IPC_LOCK lifts
  * perf_event_mlock_kb): a power of two that holds SP_RING_HOLD_MS of

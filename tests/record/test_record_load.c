@@ -214,4 +214,22 @@ SP_TEST(loss_is_accounted_per_thread)
 	REQUIRE_OK(sp_spool_stat(sp, SP_STAT_LOST, &v));
 	CHECK_EQ(v, st.lost);
 	stackpulse_spool_close(sp);
+
+	/* report warns on stderr (above 1% lost) and names a thread. */
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	char cmd[2048], line[1024] = "";
+	snprintf(cmd, sizeof(cmd), "'%s/report' --folded '%s' 2>&1 >/dev/null", bindir, spool);
+	FILE *p = popen(cmd, "r");
+	REQUIRE(p != NULL);
+	int warned = 0;
+	while (fgets(line, sizeof(line), p))
+		if (strstr(line, "warning:") && strstr(line, "samples were lost") &&
+		    strstr(line, "most in tid")) {
+			warned = 1;
+			printf("report: %s", line);
+		}
+	CHECK_EQ(pclose(p), 0);
+	CHECK(warned);
 }
