@@ -432,6 +432,8 @@ static int read_loss(stackpulse_recorder *rec, size_t from, size_t to)
 static int followed_pids(stackpulse_recorder *rec, int children, pid_t **out, size_t *n)
 {
 	size_t cap = rec->pt.nprocs + 16, cnt = 0;
+	*out = NULL;
+	*n = 0;
 	pid_t *v = sp_calloc(cap, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -507,10 +509,12 @@ static int reopen_batch(stackpulse_recorder *rec, size_t max, int enable, size_t
 {
 	pid_t *pids;
 	size_t np;
+	*opened = 0;
 	/* Unknown children only in the final listings (enable): once per
 	 * re-open rather than once per step. */
 	int rc = followed_pids(rec, enable, &pids, &np), probe = 0;
-	*opened = 0;
+	if (rc)
+		return rc;
 	for (size_t i = 0; i < np && rc == 0 && (!max || *opened < max); i++) {
 		pid_t *tids;
 		size_t nt;
