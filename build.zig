@@ -7,7 +7,7 @@ const sources = @import("src/sources.zig");
 const test_lists = @import("tests/tests.zig");
 const fuzz_list = @import("fuzz/harnesses.zig");
 
-const version: std.SemanticVersion = .{ .major = 0, .minor = 1, .patch = 0 };
+const version: std.SemanticVersion = .{ .major = 0, .minor = 2, .patch = 0 };
 
 /// Flags for every C file of the library, its tests, examples and harnesses.
 const c_flags = [_][]const u8{
@@ -27,6 +27,7 @@ const Ctx = struct {
     target: std.Build.ResolvedTarget,
     optimize: std.builtin.Optimize,
     debuginfod: bool,
+    curl: bool = false,
 };
 
 pub fn build(b: *std.Build) void {
@@ -46,6 +47,7 @@ pub fn build(b: *std.Build) void {
         .target = target,
         .optimize = b.standardOptimizeOption(.{}),
         .debuginfod = b.option(bool, "debuginfod", "Link libdebuginfod and define SP_HAVE_DEBUGINFOD=1") orelse false,
+        .curl = b.option(bool, "curl", "Link libcurl and define SP_HAVE_CURL=1 (stackpulse_push)") orelse false,
     };
     const fuzz_seconds = b.option([]const u8, "fuzz-seconds", "Seconds per libFuzzer harness in fuzz-smoke (default 20)") orelse "20";
     const afl_seconds = b.option([]const u8, "afl-seconds", "Seconds per AFL++ harness in fuzz-smoke (default 5)") orelse "5";
@@ -116,11 +118,18 @@ pub fn build(b: *std.Build) void {
     link_check.has_side_effects = true;
     link_check.step.dependOn(b.getInstallStep());
     test_step.dependOn(&link_check.step);
+    const cxx_check = b.addSystemCommand(&.{"bash"});
+    cxx_check.setName("check the header from C++");
+    cxx_check.addFileArg(b.path(".ci/check-cxx.sh"));
+    cxx_check.addDirectoryArg(prefix_dir);
+    cxx_check.has_side_effects = true;
+    cxx_check.step.dependOn(b.getInstallStep());
+    test_step.dependOn(&cxx_check.step);
     test_step.dependOn(&run_tests.step);
 
     // Valgrind cannot decode every instruction of -mcpu=native (AVX-512 in
     // zig's memset), so its binaries are built for the baseline CPU.
-    const vg: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_model = .baseline }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod };
+    const vg: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_model = .baseline }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod, .curl = ctx.curl };
     const vg_pure = addLib(vg, "stackpulse-pure", .static, &pure_srcs);
     const vg_full = addLib(vg, "stackpulse", .static, &all_srcs);
     const valgrind = testRunner(b, root, bin_dir, &.{"--wrap=valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99"});
@@ -209,7 +218,7 @@ pub fn build(b: *std.Build) void {
 
     const fmt_check_step = b.step("fmt-check", "Fail if any C or Zig file is not formatted");
     for (fmtCheckSteps(b, root)) |st| fmt_check_step.dependOn(st);
-    const lint_step = b.step("lint", "clang-tidy (warnings are errors) and the layering check");
+    const lint_step = b.step("lint", "clang-tidy (warnings are errors), the layering and public-entry checks");
     const lint_steps = lintSteps(b, root);
     for (lint_steps) |st| lint_step.dependOn(st);
     b.step("layers", "Only the layering check of lint").dependOn(lint_steps[0]);
@@ -231,7 +240,26 @@ pub fn build(b: *std.Build) void {
     for (example_installs.items) |st| ci_run.step.dependOn(st);
     ci_run.step.dependOn(&exportsCheck(b, shared_lib).step);
     for (ci_lint) |l| ci_run.step.dependOn(l);
+    ci_run.setEnvironmentVariable("SP_NO_SKIP", "1"); // CI installs every requirement
+    ci_run.step.dependOn(&cxx_check.step);
     ci.dependOn(&ci_run.step);
+
+    // ---- ABI -----------------------------------------------------------------
+    // abi/stackpulse.abi is the committed baseline; an ABI change fails ci
+    // until `zig build abi-update` regenerates it in the same commit.
+    const abi_check = abiStep(b, shared_lib, "check");
+    ci.dependOn(&abi_check.step);
+    b.step("abi-check", "abidiff libstackpulse.so against abi/stackpulse.abi").dependOn(&abi_check.step);
+    b.step("abi-update", "Regenerate abi/stackpulse.abi from libstackpulse.so (abidw)").dependOn(&abiStep(b, shared_lib, "update").step);
+}
+
+fn abiStep(b: *std.Build, lib: *std.Build.Step.Compile, mode: []const u8) *std.Build.Step.Run {
+    const run = b.addSystemCommand(&.{ "bash", ".ci/abi.sh", mode });
+    run.setName(b.fmt("abi {s}", .{mode}));
+    run.setCwd(b.path(""));
+    run.addArtifactArg(lib);
+    run.has_side_effects = true;
+    return run;
 }
 
 fn exportsCheck(b: *std.Build, lib: *std.Build.Step.Compile) *std.Build.Step.Run {
@@ -256,11 +284,15 @@ fn fmtCheckSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     return .{ &c.step, &z.step };
 }
 
-/// The layering check and clang-tidy over every listed C file.
-fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
+/// The layering check, the public-entry check and clang-tidy over every
+/// listed C file.
+fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [3]*std.Build.Step {
     const layers = b.addSystemCommand(&.{ "python3", ".ci/check-layers.py" });
     layers.setCwd(root);
     layers.has_side_effects = true;
+    const api_entry = b.addSystemCommand(&.{ "python3", ".ci/check-api-entry.py" });
+    api_entry.setCwd(root);
+    api_entry.has_side_effects = true;
     const tidy = b.addSystemCommand(&.{ "bash", ".ci/clang-tidy.sh" });
     tidy.setCwd(root);
     tidy.addArgs(&all_srcs);
@@ -271,7 +303,7 @@ fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     for (harnesses) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
     if (harnesses.len > 0) tidy.addArgs(&.{ "fuzz/replay_main.c", "fuzz/afl_driver.c" });
     tidy.has_side_effects = true;
-    return .{ &layers.step, &tidy.step };
+    return .{ &layers.step, &api_entry.step, &tidy.step };
 }
 
 /// System libraries of the full library, as -l flags, for this target.
@@ -293,6 +325,7 @@ fn systemLibs(ctx: Ctx) []const []const u8 {
         else => {},
     }
     if (ctx.debuginfod) list.append(b.allocator, "debuginfod") catch @panic("OOM");
+    if (ctx.curl) list.append(b.allocator, "curl") catch @panic("OOM");
     return list.items;
 }
 
@@ -304,6 +337,7 @@ fn cModule(ctx: Ctx) *std.Build.Module {
     m.addIncludePath(b.path("include"));
     m.addIncludePath(b.path("src"));
     if (ctx.debuginfod) m.addCMacro("SP_HAVE_DEBUGINFOD", "1");
+    if (ctx.curl) m.addCMacro("SP_HAVE_CURL", "1");
     if (hasSystemLibstdcxx(ctx)) m.addCMacro("SP_HAVE_CXA_DEMANGLE", "1");
     const t = ctx.target.result;
     const host = ctx.b.graph.host.result;
@@ -408,6 +442,16 @@ fn testRunner(b: *std.Build, root: std.Build.LazyPath, bin_dir: std.Build.LazyPa
     return run;
 }
 
+/// Preprocessor defines of the optional features, for .ci/clang-build.sh.
+fn spDefines(ctx: Ctx) []const []const u8 {
+    const b = ctx.b;
+    var list: std.ArrayList([]const u8) = .empty;
+    list.append(b.allocator, "-DSP_HAVE_CXA_DEMANGLE=1") catch @panic("OOM");
+    if (ctx.debuginfod) list.append(b.allocator, "-DSP_HAVE_DEBUGINFOD=1") catch @panic("OOM");
+    if (ctx.curl) list.append(b.allocator, "-DSP_HAVE_CURL=1") catch @panic("OOM");
+    return list.items;
+}
+
 /// Bash arrays of every list, for .ci/clang-build.sh.
 fn manifestText(ctx: Ctx) []const u8 {
     const b = ctx.b;
@@ -421,7 +465,7 @@ fn manifestText(ctx: Ctx) []const u8 {
         .{ .key = "SP_EXAMPLES", .items = examples },
         .{ .key = "SP_CFLAGS", .items = &c_flags },
         .{ .key = "SP_LIBS", .items = systemLibFlags(ctx) },
-        .{ .key = "SP_DEFINES", .items = if (ctx.debuginfod) &.{ "-DSP_HAVE_DEBUGINFOD=1", "-DSP_HAVE_CXA_DEMANGLE=1" } else &.{"-DSP_HAVE_CXA_DEMANGLE=1"} },
+        .{ .key = "SP_DEFINES", .items = spDefines(ctx) },
     };
     var out: std.ArrayList(u8) = .empty;
     for (entries) |e| {

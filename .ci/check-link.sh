@@ -13,7 +13,10 @@ cat >"$work/use.c" <<'C'
 int main(void)
 {
 	stackpulse_spool *s = NULL;
-	int rc = stackpulse_spool_open_memory("not a spool", 11, &s);
+	stackpulse_spool_open_opts o = STACKPULSE_SPOOL_OPEN_OPTS;
+	o.buf = "not a spool";
+	o.len = 11;
+	int rc = stackpulse_spool_open(NULL, &o, &s);
 	if (rc == 0 || strlen(stackpulse_last_error()) == 0)
 		return 1;
 	printf("stackpulse %s: %s\n", stackpulse_version(), stackpulse_strerror(rc));

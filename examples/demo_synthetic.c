@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	stackpulse_spool *s;
-	if (stackpulse_spool_open(path, &s) != 0) {
+	if (stackpulse_spool_open(path, NULL, &s) != 0) {
 		fprintf(stderr, "demo: %s\n", stackpulse_last_error());
 		return 1;
 	}

@@ -76,11 +76,16 @@ pub const symbolize = [_][]const u8{
 pub const profile = [_][]const u8{
     "src/profile/itab.c",
     "src/profile/profile.c",
+    "src/profile/profile_counts.c",
     "src/profile/export.c",
     "src/profile/export_folded.c",
     "src/profile/export_svg.c",
     "src/profile/export_pprof.c",
     "src/profile/export_firefox.c",
+    "src/profile/proto.c",
+    "src/profile/locations.c",
+    "src/profile/export_otlp.c",
+    "src/profile/push.c",
 };
 
 /// Example programs (examples/*.c), installed into zig-out/bin under their

@@ -24,6 +24,7 @@ pub const pure = [_][]const u8{
 
 /// Tests that link the whole library (and may use the OS).
 pub const os = [_][]const u8{
+    "tests/common/test_harness.c",
     "tests/record/test_record_parsers.c",
     "tests/record/test_kallsyms_cache.c",
     "tests/record/test_record_spawn.c",
@@ -49,6 +50,7 @@ pub const os = [_][]const u8{
     "tests/symbolize/test_symbolize_ranges.c",
     "tests/symbolize/test_cache_trim.c",
     "tests/profile/test_profile.c",
+    "tests/profile/test_push.c",
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",
     "tests/reliability/test_rel_sigkill.c",

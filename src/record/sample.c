@@ -189,7 +189,8 @@ static int kaddr_add(stackpulse_recorder *rec, uint64_t a)
 static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t module,
                      uint64_t offset)
 {
-	struct stackpulse_raw_frame f = { kind, module, offset, SP_NONE, 0 };
+	struct stackpulse_raw_frame f = { (enum stackpulse_frame_kind)kind, module, offset, SP_NONE,
+		                          0 };
 	return sp_recorder_frame(rec, &f, &rec->frames[(*n)++]);
 }
 

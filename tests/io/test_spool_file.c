@@ -2,6 +2,7 @@
  * stackpulse_spool_open, refusal of non-regular files, write errors, files
  * that change under an open spool, and a writer killed mid-recording. */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -12,6 +13,7 @@
 #include "common/alloc.h"
 #include "io/file.h"
 #include "../format/spool_fixture.h"
+#include "format/spool_reader.h"
 
 static const char *tmp_path(const char *name)
 {
@@ -58,7 +60,7 @@ SP_TEST(file_round_trip)
 	const char *path = tmp_path("rich.spool");
 	write_rich_file(path, 0);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open(path, &s));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->samples, 5);
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 0);
 	CHECK_STR(stackpulse_spool_process(s, 1)->name, "python3");
@@ -69,13 +71,13 @@ SP_TEST(file_round_trip)
 	/* Through a symlink: reading follows links. */
 	const char *link = tmp_path("link.spool");
 	REQUIRE(symlink(path, link) == 0);
-	REQUIRE_OK(stackpulse_spool_open(link, &s));
+	REQUIRE_OK(stackpulse_spool_open(link, NULL, &s));
 	stackpulse_spool_close(s);
 	/* Whole-file reads. */
 	uint8_t *data;
 	size_t len;
 	REQUIRE_OK(sp_file_read_all(path, 0, &data, &len));
-	REQUIRE_OK(stackpulse_spool_open_memory(data, len, &s));
+	REQUIRE_OK(sp_spool_open_memory(data, len, 0, &s));
 	stackpulse_spool_close(s);
 	sp_free(data);
 	CHECK_EQ(sp_file_read_all(path, 100, &data, &len), STACKPULSE_ELIMIT);
@@ -85,22 +87,22 @@ SP_TEST(file_round_trip)
 SP_TEST(open_refuses_what_is_not_a_regular_file)
 {
 	stackpulse_spool *s = (stackpulse_spool *)1;
-	CHECK_EQ(stackpulse_spool_open(tmp_path("missing"), &s), -ENOENT);
+	CHECK_EQ(stackpulse_spool_open(tmp_path("missing"), NULL, &s), -ENOENT);
 	CHECK(s == NULL);
 	CHECK(strstr(stackpulse_last_error(), "missing") != NULL);
-	CHECK_EQ(stackpulse_spool_open(sp_test_tmpdir(), &s), -EISDIR);
-	CHECK_EQ(stackpulse_spool_open("/dev/null", &s), -EINVAL);
-	CHECK_EQ(stackpulse_spool_open("", &s), -EINVAL);
+	CHECK_EQ(stackpulse_spool_open(sp_test_tmpdir(), NULL, &s), -EISDIR);
+	CHECK_EQ(stackpulse_spool_open("/dev/null", NULL, &s), -EINVAL);
+	CHECK_EQ(stackpulse_spool_open("", NULL, &s), -EINVAL);
 	/* A FIFO with no writer would block a plain open(); we must not. */
 	const char *fifo = tmp_path("fifo");
 	REQUIRE(mkfifo(fifo, 0600) == 0);
-	CHECK_EQ(stackpulse_spool_open(fifo, &s), -EINVAL);
+	CHECK_EQ(stackpulse_spool_open(fifo, NULL, &s), -EINVAL);
 	/* An empty file is a clean error. */
 	const char *empty = tmp_path("empty");
 	int fd = open(empty, O_CREAT | O_WRONLY, 0600);
 	REQUIRE(fd >= 0);
 	close(fd);
-	CHECK_EQ(stackpulse_spool_open(empty, &s), STACKPULSE_ETRUNCATED);
+	CHECK_EQ(stackpulse_spool_open(empty, NULL, &s), STACKPULSE_ETRUNCATED);
 }
 
 SP_TEST(sink_refuses_links_and_special_files)
@@ -161,7 +163,7 @@ SP_TEST(write_errors_are_reported)
 	REQUIRE(WIFEXITED(status));
 	CHECK_EQ(WEXITSTATUS(status), 0);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open(path, &s));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
 	CHECK(stackpulse_spool_meta(s)->chunks > 0);
 	int rc;
@@ -205,7 +207,7 @@ SP_TEST(killed_writer_leaves_a_readable_file)
 	REQUIRE(waitpid(pid, &status, 0) == pid);
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open(path, &s));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &s));
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
 	CHECK_EQ(m->truncated, 1);
 	CHECK_EQ(m->chunks, chunks);
@@ -222,7 +224,7 @@ SP_TEST(file_changed_after_open)
 	const char *path = tmp_path("changing.spool");
 	write_rich_file(path, 64);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open(path, &s));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &s));
 	/* Flip a payload byte of the last chunk that holds samples. */
 	struct stat st;
 	REQUIRE(stat(path, &st) == 0);
@@ -266,7 +268,7 @@ SP_TEST(damaged_file_opens_lenient_or_strict)
 	close(fd);
 
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(stackpulse_spool_open_ex(path, 0, &s));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &s));
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
 	CHECK_EQ(m->damaged, 1);
 	CHECK_EQ(m->truncated, 1);
@@ -277,10 +279,63 @@ SP_TEST(damaged_file_opens_lenient_or_strict)
 	stackpulse_spool_close(s);
 
 	s = NULL;
-	int rc = stackpulse_spool_open_ex(path, STACKPULSE_SPOOL_STRICT, &s);
+	stackpulse_spool_open_opts o;
+	stackpulse_spool_open_opts_init(&o);
+	o.flags = STACKPULSE_SPOOL_STRICT;
+	int rc = stackpulse_spool_open(path, &o, &s);
 	CHECK(rc != 0);
 	CHECK(s == NULL);
 	CHECK(strstr(stackpulse_last_error(), "chunk 1") != NULL);
 	CHECK(strstr(stackpulse_last_error(), "damaged.spool") != NULL);
-	CHECK_EQ(stackpulse_spool_open_ex(path, 0x80, &s), -EINVAL);
+	o.flags = 0x80;
+	CHECK_EQ(stackpulse_spool_open(path, &o, &s), -EINVAL);
+}
+
+/* The one open: a path or (path NULL) a buffer in the options, never both
+ * nor neither; the options' sz is honoured. */
+SP_TEST(spool_open_path_or_buffer)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/either.spool", sp_test_tmpdir());
+	write_rich_file(path, 1u << 20);
+	size_t len = 0;
+	char *bytes = sp_test_read_file(path, &len);
+	REQUIRE(bytes && len > 0);
+
+	stackpulse_spool_open_opts o = STACKPULSE_SPOOL_OPEN_OPTS;
+	stackpulse_spool_open_opts init;
+	memset(&init, 0xa5, sizeof(init));
+	stackpulse_spool_open_opts_init(&init);
+	CHECK(init.sz == o.sz && init.flags == 0 && init.buf == NULL && init.len == 0);
+
+	stackpulse_spool *a = NULL, *b = NULL, *x = NULL;
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &a));
+	o.buf = bytes;
+	o.len = len;
+	REQUIRE_OK(stackpulse_spool_open(NULL, &o, &b));
+	CHECK_EQ(stackpulse_spool_meta(a)->samples, stackpulse_spool_meta(b)->samples);
+	CHECK(stackpulse_spool_meta(a)->samples > 0);
+	CHECK_EQ(stackpulse_spool_process_count(a), stackpulse_spool_process_count(b));
+
+	CHECK_EQ(stackpulse_spool_open(path, &o, &x), -EINVAL); /* both */
+	CHECK(strstr(stackpulse_last_error(), "both") != NULL);
+	CHECK(x == NULL);
+	CHECK_EQ(stackpulse_spool_open(NULL, NULL, &x), -EINVAL); /* neither */
+	o.buf = NULL;
+	o.len = 10;
+	CHECK_EQ(stackpulse_spool_open(NULL, &o, &x), -EINVAL); /* NULL bytes */
+	o.len = 0;
+	CHECK(stackpulse_spool_open(NULL, &o, &x) < 0); /* empty buffer: no header */
+	CHECK(x == NULL);
+	/* An older caller's struct ends before buf/len: a path still opens. */
+	o.sz = offsetof(stackpulse_spool_open_opts, buf);
+	o.buf = bytes; /* beyond sz: not read */
+	CHECK_OK(stackpulse_spool_open(path, &o, &x));
+	stackpulse_spool_close(x);
+	o.sz = 1;
+	CHECK_EQ(stackpulse_spool_open(path, &o, &x), -EINVAL);
+	CHECK_EQ(stackpulse_spool_open(path, NULL, NULL), -EINVAL);
+	stackpulse_spool_close(a);
+	stackpulse_spool_close(b);
+	free(bytes);
 }

@@ -425,7 +425,9 @@ SP_TEST(export_errors)
 	int calls = 0;
 	for (int fmt = STACKPULSE_EXPORT_FOLDED; fmt <= STACKPULSE_EXPORT_SVG; fmt++) {
 		calls = 0;
-		CHECK_EQ(stackpulse_export(p, fmt, NULL, fail_write, &calls), -ENOSPC);
+		CHECK_EQ(stackpulse_export(p, (enum stackpulse_export_format)fmt, NULL, fail_write,
+		                           &calls),
+		         -ENOSPC);
 		CHECK_EQ(calls, 1); /* The first error stops the exporter. */
 	}
 	CHECK_EQ(stackpulse_export(p, 99, NULL, fail_write, &calls), -EINVAL);

@@ -56,7 +56,7 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 	CHECK(st.copy_resizes >= 2);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	uint64_t v = 0;
 	REQUIRE_OK(sp_spool_stat(sp, SP_STAT_COPY_RESIZES, &v));
 	CHECK_EQ(v, st.copy_resizes);
@@ -192,7 +192,7 @@ SP_TEST(loss_is_accounted_per_thread)
 	CHECK(st.lost > 0);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	uint64_t sum = 0, total = stackpulse_spool_meta(sp)->lost;
 	int with_loss = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_thread_count(sp); i++) {

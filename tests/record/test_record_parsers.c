@@ -389,7 +389,7 @@ SP_TEST(process_table_life_cycle)
 	sp_unwinder_free(u);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_OK(sp_test_open_memory(buf.data, buf.len, &sp));
 	REQUIRE_EQ(stackpulse_spool_process_count(sp), 4);
 	const struct stackpulse_process *p1 = stackpulse_spool_process(sp, 1);
 	CHECK_EQ(p1->pid, 200);
@@ -611,7 +611,7 @@ SP_TEST(perf_records_parse)
 	fake_finish(rec);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_OK(sp_test_open_memory(buf.data, buf.len, &sp));
 	REQUIRE_EQ(stackpulse_spool_process_count(sp), 1);
 	CHECK_EQ(stackpulse_spool_process(sp, 0)->pid, FAKE_PARENT);
 	REQUIRE_EQ(stackpulse_spool_thread_count(sp), 1);
@@ -723,7 +723,7 @@ SP_TEST(perf_records_malformed)
 	fake_finish(rec);
 	/* What was written still reads back. */
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_OK(sp_test_open_memory(buf.data, buf.len, &sp));
 	stackpulse_spool_close(sp);
 	sp_buf_free(&buf);
 }
@@ -787,7 +787,7 @@ SP_TEST(child_records_before_its_fork)
 	fake_finish(rec);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_OK(sp_test_open_memory(buf.data, buf.len, &sp));
 	/* parent, child 1, child 2, child 2 reused: no duplicates. */
 	REQUIRE_EQ(stackpulse_spool_process_count(sp), 4);
 	const struct stackpulse_process *p1 = stackpulse_spool_process(sp, 1);
@@ -799,7 +799,7 @@ SP_TEST(child_records_before_its_fork)
 	int forks = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_event_count(sp); i++) {
 		const struct stackpulse_spool_event *e = stackpulse_spool_event(sp, i);
-		if (e->kind == STACKPULSE_EV_FORK) {
+		if (e->kind == STACKPULSE_SPOOL_EVENT_FORK) {
 			CHECK_EQ(e->process, 0);
 			CHECK_EQ(e->other, (uint32_t)forks + 1);
 			forks++;
