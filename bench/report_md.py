@@ -567,6 +567,46 @@ def render(d, bench):
         w("```")
         w("")
 
+    # ---------------------------------------------------------- load
+    LD = P.get("load")
+    if LD and LD.get("rows"):
+        w("## Under load: busy threads on 2 CPUs")
+        w("")
+        w("`bench/workloads/busy.c` runs N threads that spin for %.0f s (wall), recorded with "
+          "`record -F HZ -s 32768` and `perf record -e cpu-clock --call-graph dwarf,32768`, "
+          "interleaved run by run. *Lost* is lost / (kept + lost) as each tool reports it (LOST "
+          "records); *expected* is the target's CPU time × HZ; *CPU/1k* is the recorder's CPU "
+          "per 1000 samples kept; *complete* is the fraction of kept samples whose stack reaches "
+          "the thread root (from `report --folded`). *nobody*: run as user 65534 with the "
+          "default `perf_event_mlock_kb` rings; perf then records `cpu-clock:u`. *before*: the "
+          "recorder without load-scaled rings and sized stack copies (`--base-record`). Medians "
+          "over the rounds." % LD.get("secs", 3))
+        w("")
+        w("| threads × Hz | tool | kept | lost | expected | recorder CPU | CPU/1k | complete |")
+        w("|---|---|---|---|---|---|---|---|")
+        names = {"perf": "perf", "sp": "stackpulse", "spbase": "stackpulse before",
+                 "perf-nobody": "perf, nobody", "sp-nobody": "stackpulse, nobody",
+                 "spbase-nobody": "stackpulse before, nobody"}
+        keys = []
+        for r in LD["rows"]:
+            k = (r["threads"], r["hz"], r["tool"])
+            if k not in keys:
+                keys.append(k)
+        keys.sort(key=lambda k: (k[0], k[1], list(names).index(k[2]) if k[2] in names else 9))
+        for (nt, hz, tool) in keys:
+            xs = [r for r in LD["rows"] if (r["threads"], r["hz"], r["tool"]) == (nt, hz, tool)]
+            kept = med([x["samples"] for x in xs])
+            lostf = med([x["lost"] / (x["samples"] + x["lost"]) if x["samples"] + x["lost"] else 0
+                         for x in xs])
+            exp = med([x["expected"] for x in xs])
+            rc = med([x["rec_cpu"] for x in xs])
+            per = med([1e6 * x["rec_cpu"] / x["samples"] for x in xs if x["samples"]])
+            comp = [x["complete"] for x in xs if x.get("complete") is not None]
+            w("| %d × %d | %s | %.0f | %.1f%% | %.0f | %.3f s | %s | %s |" % (
+                nt, hz, names.get(tool, tool), kept, 100 * lostf, exp, rc,
+                f(per, "%.1f ms"), f(100 * med(comp) if comp else None, "%.1f%%")))
+        w("")
+
     sp = P.get("selfprofile")
     if isinstance(sp, dict) and sp:
         w("## Where our recorder's CPU goes")

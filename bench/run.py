@@ -17,6 +17,8 @@ Measures (see docs/benchmarks.md for the definitions):
   D  Python vs py-spy
   E  reader throughput and peak RSS vs spool size
   F  where our recorder's CPU goes (perf on the recorder itself)
+  G  load: 4/16/64 busy threads x 999/4000 Hz, samples kept and lost, as
+     root and as nobody (perf_event_mlock_kb rings)
 """
 import argparse
 import datetime
@@ -55,6 +57,7 @@ WORKLOADS = {
     "recursion": ("recursion.c", "gcc", ["3500", "100"], ["1800", "100"], "recursion",
                   {"leaf_spin": 1.0}),
     "inline": ("inline.cpp", "g++", ["500"], ["250"], "inline", None),
+    "busy": ("busy.c", "gcc", ["64", "5"], ["64", "3"], "busy", None),
     "pyshares": ("pyshares.py", None, ["100"], ["50"], os.path.basename(PY)[:15],
                  {"py_a": 0.5, "py_b": 0.3, "py_c": 0.2}),
 }
@@ -412,6 +415,80 @@ class Bench:
         finally:
             if os.path.exists(f):
                 os.unlink(f)
+
+    def run_load(self, tool, nthr, hz, secs, tag):
+        """One load run: busy NTHR threads for SECS s under tool ('perf',
+        'sp', 'spbase': the --base-record recorder; '-nobody' suffix: as
+        user nobody, within perf_event_mlock_kb)."""
+        nobody = tool.endswith("-nobody")
+        base_tool = tool[:-len("-nobody")] if nobody else tool
+        d = os.path.join(self.tmp, "pub")
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o1777)
+        rep = os.path.join(d, tag + ".rep")
+        err = os.path.join(self.tmp, "run", tag + ".err")
+        for p in (rep,):
+            if os.path.exists(p):
+                os.unlink(p)
+        env = dict(os.environ, BENCH_REPORT=rep)
+        cmd = [self.wl["busy"][0], nthr, secs]
+        if base_tool == "perf":
+            out = os.path.join(d, tag + ".perf.data")
+            full = ["perf", "record", "-e", "cpu-clock:u" if nobody else "cpu-clock", "-F", hz,
+                    "--call-graph", "dwarf,%d" % STACK, "-o", out, "--"] + cmd
+        else:
+            exe = self.rec if base_tool == "sp" else self.args.base_record
+            out = os.path.join(d, tag + ".spool")
+            full = [exe, "-F", hz, "-s", STACK, "-o", out, "--"] + cmd
+        if nobody:
+            full = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + full
+        r = measure(full, env=env, stderr=err)
+        if r.rc != 0:
+            raise RuntimeError("%s on busy %s exited %s: %s" % (tool, nthr, r.rc, tail(err, 400)))
+        wall, tcpu = [float(x) for x in open(rep).read().split()][:2]
+        res = {"tool": tool, "threads": int(nthr), "hz": int(hz), "tcpu": tcpu, "wall": wall,
+               "rec_cpu": max(r.cpu - tcpu, 0.0), "rec_maxrss_kb": r.maxrss_kb}
+        if base_tool == "perf":
+            res["samples"], res["lost"] = perf_counts(out)
+        else:
+            m = re.search(r"record: (\d+) samples \((\d+) lost\)", tail(err, 4000))
+            if not m:
+                raise RuntimeError("no summary from record: " + tail(err, 300))
+            res["samples"], res["lost"] = int(m.group(1)), int(m.group(2))
+            if self.rep:
+                folded = os.path.join(self.tmp, "run", tag + ".folded")
+                rf = measure([self.rep, out, "--folded"], stdout=folded)
+                if rf.rc == 0:
+                    res["complete"] = accuracy(parse_folded(folded), "busy", None)["complete"]
+                    os.unlink(folded)
+        res["expected"] = tcpu * float(hz)
+        os.unlink(out)
+        for p in (rep, err):
+            if os.path.exists(p):
+                os.unlink(p)
+        return res
+
+    def phase_load(self):
+        """G: many busy threads on few CPUs, perf and stackpulse interleaved."""
+        L = self.data["phases"]["load"] = {"rows": [], "secs": None}
+        secs = self.wl["busy"][2]
+        L["secs"] = float(secs)
+        n = 1 if self.quick else 2
+        tools = ["perf", "sp"] + (["spbase"] if self.args.base_record else [])
+        nobody = os.geteuid() == 0 and shutil.which("setpriv")
+        for i in range(n):
+            for nthr in ("4", "16", "64"):
+                for hz in ("999", "4000"):
+                    ts = list(tools)
+                    if nobody and nthr == "64":
+                        ts += [t + "-nobody" for t in tools]
+                    for tool in ts:
+                        tag = "load-%s-%s-%s-%d" % (tool, nthr, hz, i)
+                        try:
+                            L["rows"].append(self.run_load(tool, nthr, hz, secs, tag))
+                        except Exception as e:
+                            self.error("load %s %s x %s Hz" % (tool, nthr, hz), e)
+                    self.write_doc()
 
     def phase_accuracy(self):
         """C for the other native workloads: slowdown and accuracy at 999 Hz."""
@@ -778,7 +855,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 runs, half the work, fewer sizes (~3 min)")
     ap.add_argument("--runs", type=int, default=0, help="runs per configuration (default 5, quick 3)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,unwind,self")
+    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,unwind,self,load")
+    ap.add_argument("--base-record", default="",
+                    help="a second record binary (e.g. built from main) run beside ours in the load phase")
     ap.add_argument("--render", action="store_true",
                     help="only rewrite the doc from $BENCH_TMP/results.json of the last run")
     args = ap.parse_args()
@@ -819,7 +898,7 @@ def main():
     b.write_doc()
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
               ("python", b.phase_python), ("reader", b.phase_reader), ("unwind", b.phase_unwind),
-              ("self", b.phase_selfprofile)]
+              ("self", b.phase_selfprofile), ("load", b.phase_load)]
     for name, fn in phases:
         if only and name not in only:
             continue

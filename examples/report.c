@@ -606,6 +606,34 @@ int main(int argc, char **argv)
 	else if (meta->truncated)
 		fprintf(stderr, "report: %s was cut short; reading its %u complete chunks\n",
 		        spool_path, meta->chunks);
+	/* Above 1% lost, shares are skewed wherever the loss is uneven: say so,
+	 * and name the threads that lost most. */
+	if ((double)meta->lost * 100.0 > (double)meta->lost + (double)meta->samples) {
+		fprintf(stderr,
+		        "report: warning: %.1f%% of the samples were lost (%" PRIu64 " of %" PRIu64
+		        ")",
+		        100.0 * (double)meta->lost / (double)(meta->lost + meta->samples),
+		        meta->lost, meta->lost + meta->samples);
+		uint32_t top[3] = { UINT32_MAX, UINT32_MAX, UINT32_MAX };
+		for (uint32_t i = 0; i < stackpulse_spool_thread_count(spool); i++) {
+			uint64_t l = stackpulse_spool_thread(spool, i)->lost;
+			for (int k = 0; k < 3 && l; k++) {
+				if (top[k] == UINT32_MAX ||
+				    l > stackpulse_spool_thread(spool, top[k])->lost) {
+					memmove(&top[k + 1], &top[k],
+					        (size_t)(2 - k) * sizeof(top[0]));
+					top[k] = i;
+					break;
+				}
+			}
+		}
+		for (int k = 0; k < 3 && top[k] != UINT32_MAX; k++) {
+			const struct stackpulse_thread *t = stackpulse_spool_thread(spool, top[k]);
+			fprintf(stderr, "%s tid %d (%s) %" PRIu64, k ? "," : "; most in",
+			        (int)t->tid, t->name ? t->name : "", t->lost);
+		}
+		fprintf(stderr, "\n");
+	}
 	/* Copied now: the meta belongs to the spool, closed before printing. */
 	uint64_t lost = meta->lost, duration_ns = meta->duration_ns;
 	uint32_t freq = meta->frequency;

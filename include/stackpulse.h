@@ -247,6 +247,17 @@ struct stackpulse_recorder_stats {
 	                             *   seen on another event. */
 	uint64_t malformed_records; /**< Kernel ring records skipped as
 	                             *   malformed (a kernel or ring bug). */
+	/* Ring memory, stack copy sizing, loss per thread (docs/recording.md). */
+	uint64_t ring_bytes;   /**< Data bytes of all perf rings (locked memory). */
+	uint32_t stack_copy;   /**< User stack bytes the events copy now (learned,
+	                        *   at most opts.stack_size). */
+	uint32_t copy_resizes; /**< Times the events were re-opened with another
+	                        *   copy size. */
+	int lost_per_thread;   /**< 1 when the kernel reports lost samples per
+	                        *   event (Linux 6.0+): the spool then carries
+	                        *   each thread's loss. */
+	uint32_t lost_threads; /**< Threads with samples lost so far (counted when
+	                        *   their events are re-opened and at finish). */
 };
 
 /** The cost and quality of reading Python stacks (CPython targets only; all
@@ -469,6 +480,9 @@ struct stackpulse_thread {
 	pid_t tid;                /**< Kernel thread id. */
 	const char *name;         /**< Latest thread name: from its last (by time) COMM. */
 	const char *initial_name; /**< Name when first seen. */
+	uint64_t lost;            /**< Samples of this thread (and of the threads that
+	                *   inherited its events) the kernel dropped, from the
+	                *   per-thread STATS record; 0 when none or unknown. */
 };
 
 /** A mapped file (binary or library). Shared by all processes mapping it. */

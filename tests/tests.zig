@@ -31,6 +31,7 @@ pub const os = [_][]const u8{
     "tests/record/test_record_attach.c",
     "tests/record/test_record_errors.c",
     "tests/record/test_record_unpriv.c",
+    "tests/record/test_record_load.c",
     "tests/record/test_record_crash.c",
     "tests/record/test_record_selfcontained.c",
     "tests/record/test_record_perfmap.c",

@@ -86,6 +86,10 @@ enum sp_stat_key {
 	SP_STAT_UNWIND_ERRORS = 3,
 	SP_STAT_EVENT = 4, /* stackpulse_event actually used. */
 	SP_STAT_PYTHON_FRAMES = 5,
+	SP_STAT_LOST = 6,         /* Samples lost; with a thread: that thread's. */
+	SP_STAT_RING_BYTES = 7,   /* Data bytes of all perf rings. */
+	SP_STAT_STACK_COPY = 8,   /* Stack copy bytes at the end. */
+	SP_STAT_COPY_RESIZES = 9, /* Re-opens with another copy size. */
 };
 
 #endif

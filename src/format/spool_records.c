@@ -546,6 +546,18 @@ static int rec_stats(stackpulse_spool *s, sp_cursor *c)
 	if ((rc = get_u32(c, &key, "stats key")) ||
 	    (rc = sp_cursor_varint(c, &value, "stats value")))
 		return rc;
+	if (sp_cursor_left(c) > 0) {
+		/* Optional third field: the value is one thread's (key 6: its lost
+		 * samples); other per-thread keys are not kept. */
+		uint32_t thr = UINT32_MAX;
+		if ((rc = get_opt_ref(c, s->nthreads, &thr, "stats thread")))
+			return rc;
+		if (thr != UINT32_MAX) {
+			if (key == SP_STAT_LOST)
+				s->threads[thr].lost = value;
+			return 0;
+		}
+	}
 	for (uint32_t i = 0; i < s->nstats; i++) {
 		if (s->stats[i].key == key) {
 			s->stats[i].value = value;

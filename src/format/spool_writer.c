@@ -747,14 +747,28 @@ int sp_writer_symtab(sp_writer *w, uint32_t module, const uint8_t *table, size_t
 	return 0;
 }
 
-int sp_writer_stat(sp_writer *w, uint32_t key, uint64_t value)
+static int write_stat(sp_writer *w, uint32_t key, uint64_t value, uint32_t thread)
 {
 	int rc = begin(w);
 	if (rc)
 		return rc;
 	if ((rc = sp_buf_varint(&w->body, key)) || (rc = sp_buf_varint(&w->body, value)))
 		return rc;
+	if (thread != UINT32_MAX && (rc = sp_buf_varint(&w->body, (uint64_t)thread + 1)))
+		return rc;
 	return commit(w, SP_REC_STATS);
+}
+
+int sp_writer_stat(sp_writer *w, uint32_t key, uint64_t value)
+{
+	return write_stat(w, key, value, UINT32_MAX);
+}
+
+int sp_writer_thread_stat(sp_writer *w, uint32_t key, uint64_t value, uint32_t thread)
+{
+	if (thread >= w->counts.threads)
+		return bad_ref("thread", thread, w->counts.threads);
+	return write_stat(w, key, value, thread);
 }
 
 int sp_writer_flush(sp_writer *w)

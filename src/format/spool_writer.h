@@ -101,6 +101,9 @@ int sp_writer_symtab(sp_writer *w, uint32_t module, const uint8_t *table, size_t
 /* Records a counter (SP_STAT_* of format/spool_format.h); a later value for
  * the same key replaces an earlier one. */
 int sp_writer_stat(sp_writer *w, uint32_t key, uint64_t value);
+/* The same for one thread (spool index @p thread), in the optional third
+ * field of STATS. */
+int sp_writer_thread_stat(sp_writer *w, uint32_t key, uint64_t value, uint32_t thread);
 
 /* Closes the current chunk, if any, and hands it to the sink. */
 int sp_writer_flush(sp_writer *w);

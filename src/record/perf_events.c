@@ -19,6 +19,21 @@ int sp_perf_event_open(struct perf_event_attr *attr, pid_t tid, int cpu, int gro
 	return fd < 0 ? -errno : (int)fd;
 }
 
+int sp_perf_read(int fd, int lost_format, sp_perf_counts *out)
+{
+	uint64_t v[3] = { 0, 0, 0 };
+	size_t want = (lost_format ? 3 : 2) * sizeof(uint64_t);
+	ssize_t n = read(fd, v, want);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != want)
+		return -EIO;
+	out->value = v[0];
+	out->id = v[1];
+	out->lost = lost_format ? v[2] : 0;
+	return 0;
+}
+
 long sp_perf_sysctl(const char *name, long dflt)
 {
 	char path[128], buf[64];
@@ -41,7 +56,7 @@ void sp_perf_permission_hint(char *buf, size_t cap)
 }
 
 static void base_attr(const sp_perf_config *cfg, struct perf_event_attr *a, int cycles, int kernel,
-                      int build_id)
+                      int build_id, int lost_format)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
@@ -69,6 +84,9 @@ static void base_attr(const sp_perf_config *cfg, struct perf_event_attr *a, int 
 	a->build_id = build_id ? 1 : 0;
 	a->disabled = 1;
 	a->enable_on_exec = cfg->enable_on_exec ? 1 : 0;
+	/* Lost samples per event (kernel 6.0+): with one event per thread, the
+	 * loss per thread (inherited threads count toward their creator). */
+	a->read_format = PERF_FORMAT_ID | (lost_format ? PERF_FORMAT_LOST : 0);
 }
 
 int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *out)
@@ -77,16 +95,18 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 	int try_cycles = cfg->event != STACKPULSE_PERF_EVENT_CPU_CLOCK;
 	int kernel = cfg->kernel != STACKPULSE_FEATURE_OFF;
 	int build_id = 1;
+	int lost_format = 1;
 	int cycles = try_cycles;
 	int kernel_refused = 0;
 	for (int attempt = 0; attempt < 16; attempt++) {
-		base_attr(cfg, &out->attr, cycles, kernel, build_id);
+		base_attr(cfg, &out->attr, cycles, kernel, build_id, lost_format);
 		int fd = sp_perf_event_open(&out->attr, tid, cpu, -1);
 		if (fd >= 0) {
 			out->event = cycles ? STACKPULSE_PERF_EVENT_CYCLES
 			                    : STACKPULSE_PERF_EVENT_CPU_CLOCK;
 			out->kernel_frames = kernel;
 			out->build_id_mmap = build_id;
+			out->lost_format = lost_format;
 			if (cfg->kernel == STACKPULSE_FEATURE_OFF)
 				snprintf(out->kernel_note, sizeof(out->kernel_note),
 				         "kernel frames switched off by the caller");
@@ -96,6 +116,10 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 				         "<= 1 or CAP_PERFMON allows them)",
 				         sp_perf_sysctl("perf_event_paranoid", 2));
 			return fd;
+		}
+		if (fd == -EINVAL && lost_format) {
+			lost_format = 0; /* Kernel before 6.0: no PERF_FORMAT_LOST. */
+			continue;
 		}
 		if (fd == -EINVAL && build_id) {
 			build_id = 0; /* Kernel before 5.12: no build-id in MMAP2. */

@@ -29,10 +29,20 @@ typedef struct sp_perf_setup {
 	int event;         /* stackpulse_event used. */
 	int kernel_frames; /* 1 when exclude_kernel is 0. */
 	int build_id_mmap; /* 1 when MMAP2 records carry build-ids. */
+	int lost_format;   /* 1 when read() reports lost samples (PERF_FORMAT_LOST). */
 	char kernel_note[256];
 } sp_perf_setup;
 
 int sp_perf_event_open(struct perf_event_attr *attr, pid_t tid, int cpu, int group);
+
+/* What read() of a sampling event returns (read_format ID, and LOST when
+ * setup.lost_format). */
+typedef struct sp_perf_counts {
+	uint64_t value, id, lost;
+} sp_perf_counts;
+
+/* Reads a sampling event's counters; 0 or -errno. */
+int sp_perf_read(int fd, int lost_format, sp_perf_counts *out);
 
 /* Opens the first sampling event (thread @p tid, cpu @p cpu), trying the
  * fallbacks in order, and fills @p out with the attribute that worked.

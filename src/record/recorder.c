@@ -4,10 +4,12 @@
  * own (stop_enable_resume, joined before attach returns).
  *
  * Memory use (docs/recording.md, "Memory use"):
- *  - one perf ring per CPU of a power-of-two data size: 2 MiB as root
- *    (4 MiB minus a page, rounded down), else perf_event_mlock_kb minus one
+ *  - one perf ring per CPU of a power-of-two data size: as root
+ *    (CAP_IPC_LOCK) the rate-scaled budget of sp_ring_budget_bytes (2 to
+ *    256 MiB, at most 1 GiB in all), else perf_event_mlock_kb minus one
  *    page rounded down (512 KiB by default), halved until the kernel
  *    accepts it; plus a 64 KiB copy buffer per ring;
+ *  - per event an fd and its thread; per thread with loss 16 bytes;
  *  - about 26 KiB of per-sample scratch (1024 pcs, 1537 frame ids, 256
  *    Python frames, 1024 merge slots);
  *  - per process 32 bytes per executable mapping, per thread 16 bytes,
@@ -35,6 +37,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "format/spool_format.h"
 #include "io/file.h"
 #include "record/attach.h"
 #include "record/kallsyms.h"
@@ -129,6 +132,8 @@ static void recorder_free(stackpulse_recorder *rec)
 		sp_file_sink_close(&rec->sink);
 	sp_free(rec->rings);
 	sp_free(rec->fds);
+	sp_free(rec->fdtids);
+	sp_free(rec->tloss);
 	sp_free(rec->ids);
 	sp_free(rec->direct);
 	sp_free(rec->kaddrs);
@@ -157,6 +162,7 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 	if (!rec)
 		return -ENOMEM;
 	rec->opts = o;
+	rec->copy_size = o.stack_size;
 	rec->sink.fd = rec->epfd = rec->pidfd = -1;
 	if (o.cache_dir) {
 		rec->opts.cache_dir = rec->cache_dir = sp_strdup(o.cache_dir);
@@ -217,18 +223,26 @@ static int start_output(stackpulse_recorder *rec)
 	return rc ? sp_error_context(rc, "cannot create the spool file") : 0;
 }
 
-/* Ring bytes per CPU: the caller's ring_kb, else our share of
- * perf_event_mlock_kb (which the kernel grants per CPU) minus the control
- * page; sp_ring_map halves it if the mlock limit still refuses. */
+/* Ring bytes per CPU: the caller's ring_kb; as root (CAP_IPC_LOCK lifts
+ * perf_event_mlock_kb) the load-scaled budget of sp_ring_budget_bytes;
+ * else our share of perf_event_mlock_kb (which the kernel grants per CPU)
+ * minus the control page. sp_ring_map halves it while the kernel refuses. */
 static size_t ring_bytes(const stackpulse_recorder *rec)
 {
 	if (rec->opts.ring_kb)
 		return (size_t)rec->opts.ring_kb * 1024;
-	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	if (geteuid() == 0) {
+		long pages = sysconf(_SC_PHYS_PAGES);
+		uint64_t ram = pages > 0 ? (uint64_t)pages * page : 0;
+		/* A sample: the full stack copy plus registers, callchain and
+		 * headers. Once the copies shrink (sample.c) the same ring holds
+		 * many times more. */
+		uint64_t rec_bytes = (uint64_t)rec->opts.stack_size + 2048;
+		return (size_t)sp_ring_budget_bytes(rec->opts.frequency, rec_bytes, rec->ncpu, ram);
+	}
+	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	size_t bytes = kb > 0 ? (size_t)kb * 1024 : 516 * 1024;
-	if (geteuid() == 0)
-		bytes = 4u << 20; /* CAP_IPC_LOCK: not bound by the limit. */
 	return bytes > page ? bytes - page : page;
 }
 
@@ -247,6 +261,7 @@ static int open_rings(stackpulse_recorder *rec)
 			sp_ring_unmap(&rec->rings[c]);
 			return rc;
 		}
+		rec->ring_bytes += rec->rings[c].size;
 		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)c };
 		if (epoll_ctl(rec->epfd, EPOLL_CTL_ADD, rec->rings[c].fd, &ev) != 0)
 			return sp_error(-errno, "epoll_ctl failed");
@@ -263,8 +278,13 @@ static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
 		if (!nf)
 			return -ENOMEM;
 		rec->fds = nf;
+		pid_t *nt = sp_realloc_array(rec->fdtids, nc, sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		rec->fdtids = nt;
 		rec->capfds = nc;
 	}
+	rec->fdtids[rec->nfds] = tid;
 	rec->fds[rec->nfds++] = fd;
 	uint64_t id = 0;
 	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) != 0)
@@ -281,7 +301,7 @@ static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
 	while (pos > 0 && rec->ids[pos - 1].id > id)
 		pos--; /* Keep sorted for lookups. */
 	memmove(&rec->ids[pos + 1], &rec->ids[pos], (rec->nids - pos) * sizeof(*rec->ids));
-	rec->ids[pos] = (sp_event_id){ id, tid };
+	rec->ids[pos] = (sp_event_id){ id, tid, rec->copy_resizes + (rec->reopen_size ? 1u : 0u) };
 	rec->nids++;
 	return 0;
 }
@@ -348,7 +368,9 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 			return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", c);
 		any = 1;
 	}
-	return any ? add_direct(rec, tid) : 0;
+	/* During a re-open the thread's new events are not enabled yet: its
+	 * samples still come from the old ones (reopen_step sets direct). */
+	return any && !rec->reopen_size ? add_direct(rec, tid) : 0;
 }
 
 /* Opens events on every thread of the target; with @p rescan, repeats
@@ -388,6 +410,235 @@ static int enable_all(stackpulse_recorder *rec)
 		if (ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
 			return sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
 	return 0;
+}
+
+/* ---- stack copy sizing and per-thread loss ---- */
+
+int sp_recorder_thread_lost(stackpulse_recorder *rec, pid_t tid, uint32_t thread, uint64_t lost)
+{
+	sp_thread_loss *e = NULL;
+	for (size_t i = 0; i < rec->ntloss && !e; i++)
+		if (rec->tloss[i].tid == tid)
+			e = &rec->tloss[i];
+	if (!e) {
+		if (rec->ntloss == rec->captloss) {
+			size_t nc = rec->captloss ? rec->captloss * 2 : 64;
+			sp_thread_loss *nl = sp_realloc_array(rec->tloss, nc, sizeof(*nl));
+			if (!nl)
+				return -ENOMEM;
+			rec->tloss = nl;
+			rec->captloss = nc;
+		}
+		e = &rec->tloss[rec->ntloss++];
+		*e = (sp_thread_loss){ tid, SP_NONE, 0 };
+	}
+	if (thread != SP_NONE)
+		e->thread = thread;
+	e->lost += lost;
+	return 0;
+}
+
+/* Adds the lost-sample counters of fds[from..to) to their threads. */
+static int read_loss(stackpulse_recorder *rec, size_t from, size_t to)
+{
+	if (!rec->setup.lost_format)
+		return 0;
+	for (size_t i = from; i < to; i++) {
+		sp_perf_counts pc;
+		if (sp_perf_read(rec->fds[i], 1, &pc) != 0 || pc.lost == 0)
+			continue;
+		sp_thread *th = sp_ptable_find_thread(&rec->pt, rec->fdtids[i]);
+		int rc = sp_recorder_thread_lost(rec, rec->fdtids[i], th ? th->index : SP_NONE,
+		                                 pc.lost);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Pids of the followed live processes and, with @p children (and
+ * opts.children), their children not yet known from a FORK record
+ * (/proc/PID/task/TID/children). */
+static int followed_pids(stackpulse_recorder *rec, int children, pid_t **out, size_t *n)
+{
+	size_t cap = rec->pt.nprocs + 16, cnt = 0;
+	*out = NULL;
+	*n = 0;
+	pid_t *v = sp_calloc(cap, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < rec->pt.nprocs; i++) {
+		const sp_process *p = rec->pt.procs[i];
+		if (!p->exited && (rec->opts.children || p->pid == rec->target))
+			v[cnt++] = p->pid;
+	}
+	for (size_t i = 0; children && rec->opts.children && i < cnt && cnt < 4096; i++) {
+		pid_t *tids;
+		size_t nt;
+		if (sp_proc_tasks(v[i], &tids, &nt) != 0)
+			continue;
+		for (size_t k = 0; k < nt; k++) {
+			char path[96], buf[1024];
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)v[i],
+			         (int)tids[k]);
+			if (sp_proc_read_small(path, buf, sizeof(buf)) <= 0)
+				continue;
+			for (char *q = buf, *end; *q; q = end) {
+				long c = strtol(q, &end, 10);
+				if (end == q)
+					break;
+				int known = 0;
+				for (size_t j = 0; j < cnt && !known; j++)
+					known = v[j] == (pid_t)c;
+				if (known || c <= 0)
+					continue;
+				if (cnt == cap) {
+					pid_t *nv = sp_realloc_array(v, cap * 2, sizeof(*nv));
+					if (!nv)
+						break;
+					v = nv;
+					cap *= 2;
+				}
+				v[cnt++] = (pid_t)c;
+			}
+		}
+		sp_free(tids);
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+/* 1 when thread @p tid has events of the re-open under way. */
+static int reopen_has(const stackpulse_recorder *rec, pid_t tid)
+{
+	for (size_t i = rec->reopen_old; i < rec->nfds; i++)
+		if (rec->fdtids[i] == tid)
+			return 1;
+	return 0;
+}
+
+/* Makes the threads of fds[from..] the ones with events of their own. */
+static int set_direct(stackpulse_recorder *rec, size_t from)
+{
+	rec->ndirect = 0;
+	for (size_t i = from; i < rec->nfds; i++) {
+		if (has_direct(rec, rec->fdtids[i]))
+			continue;
+		int rc = add_direct(rec, rec->fdtids[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Opens new-size events on up to @p max threads of the followed processes
+ * that have none yet (@p max 0: no limit), enabling them when @p enable.
+ * Sets *opened to the number of threads given events. */
+static int reopen_batch(stackpulse_recorder *rec, size_t max, int enable, size_t *opened)
+{
+	pid_t *pids;
+	size_t np;
+	*opened = 0;
+	/* Unknown children only in the final listings (enable): once per
+	 * re-open rather than once per step. */
+	int rc = followed_pids(rec, enable, &pids, &np), probe = 0;
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < np && rc == 0 && (!max || *opened < max); i++) {
+		pid_t *tids;
+		size_t nt;
+		if (sp_proc_tasks(pids[i], &tids, &nt) != 0)
+			continue;
+		for (size_t k = 0; k < nt && rc == 0 && (!max || *opened < max); k++) {
+			if (reopen_has(rec, tids[k]))
+				continue;
+			size_t before = rec->nfds;
+			rc = open_thread(rec, tids[k], &probe);
+			for (size_t j = before; j < rec->nfds && rc == 0 && enable; j++)
+				if (ioctl(rec->fds[j], PERF_EVENT_IOC_ENABLE, 0) != 0)
+					rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
+			*opened += rec->nfds > before;
+		}
+		sp_free(tids);
+	}
+	sp_free(pids);
+	return rc;
+}
+
+/* Gives up a re-open: closes the new events, the old ones sample on. */
+static void reopen_abort(stackpulse_recorder *rec)
+{
+	size_t old = rec->reopen_old;
+	for (size_t i = old; i < rec->nfds; i++)
+		close(rec->fds[i]);
+	rec->nfds = old;
+	for (size_t i = 0; i < old; i++)
+		ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0);
+	set_direct(rec, 0);
+	rec->setup.attr.sample_stack_user = rec->copy_size;
+	rec->reopen_size = 0;
+	rec->copy_stop = 1;
+}
+
+/* One step of re-opening every sampling event with another stack copy
+ * size, run from the drain so that each step is short (a recorder that
+ * competes with many busy threads loses its CPU for long after a long
+ * burst, and the rings fill meanwhile). Steps: new events, disabled, on
+ * REOPEN_BATCH threads of the followed processes per call (listed from
+ * /proc); once every listed thread has them, the old events are disabled
+ * (with their inherited copies), the new ones enabled, threads born
+ * meanwhile get events, and the old events are read (lost counts) and
+ * closed. Between the disable and the enable (a few hundred ioctls)
+ * nothing is sampled. */
+#define REOPEN_BATCH 16
+
+static int reopen_step(stackpulse_recorder *rec)
+{
+	if (!rec->reopen_size) {
+		if (!rec->copy_want || rec->copy_want == rec->copy_size ||
+		    rec->copy_resizes >= SP_COPY_MAX_RESIZE || rec->copy_stop)
+			return 0;
+		rec->reopen_size = rec->copy_want;
+		rec->reopen_old = rec->nfds;
+		rec->setup.attr.sample_stack_user = rec->reopen_size;
+		rec->setup.attr.enable_on_exec = 0;
+		rec->setup.attr.disabled = 1;
+	}
+	size_t old = rec->reopen_old, opened = 0;
+	int rc = reopen_batch(rec, REOPEN_BATCH, 0, &opened);
+	if (rc == 0 && opened == REOPEN_BATCH)
+		return 0; /* More threads at the next call. */
+	if (rc || rec->nfds == old) {
+		reopen_abort(rec);
+		return rc;
+	}
+	for (size_t i = 0; i < old; i++)
+		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+	for (size_t i = old; i < rec->nfds && rc == 0; i++)
+		if (ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
+			rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
+	/* Threads born from threads that had only the old events. */
+	for (int round = 0; round < 100 && rc == 0; round++) {
+		if ((rc = reopen_batch(rec, 0, 1, &opened)) != 0 || opened == 0)
+			break;
+	}
+	if (rc || (rc = set_direct(rec, old)) != 0) {
+		reopen_abort(rec);
+		return rc;
+	}
+	int lrc = read_loss(rec, 0, old);
+	for (size_t i = 0; i < old; i++)
+		close(rec->fds[i]);
+	memmove(rec->fds, rec->fds + old, (rec->nfds - old) * sizeof(*rec->fds));
+	memmove(rec->fdtids, rec->fdtids + old, (rec->nfds - old) * sizeof(*rec->fdtids));
+	rec->nfds -= old;
+	rec->copy_size = rec->reopen_size;
+	rec->reopen_size = 0;
+	rec->copy_resizes++;
+	rec->copy_want = 0;
+	rec->copy_need = rec->copy_seen = 0;
+	return lrc;
 }
 
 static void kptr_check(stackpulse_recorder *rec)
@@ -671,9 +922,20 @@ fail:
 /* 2 when some ring holds a record old enough to be consumed now, 1 when
  * the rings only hold records younger than the ordering slack, 0 when
  * they are empty. */
+/* The ordering slack, or 0 once a ring is half full: the merge order of
+ * records written within the slack on different CPUs matters less than
+ * losing samples (a child seen before its FORK is adopted later). */
+static uint64_t order_slack(const stackpulse_recorder *rec)
+{
+	for (int c = 0; c < rec->ncpu; c++)
+		if (rec->rings[c].meta && sp_ring_used(&rec->rings[c]) * 2 >= rec->rings[c].size)
+			return 0;
+	return ORDER_SLACK_NS;
+}
+
 static int rings_state(stackpulse_recorder *rec)
 {
-	uint64_t cut = clock_ns(CLOCK_MONOTONIC) - ORDER_SLACK_NS;
+	uint64_t cut = clock_ns(CLOCK_MONOTONIC) - order_slack(rec);
 	int st = 0;
 	for (int c = 0; c < rec->ncpu; c++) {
 		struct perf_event_header h;
@@ -778,9 +1040,11 @@ static int consume(stackpulse_recorder *rec, int all)
 	if (rec->error)
 		return rec->error;
 	uint64_t now = clock_ns(CLOCK_MONOTONIC);
-	uint64_t cut = all ? UINT64_MAX : now - ORDER_SLACK_NS;
+	uint64_t cut = all ? UINT64_MAX : now - order_slack(rec);
 	sp_recorder_python_early(rec);
 	int rc = drain_merged(rec, cut);
+	if (rc == 0 && !all && reopen_step(rec) == -ENOMEM)
+		rc = -ENOMEM; /* Other refusals only stop the sizing. */
 	/* Bound what a crash can lose on a quiet target: close the chunk
 	 * at least once per FLUSH_NS even when it is not full. */
 	if (rc == 0 && now - rec->last_flush_ns > FLUSH_NS) {
@@ -863,6 +1127,12 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.malformed_records = rec->corrupt;
 	for (int i = 0; rec->rings && i < rec->ncpu; i++)
 		s.malformed_records += rec->rings[i].corrupt;
+	s.ring_bytes = rec->ring_bytes;
+	s.stack_copy = rec->copy_size;
+	s.copy_resizes = rec->copy_resizes;
+	s.lost_per_thread = rec->setup.lost_format;
+	for (size_t i = 0; i < rec->ntloss; i++)
+		s.lost_threads += rec->tloss[i].lost > 0;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
@@ -898,6 +1168,41 @@ const char *stackpulse_recorder_python_note(const stackpulse_recorder *rec)
 	return rec ? rec->python_note : "";
 }
 
+/* The STATS records (docs/spool-format.md): recording counters, and the
+ * samples lost per thread. */
+static int write_stats(stackpulse_recorder *rec)
+{
+	const struct {
+		uint32_t key;
+		uint64_t value;
+	} kv[] = {
+		{ SP_STAT_TRUNCATED_STACKS, rec->truncated },
+		{ SP_STAT_PYTHON_SAMPLES, rec->python_samples },
+		{ SP_STAT_EVENT, (uint64_t)rec->setup.event },
+		{ SP_STAT_PYTHON_FRAMES, (uint64_t)rec->python_found },
+		{ SP_STAT_LOST, rec->lost },
+		{ SP_STAT_RING_BYTES, rec->ring_bytes },
+		{ SP_STAT_STACK_COPY, rec->copy_size },
+		{ SP_STAT_COPY_RESIZES, rec->copy_resizes },
+	};
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+		int rc = sp_writer_stat(rec->w, kv[i].key, kv[i].value);
+		if (rc)
+			return rc;
+	}
+	if (!rec->setup.lost_format)
+		return 0;
+	for (size_t i = 0; i < rec->ntloss; i++) {
+		const sp_thread_loss *e = &rec->tloss[i];
+		if (!e->lost || e->thread == SP_NONE)
+			continue;
+		int rc = sp_writer_thread_stat(rec->w, SP_STAT_LOST, e->lost, e->thread);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int stackpulse_recorder_finish(stackpulse_recorder *rec)
 {
 	SP_API_ENTRY();
@@ -911,6 +1216,10 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 	int rc2 = consume(rec, 1);
 	if (rc == 0)
 		rc = rc2;
+	if (rc == 0)
+		rc = read_loss(rec, 0, rec->nfds);
+	if (rc == 0)
+		rc = write_stats(rec);
 	if (rc == 0)
 		rc = sp_recorder_write_ksyms(rec);
 	if (rc == 0)

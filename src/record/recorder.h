@@ -42,13 +42,29 @@ typedef struct sp_sample_fields {
 	uint32_t cpu;
 	const uint8_t *chain; /* nr kernel callchain entries. */
 	const uint8_t *stack; /* dyn bytes of user stack copy, or NULL. */
+	uint64_t ssize;       /* Copy size the event asked for (sample_stack_user). */
 	sp_regs regs;
 } sp_sample_fields;
+
+/* Samples the kernel could not write for one thread's events (read with
+ * PERF_FORMAT_LOST; inherited threads count toward the thread whose events
+ * they inherited). */
+typedef struct sp_thread_loss {
+	pid_t tid;
+	uint32_t thread; /* Spool thread index; SP_NONE until known. */
+	uint64_t lost;
+} sp_thread_loss;
+
+/* Stack copies sized to need (sample.c learns, recorder.c re-opens). */
+#define SP_COPY_MIN        1024u /* Smallest stack copy asked for. */
+#define SP_COPY_LEARN      64u   /* Complete unwinds seen before shrinking. */
+#define SP_COPY_MAX_RESIZE 64u   /* Re-opens per recording. */
 
 /* Event id (PERF_EVENT_IOC_ID) -> thread it was opened on. */
 typedef struct sp_event_id {
 	uint64_t id;
 	pid_t tid;
+	uint32_t gen; /* copy_resizes when the events take over (stack copy sizing). */
 } sp_event_id;
 
 struct stackpulse_recorder {
@@ -73,6 +89,21 @@ struct stackpulse_recorder {
 	size_t nids, capids;
 	pid_t *direct; /* Threads with events of their own, sorted. */
 	size_t ndirect, capdirect;
+
+	pid_t *fdtids; /* Thread of each fds[] entry. */
+
+	uint32_t copy_size;    /* sample_stack_user of the current events. */
+	uint32_t copy_need;    /* Most stack bytes a complete unwind read since then. */
+	uint32_t copy_seen;    /* Complete unwinds since the last re-open. */
+	uint32_t copy_want;    /* Size to re-open with; 0: keep. */
+	uint32_t copy_resizes; /* Re-opens done. */
+	int copy_stop;         /* Sizing gave up (a re-open was refused). */
+	uint32_t reopen_size;  /* Copy size of a re-open under way; 0: none. */
+	size_t reopen_old;     /* fds[0..reopen_old) are the old events then. */
+	uint64_t copy_cut;     /* Unwinds cut by the end of a shrunk copy. */
+	uint64_t ring_bytes;   /* Data bytes of all rings. */
+	sp_thread_loss *tloss; /* Per directly opened thread. */
+	size_t ntloss, captloss;
 
 	uint64_t *kaddrs; /* Open-addressing set of kernel pcs; 0 = empty. */
 	size_t kcap, kused;
@@ -115,6 +146,9 @@ struct stackpulse_recorder {
 /* Handles one ring record; returns 0 or a writer error. */
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
                        const uint8_t *p, size_t len);
+
+/* Adds @p lost samples to thread @p tid (spool index @p thread or SP_NONE). */
+int sp_recorder_thread_lost(stackpulse_recorder *rec, pid_t tid, uint32_t thread, uint64_t lost);
 
 /* Parses a sample record; 0, or STACKPULSE_EFORMAT when it is malformed
  * (no message: the caller counts and skips it). */

@@ -13,6 +13,22 @@
 
 #define COPY_BYTES 65536 /* header.size is 16 bits: no record is larger. */
 
+uint64_t sp_ring_budget_bytes(uint32_t frequency, uint64_t record_bytes, int ncpu,
+                              uint64_t ram_bytes)
+{
+	uint64_t n = ncpu > 0 ? (uint64_t)ncpu : 1;
+	uint64_t cap = SP_RING_BUDGET / n;
+	if (cap > SP_RING_CPU_MAX)
+		cap = SP_RING_CPU_MAX;
+	if (ram_bytes && ram_bytes / 16 / n < cap)
+		cap = ram_bytes / 16 / n;
+	uint64_t need = (uint64_t)frequency * record_bytes / 1000u * SP_RING_HOLD_MS;
+	uint64_t bytes = SP_RING_CPU_MIN;
+	while (bytes < need && bytes * 2 <= cap)
+		bytes *= 2;
+	return bytes;
+}
+
 int sp_ring_map(sp_ring *r, int fd, int cpu, size_t data_bytes)
 {
 	memset(r, 0, sizeof(*r));
@@ -56,6 +72,15 @@ void sp_ring_unmap(sp_ring *r)
 	sp_free(r->scan_copy);
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
+}
+
+uint64_t sp_ring_used(const sp_ring *r)
+{
+	if (!r->meta)
+		return 0;
+	uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = r->meta->data_tail;
+	return head > tail ? head - tail : 0;
 }
 
 /* Copies @p n bytes at ring position @p pos, wrapping at the end. */

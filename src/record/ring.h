@@ -21,10 +21,29 @@ typedef struct sp_ring {
 	uint8_t *scan_copy;                /* Its scratch for wrapped records. */
 } sp_ring;
 
+/* Ring budget (locked memory) for privileged recorders: rings are sized
+ * to hold SP_RING_HOLD_MS of samples at the full rate, within these bounds. */
+#define SP_RING_BUDGET  (1ull << 30)   /* All rings together. */
+#define SP_RING_CPU_MAX (256ull << 20) /* One ring. */
+#define SP_RING_CPU_MIN (2ull << 20)   /* Privileged floor (the former fixed size). */
+#define SP_RING_HOLD_MS 250u
+
+/* Data bytes per CPU for a privileged recorder (CAP_IPC_LOCK lifts
+ * perf_event_mlock_kb): a power of two that holds SP_RING_HOLD_MS of
+ * samples of @p record_bytes at @p frequency (one thread runs on a CPU at
+ * a time, so that is the most a CPU's ring takes in), clamped to
+ * SP_RING_CPU_MIN .. min(SP_RING_CPU_MAX, SP_RING_BUDGET / ncpu,
+ * @p ram_bytes / 16 / ncpu). */
+uint64_t sp_ring_budget_bytes(uint32_t frequency, uint64_t record_bytes, int ncpu,
+                              uint64_t ram_bytes);
+
 /* Maps @p data_bytes (a power-of-two number of pages) of ring on @p fd,
  * halving on EPERM/ENOMEM down to 8 pages (mlock limits). Takes @p fd. */
 int sp_ring_map(sp_ring *r, int fd, int cpu, size_t data_bytes);
 void sp_ring_unmap(sp_ring *r);
+
+/* Bytes written and not yet released. */
+uint64_t sp_ring_used(const sp_ring *r);
 
 /* Peeks at the next unread record without releasing it: 1 with
  * hdr, rec and len set (valid until sp_ring_release or the next peek), 0 when

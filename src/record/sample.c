@@ -78,7 +78,7 @@ static int read_sample_id(const uint8_t *p, size_t len, sample_id *s)
 	return 0;
 }
 
-static pid_t id_owner(const stackpulse_recorder *rec, uint64_t id)
+static const sp_event_id *id_owner(const stackpulse_recorder *rec, uint64_t id)
 {
 	size_t lo = 0, hi = rec->nids;
 	while (lo < hi) {
@@ -88,7 +88,7 @@ static pid_t id_owner(const stackpulse_recorder *rec, uint64_t id)
 		else
 			hi = mid;
 	}
-	return lo < rec->nids && rec->ids[lo].id == id ? rec->ids[lo].tid : 0;
+	return lo < rec->nids && rec->ids[lo].id == id ? &rec->ids[lo] : NULL;
 }
 
 static int is_direct(const stackpulse_recorder *rec, pid_t tid)
@@ -110,8 +110,10 @@ static int duplicate(const stackpulse_recorder *rec, pid_t tid, uint64_t id)
 {
 	if (!is_direct(rec, tid))
 		return 0;
-	pid_t owner = id_owner(rec, id);
-	return owner != 0 && owner != tid;
+	const sp_event_id *owner = id_owner(rec, id);
+	/* Events replaced by a re-open (stack copy sizing) no longer sample:
+	 * what they wrote before is no copy of anything. */
+	return owner && owner->tid != tid && owner->gen == rec->copy_resizes;
 }
 
 static int followed_pid(const stackpulse_recorder *rec, pid_t pid)
@@ -345,7 +347,47 @@ int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, s
 		if (s->dyn > ssize)
 			s->dyn = ssize;
 	}
+	s->ssize = ssize;
 	return 0;
+}
+
+/* Learns how many stack bytes complete unwinds need and asks for a copy
+ * of that size with a margin (re-opened by the drain). A walk cut by the
+ * end of a shrunk copy asks for a larger one at once. */
+static void copy_learn(stackpulse_recorder *rec, const sp_unwind_result *res, uint64_t dyn,
+                       uint64_t ssize)
+{
+	uint32_t max = rec->opts.stack_size;
+	if (ssize != rec->copy_size || rec->copy_resizes >= SP_COPY_MAX_RESIZE || rec->copy_stop)
+		return; /* A sample of the previous events, or sizing gave up. */
+	if (rec->python_found) {
+		/* The CPython reader takes interpreter frames from the copy too
+		 * (python_reader.c): keep all of it. */
+		if (ssize < max)
+			rec->copy_want = max;
+		return;
+	}
+	if (res->truncated) {
+		/* Cut by the copy's end: the copy was full (not the top of the
+		 * stack) and the walk wanted bytes just past it (a wild CFA from
+		 * bad unwind data reads far away instead). */
+		if (dyn == ssize && res->stack_hi > dyn && res->stack_hi - dyn <= max &&
+		    ssize < max) {
+			rec->copy_cut++;
+			rec->copy_want = max; /* One step back; learning shrinks it again. */
+		}
+		return;
+	}
+	if (res->stack_hi > rec->copy_need)
+		rec->copy_need = (uint32_t)(res->stack_hi < max ? res->stack_hi : max);
+	if (++rec->copy_seen < SP_COPY_LEARN || rec->copy_want)
+		return;
+	/* Need plus a quarter plus 512 bytes, rounded up to 512. */
+	uint64_t want = ((uint64_t)rec->copy_need * 5 / 4 + 512 + 511) & ~511ull;
+	if (want < SP_COPY_MIN)
+		want = SP_COPY_MIN;
+	if (want <= max && want * 2 <= rec->copy_size)
+		rec->copy_want = (uint32_t)want;
 }
 
 static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
@@ -405,6 +447,8 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 				res.count = 1;
 			}
 		}
+		if (u == 0)
+			copy_learn(rec, &res, dyn, sf.ssize);
 		if ((rc = user_frames(rec, proc, tid, &res, stack, (size_t)dyn, sp, time, &n)) != 0)
 			return rc;
 		if (res.truncated) {
@@ -529,6 +573,13 @@ static int handle_task(stackpulse_recorder *rec, uint32_t type, const uint8_t *p
 	if (type == PERF_RECORD_EXIT) {
 		if (!sp_ptable_find(&rec->pt, pid))
 			return 0;
+		sp_thread *th = sp_ptable_find_thread(&rec->pt, tid);
+		/* Its loss is read at finish, when the tid is no longer live. */
+		if (th && is_direct(rec, tid) && rec->setup.lost_format) {
+			int rc = sp_recorder_thread_lost(rec, tid, th->index, 0);
+			if (rc)
+				return rc;
+		}
 		return sp_ptable_exit(&rec->pt, pid, tid, time);
 	}
 	if (pid == ppid) {

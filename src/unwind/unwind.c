@@ -64,10 +64,14 @@ typedef struct regset {
 typedef struct stack_view {
 	const uint8_t *bytes;
 	uint64_t start, len;
+	uint64_t *hi; /* Highest read end, relative to start (sizing the copy). */
 } stack_view;
 
 static bool read8(const stack_view *st, uint64_t addr, uint64_t *out)
 {
+	if (addr >= st->start && addr - st->start < UINT64_MAX - 8 &&
+	    addr - st->start + 8 > *st->hi)
+		*st->hi = addr - st->start + 8;
 	if (addr < st->start || st->len < 8 || addr - st->start > st->len - 8)
 		return false;
 	memcpy(out, st->bytes + (addr - st->start), 8);
@@ -405,7 +409,7 @@ int sp_unwind(sp_unwind_space *s, const sp_regs *regs, const uint8_t *stack, siz
 		result->truncated = 1; /* No user registers (kernel thread, 32-bit task). */
 		return 0;
 	}
-	stack_view st = { stack, stack_start, stack ? stack_len : 0 };
+	stack_view st = { stack, stack_start, stack ? stack_len : 0, &result->stack_hi };
 	pcs[0] = pc;
 	result->count = 1;
 	bool activation = true; /* pc is exact, not a return address. */

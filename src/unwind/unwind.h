@@ -59,10 +59,12 @@ int sp_unwind_space_map(sp_unwind_space *s, uint64_t start, uint64_t end, uint64
 
 /* What one unwind produced. */
 typedef struct sp_unwind_result {
-	uint32_t count; /* Addresses written, leaf first. */
-	int truncated;  /* 1 when the walk stopped before the outermost frame
+	uint32_t count;    /* Addresses written, leaf first. */
+	int truncated;     /* 1 when the walk stopped before the outermost frame
 	                 * (stack copy ran out, no CFI, bad step). */
-	int used_fp;    /* 1 when any step used the frame-pointer fallback. */
+	int used_fp;       /* 1 when any step used the frame-pointer fallback. */
+	uint64_t stack_hi; /* Bytes of the copy the walk needed: the end of the
+	                    * highest read it made or tried (may exceed the copy). */
 } sp_unwind_result;
 
 /* Unwinds one sample. @p stack holds @p stack_len valid bytes copied from

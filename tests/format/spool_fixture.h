@@ -128,6 +128,7 @@ static SP_FIXTURE_UNUSED int write_rich(sp_writer *w, rich_ids *ids, int finish)
 	TRY(sp_writer_symtab(w, ids->mod_exe, rich_symtab, sizeof(rich_symtab)));
 	TRY(sp_writer_stat(w, SP_STAT_TRUNCATED_STACKS, 5));
 	TRY(sp_writer_stat(w, SP_STAT_PYTHON_SAMPLES, 1));
+	TRY(sp_writer_thread_stat(w, SP_STAT_LOST, 7, ids->thr1));
 	if (finish)
 		TRY(sp_writer_finish(w));
 #undef TRY

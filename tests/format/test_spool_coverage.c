@@ -68,6 +68,8 @@ SP_TEST(writer_validates_every_argument)
 	CHECK_EQ(sp_writer_fork(w, bad, ids.proc0, 0), -EINVAL);
 	CHECK_EQ(sp_writer_fork(w, ids.proc0, bad, 0), -EINVAL);
 	CHECK_EQ(sp_writer_lost(w, bad, 1, 0), -EINVAL);
+	CHECK_EQ(sp_writer_thread_stat(w, SP_STAT_LOST, 1, bad), -EINVAL);
+	CHECK_EQ(sp_writer_thread_stat(w, SP_STAT_LOST, 1, UINT32_MAX), -EINVAL);
 	uint8_t big[SP_BUILD_ID_MAX + 1] = { 0 };
 	CHECK_EQ(sp_writer_module(w, "/big", big, SP_BUILD_ID_MAX + 1, &id), -EINVAL);
 	CHECK_EQ(sp_writer_module(w, "/nobid", NULL, 4, &id), -EINVAL);
@@ -145,6 +147,7 @@ static void check_all_refused(sp_writer *w, const rich_ids *ids)
 	CHECK_EQ(sp_writer_jitsym(w, ids->proc0, 1, 1, "j"), STACKPULSE_ESTATE);
 	CHECK_EQ(sp_writer_symtab(w, ids->mod_libc, rich_symtab, 4), STACKPULSE_ESTATE);
 	CHECK_EQ(sp_writer_stat(w, SP_STAT_PYTHON_SAMPLES, 1), STACKPULSE_ESTATE);
+	CHECK_EQ(sp_writer_thread_stat(w, SP_STAT_LOST, 1, ids->thr0), STACKPULSE_ESTATE);
 	CHECK_EQ(sp_writer_flush(w), STACKPULSE_ESTATE);
 	CHECK_EQ(sp_writer_finish(w), STACKPULSE_ESTATE);
 }

@@ -359,6 +359,7 @@ SP_TEST(forward_references_rejected)
 		{ SP_REC_EXIT, "vvv", 0, 2, 0 }, /* thread 1 of 1 */
 		{ SP_REC_FORK, "vvv", 0, 1, 0 },
 		{ SP_REC_LOST, "vvv", 2, 1, 0 },
+		{ SP_REC_STATS, "vvv", 6, 1, 2 }, /* per-thread STATS, thread 1 of 1 */
 		{ SP_REC_MAPPING, "vvvvvv", 0, 1, 0 },
 		{ SP_REC_FRAME, "vvv", STACKPULSE_FRAME_NATIVE, 1, 0 },
 		{ SP_REC_FRAME, "vvvz", STACKPULSE_FRAME_PYTHON, 0, 0 },
@@ -595,6 +596,30 @@ SP_TEST(unknown_records_and_trailing_fields_are_skipped)
 	CHECK_EQ(x->stack, 1);
 	CHECK_EQ(stackpulse_sample_iter_next(it, &x), 0);
 	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(s);
+	sp_buf_free(&b);
+}
+
+/* STATS with the optional thread field: key 6 is that thread's lost samples;
+ * other per-thread keys and the global values stay apart; a STATS record
+ * without it (older writers) is a global counter. */
+SP_TEST(stats_per_thread_lost)
+{
+	sp_buf b;
+	sp_buf_init(&b);
+	basics(&b);
+	rec(&b, SP_REC_STATS, "vv", V(6), V(40));
+	rec(&b, SP_REC_STATS, "vvv", V(6), V(9), V(1));
+	rec(&b, SP_REC_STATS, "vvv", V(77), V(3), V(1));
+	rec(&b, SP_REC_STATS, "vvv", V(6), V(11), V(0)); /* thread "none": global */
+	size_t n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 0);
+	stackpulse_spool *s;
+	REQUIRE_OK(strict_open(file, n, &s));
+	CHECK_EQ(stackpulse_spool_thread(s, 0)->lost, 9);
+	uint64_t v = 0;
+	REQUIRE_OK(sp_spool_stat(s, 6, &v));
+	CHECK_EQ(v, 11);
+	CHECK_EQ(sp_spool_stat(s, 77, &v), STACKPULSE_ENOTFOUND);
 	stackpulse_spool_close(s);
 	sp_buf_free(&b);
 }

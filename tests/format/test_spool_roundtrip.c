@@ -188,6 +188,11 @@ SP_TEST(every_record_kind_round_trips)
 	REQUIRE_OK(sp_spool_stat(s, SP_STAT_TRUNCATED_STACKS, &v));
 	CHECK_EQ(v, 5);
 	CHECK_EQ(sp_spool_stat(s, SP_STAT_UNWIND_ERRORS, &v), STACKPULSE_ENOTFOUND);
+	/* Per-thread STATS (third field): the thread's lost samples, not a global
+	 * counter. */
+	CHECK_EQ(stackpulse_spool_thread(s, ids.thr1)->lost, 7);
+	CHECK_EQ(stackpulse_spool_thread(s, ids.thr0)->lost, 0);
+	CHECK_EQ(sp_spool_stat(s, SP_STAT_LOST, &v), STACKPULSE_ENOTFOUND);
 
 	/* Samples in file order, with times restored from signed deltas. */
 	stackpulse_sample_iter *it;

@@ -900,7 +900,7 @@ SP_TEST(merge_with_unwound_native_stack)
 			sp_regs regs;
 			regs_from_ptrace(&r, &regs);
 			uint64_t pcs[256];
-			sp_unwind_result ur = { 0, 0, 0 };
+			sp_unwind_result ur = { 0, 0, 0, 0 };
 			sp_py_frame f[SP_PY_MAX_DEPTH];
 			uint32_t n = 0;
 			int tr = 1;

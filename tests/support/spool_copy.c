@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "format/spool_format.h"
 
 static int copy_events(const stackpulse_spool *s, sp_writer *w)
 {
@@ -129,6 +130,11 @@ static int copy_symbols(const stackpulse_spool *s, sp_writer *w)
 		    (rc = sp_writer_stat(w, key, value)))
 			return rc;
 	}
+	for (uint32_t i = 0; i < stackpulse_spool_thread_count(s); i++) {
+		const struct stackpulse_thread *t = stackpulse_spool_thread(s, i);
+		if (t->lost && (rc = sp_writer_thread_stat(w, SP_STAT_LOST, t->lost, i)))
+			return rc;
+	}
 	return 0;
 }
 
@@ -203,7 +209,7 @@ static int tables_equal(const stackpulse_spool *a, const stackpulse_spool *b, ch
 		const struct stackpulse_thread *x = stackpulse_spool_thread(a, i);
 		const struct stackpulse_thread *y = stackpulse_spool_thread(b, i);
 		if (x->process != y->process || x->tid != y->tid || !str_eq(x->name, y->name) ||
-		    !str_eq(x->initial_name, y->initial_name))
+		    !str_eq(x->initial_name, y->initial_name) || x->lost != y->lost)
 			DIFF("thread %u differs", i);
 	}
 	if (stackpulse_spool_module_count(a) != stackpulse_spool_module_count(b))
