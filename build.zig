@@ -197,6 +197,61 @@ pub fn build(b: *std.Build) void {
         b.step("test-aarch64", "Build the pure tests for aarch64-linux-gnu and run them under qemu-aarch64").dependOn(&run.step);
     }
 
+    // ---- the aarch64 guest (qemu-system-aarch64, .ci/arm64-vm) ---------
+    {
+        const a_lib = addLib(aarch64, "stackpulse", .static, &all_srcs);
+        const a_examples = b.step("arm64-examples", "aarch64 record and report into zig-out/arm64/bin (for .ci/arm64-vm)");
+        const vm = b.addSystemCommand(&.{"bash"});
+        vm.setName("run tests in the aarch64 guest");
+        vm.addFileArg(b.path(".ci/arm64-vm"));
+        vm.addArgs(&.{ "run", "--no-build" });
+        for (examples) |src| {
+            const stem = std.fs.path.stem(src);
+            if (!std.mem.eql(u8, stem, "record") and !std.mem.eql(u8, stem, "report")) continue;
+            const exe = addProgram(aarch64, stem, &.{src}, a_lib, true);
+            a_examples.dependOn(&b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "arm64/bin" } } }).step);
+            vm.addPrefixedArtifactArg("--copy=", exe);
+        }
+        os_tests: for (test_lists.os ++ test_lists.arm64_guest) |src| {
+            for (test_lists.arm64_vm_skip) |skip| if (std.mem.eql(u8, src, skip)) continue :os_tests;
+            vm.addPrefixedArtifactArg("--copy=", addTest(aarch64, src, a_lib, true));
+        }
+        // The workloads, built as users build aarch64 code with zig cc.
+        const variants = [_]struct { name: []const u8, flags: []const []const u8 }{
+            .{ .name = "tree-cfi", .flags = &.{ "-O2", "-g", "-fomit-frame-pointer" } },
+            // No -g: .debug_frame would give CFI.
+            .{ .name = "tree-fp", .flags = &.{ "-O2", "-fno-omit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables" } },
+            .{ .name = "tree-pac", .flags = &.{ "-O2", "-g", "-fomit-frame-pointer", "-mbranch-protection=standard" } },
+        };
+        for (variants) |v| {
+            const cc = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", "aarch64-linux-gnu.2.36", "-pthread" });
+            cc.addArgs(v.flags);
+            cc.addFileArg(b.path("tests/arm64/targets/tree.c"));
+            cc.addArg("-o");
+            vm.addPrefixedFileArg("--copy=", cc.addOutputFileArg(v.name));
+        }
+        vm.addPrefixedFileArg("--copy=", b.path("tests/arm64/targets/pywork.py"));
+        vm.addPrefixedFileArg("--copy=", b.path("tests/run_tests.sh"));
+        vm.addPrefixedFileArg("--copy=", b.path("tests/arm64/guest.sh"));
+        const out_dir = vm.addPrefixedOutputDirectoryArg("--out=", "arm64-out");
+        vm.addArgs(&.{ "--", "bash", "guest.sh" });
+        vm.has_side_effects = true;
+        vm.stdio = .inherit;
+        // Then the guest's spools symbolize here, with no arm64 file.
+        const host = b.addSystemCommand(&.{"env"});
+        host.setName("check the guest's spools on the host");
+        host.addPrefixedDirectoryArg("SP_ARM64_OUT=", out_dir);
+        host.addArg("bash");
+        host.addFileArg(b.path("tests/run_tests.sh"));
+        host.addPrefixedDirectoryArg("--root=", root);
+        host.addPrefixedDirectoryArg("--bin-dir=", bin_dir);
+        for (test_lists.arm64_host) |src| host.addArtifactArg(addTest(ctx, src, static_lib, true));
+        host.has_side_effects = true;
+        host.stdio = .inherit;
+        host.step.dependOn(&vm.step);
+        b.step("test-arm64-vm", "Build the OS-layer tests and examples for aarch64, run them in an aarch64 guest (qemu-system-aarch64), check its spools here").dependOn(&host.step);
+    }
+
     // ---- format, lint, docs ---------------------------------------------
     const fmt = b.addSystemCommand(&.{ "bash", ".ci/clang-format.sh", "fix" });
     fmt.setCwd(root);
