@@ -219,8 +219,10 @@ pub fn build(b: *std.Build) void {
         // The workloads, built as users build aarch64 code with zig cc.
         const variants = [_]struct { name: []const u8, flags: []const []const u8 }{
             .{ .name = "tree-cfi", .flags = &.{ "-O2", "-g", "-fomit-frame-pointer" } },
-            // No -g: .debug_frame would give CFI.
-            .{ .name = "tree-fp", .flags = &.{ "-O2", "-fno-omit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables" } },
+            // -g0: zig cc writes .debug_frame by default. Leaf functions get a frame
+            // record too: without CFI nothing tells whether a leaf still
+            // holds its return address in x30.
+            .{ .name = "tree-fp", .flags = &.{ "-O2", "-g0", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables" } },
             .{ .name = "tree-pac", .flags = &.{ "-O2", "-g", "-fomit-frame-pointer", "-mbranch-protection=standard" } },
         };
         for (variants) |v| {

@@ -133,7 +133,13 @@ SP_TEST(spawn_cfi_leaf_in_x30)
  * frame records, and the frameless leaf is joined to its caller by x30. */
 SP_TEST(spawn_frame_pointer_fallback)
 {
-	char spool[600];
+	char bin[512], spool[600];
+	snprintf(bin, sizeof(bin), "%s/tree-fp", bin_dir());
+	size_t len = 0;
+	char *data = sp_test_read_file(bin, &len);
+	REQUIRE(data != NULL);
+	CHECK(memmem(data, len, ".debug_frame", 12) == NULL);
+	free(data);
 	spool_path(spool, sizeof(spool), "fp");
 	stackpulse_recorder_opts o = opts();
 	record_spawn("tree-fp", "spin", spool, &o);
