@@ -252,6 +252,32 @@ pub fn build(b: *std.Build) void {
         host.stdio = .inherit;
         host.step.dependOn(&vm.step);
         b.step("test-arm64-vm", "Build the OS-layer tests and examples for aarch64, run them in an aarch64 guest (qemu-system-aarch64), check its spools here").dependOn(&host.step);
+
+        // bench/unwind_cost in the guest, on targets built ahead by zig cc.
+        const bench = b.addSystemCommand(&.{"bash"});
+        bench.setName("unwind_cost in the aarch64 guest");
+        bench.addFileArg(b.path(".ci/arm64-vm"));
+        bench.addArgs(&.{ "run", "--no-build" });
+        const uc = addProgram(aarch64, "unwind_cost", &.{"bench/unwind_cost.c"}, a_lib, true);
+        uc.root_module.addIncludePath(b.path("tests/unwind"));
+        bench.addPrefixedArtifactArg("--copy=", uc);
+        const cfi = [_][]const u8{ "-O2", "-fomit-frame-pointer", "-fasynchronous-unwind-tables" };
+        const so = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", "aarch64-linux-gnu.2.36", "-shared", "-fPIC", "-Wl,-soname,libsptarget.so" });
+        so.addArgs(&cfi);
+        so.addFileArg(b.path("tests/unwind/targets/lib.c"));
+        so.addArg("-o");
+        const so_file = so.addOutputFileArg("libsptarget.so");
+        const tgt = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", "aarch64-linux-gnu.2.36", "-Wl,-rpath,/work" });
+        tgt.addArgs(&cfi);
+        tgt.addFileArg(b.path("tests/unwind/targets/target.c"));
+        tgt.addFileArg(so_file);
+        tgt.addArg("-o");
+        bench.addPrefixedFileArg("--copy=", tgt.addOutputFileArg("sptarget"));
+        bench.addPrefixedFileArg("--copy=", so_file);
+        bench.addArgs(&.{ "--", "env", "SP_UNWIND_TARGET_DIR=/work", "./unwind_cost", "/work", "10" });
+        bench.has_side_effects = true;
+        bench.stdio = .inherit;
+        b.step("bench-arm64-vm", "bench/unwind_cost in the aarch64 guest (compare with the host's unwind_cost)").dependOn(&bench.step);
     }
 
     // ---- format, lint, docs ---------------------------------------------
