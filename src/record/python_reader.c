@@ -18,13 +18,13 @@
 #include "common/bytes.h"
 #include "common/error.h"
 
-#define MAX_EVAL_RANGES          8
-#define MAX_SYMBOLS              (16u << 20) /* Symbols scanned per table. */
-#define RESCAN_NS                20000000ull /* Least time between thread rescans. */
-#define GLIBC_X86_64_PTHREAD_TID 720         /* offsetof(struct pthread, tid), glibc 2.x */
-#define GLIBC_AARCH64_PTHREAD_TID 208        /* the same on aarch64 (glibc 2.36) */
-#define MAPS_LINE                4352u       /* A maps line: fields plus PATH_MAX. */
-#define MAX_MAPS_LINES           1000000u
+#define MAX_EVAL_RANGES           8
+#define MAX_SYMBOLS               (16u << 20) /* Symbols scanned per table. */
+#define RESCAN_NS                 20000000ull /* Least time between thread rescans. */
+#define GLIBC_X86_64_PTHREAD_TID  720         /* offsetof(struct pthread, tid), glibc 2.x */
+#define GLIBC_AARCH64_PTHREAD_TID 208         /* the same on aarch64 (glibc 2.36) */
+#define MAPS_LINE                 4352u       /* A maps line: fields plus PATH_MAX. */
+#define MAX_MAPS_LINES            1000000u
 
 typedef struct tid_entry {
 	int64_t tid;

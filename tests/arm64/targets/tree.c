@@ -82,8 +82,7 @@ __attribute__((noinline)) void *thread_main(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s spin|threads|forkexec|vdso|syscall SECONDS\n",
-		        argv[0]);
+		fprintf(stderr, "usage: %s spin|threads|forkexec|vdso|syscall SECONDS\n", argv[0]);
 		return 2;
 	}
 	const char *mode = argv[1];
