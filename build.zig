@@ -253,31 +253,51 @@ pub fn build(b: *std.Build) void {
         host.step.dependOn(&vm.step);
         b.step("test-arm64-vm", "Build the OS-layer tests and examples for aarch64, run them in an aarch64 guest (qemu-system-aarch64), check its spools here").dependOn(&host.step);
 
-        // bench/unwind_cost in the guest, on targets built ahead by zig cc.
-        const bench = b.addSystemCommand(&.{"bash"});
-        bench.setName("unwind_cost in the aarch64 guest");
-        bench.addFileArg(b.path(".ci/arm64-vm"));
-        bench.addArgs(&.{ "run", "--no-build" });
-        const uc = addProgram(aarch64, "unwind_cost", &.{"bench/unwind_cost.c"}, a_lib, true);
-        uc.root_module.addIncludePath(b.path("tests/unwind"));
-        bench.addPrefixedArtifactArg("--copy=", uc);
-        const cfi = [_][]const u8{ "-O2", "-fomit-frame-pointer", "-fasynchronous-unwind-tables" };
-        const so = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", "aarch64-linux-gnu.2.36", "-shared", "-fPIC", "-Wl,-soname,libsptarget.so" });
-        so.addArgs(&cfi);
-        so.addFileArg(b.path("tests/unwind/targets/lib.c"));
-        so.addArg("-o");
-        const so_file = so.addOutputFileArg("libsptarget.so");
-        const tgt = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", "aarch64-linux-gnu.2.36", "-Wl,-rpath,/work" });
-        tgt.addArgs(&cfi);
-        tgt.addFileArg(b.path("tests/unwind/targets/target.c"));
-        tgt.addFileArg(so_file);
-        tgt.addArg("-o");
-        bench.addPrefixedFileArg("--copy=", tgt.addOutputFileArg("sptarget"));
-        bench.addPrefixedFileArg("--copy=", so_file);
-        bench.addArgs(&.{ "--", "env", "SP_UNWIND_TARGET_DIR=/work", "./unwind_cost", "/work", "10" });
-        bench.has_side_effects = true;
-        bench.stdio = .inherit;
-        b.step("bench-arm64-vm", "bench/unwind_cost in the aarch64 guest (compare with the host's unwind_cost)").dependOn(&bench.step);
+        // bench/unwind_cost in the guest and here, on the same targets
+        // built ahead by zig cc for each machine, for relative figures.
+        const bench_step = b.step("bench-arm64-vm", "bench/unwind_cost in the aarch64 guest, then on this host, same targets and flags");
+        const machines = [_]struct { c: Ctx, lib: *std.Build.Step.Compile, triple: []const u8, guest: bool }{
+            .{ .c = aarch64, .lib = a_lib, .triple = "aarch64-linux-gnu.2.36", .guest = true },
+            .{ .c = ctx, .lib = static_lib, .triple = "native", .guest = false },
+        };
+        var prev: ?*std.Build.Step = null;
+        for (machines) |mc| {
+            const uc = addProgram(mc.c, "unwind_cost", &.{"bench/unwind_cost.c"}, mc.lib, true);
+            uc.root_module.addIncludePath(b.path("tests/unwind"));
+            const cfi = [_][]const u8{ "-O2", "-fomit-frame-pointer", "-fasynchronous-unwind-tables" };
+            const so = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", mc.triple, "-shared", "-fPIC", "-Wl,-soname,libsptarget.so" });
+            so.addArgs(&cfi);
+            so.addFileArg(b.path("tests/unwind/targets/lib.c"));
+            so.addArg("-o");
+            const so_file = so.addOutputFileArg("libsptarget.so");
+            const tgt = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", mc.triple, "-Wl,-rpath,$ORIGIN" });
+            tgt.addArgs(&cfi);
+            tgt.addFileArg(b.path("tests/unwind/targets/target.c"));
+            tgt.addFileArg(so_file);
+            tgt.addArg("-o");
+            const tgt_file = tgt.addOutputFileArg("sptarget");
+            const run = b.addSystemCommand(&.{"bash"});
+            if (mc.guest) {
+                run.setName("unwind_cost in the aarch64 guest");
+                run.addFileArg(b.path(".ci/arm64-vm"));
+                run.addArgs(&.{ "run", "--no-build" });
+                run.addPrefixedArtifactArg("--copy=", uc);
+                run.addPrefixedFileArg("--copy=", tgt_file);
+                run.addPrefixedFileArg("--copy=", so_file);
+                run.addArgs(&.{ "--", "env", "SP_UNWIND_TARGET_DIR=/work", "./unwind_cost", "/work", "10" });
+            } else {
+                run.setName("unwind_cost on this host");
+                run.addArgs(&.{ "-c", "echo \"== x86_64 host\"; d=$(mktemp -d) && cp \"$1\" \"$2\" \"$d\" && SP_UNWIND_TARGET_DIR=$d \"$3\" . 10; rc=$?; rm -rf \"$d\"; exit $rc", "unwind_cost" });
+                run.addFileArg(tgt_file);
+                run.addFileArg(so_file);
+                run.addArtifactArg(uc);
+            }
+            run.has_side_effects = true;
+            run.stdio = .inherit;
+            if (prev) |p| run.step.dependOn(p);
+            prev = &run.step;
+            bench_step.dependOn(&run.step);
+        }
     }
 
     // ---- format, lint, docs ---------------------------------------------

