@@ -264,7 +264,7 @@ pub fn build(b: *std.Build) void {
         for (machines) |mc| {
             const uc = addProgram(mc.c, "unwind_cost", &.{"bench/unwind_cost.c"}, mc.lib, true);
             uc.root_module.addIncludePath(b.path("tests/unwind"));
-            const cfi = [_][]const u8{ "-O2", "-fomit-frame-pointer", "-fasynchronous-unwind-tables" };
+            const cfi = [_][]const u8{ "-O2", "-fomit-frame-pointer", "-fasynchronous-unwind-tables", "-Wno-unknown-attributes" };
             const so = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", mc.triple, "-shared", "-fPIC", "-Wl,-soname,libsptarget.so" });
             so.addArgs(&cfi);
             so.addFileArg(b.path("tests/unwind/targets/lib.c"));

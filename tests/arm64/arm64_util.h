@@ -116,7 +116,8 @@ static inline size_t a64_leaf(const a64_folded *f, const char *leaf, const char 
 		    (end > ll && l[end - ll - 1] != ';'))
 			continue;
 		n++;
-		good += end >= cl && strncmp(l + end - cl, chain, cl) == 0;
+		good += end >= cl && strncmp(l + end - cl, chain, cl) == 0 &&
+		        (end == cl || l[end - cl - 1] == ';');
 	}
 	fprintf(stderr, "    %zu of %zu samples in %s end with %s\n", good, n, leaf, chain);
 	*in_leaf = n;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../record/rec_util.h"
 #include "arm64_util.h"
 
 extern char **environ;
@@ -30,13 +31,6 @@ static const char *secs(void)
 {
 	const char *s = getenv("SP_ARM64_SECS");
 	return s && *s ? s : "1.5";
-}
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Where a spool of @p name goes: SP_ARM64_OUT when set (kept for the
@@ -55,22 +49,6 @@ static stackpulse_recorder_opts opts(void)
 	return o;
 }
 
-static int drain(stackpulse_recorder *rec, double max_s)
-{
-	double end = now() + max_s;
-	while (now() < end) {
-		int rc = stackpulse_recorder_wait(rec, 200);
-		if (rc < 0 && rc != -EINTR)
-			return rc;
-		rc = stackpulse_recorder_consume_available(rec);
-		if (rc)
-			return rc;
-		if (!stackpulse_recorder_process_is_active(rec, 0))
-			return 0;
-	}
-	return -ETIMEDOUT;
-}
-
 /* Spawns BIN_DIR/@p variant (or @p argv0 when absolute) with @p mode and
  * records it into @p spool. */
 static void record_spawn(const char *variant, const char *mode, const char *spool,
@@ -82,7 +60,7 @@ static void record_spawn(const char *variant, const char *mode, const char *spoo
 	stackpulse_recorder *rec = NULL;
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, o, &rec, &pid));
-	CHECK_OK(drain(rec, 120));
+	CHECK_OK(rec_run(rec, 120));
 	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
@@ -256,7 +234,7 @@ static void attach_mode(int mode, const char *name)
 	int rc = stackpulse_recorder_attach(pid, spool, mode, &o, &rec);
 	CHECK_OK(rc);
 	if (rc == 0) {
-		CHECK_OK(drain(rec, 120));
+		CHECK_OK(rec_run(rec, 120));
 		CHECK_OK(stackpulse_recorder_finish(rec));
 	}
 	int status = -1;
@@ -335,7 +313,7 @@ SP_TEST(cpython_311_frames)
 	stackpulse_recorder *rec = NULL;
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
-	CHECK_OK(drain(rec, 120));
+	CHECK_OK(rec_run(rec, 120));
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	int status = -1;
 	waitpid(pid, &status, 0);
