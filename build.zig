@@ -369,6 +369,8 @@ fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     tidy.addArgs(&all_srcs);
     tidy.addArgs(&test_lists.pure);
     tidy.addArgs(&test_lists.os);
+    tidy.addArgs(&test_lists.arm64_guest);
+    tidy.addArgs(&test_lists.arm64_host);
     tidy.addArgs(examples);
     tidy.addArg("tests/support/harness.c");
     for (harnesses) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
