@@ -237,7 +237,7 @@ int sp_folded_build(const struct stackpulse_profile *p, uint32_t flags, sp_folde
 		rc = put_label(p, a.thread[i], flags, &out->text);
 		for (uint32_t d = depth; d > 0 && !rc; d--) {
 			uint32_t f = path[d - 1];
-			int kind = f < p->nframes ? p->funcs[p->frames[f].func].kind : 0;
+			int kind = f < p->nframes ? (int)p->funcs[p->frames[f].func].kind : 0;
 			if (kind == STACKPULSE_FRAME_NATIVE && p->frames[f].inline_depth > 0)
 				kind = STACKPULSE_FRAME_INLINE; /* Coloured apart in the SVG. */
 			rc = sp_buf_u8(&out->text, ';');

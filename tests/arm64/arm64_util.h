@@ -23,7 +23,7 @@ typedef struct a64_folded {
 
 typedef struct a64_walk {
 	const char *names[128];
-	int kinds[128];
+	enum stackpulse_frame_kind kinds[128];
 	int vdso[128];
 	uint32_t n;
 } a64_walk;
@@ -51,7 +51,7 @@ static inline void a64_fold(const char *path, uint32_t flags, a64_folded *out)
 	out->tids = calloc(A64_MAX_SAMPLES, sizeof(pid_t));
 	REQUIRE(out->lines && out->pids && out->tids);
 	stackpulse_spool *sp = NULL;
-	REQUIRE_OK(stackpulse_spool_open(path, &sp));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &sp));
 	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
 	so.flags = flags;
 	stackpulse_symbolizer *sym = NULL;

@@ -219,7 +219,7 @@ SP_TEST(fork_and_exec_children)
 }
 
 /* Attaches to a running tree-cfi in @p mode. */
-static void attach_mode(int mode, const char *name)
+static void attach_mode(enum stackpulse_attach_mode mode, const char *name)
 {
 	char bin[512], spool[600], longer[32];
 	snprintf(bin, sizeof(bin), "%s/tree-cfi", bin_dir());
