@@ -266,7 +266,7 @@ pub fn build(b: *std.Build) void {
             cc.addArg("-o");
             vm.addPrefixedFileArg("--copy=", cc.addOutputFileArg(v.name));
         }
-        vm.addPrefixedFileArg("--copy=", b.path("tests/arm64/targets/pywork.py"));
+        vm.addPrefixedFileArg("--copy=", b.path("tests/record/targets/pyladder.py"));
         vm.addPrefixedFileArg("--copy=", b.path("tests/run_tests.sh"));
         vm.addPrefixedFileArg("--copy=", b.path("tests/arm64/guest.sh"));
         const out_dir = vm.addPrefixedOutputDirectoryArg("--out=", "arm64-out");
