@@ -231,6 +231,109 @@ pub fn build(b: *std.Build) void {
         b.step("test-aarch64", "Build the pure tests for aarch64-linux-gnu and run them under qemu-aarch64").dependOn(&run.step);
     }
 
+    // ---- the aarch64 guest (qemu-system-aarch64, .ci/arm64-vm) ---------
+    {
+        const a_lib = addLib(aarch64, "stackpulse", .static, all_srcs);
+        const a_examples = b.step("arm64-examples", "aarch64 record and report into zig-out/arm64/bin (for .ci/arm64-vm)");
+        const vm = b.addSystemCommand(&.{"bash"});
+        vm.setName("run tests in the aarch64 guest");
+        vm.addFileArg(b.path(".ci/arm64-vm"));
+        vm.addArgs(&.{ "run", "--no-build" });
+        for (examples) |src| {
+            const stem = std.fs.path.stem(src);
+            if (!std.mem.eql(u8, stem, "record") and !std.mem.eql(u8, stem, "report")) continue;
+            const exe = addProgram(aarch64, stem, &.{src}, a_lib, .full);
+            a_examples.dependOn(&b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "arm64/bin" } } }).step);
+            vm.addPrefixedArtifactArg("--copy=", exe);
+        }
+        os_tests: for (test_lists.os ++ test_lists.arm64_guest) |src| {
+            for (test_lists.arm64_vm_skip) |skip| if (std.mem.eql(u8, src, skip)) continue :os_tests;
+            vm.addPrefixedArtifactArg("--copy=", addTest(aarch64, src, a_lib, .oracle));
+        }
+        // The workloads, built as users build aarch64 code with zig cc.
+        const variants = [_]struct { name: []const u8, flags: []const []const u8 }{
+            .{ .name = "tree-cfi", .flags = &.{ "-O2", "-g", "-fomit-frame-pointer" } },
+            // -g0: zig cc writes .debug_frame by default. Leaf functions get a frame
+            // record too: without CFI nothing tells whether a leaf still
+            // holds its return address in x30.
+            .{ .name = "tree-fp", .flags = &.{ "-O2", "-g0", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables" } },
+            .{ .name = "tree-pac", .flags = &.{ "-O2", "-g", "-fomit-frame-pointer", "-mbranch-protection=standard" } },
+        };
+        for (variants) |v| {
+            const cc = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", "aarch64-linux-gnu.2.36", "-pthread" });
+            cc.addArgs(v.flags);
+            cc.addFileArg(b.path("tests/arm64/targets/tree.c"));
+            cc.addArg("-o");
+            vm.addPrefixedFileArg("--copy=", cc.addOutputFileArg(v.name));
+        }
+        vm.addPrefixedFileArg("--copy=", b.path("tests/record/targets/pyladder.py"));
+        vm.addPrefixedFileArg("--copy=", b.path("tests/run_tests.sh"));
+        vm.addPrefixedFileArg("--copy=", b.path("tests/arm64/guest.sh"));
+        const out_dir = vm.addPrefixedOutputDirectoryArg("--out=", "arm64-out");
+        vm.addArgs(&.{ "--", "bash", "guest.sh" });
+        vm.has_side_effects = true;
+        vm.stdio = .inherit;
+        // Then the guest's spools symbolize here, with no arm64 file.
+        const host = b.addSystemCommand(&.{"env"});
+        host.setName("check the guest's spools on the host");
+        host.addPrefixedDirectoryArg("SP_ARM64_OUT=", out_dir);
+        host.addArg("bash");
+        host.addFileArg(b.path("tests/run_tests.sh"));
+        host.addPrefixedDirectoryArg("--root=", root);
+        host.addPrefixedDirectoryArg("--bin-dir=", bin_dir);
+        for (test_lists.arm64_host) |src| host.addArtifactArg(addTest(ctx, src, static_lib, .oracle));
+        host.has_side_effects = true;
+        host.stdio = .inherit;
+        host.step.dependOn(&vm.step);
+        b.step("test-arm64-vm", "Build the OS-layer tests and examples for aarch64, run them in an aarch64 guest (qemu-system-aarch64), check its spools here").dependOn(&host.step);
+
+        // bench/unwind_cost in the guest and here, on the same targets
+        // built ahead by zig cc for each machine, for relative figures.
+        const bench_step = b.step("bench-arm64-vm", "bench/unwind_cost in the aarch64 guest, then on this host, same targets and flags");
+        const machines = [_]struct { c: Ctx, lib: *std.Build.Step.Compile, triple: []const u8, guest: bool }{
+            .{ .c = aarch64, .lib = a_lib, .triple = "aarch64-linux-gnu.2.36", .guest = true },
+            .{ .c = ctx, .lib = static_lib, .triple = "native", .guest = false },
+        };
+        var prev: ?*std.Build.Step = null;
+        for (machines) |mc| {
+            const uc = addProgram(mc.c, "unwind_cost", &.{"bench/unwind_cost.c"}, mc.lib, .full);
+            uc.root_module.addIncludePath(b.path("tests/unwind"));
+            const cfi = [_][]const u8{ "-O2", "-fomit-frame-pointer", "-fasynchronous-unwind-tables", "-Wno-unknown-attributes" };
+            const so = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", mc.triple, "-shared", "-fPIC", "-Wl,-soname,libsptarget.so" });
+            so.addArgs(&cfi);
+            so.addFileArg(b.path("tests/unwind/targets/lib.c"));
+            so.addArg("-o");
+            const so_file = so.addOutputFileArg("libsptarget.so");
+            const tgt = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-target", mc.triple, "-Wl,-rpath,$ORIGIN" });
+            tgt.addArgs(&cfi);
+            tgt.addFileArg(b.path("tests/unwind/targets/target.c"));
+            tgt.addFileArg(so_file);
+            tgt.addArg("-o");
+            const tgt_file = tgt.addOutputFileArg("sptarget");
+            const run = b.addSystemCommand(&.{"bash"});
+            if (mc.guest) {
+                run.setName("unwind_cost in the aarch64 guest");
+                run.addFileArg(b.path(".ci/arm64-vm"));
+                run.addArgs(&.{ "run", "--no-build" });
+                run.addPrefixedArtifactArg("--copy=", uc);
+                run.addPrefixedFileArg("--copy=", tgt_file);
+                run.addPrefixedFileArg("--copy=", so_file);
+                run.addArgs(&.{ "--", "env", "SP_UNWIND_TARGET_DIR=/work", "./unwind_cost", "/work", "10" });
+            } else {
+                run.setName("unwind_cost on this host");
+                run.addArgs(&.{ "-c", "echo \"== x86_64 host\"; d=$(mktemp -d) && cp \"$1\" \"$2\" \"$d\" && SP_UNWIND_TARGET_DIR=$d \"$3\" . 10; rc=$?; rm -rf \"$d\"; exit $rc", "unwind_cost" });
+                run.addFileArg(tgt_file);
+                run.addFileArg(so_file);
+                run.addArtifactArg(uc);
+            }
+            run.has_side_effects = true;
+            run.stdio = .inherit;
+            if (prev) |p| run.step.dependOn(p);
+            prev = &run.step;
+            bench_step.dependOn(&run.step);
+        }
+    }
+
     // ---- format, lint, docs ---------------------------------------------
     const fmt = b.addSystemCommand(&.{ "bash", ".ci/clang-format.sh", "fix" });
     fmt.setCwd(root);
@@ -340,6 +443,8 @@ fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [3]*std.Build.Step {
     tidy.addArgs(&test_lists.pure);
     tidy.addArgs(&test_lists.os);
     tidy.addArgs(&test_lists.support);
+    tidy.addArgs(&test_lists.arm64_guest);
+    tidy.addArgs(&test_lists.arm64_host);
     tidy.addArgs(examples);
     tidy.addArgs(&.{ "tests/support/harness.c", "tests/unwind/libunwind_oracle.c" });
     for (harnesses) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));

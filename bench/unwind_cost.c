@@ -2,7 +2,9 @@
  * target (-O2, no frame pointers) are unwound repeatedly; prints the cost
  * per unwind and per frame, cold (first pass, empty caches) and warm.
  *
- * usage: unwind_cost [SOURCE_ROOT [PASSES]]   (needs gcc and perf access) */
+ * usage: unwind_cost [SOURCE_ROOT [PASSES]]   (needs gcc and perf access)
+ * env: SP_UNWIND_TARGET_DIR, a directory with sptarget and libsptarget.so
+ * built ahead, instead of gcc (the aarch64 guest: zig build bench-arm64-vm). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +84,17 @@ int main(int argc, char **argv)
 	int passes = argc > 2 ? atoi(argv[2]) : 50;
 	if (passes <= 0)
 		passes = 1;
+	/* SP_UNWIND_TARGET_DIR: sptarget and libsptarget.so built ahead (the
+	 * aarch64 guest has no compiler). */
+	const char *prebuilt = getenv("SP_UNWIND_TARGET_DIR");
 	char dir[] = "/tmp/sp-unwind-bench-XXXXXX";
-	if (!mkdtemp(dir) || ps_build_target(root, dir) != 0)
+	if (prebuilt && *prebuilt) {
+		if (strlen(prebuilt) >= sizeof(dir))
+			return fprintf(stderr, "SP_UNWIND_TARGET_DIR is too long\n"), 1;
+		snprintf(dir, sizeof(dir), "%s", prebuilt);
+	} else if (!mkdtemp(dir) || ps_build_target(root, dir) != 0) {
 		return fprintf(stderr, "cannot build the target (gcc)\n"), 1;
+	}
 	int rc = run(dir, "ladder", "", passes);
 	rc |= run(dir, "recurse", "12", passes);
 	rc |= run(dir, "recurse", "60", passes);
@@ -92,7 +102,7 @@ int main(int argc, char **argv)
 	rc |= run(dir, "signal", "", passes);
 	char cmd[200];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
+	if (!(prebuilt && *prebuilt) && system(cmd) != 0)
 		rc = 1;
 	return rc;
 }

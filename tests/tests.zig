@@ -69,6 +69,57 @@ pub const os = [_][]const u8{
     "tests/docs/test_docs.c",
 };
 
+/// Run by `zig build test-arm64-vm` inside the aarch64 guest, beside the
+/// `os` tests not left out below.
+pub const arm64_guest = [_][]const u8{
+    "tests/arm64/test_arm64_guest.c",
+};
+
+/// Run on the host after the guest, on the spools the guest wrote.
+pub const arm64_host = [_][]const u8{
+    "tests/arm64/test_arm64_host.c",
+};
+
+/// `os` tests left out of the aarch64 guest: the guest has no compiler (they
+/// build their targets with gcc at run time), no pyenv Pythons, Go,
+/// chromium, debuginfod, curl, perf or setpriv. tests/arm64/test_arm64_guest.c covers recording
+/// there with targets built ahead by zig cc.
+pub const arm64_vm_skip = [_][]const u8{
+    "tests/record/test_record_parsers.c",
+    "tests/record/test_record_errors.c", // also expects no PMU; the guest has one
+    "tests/record/test_record_spawn.c",
+    "tests/record/test_record_attach.c",
+    "tests/record/test_record_unpriv.c",
+    "tests/record/test_record_crash.c",
+    "tests/record/test_record_selfcontained.c",
+    "tests/record/test_record_perfmap.c",
+    "tests/record/test_record_output.c",
+    "tests/record/test_record_limits.c",
+    "tests/python/test_python_live.c",
+    "tests/python/test_python_share.c",
+    "tests/unwind/test_unwind_hostile.c",
+    "tests/unwind/test_unwind_real.c",
+    "tests/unwind/test_unwind_self.c",
+    "tests/unwind/test_unwind_oracle.c",
+    "tests/symbolize/test_symbolize.c",
+    "tests/symbolize/test_debuginfod.c",
+    "tests/symbolize/test_symbolize_record.c",
+    "tests/symbolize/test_symbolize_grab.c",
+    "tests/symbolize/test_symbolize_stripped.c",
+    "tests/symbolize/test_symbolize_ranges.c",
+    "tests/profile/test_profile.c",
+    "tests/profile/test_push.c",
+    "tests/profile/test_export.c",
+    "tests/profile/test_ladder.c",
+    "tests/reliability/test_rel_sigkill.c",
+    "tests/reliability/test_rel_enospc.c",
+    "tests/reliability/test_rel_target_kill.c",
+    "tests/reliability/test_rel_hostile.c",
+    "tests/reliability/test_rel_perms.c",
+    "tests/reliability/test_rel_load.c",
+    "tests/reliability/test_rel_soak.c",
+};
+
 /// Test support linked with the pure layers into the tests and fuzz
 /// harnesses (never into the installed library).
 pub const support = [_][]const u8{

@@ -140,7 +140,8 @@ static int pass_fn(void *ctx, uint32_t lineno, ksym_line *l)
 	pass *p = ctx;
 	if (l->addr != 0)
 		p->nonzero = 1;
-	if (p->each && is_text(l->type) && l->addr != 0) {
+	/* arm64 lists _etext as data ('D'); the per-boot table needs it. */
+	if (p->each && l->addr != 0 && (is_text(l->type) || strcmp(l->name, "_etext") == 0)) {
 		split_name(l->name, l);
 		int rc = p->each(p->each_ctx, l->addr, l->name, l->module);
 		if (rc)

@@ -20,11 +20,12 @@
 #include "io/elf.h"
 #include "record/proc_scan.h"
 
-#define MAX_EVAL_RANGES          8
-#define MAX_SYMBOLS              (16u << 20) /* Symbols scanned per table. */
-#define RESCAN_NS                20000000ull /* Least time between thread rescans. */
-#define GLIBC_X86_64_PTHREAD_TID 720         /* offsetof(struct pthread, tid), glibc 2.x */
-#define MAPS_PATH_MAX            1088u       /* Paths compared for "tried already". */
+#define MAX_EVAL_RANGES           8
+#define MAX_SYMBOLS               (16u << 20) /* Symbols scanned per table. */
+#define RESCAN_NS                 20000000ull /* Least time between thread rescans. */
+#define GLIBC_X86_64_PTHREAD_TID  720         /* offsetof(struct pthread, tid), glibc 2.x */
+#define GLIBC_AARCH64_PTHREAD_TID 208         /* the same on aarch64 (glibc 2.36) */
+#define MAPS_PATH_MAX             1088u       /* Paths compared for "tried already". */
 
 typedef struct tid_entry {
 	int64_t tid;
@@ -331,6 +332,8 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 	if (py->layout.tstate_native_thread_id == SP_PY_NONE) {
 #if defined(__x86_64__)
 		py->w.pthread_tid = GLIBC_X86_64_PTHREAD_TID;
+#elif defined(__aarch64__)
+		py->w.pthread_tid = GLIBC_AARCH64_PTHREAD_TID;
 #endif
 	}
 	return 0;

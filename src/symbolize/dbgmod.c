@@ -450,7 +450,8 @@ static int cu_tops(sp_dbgmod *m, Dwarf_Die *cudie, const top_cu **out)
 	} else {
 		c.count = m->ntops - c.first;
 		top_range *seg = m->tops + c.first;
-		qsort(seg, c.count, sizeof(*seg), top_cmp);
+		if (c.count > 1) /* seg is NULL when no CU had ranges yet. */
+			qsort(seg, c.count, sizeof(*seg), top_cmp);
 		uint64_t mx = 0;
 		for (size_t i = 0; i < c.count; i++) {
 			if (seg[i].hi > mx)

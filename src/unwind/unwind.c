@@ -354,12 +354,17 @@ static enum step_result cfi_step(const sp_unwind_map *m, uint64_t lookup, const 
 }
 
 /* One frame-pointer step: [fp] is the caller's fp, [fp + 8] the return
- * address (x86_64 and aarch64 alike). */
+ * address (x86_64 and aarch64 alike). On x86_64 the caller's sp is then
+ * fp + 16. An aarch64 frame record sits anywhere in its frame (usually at
+ * the bottom), so fp + 16 is only a lower bound there: it is kept in
+ * reg[SP] without its valid bit, so CFI rules based on sp fail and the walk
+ * goes on by frame pointers. */
 static enum step_result fp_step(const regset *cur, const stack_view *st, regset *next,
                                 uint64_t *next_pc)
 {
-	uint64_t fp, sp, up, ra;
-	if (!get_reg(cur, SP_REG_FP, &fp) || !get_reg(cur, SP_REG_SP, &sp))
+	uint64_t fp, up, ra;
+	uint64_t sp = cur->reg[SP_REG_SP]; /* Exact, or a lower bound (see above). */
+	if (!get_reg(cur, SP_REG_FP, &fp))
 		return STEP_FAIL;
 	if (fp == 0)
 		return STEP_END; /* The ABI's outermost-frame marker. */
@@ -368,7 +373,11 @@ static enum step_result fp_step(const regset *cur, const stack_view *st, regset 
 		return STEP_FAIL;
 	next->valid = 0;
 	set_reg(next, SP_REG_FP, up);
+#if defined(__aarch64__)
+	next->reg[SP_REG_SP] = fp + 16;
+#else
 	set_reg(next, SP_REG_SP, fp + 16);
+#endif
 	*next_pc = ra & SP_PC_MASK;
 	return STEP_OK;
 }
@@ -420,7 +429,10 @@ int sp_unwind(sp_unwind_space *s, const sp_regs *regs, const uint8_t *stack, siz
 		uint64_t next_pc = 0;
 		bool signal = false;
 		enum step_result r = cfi_step(m, lookup, &cur, &st, &next, &next_pc, &signal);
-		if (r == STEP_NOCFI) {
+		/* After an aarch64 frame-pointer step sp is unknown: CFI that
+		 * needs it fails, and frame pointers take over. */
+		bool sp_known = (cur.valid & (1ULL << SP_REG_SP)) != 0;
+		if (r == STEP_NOCFI || (r == STEP_FAIL && !sp_known)) {
 			r = fp_step(&cur, &st, &next, &next_pc);
 			if (r == STEP_OK)
 				result->used_fp = 1;
