@@ -147,6 +147,23 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 	setenv("DEBUGINFOD_URLS", url, 1);
 	setenv("STACKPULSE_DEBUGINFOD_CACHE_DIR", cache, 1);
 	resolve_served(stripped, fx_offset(full, addr), &c, &k);
+	/* DEBUGINFOD_MAXSIZE caps a download: with the file gone from the
+	 * cache and a 64-byte cap, the debug file is not taken and the frame
+	 * stays unresolved. Then it is fetched again for the checks below. */
+	fx_frames capped;
+	sp_symbolize_counters kc;
+	fx_sh("rm -rf '%s/%s'", cache, hex);
+	setenv("DEBUGINFOD_MAXSIZE", "64", 1);
+	resolve_served(stripped, fx_offset(full, addr), &capped, &kc);
+	unsetenv("DEBUGINFOD_MAXSIZE");
+	CHECK(kc.debuginfod_queries >= 1);
+	CHECK_EQ(kc.debug_files, 0);
+	CHECK(strncmp(capped.f[capped.n - 1].name, "served_s+0x", 11) == 0);
+	fx_frames again;
+	sp_symbolize_counters ka;
+	fx_sh("rm -rf '%s/%s'", cache, hex);
+	resolve_served(stripped, fx_offset(full, addr), &again, &ka);
+	CHECK_STR(again.f[again.n - 1].name, "served_fn");
 	unsetenv("DEBUGINFOD_URLS");
 	unsetenv("STACKPULSE_DEBUGINFOD_CACHE_DIR");
 	stop_server(server);
