@@ -7,10 +7,11 @@ pub const common = [_][]const u8{
     "src/common/cursor.c",
     "src/common/buf.c",
     "src/common/checksum.c",
+    "src/common/hash.c",
+    "src/common/htab.c",
 };
 
 pub const format = [_][]const u8{
-    "src/format/intern.c",
     "src/format/spool_writer.c",
     "src/format/spool_reader.c",
     "src/format/spool_records.c",
@@ -74,7 +75,6 @@ pub const symbolize = [_][]const u8{
 };
 
 pub const profile = [_][]const u8{
-    "src/profile/itab.c",
     "src/profile/profile.c",
     "src/profile/export.c",
     "src/profile/export_folded.c",

@@ -66,7 +66,7 @@ typedef struct pp {
 	uint32_t nseq, cap_seq;
 	uint32_t *loc_start, *loc_len;
 	uint32_t nloc, cap_loc;
-	sp_itab loc_tab;
+	sp_htab loc_tab;
 	uint32_t *ids; /* Scratch: location ids of one sample, leaf first. */
 	uint32_t cap_ids;
 } pp;
@@ -120,13 +120,13 @@ static int location(pp *x, uint32_t start, uint32_t len, uint32_t *id)
 	uint64_t h = sp_hash64(len);
 	for (uint32_t i = 0; i < len; i++)
 		h = sp_hash_combine(h, x->seq[start + i]);
-	int rc = sp_itab_reserve(&x->loc_tab);
+	int rc = sp_htab_reserve(&x->loc_tab);
 	if (rc)
 		return rc;
-	sp_itab_probe pr;
-	sp_itab_probe_start(&x->loc_tab, h, &pr);
+	sp_htab_probe pr;
+	sp_htab_probe_start(&x->loc_tab, h, &pr);
 	uint32_t c;
-	while ((c = sp_itab_probe_next(&x->loc_tab, &pr)) != SP_NONE) {
+	while ((c = sp_htab_probe_next(&x->loc_tab, &pr)) != SP_NONE) {
 		if (x->loc_len[c] == len &&
 		    memcmp(&x->seq[x->loc_start[c]], &x->seq[start], len * sizeof(uint32_t)) == 0) {
 			x->nseq = start; /* Already known: drop the copy. */
@@ -145,7 +145,7 @@ static int location(pp *x, uint32_t start, uint32_t len, uint32_t *id)
 	x->cap_loc = cap;
 	x->loc_start[x->nloc] = start;
 	x->loc_len[x->nloc] = len;
-	sp_itab_insert(&x->loc_tab, &pr, x->nloc);
+	sp_htab_insert(&x->loc_tab, &pr, x->nloc);
 	*id = ++x->nloc;
 	return 0;
 }
@@ -475,7 +475,7 @@ done:
 	sp_free(x.seq);
 	sp_free(x.loc_start);
 	sp_free(x.loc_len);
-	sp_itab_free(&x.loc_tab);
+	sp_htab_free(&x.loc_tab);
 	sp_free(x.ids);
 	return rc;
 }
