@@ -19,6 +19,7 @@ pub const pure = [_][]const u8{
     "tests/format/test_spool_source.c",
     "tests/format/test_spool_writer_faults.c",
     "tests/format/test_spool_tables.c",
+    "tests/format/test_spool_flood.c",
     "tests/symcache/test_symcache.c",
 };
 
@@ -50,6 +51,7 @@ pub const os = [_][]const u8{
     "tests/profile/test_profile.c",
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",
+    "tests/profile/test_amplify.c",
     "tests/reliability/test_rel_sigkill.c",
     "tests/reliability/test_rel_enospc.c",
     "tests/reliability/test_rel_target_kill.c",
