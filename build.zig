@@ -21,6 +21,7 @@ const os_srcs = sources.io ++ sources.record ++ sources.unwind ++ sources.symbol
 const all_srcs = pure_srcs ++ os_srcs;
 const examples: []const []const u8 = if (@hasDecl(sources, "examples")) &sources.examples else &.{};
 const harnesses: []const []const u8 = &fuzz_list.names;
+const full_harnesses: []const []const u8 = &fuzz_list.full_names;
 
 const Ctx = struct {
     b: *std.Build,
@@ -99,7 +100,9 @@ pub fn build(b: *std.Build) void {
     if (!foreign) for (test_lists.os) |src|
         test_exes.append(b.allocator, addTest(ctx, src, static_lib, true)) catch @panic("OOM");
     for (harnesses) |name|
-        test_exes.append(b.allocator, addReplay(ctx, name, pure_lib)) catch @panic("OOM");
+        test_exes.append(b.allocator, addReplay(ctx, name, pure_lib, false)) catch @panic("OOM");
+    if (!foreign) for (full_harnesses) |name|
+        test_exes.append(b.allocator, addReplay(ctx, name, static_lib, true)) catch @panic("OOM");
     for (test_exes.items) |exe| check_step.dependOn(&exe.step);
     for (example_installs.items) |s| check_step.dependOn(s);
 
@@ -126,7 +129,8 @@ pub fn build(b: *std.Build) void {
     const valgrind = testRunner(b, root, bin_dir, &.{"--wrap=valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99"});
     for (test_lists.pure) |src| valgrind.addArtifactArg(addTest(vg, src, vg_pure, false));
     for (test_lists.os) |src| valgrind.addArtifactArg(addTest(vg, src, vg_full, true));
-    for (harnesses) |name| valgrind.addArtifactArg(addReplay(vg, name, vg_pure));
+    for (harnesses) |name| valgrind.addArtifactArg(addReplay(vg, name, vg_pure, false));
+    for (full_harnesses) |name| valgrind.addArtifactArg(addReplay(vg, name, vg_full, true));
     for (example_installs.items) |s| valgrind.step.dependOn(s);
     b.step("valgrind", "Run the test binaries under valgrind --leak-check=full").dependOn(&valgrind.step);
 
@@ -193,7 +197,7 @@ pub fn build(b: *std.Build) void {
         const run = testRunner(b, root, bin_dir, &.{"--wrap=qemu-aarch64"});
         run.setName("run pure tests (aarch64, qemu)");
         for (test_lists.pure) |src| run.addArtifactArg(addTest(aarch64, src, a_pure, false));
-        for (harnesses) |name| run.addArtifactArg(addReplay(aarch64, name, a_pure));
+        for (harnesses) |name| run.addArtifactArg(addReplay(aarch64, name, a_pure, false));
         b.step("test-aarch64", "Build the pure tests for aarch64-linux-gnu and run them under qemu-aarch64").dependOn(&run.step);
     }
 
@@ -268,7 +272,7 @@ fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     tidy.addArgs(&test_lists.os);
     tidy.addArgs(examples);
     tidy.addArg("tests/support/harness.c");
-    for (harnesses) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
+    for (fuzz_list.names ++ fuzz_list.full_names) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
     if (harnesses.len > 0) tidy.addArgs(&.{ "fuzz/replay_main.c", "fuzz/afl_driver.c" });
     tidy.has_side_effects = true;
     return .{ &layers.step, &tidy.step };
@@ -384,14 +388,15 @@ fn addTest(ctx: Ctx, src: []const u8, lib: *std.Build.Step.Compile, full: bool) 
     return addProgram(ctx, testName(ctx.b, src), &.{ src, "tests/support/harness.c" }, lib, full);
 }
 
-/// The plain replay executable of fuzz harness @name over corpus/NAME.
-fn addReplay(ctx: Ctx, name: []const u8, pure_lib: *std.Build.Step.Compile) *std.Build.Step.Compile {
+/// The plain replay executable of fuzz harness @name over corpus/NAME; @full
+/// links the whole library's system libraries too.
+fn addReplay(ctx: Ctx, name: []const u8, lib: *std.Build.Step.Compile, full: bool) *std.Build.Step.Compile {
     const b = ctx.b;
     const m = cModule(ctx);
     m.addCSourceFiles(.{ .files = &.{b.fmt("fuzz/{s}.c", .{name})}, .flags = &c_flags });
     m.addCSourceFiles(.{ .files = &.{"fuzz/replay_main.c"}, .flags = &(c_flags ++ [_][]const u8{b.fmt("-DSP_FUZZ_NAME=\"{s}\"", .{name})}) });
-    m.linkLibrary(pure_lib);
-    linkSystem(ctx, m, false);
+    m.linkLibrary(lib);
+    linkSystem(ctx, m, full);
     return b.addExecutable(.{ .name = b.fmt("replay_{s}", .{name}), .root_module = m });
 }
 
@@ -418,6 +423,7 @@ fn manifestText(ctx: Ctx) []const u8 {
         .{ .key = "SP_PURE_TESTS", .items = &test_lists.pure },
         .{ .key = "SP_OS_TESTS", .items = &test_lists.os },
         .{ .key = "SP_FUZZ", .items = harnesses },
+        .{ .key = "SP_FUZZ_FULL", .items = full_harnesses },
         .{ .key = "SP_EXAMPLES", .items = examples },
         .{ .key = "SP_CFLAGS", .items = &c_flags },
         .{ .key = "SP_LIBS", .items = systemLibFlags(ctx) },

@@ -2,7 +2,8 @@
 # Builds and runs what zig cc cannot: ASan/UBSan tests, coverage, libFuzzer
 # and AFL++ binaries, all with the system clang-14 and the file lists from the
 # manifest that build.zig writes (bash arrays SP_PURE_SRCS, SP_OS_SRCS,
-# SP_PURE_TESTS, SP_OS_TESTS, SP_FUZZ, SP_EXAMPLES, SP_CFLAGS, SP_LIBS,
+# SP_PURE_TESTS, SP_OS_TESTS, SP_FUZZ, SP_FUZZ_FULL (harnesses that link the
+# whole library), SP_EXAMPLES, SP_CFLAGS, SP_LIBS,
 # SP_DEFINES).
 #
 # usage: clang-build.sh MANIFEST ROOT PREFIX MODE [ARGS]
@@ -89,6 +90,11 @@ build_tree() {
 		TEST_BINS+=("$out/tests/replay_$name")
 		add_job "$CC" "${common[@]}" "-DSP_FUZZ_NAME=\"$name\"" "fuzz/$name.c" fuzz/replay_main.c \
 			"$out/libpure.a" -lzstd "${LDFLAGS_X[@]}" -o "$out/tests/replay_$name"
+	done
+	for name in "${SP_FUZZ_FULL[@]}"; do
+		TEST_BINS+=("$out/tests/replay_$name")
+		add_job "$CC" "${common[@]}" "-DSP_FUZZ_NAME=\"$name\"" "fuzz/$name.c" fuzz/replay_main.c \
+			"$out/libfull.a" "${SP_LIBS[@]}" "${LDFLAGS_X[@]}" -o "$out/tests/replay_$name"
 	done
 	for src in "${SP_EXAMPLES[@]}"; do
 		add_job "$CC" "${common[@]}" "$src" "$out/libfull.a" "${SP_LIBS[@]}" "${LDFLAGS_X[@]}" \
@@ -202,19 +208,27 @@ fuzz_build() {
 		echo "fuzz: no harnesses listed in fuzz/harnesses.zig"
 		return 0
 	fi
-	for src in "${SP_PURE_SRCS[@]}"; do
+	local lf_pure=() lf_os=()
+	for src in "${SP_PURE_SRCS[@]}" "${SP_OS_SRCS[@]}"; do
 		add_job "$CC" "${flags[@]}" -fsanitize=fuzzer-no-link,address,undefined -c "$src" \
 			-o "$work/lf/$(obj_name "$src")"
 	done
+	for src in "${SP_PURE_SRCS[@]}"; do lf_pure+=("$work/lf/$(obj_name "$src")"); done
+	for src in "${SP_OS_SRCS[@]}"; do lf_os+=("$work/lf/$(obj_name "$src")"); done
 	run_jobs
-	rm -f "$work/lf/libpure.a"
-	ar rcs "$work/lf/libpure.a" "$work"/lf/*.o
+	rm -f "$work/lf/libpure.a" "$work/lf/libfull.a"
+	ar rcs "$work/lf/libpure.a" "${lf_pure[@]}"
+	ar rcs "$work/lf/libfull.a" "${lf_pure[@]}" "${lf_os[@]}"
 	for name in "${SP_FUZZ[@]}"; do
 		add_job "$CC" "${flags[@]}" -fsanitize=fuzzer,address,undefined "fuzz/$name.c" \
 			"$work/lf/libpure.a" -lzstd -o "$lf/$name"
 	done
+	for name in "${SP_FUZZ_FULL[@]}"; do
+		add_job "$CC" "${flags[@]}" -fsanitize=fuzzer,address,undefined "fuzz/$name.c" \
+			"$work/lf/libfull.a" "${SP_LIBS[@]}" -o "$lf/$name"
+	done
 	run_jobs
-	echo "fuzz: libFuzzer binaries in $lf: ${SP_FUZZ[*]}"
+	echo "fuzz: libFuzzer binaries in $lf: ${SP_FUZZ[*]} ${SP_FUZZ_FULL[*]}"
 
 	if ! command -v afl-clang-fast >/dev/null; then
 		echo "fuzz: afl-clang-fast not found, skipping AFL++ (apt-get install -y afl++)" >&2
@@ -222,21 +236,26 @@ fuzz_build() {
 		return 0
 	fi
 	export AFL_QUIET=1
-	local pure_afl_objs=()
+	local pure_afl_objs=() os_afl_objs=()
 	for src in "${SP_PURE_SRCS[@]}"; do
 		pure_afl_objs+=("$work/afl/$(obj_name "$src")")
 		add_job afl-clang-fast "${flags[@]}" -c "$src" -o "$work/afl/$(obj_name "$src")"
 	done
+	for src in "${SP_OS_SRCS[@]}"; do
+		os_afl_objs+=("$work/afl/$(obj_name "$src")")
+		add_job afl-clang-fast "${flags[@]}" -c "$src" -o "$work/afl/$(obj_name "$src")"
+	done
 	run_jobs
-	rm -f "$work/afl/libpure.a"
+	rm -f "$work/afl/libpure.a" "$work/afl/libfull.a"
 	ar rcs "$work/afl/libpure.a" "${pure_afl_objs[@]}"
+	ar rcs "$work/afl/libfull.a" "${pure_afl_objs[@]}" "${os_afl_objs[@]}"
 	local driver=(/usr/lib/afl/libAFLDriver.a) linker=afl-clang-fast++
 	if [[ ! -f /usr/lib/afl/libAFLDriver.a ]]; then
 		driver=("$work/afl/afl_driver.o")
 		linker=afl-clang-fast
 		afl-clang-fast "${flags[@]}" -c fuzz/afl_driver.c -o "$work/afl/afl_driver.o"
 	fi
-	for name in "${SP_FUZZ[@]}"; do
+	for name in "${SP_FUZZ[@]}" "${SP_FUZZ_FULL[@]}"; do
 		add_job afl-clang-fast "${flags[@]}" -c "fuzz/$name.c" -o "$work/afl/harness_$name.o"
 	done
 	run_jobs
@@ -244,6 +263,10 @@ fuzz_build() {
 	for name in "${SP_FUZZ[@]}"; do
 		add_job "$linker" "$work/afl/harness_$name.o" "${driver[@]}" "$work/afl/libpure.a" \
 			-lzstd -o "$afl/$name"
+	done
+	for name in "${SP_FUZZ_FULL[@]}"; do
+		add_job "$linker" "$work/afl/harness_$name.o" "${driver[@]}" "$work/afl/libfull.a" \
+			"${SP_LIBS[@]}" -o "$afl/$name"
 	done
 	run_jobs
 	AFL_BUILT=1
@@ -253,11 +276,11 @@ fuzz_build() {
 fuzz_smoke() {
 	local secs=${1:-20} afl_secs=${2:-5} name failed=0
 	fuzz_build
-	((${#SP_FUZZ[@]})) || return 0
+	((${#SP_FUZZ[@]} + ${#SP_FUZZ_FULL[@]})) || return 0
 	local lf=$prefix/fuzz/libfuzzer afl=$prefix/fuzz/afl runs=$work/runs
 	rm -rf "$runs"
 	mkdir -p "$runs"
-	for name in "${SP_FUZZ[@]}"; do
+	for name in "${SP_FUZZ[@]}" "${SP_FUZZ_FULL[@]}"; do
 		local seeds=corpus/$name dict=() adict=() log=$runs/$name.libfuzzer.log
 		# fuzz/NAME.dict, else the dictionary of its family (spool_decode -> spool.dict).
 		local d
@@ -270,8 +293,11 @@ fuzz_smoke() {
 		done
 		mkdir -p "$runs/lf-$name" "$seeds"
 		echo "fuzz-smoke: libFuzzer $name for ${secs}s"
+		# Exporters must stay bounded by the profile: a tighter memory cap.
+		local rss=2048
+		[[ $name == profile_export ]] && rss=512
 		# New inputs go to the scratch dir; corpus/ is only read.
-		if "$lf/$name" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+		if "$lf/$name" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb="$rss" \
 			-artifact_prefix="$runs/$name-" "${dict[@]}" "$runs/lf-$name" "$seeds" >"$log" 2>&1; then
 			grep -E 'stat::number_of_executed_units|stat::peak_rss_mb|cov:' "$log" | tail -n 3 | sed 's/^/  /'
 		else
@@ -304,7 +330,7 @@ fuzz_smoke() {
 			tail -n 30 "$runs/$name.afl.log" | sed 's/^/  | /' >&2
 		fi
 	done
-	((failed == 0)) && echo "fuzz-smoke: ${#SP_FUZZ[@]} harnesses ran clean"
+	((failed == 0)) && echo "fuzz-smoke: $((${#SP_FUZZ[@]} + ${#SP_FUZZ_FULL[@]})) harnesses ran clean"
 	return $failed
 }
 
