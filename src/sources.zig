@@ -9,6 +9,7 @@ pub const common = [_][]const u8{
     "src/common/checksum.c",
     "src/common/hash.c",
     "src/common/htab.c",
+    "src/common/grow.c",
 };
 
 pub const format = [_][]const u8{

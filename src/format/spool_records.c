@@ -7,6 +7,7 @@
 #include "common/alloc.h"
 #include "common/cursor.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "format/spool_format.h"
 #include "format/spool_internal.h"
 #include "format/spool_keys.h"
@@ -26,22 +27,11 @@ int sp_spool_charge(stackpulse_spool *s, uint64_t bytes)
 int sp_spool_grow(stackpulse_spool *s, void **arr, uint32_t *cap, uint32_t need, size_t elem,
                   const char *what)
 {
-	if (need <= *cap)
-		return 0;
-	if (need > SP_TABLE_MAX)
-		return sp_error(STACKPULSE_ELIMIT, "more than %u %s", SP_TABLE_MAX, what);
-	uint32_t ncap = *cap ? *cap : 8;
-	while (ncap < need)
-		ncap = ncap > SP_TABLE_MAX / 2 ? SP_TABLE_MAX : ncap * 2;
+	if (need <= *cap || need > SP_TABLE_MAX)
+		return sp_grow(arr, cap, need, elem, SP_TABLE_MAX, what);
+	uint32_t ncap = sp_grow_cap(*cap, need, SP_TABLE_MAX);
 	int rc = sp_spool_charge(s, (uint64_t)(ncap - *cap) * elem);
-	if (rc)
-		return rc;
-	void *p = sp_realloc_array(*arr, ncap, elem);
-	if (!p)
-		return sp_error(-ENOMEM, "cannot grow the %s table to %u entries", what, ncap);
-	*arr = p;
-	*cap = ncap;
-	return 0;
+	return rc ? rc : sp_grow(arr, cap, need, elem, SP_TABLE_MAX, what);
 }
 
 static int reserve_ix(stackpulse_spool *s, sp_htab *t)

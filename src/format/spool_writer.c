@@ -13,6 +13,7 @@
 #include "common/bytes.h"
 #include "common/checksum.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/htab.h"
 #include "format/spool_format.h"
 #include "format/spool_keys.h"
@@ -67,20 +68,7 @@ struct sp_writer {
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {
-	if (need <= *cap)
-		return 0;
-	if (need > SP_TABLE_MAX)
-		return sp_error(STACKPULSE_ELIMIT, "more than %u entries in a spool table",
-		                SP_TABLE_MAX);
-	uint32_t ncap = *cap ? *cap : 16;
-	while (ncap < need)
-		ncap *= 2;
-	void *p = sp_realloc_array(*arr, ncap, elem);
-	if (!p)
-		return sp_error(-ENOMEM, "cannot grow a writer table to %u entries", ncap);
-	*arr = p;
-	*cap = ncap;
-	return 0;
+	return sp_grow(arr, cap, need, elem, SP_TABLE_MAX, "spool table entries");
 }
 
 static size_t chunk_raw_len(const sp_writer *w)

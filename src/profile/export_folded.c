@@ -18,6 +18,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/hash.h"
 #include "profile/export_internal.h"
 
@@ -182,23 +183,18 @@ int sp_agg_add(sp_agg *a, uint32_t group, uint32_t node, uint32_t thread, uint64
 		}
 	}
 	if (a->n == a->cap) {
-		uint32_t ncap = a->cap ? a->cap * 2 : 256;
-		if (ncap < a->cap)
-			return sp_error(STACKPULSE_ELIMIT, "too many folded stacks");
-		void *g = sp_realloc_array(a->group, ncap, sizeof(uint32_t));
-		if (g)
-			a->group = g;
-		void *n = g ? sp_realloc_array(a->node, ncap, sizeof(uint32_t)) : NULL;
-		if (n)
-			a->node = n;
-		void *t = n ? sp_realloc_array(a->thread, ncap, sizeof(uint32_t)) : NULL;
-		if (t)
-			a->thread = t;
-		void *k = t ? sp_realloc_array(a->count, ncap, sizeof(uint64_t)) : NULL;
-		if (!k)
-			return sp_error(-ENOMEM, "folded stacks table");
-		a->count = k;
-		a->cap = ncap;
+		/* Four columns, one capacity: each grows from the old one. */
+		uint32_t need = a->n + 1, c1 = a->cap, c2 = a->cap, c3 = a->cap, c4 = a->cap;
+		rc = SP_GROW(a->group, c1, need, SP_HTAB_MAX_IDS, "stacks to aggregate");
+		if (!rc)
+			rc = SP_GROW(a->node, c2, need, SP_HTAB_MAX_IDS, "stacks to aggregate");
+		if (!rc)
+			rc = SP_GROW(a->thread, c3, need, SP_HTAB_MAX_IDS, "stacks to aggregate");
+		if (!rc)
+			rc = SP_GROW(a->count, c4, need, SP_HTAB_MAX_IDS, "stacks to aggregate");
+		if (rc)
+			return rc;
+		a->cap = c1;
 	}
 	a->group[a->n] = group;
 	a->node[a->n] = node;

@@ -13,6 +13,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/hash.h"
 #include "profile/export_internal.h"
 
@@ -81,20 +82,8 @@ static int gz_feed(pp *x, int finish);
 
 static int grow32(uint32_t **arr, uint32_t *cap, uint32_t need)
 {
-	if (need <= *cap)
-		return 0;
-	uint32_t ncap = *cap ? *cap : 64;
-	while (ncap < need) {
-		if (ncap > (1u << 29))
-			return sp_error(STACKPULSE_ELIMIT, "pprof table too large");
-		ncap *= 2;
-	}
-	uint32_t *n = sp_realloc_array(*arr, ncap, sizeof(uint32_t));
-	if (!n)
-		return sp_error(-ENOMEM, "pprof table of %u", ncap);
-	*arr = n;
-	*cap = ncap;
-	return 0;
+	return sp_grow((void **)arr, cap, need, sizeof(uint32_t), SP_HTAB_MAX_IDS,
+	               "pprof table entries");
 }
 
 /* Appends a string to the pprof string table and returns its index. */

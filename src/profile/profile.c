@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/hash.h"
 #include "format/spool_reader.h"
 #include "profile/profile_internal.h"
@@ -20,19 +21,7 @@
 /* Grows a dynamic array so it holds at least @p need elements. */
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {
-	if (need <= *cap)
-		return 0;
-	if (need > (1u << 29))
-		return sp_error(STACKPULSE_ELIMIT, "profile table exceeds %u entries", 1u << 29);
-	uint32_t ncap = *cap ? *cap : 16;
-	while (ncap < need)
-		ncap *= 2;
-	void *n = sp_realloc_array(*arr, ncap, elem);
-	if (!n)
-		return sp_error(-ENOMEM, "profile table of %u entries", ncap);
-	*arr = n;
-	*cap = ncap;
-	return 0;
+	return sp_grow(arr, cap, need, elem, SP_HTAB_MAX_IDS, "profile table entries");
 }
 
 const char *sp_basename(const char *path)

@@ -10,6 +10,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/search.h"
 #include "record/build_id.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
@@ -455,14 +456,8 @@ void sp_ptable_frame(const sp_process *p, uint64_t pc, struct stackpulse_raw_fra
 	f->offset = pc;
 	f->pycode = SP_NONE;
 	f->line = 0;
-	size_t lo = 0, hi = p->nmaps;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->maps[mid].end <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, p->nmaps, mid, p->maps[mid].end <= pc);
 	if (lo < p->nmaps && p->maps[lo].start <= pc && pc < p->maps[lo].end &&
 	    p->maps[lo].module != SP_NONE) {
 		f->kind = STACKPULSE_FRAME_NATIVE;
