@@ -1,8 +1,8 @@
 /* Hostile-spool costs, one case per process so peak RSS is the case's own:
  *   flood flood N crafted|random
  *     open and profile-build CPU seconds of N kernel frames whose addresses
- *     share 10 low bits under the old unseeded hash (tests/format/flood.h),
- *     or random ones: "flood N KIND OPEN_S PROFILE_S MAXRSS_KB"
+ *     all hash into n / 16 neighbouring slots under the old unseeded hash
+ *     (tests/format/flood.h), or random ones: "flood N KIND OPEN_S PROFILE_S MAXRSS_KB"
  *   flood amplify DEPTH
  *     folded export of 8 lines recursing DEPTH deep through 60 KB names:
  *     "amplify DEPTH SPOOL_BYTES OUT_BYTES EXPORT_S MAXRSS_KB RC"
@@ -71,10 +71,14 @@ static sp_writer *begin(sp_buf *mem, uint32_t *thr)
 static void flood(size_t n, int crafted)
 {
 	uint64_t *a = malloc(n * sizeof(uint64_t));
-	/* 10 common low bits: under the old hash, every table size puts the
-	 * keys in 1/1024 of the home slots (crafting cost n x 1024). */
+	/* Under the old hash the final table (2n slots or fewer) puts every key
+	 * in a window of n / 16 home slots: one probe run of n keys. Crafting
+	 * costs about 32 n hash evaluations. */
+	unsigned bits = 1;
+	while ((1ull << bits) < 2 * n)
+		bits++;
 	if (crafted)
-		flood_kernel_addrs(a, n, 10);
+		flood_kernel_addrs(a, n, bits, (uint32_t)(n / 16));
 	else
 		flood_random_addrs(a, n);
 	sp_buf mem;

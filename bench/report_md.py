@@ -562,10 +562,10 @@ def render(d, bench):
           "of %d runs, peak RSS from `/usr/bin/time -f %%M`." % bench.runs)
         w("")
         w("**Hash flooding.** N kernel frames (one stack and one sample each) whose addresses "
-          "share their low 10 hash bits under the old unseeded frame hash "
-          "(`tests/format/flood.h`), against random addresses. Under the old hash the crafted "
-          "open took 0.14 s / 0.59 s / 2.4 s at 16K / 32K / 64K frames against 0.002–0.007 s; "
-          "with the seeded hash both grow linearly.")
+          "all hash into N/16 neighbouring slots under the old unseeded frame hash "
+          "(`tests/format/flood.h`), against random addresses. Such keys put an unseeded "
+          "linear-probing table into one probe run (quadratic time); with the per-process seed "
+          "they cost what random keys cost, and both grow linearly.")
         w("")
         w("| frames | open random s | open crafted s | profile random s | profile crafted s | peak RSS crafted |")
         w("|---|---|---|---|---|---|")

@@ -36,14 +36,16 @@ static inline uint32_t flood_old_kernel_slot_hash(uint64_t addr)
 	return (uint32_t)(h ^ (h >> 32));
 }
 
-/* Fills @p out with @p n distinct kernel addresses whose old hashes agree
- * in the low @p bits bits: one home slot in every table up to 2^bits. */
-static inline void flood_kernel_addrs(uint64_t *out, size_t n, unsigned bits)
+/* Fills @p out with @p n distinct kernel addresses whose old hashes, in
+ * their low @p bits bits, fall below @p window: every table of up to 2^bits
+ * slots puts them in one run of home slots (window 1: one slot). Costs
+ * about n x 2^bits / window hash evaluations. */
+static inline void flood_kernel_addrs(uint64_t *out, size_t n, unsigned bits, uint32_t window)
 {
 	uint32_t mask = (uint32_t)((1ull << bits) - 1);
 	uint64_t a = 0xffffffff81000000ull;
 	for (size_t i = 0; i < n; a++)
-		if ((flood_old_kernel_slot_hash(a) & mask) == 0)
+		if ((flood_old_kernel_slot_hash(a) & mask) < window)
 			out[i++] = a;
 }
 

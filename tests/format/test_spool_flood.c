@@ -61,7 +61,7 @@ SP_TEST(crafted_keys_collide_under_the_old_hash)
 	 * slot, and the table's counter sees the run grow to N - 1. */
 	uint64_t *addrs = malloc(N * sizeof(uint64_t));
 	REQUIRE(addrs);
-	flood_kernel_addrs(addrs, N, BITS);
+	flood_kernel_addrs(addrs, N, BITS, 1);
 	sp_htab t;
 	sp_htab_init(&t);
 	for (uint32_t i = 0; i < N; i++) {
@@ -81,7 +81,7 @@ SP_TEST(crafted_kernel_frames_keep_probe_runs_short)
 {
 	uint64_t *addrs = malloc(N * sizeof(uint64_t));
 	REQUIRE(addrs);
-	flood_kernel_addrs(addrs, N, BITS);
+	flood_kernel_addrs(addrs, N, BITS, 1);
 	memsink m;
 	flood_spool(&m, addrs, N);
 	stackpulse_spool *s = NULL;
