@@ -116,7 +116,9 @@ static void flood(size_t n, int crafted)
 
 static void amplify(uint32_t depth, uint32_t leaves)
 {
-	enum { NAME_LEN = 60000 };
+	enum {
+		NAME_LEN = 60000
+	};
 	sp_buf mem;
 	uint32_t thr;
 	sp_writer *w = begin(&mem, &thr);
@@ -154,8 +156,8 @@ static void amplify(uint32_t depth, uint32_t leaves)
 	double t0 = now();
 	int rc = stackpulse_export(p, STACKPULSE_EXPORT_FOLDED, NULL, count_sink, &out);
 	double t1 = now();
-	printf("amplify %u %zu %llu %.4f %ld %d\n", depth, mem.len, (unsigned long long)out, t1 - t0,
-	       maxrss_kb(), rc);
+	printf("amplify %u %zu %llu %.4f %ld %d\n", depth, mem.len, (unsigned long long)out,
+	       t1 - t0, maxrss_kb(), rc);
 	fflush(stdout);
 	stackpulse_profile_free(p);
 	stackpulse_spool_close(sp);

@@ -50,7 +50,8 @@ int sp_htab_reserve(sp_htab *t)
 	if ((uint64_t)(t->count + 1) * 2 <= t->cap)
 		return 0;
 	if (t->count >= SP_HTAB_MAX_IDS)
-		return sp_error(STACKPULSE_ELIMIT, "intern table exceeds %u entries", SP_HTAB_MAX_IDS);
+		return sp_error(STACKPULSE_ELIMIT, "intern table exceeds %u entries",
+		                SP_HTAB_MAX_IDS);
 	uint32_t cap = t->cap ? t->cap * 2 : 64;
 	sp_htab_slot *slots = sp_calloc(cap, sizeof(*slots));
 	if (!slots)
@@ -102,8 +103,7 @@ void sp_htab_insert(sp_htab *t, const sp_htab_probe *pr, uint32_t id)
 	t->count++;
 }
 
-uint32_t sp_htab_find(sp_htab *t, uint64_t hash, sp_htab_eq_fn eq, const void *ctx,
-                      const void *key)
+uint32_t sp_htab_find(sp_htab *t, uint64_t hash, sp_htab_eq_fn eq, const void *ctx, const void *key)
 {
 	sp_htab_probe pr;
 	sp_htab_probe_start(t, hash, &pr);

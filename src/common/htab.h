@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SP_HTAB_NONE   UINT32_MAX
+#define SP_HTAB_NONE    UINT32_MAX
 #define SP_HTAB_MAX_IDS (1u << 29)
 
 typedef struct sp_htab_slot {

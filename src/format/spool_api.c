@@ -213,10 +213,10 @@ int sp_spool_jitsym_lookup(const stackpulse_spool *s, uint32_t process, uint64_t
 {
 	/* The last symbol of the process starting at or below addr. */
 	size_t lo;
-	SP_PARTITION_POINT(lo, s->njitsyms, mid,
-	                   s->jitsyms[mid].process < process ||
-	                           (s->jitsyms[mid].process == process &&
-	                            s->jitsyms[mid].start <= addr));
+	SP_PARTITION_POINT(
+	        lo, s->njitsyms, mid,
+	        s->jitsyms[mid].process < process ||
+	                (s->jitsyms[mid].process == process && s->jitsyms[mid].start <= addr));
 	if (lo == 0)
 		return STACKPULSE_ENOTFOUND;
 	const struct sp_jitsym *j = &s->jitsyms[lo - 1];

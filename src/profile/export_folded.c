@@ -401,7 +401,8 @@ int sp_folded_build(const struct stackpulse_profile *p, uint32_t flags, sp_folde
 	int rc = 0;
 	for (uint64_t i = 0; i < p->nsamples && !rc; i++) {
 		const struct stackpulse_profile_sample *s = &p->samples[i];
-		rc = sp_agg_add(&t.a, group_of(p, s->thread, flags), s->stack, s->thread, s->weight);
+		rc = sp_agg_add(&t.a, group_of(p, s->thread, flags), s->stack, s->thread,
+		                s->weight);
 	}
 	if (rc)
 		goto done;
@@ -454,7 +455,8 @@ int sp_folded_build(const struct stackpulse_profile *p, uint32_t flags, sp_folde
 	for (uint32_t i = 0; i < na; i++) {
 		const line_key *k = &t.lk[i];
 		out->total += k->count;
-		if (w > 0 && out->lines[w - 1].label == k->label && out->lines[w - 1].leaf == k->leaf) {
+		if (w > 0 && out->lines[w - 1].label == k->label &&
+		    out->lines[w - 1].leaf == k->leaf) {
 			out->lines[w - 1].count += k->count;
 			continue;
 		}

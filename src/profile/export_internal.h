@@ -115,7 +115,6 @@ typedef struct sp_agg {
 int sp_agg_add(sp_agg *a, uint32_t group, uint32_t node, uint32_t thread, uint64_t w);
 void sp_agg_free(sp_agg *a);
 
-
 int sp_export_folded(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
                      sp_out *out);
 int sp_export_svg(const struct stackpulse_profile *p, const stackpulse_export_opts *o, sp_out *out);

@@ -193,9 +193,9 @@ typedef struct binline {
 struct sp_symcache_builder {
 	uint8_t build_id[SP_SYMCACHE_MAX_BUILD_ID];
 	uint32_t build_id_len;
-	sp_buf strings; /* Concatenated NUL-terminated strings. */
+	sp_buf strings;  /* Concatenated NUL-terminated strings. */
 	sp_htab str_map; /* String offsets, keyed by content. */
-	binline *inl;   /* Inline records, parents first. */
+	binline *inl;    /* Inline records, parents first. */
 	size_t ninl, inl_cap;
 	sp_htab inl_map;
 	bentry *ent;

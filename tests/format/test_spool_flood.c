@@ -93,7 +93,7 @@ SP_TEST(crafted_kernel_frames_keep_probe_runs_short)
 	CHECK(s->frame_ix.probes <= 8ull * N);
 	CHECK(s->stack_ix.max_probe <= MAX_RUN);
 	printf("    crafted: frame table max run %u, %llu probes for %u frames\n",
-	            s->frame_ix.max_probe, (unsigned long long)s->frame_ix.probes, N);
+	       s->frame_ix.max_probe, (unsigned long long)s->frame_ix.probes, N);
 	stackpulse_spool_close(s);
 	memsink_free(&m);
 	free(addrs);
