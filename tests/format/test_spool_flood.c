@@ -8,7 +8,7 @@
 
 #include "common/hash.h"
 #include "common/htab.h"
-#include "flood.h"
+#include "hostile.h"
 #include "format/spool_internal.h"
 #include "spool_fixture.h"
 
@@ -18,34 +18,6 @@
 /* The longest probe run a seeded table of N random keys may show: linear
  * probing at load 1/2 gives runs of a few tens at most. */
 #define MAX_RUN 64
-
-static size_t flood_spool(memsink *m, const uint64_t *addrs, size_t n)
-{
-	memset(m, 0, sizeof(*m));
-	sp_writer *w = NULL;
-	sp_writer_opts wo = { 0, 4096 };
-	REQUIRE_OK(sp_writer_new(&wo, memsink_write, m, &w));
-	sp_meta meta = { 1, 1, 100, 8192, "cpu-clock", "x86_64", "6.1.0", "h", 1, "" };
-	REQUIRE_OK(sp_writer_meta(w, &meta));
-	uint32_t proc, thr;
-	REQUIRE_OK(sp_writer_process(w, 1, UINT32_MAX, 1, "flood", "flood", &proc));
-	REQUIRE_OK(sp_writer_thread(w, proc, 1, 1, "flood", &thr));
-	for (size_t i = 0; i < n; i++) {
-		struct stackpulse_raw_frame rf;
-		memset(&rf, 0, sizeof(rf));
-		rf.kind = STACKPULSE_FRAME_KERNEL;
-		rf.module = UINT32_MAX;
-		rf.pycode = UINT32_MAX;
-		rf.offset = addrs[i];
-		uint32_t f, s;
-		REQUIRE_OK(sp_writer_frame(w, &rf, &f));
-		REQUIRE_OK(sp_writer_stack_frames(w, &f, 1, &s));
-		REQUIRE_OK(sp_writer_sample(w, 10 + i, thr, s, 1, 1));
-	}
-	REQUIRE_OK(sp_writer_finish(w));
-	sp_writer_free(w);
-	return m->len;
-}
 
 static int never_eq(const void *ctx, uint32_t id, const void *key)
 {
@@ -83,7 +55,8 @@ SP_TEST(crafted_kernel_frames_keep_probe_runs_short)
 	REQUIRE(addrs);
 	flood_kernel_addrs(addrs, N, BITS, 1);
 	memsink m;
-	flood_spool(&m, addrs, N);
+	memset(&m, 0, sizeof(m));
+	REQUIRE_OK(hostile_flood_spool(memsink_write, &m, addrs, N));
 	stackpulse_spool *s = NULL;
 	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
 	REQUIRE_EQ(s->nframes, (uint32_t)N);

@@ -9,62 +9,20 @@
 
 #include "common/alloc.h"
 #include "common/buf.h"
-#include "format/spool_writer.h"
+#include "../format/hostile.h"
 #include "harness.h"
 #include "profile/export_internal.h"
 #include "stackpulse.h"
-
-#define NAME_LEN 60000
 
 static int buf_sink(void *ctx, const void *data, size_t len)
 {
 	return sp_buf_append(ctx, data, len);
 }
 
-/* A spool of one thread: @p leaves lines, each a chain of @p depth frames
- * of one long-named kernel function ending in a leaf of its own long name. */
 static stackpulse_spool *amp_spool(sp_buf *mem, uint32_t depth, uint32_t leaves)
 {
 	sp_buf_init(mem);
-	sp_writer *w = NULL;
-	sp_writer_opts wo = { 0, 4096 };
-	REQUIRE_OK(sp_writer_new(&wo, buf_sink, mem, &w));
-	sp_meta meta = { 1, 1, 100, 8192, "cpu-clock", "x86_64", "6.1.0", "h", 1, "" };
-	REQUIRE_OK(sp_writer_meta(w, &meta));
-	uint32_t proc, thr;
-	REQUIRE_OK(sp_writer_process(w, 7, UINT32_MAX, 1, "amp", "amp", &proc));
-	REQUIRE_OK(sp_writer_thread(w, proc, 7, 1, "amp", &thr));
-	char *name = malloc(NAME_LEN + 1);
-	REQUIRE(name);
-	uint32_t *frames = malloc((depth + 1) * sizeof(uint32_t));
-	REQUIRE(frames);
-	for (uint32_t i = 0; i <= leaves; i++) {
-		memset(name, 'a' + (int)(i % 26), NAME_LEN);
-		snprintf(name + NAME_LEN - 12, 13, "%012u", i);
-		REQUIRE_OK(sp_writer_ksym(w, 0xffffffff81000000ull + 0x1000ull * i, name, NULL));
-	}
-	struct stackpulse_raw_frame rf;
-	memset(&rf, 0, sizeof(rf));
-	rf.kind = STACKPULSE_FRAME_KERNEL;
-	rf.module = UINT32_MAX;
-	rf.pycode = UINT32_MAX;
-	rf.offset = 0xffffffff81000010ull;
-	uint32_t rec;
-	REQUIRE_OK(sp_writer_frame(w, &rf, &rec));
-	for (uint32_t d = 1; d <= depth; d++)
-		frames[d] = rec;
-	for (uint32_t i = 1; i <= leaves; i++) {
-		rf.offset = 0xffffffff81000010ull + 0x1000ull * i;
-		uint32_t leaf, s;
-		REQUIRE_OK(sp_writer_frame(w, &rf, &leaf));
-		frames[0] = leaf;
-		REQUIRE_OK(sp_writer_stack_frames(w, frames, depth + 1, &s));
-		REQUIRE_OK(sp_writer_sample(w, 10 + i, thr, s, 1, 1));
-	}
-	REQUIRE_OK(sp_writer_finish(w));
-	sp_writer_free(w);
-	free(frames);
-	free(name);
+	REQUIRE_OK(hostile_amp_spool(buf_sink, mem, depth, leaves));
 	stackpulse_spool *spool = NULL;
 	REQUIRE_OK(stackpulse_spool_open_memory(mem->data, mem->len, &spool));
 	return spool;
@@ -101,7 +59,7 @@ SP_TEST(amplified_folded_streams_with_bounded_memory)
 	stackpulse_spool *spool = amp_spool(&mem, depth, leaves);
 	stackpulse_profile *p = amp_profile(spool);
 	/* Each line: "amp", then depth + 1 frames of ';' NAME "_[k]", " 1\n". */
-	uint64_t want = leaves * (3ull + (depth + 1ull) * (1 + NAME_LEN + 4) + 3);
+	uint64_t want = leaves * (3ull + (depth + 1ull) * (1 + HOSTILE_NAME_LEN + 4) + 3);
 	counter c = { 0, 0, 0 };
 	sp_alloc_reset_count();
 	REQUIRE_OK(stackpulse_export(p, STACKPULSE_EXPORT_FOLDED, NULL, count_sink, &c));
