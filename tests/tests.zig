@@ -9,6 +9,7 @@ pub const pure = [_][]const u8{
     "tests/common/test_buf.c",
     "tests/common/test_bytes.c",
     "tests/common/test_checksum.c",
+    "tests/common/test_containers.c",
     "tests/common/test_cursor.c",
     "tests/common/test_error.c",
     "tests/format/test_spool_reject.c",
