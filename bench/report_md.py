@@ -562,7 +562,7 @@ def render(d, bench):
           "of %d runs, peak RSS from `/usr/bin/time -f %%M`." % bench.runs)
         w("")
         w("**Hash flooding.** N kernel frames (one stack and one sample each) whose addresses "
-          "all hash into N/16 neighbouring slots under the old unseeded frame hash "
+          "all hash into N/16 neighbouring slots under the unseeded form of the frame hash "
           "(`tests/format/hostile.h`), against random addresses. Such keys put an unseeded "
           "linear-probing table into one probe run (quadratic time); with the per-process seed "
           "they cost what random keys cost, and both grow linearly.")
