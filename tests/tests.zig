@@ -52,7 +52,7 @@ pub const os = [_][]const u8{
     "tests/profile/test_profile.c",
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",
-    "tests/profile/test_amplify.c",
+    "tests/profile/test_hostile.c",
     "tests/reliability/test_rel_sigkill.c",
     "tests/reliability/test_rel_enospc.c",
     "tests/reliability/test_rel_target_kill.c",

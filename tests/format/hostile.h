@@ -1,5 +1,5 @@
 /* Hostile spools, shared by tests/format/test_spool_flood.c,
- * tests/profile/test_amplify.c and bench/flood.c:
+ * tests/profile/test_hostile.c and bench/flood.c:
  * - hash-flood keys: kernel-frame addresses that land in one probe run
  *   under the unseeded form of the spool reader's frame hash (the murmur3
  *   finalizer, sp_mix64, combined field by field, folded to 32 bits);

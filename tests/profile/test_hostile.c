@@ -1,8 +1,11 @@
-/* Report amplification: a small spool whose stacks recurse through long
- * names. Folded output is written straight to the sink, with allocations
- * sized by the profile, not by lines x depth x name length; past the
- * documented cap (docs/exporters.md) the export is refused with
- * STACKPULSE_ELIMIT before the first byte. */
+/* Hostile spools through the profile and the exporters.
+ * - Report amplification: a small spool whose stacks recurse through long
+ *   names. Folded output is written straight to the sink, with allocations
+ *   sized by the profile, not by lines x depth x name length; past the
+ *   documented cap (docs/exporters.md) the export is refused with
+ *   STACKPULSE_ELIMIT before the first byte.
+ * - Hash flooding: kernel frames crafted against the unseeded spool hash
+ *   keep the profile's tables' probe runs short as well. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +15,7 @@
 #include "../format/hostile.h"
 #include "harness.h"
 #include "profile/export_internal.h"
+#include "profile/profile_internal.h"
 #include "stackpulse.h"
 
 static int buf_sink(void *ctx, const void *data, size_t len)
@@ -116,4 +120,32 @@ SP_TEST(amplified_folded_past_the_cap_is_refused_before_writing)
 	stackpulse_profile_free(p);
 	stackpulse_spool_close(spool);
 	sp_buf_free(&mem);
+}
+
+SP_TEST(flood_spool_keeps_profile_probe_runs_short)
+{
+	enum {
+		N = 2048
+	};
+	uint64_t *addrs = malloc(N * sizeof(uint64_t));
+	REQUIRE(addrs);
+	flood_kernel_addrs(addrs, N, 13, 1);
+	sp_buf mem;
+	sp_buf_init(&mem);
+	REQUIRE_OK(hostile_flood_spool(buf_sink, &mem, addrs, N));
+	stackpulse_spool *spool = NULL;
+	REQUIRE_OK(stackpulse_spool_open_memory(mem.data, mem.len, &spool));
+	stackpulse_profile *p = amp_profile(spool);
+	const sp_htab *tabs[] = { &p->frame_tab, &p->stack_tab, &p->func_tab, &p->string_tab };
+	CHECK(p->frame_tab.count >= N);
+	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++) {
+		printf("    profile table %zu: %u entries, longest run %u\n", i, tabs[i]->count,
+		       tabs[i]->max_probe);
+		CHECK(tabs[i]->max_probe <= 128); /* As in format_test_spool_flood. */
+		CHECK(tabs[i]->probes <= 8ull * tabs[i]->count + 64);
+	}
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(spool);
+	sp_buf_free(&mem);
+	free(addrs);
 }
