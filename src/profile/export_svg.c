@@ -277,7 +277,7 @@ static int close_frame(svg_ctx *c, const struct stackpulse_profile *p, const sp_
 		kb = SP_KIND_ROOT;
 	} else {
 		sp_name_frame(p, f->cframe[of->id], flags, &nm);
-		kb = sp_folded_kind(p, f, of->id);
+		kb = (unsigned char)sp_folded_kind(p, f, of->id);
 	}
 	return emit_frame(c, kb, &nm, d + 1, of->start, x - of->start);
 }
