@@ -7,7 +7,7 @@ const sources = @import("src/sources.zig");
 const test_lists = @import("tests/tests.zig");
 const fuzz_list = @import("fuzz/harnesses.zig");
 
-const version: std.SemanticVersion = .{ .major = 0, .minor = 1, .patch = 0 };
+const version: std.SemanticVersion = .{ .major = 0, .minor = 2, .patch = 0 };
 
 /// Flags for every C file of the library, its tests, examples and harnesses.
 const c_flags = [_][]const u8{
@@ -16,18 +16,30 @@ const c_flags = [_][]const u8{
     "-D_GNU_SOURCE",
 };
 
-const pure_srcs = sources.common ++ sources.format ++ sources.symcache;
-const os_srcs = sources.io ++ sources.record ++ sources.unwind ++ sources.symbolize ++ sources.profile;
+const pure_srcs = layerSrcs(&sources.pure_layers);
+const os_srcs = layerSrcs(&sources.os_layers);
 const all_srcs = pure_srcs ++ os_srcs;
+/// What the pure-layer tests and the fuzz harnesses link: the pure layers
+/// plus test support (never installed).
+const pure_test_srcs = pure_srcs ++ test_lists.support;
 const examples: []const []const u8 = if (@hasDecl(sources, "examples")) &sources.examples else &.{};
 const harnesses: []const []const u8 = &fuzz_list.names;
-const full_harnesses: []const []const u8 = &fuzz_list.full_names;
+const os_harnesses: []const []const u8 = &fuzz_list.os_names;
+
+fn layerSrcs(comptime layers: []const []const u8) []const []const u8 {
+    comptime {
+        var out: []const []const u8 = &.{};
+        for (layers) |l| out = out ++ @field(sources, l);
+        return out;
+    }
+}
 
 const Ctx = struct {
     b: *std.Build,
     target: std.Build.ResolvedTarget,
     optimize: std.builtin.Optimize,
     debuginfod: bool,
+    curl: bool = false,
 };
 
 pub fn build(b: *std.Build) void {
@@ -45,8 +57,11 @@ pub fn build(b: *std.Build) void {
     const ctx: Ctx = .{
         .b = b,
         .target = target,
-        .optimize = b.standardOptimizeOption(.{}),
+        // Not standardOptimizeOption: a plain `zig build` installs an
+        // optimized build that keeps its safety checks (ReleaseSafe).
+        .optimize = b.option(std.builtin.Optimize, "optimize", "Optimize mode: ReleaseSafe (default), Debug, ReleaseFast or ReleaseSmall") orelse .safe,
         .debuginfod = b.option(bool, "debuginfod", "Link libdebuginfod and define SP_HAVE_DEBUGINFOD=1") orelse false,
+        .curl = b.option(bool, "curl", "Link libcurl and define SP_HAVE_CURL=1 (stackpulse_push)") orelse false,
     };
     const fuzz_seconds = b.option([]const u8, "fuzz-seconds", "Seconds per libFuzzer harness in fuzz-smoke (default 20)") orelse "20";
     const afl_seconds = b.option([]const u8, "afl-seconds", "Seconds per AFL++ harness in fuzz-smoke (default 5)") orelse "5";
@@ -56,33 +71,45 @@ pub fn build(b: *std.Build) void {
     const prefix_dir: std.Build.LazyPath = .{ .relative = .{ .base = .install_prefix } };
 
     // ---- libraries ----------------------------------------------------
-    const static_lib = addLib(ctx, "stackpulse", .static, &all_srcs);
-    const shared_lib = addLib(ctx, "stackpulse", .dynamic, &all_srcs);
-    const pure_lib = addLib(ctx, "stackpulse-pure", .static, &pure_srcs);
+    const static_lib = addLib(ctx, "stackpulse", .static, all_srcs);
+    const shared_lib = addLib(ctx, "stackpulse", .dynamic, all_srcs);
+    const pure_lib = addLib(ctx, "stackpulse-pure", .static, pure_test_srcs);
     static_lib.installHeadersDirectory(b.path("include"), "", .{});
     b.installArtifact(static_lib);
     b.installArtifact(shared_lib);
 
-    const pc = b.addWriteFiles().add("stackpulse.pc", b.fmt(
-        \\prefix=${{pcfiledir}}/../..
-        \\libdir=${{prefix}}/lib
-        \\includedir=${{prefix}}/include
-        \\
-        \\Name: stackpulse
-        \\Description: Linux sampling profiler library
-        \\Version: {f}
-        \\Libs: -L${{libdir}} -lstackpulse
-        \\Libs.private: {s}
-        \\Cflags: -I${{includedir}}
-        \\
-    , .{ version, std.mem.join(b.allocator, " ", systemLibFlags(ctx)) catch @panic("OOM") }));
-    b.getInstallStep().dependOn(&b.addInstallFile(pc, "lib/pkgconfig/stackpulse.pc").step);
+    // stackpulse.pc links the shared library; stackpulse-static.pc names
+    // libstackpulse.a by path, since -lstackpulse picks the .so wherever
+    // both are installed. System libraries come as pkg-config modules.
+    const requires = std.mem.join(b.allocator, " ", pkgModules(ctx, .full)) catch @panic("OOM");
+    const cxx = if (hasSystemLibstdcxx(ctx)) "-lstdc++" else "";
+    const pc_files = [_]struct { name: []const u8, desc: []const u8, libs: []const u8, requires: []const u8, private: []const u8 }{
+        .{ .name = "stackpulse", .desc = "", .libs = "-L${libdir} -lstackpulse", .requires = "Requires.private", .private = cxx },
+        .{ .name = "stackpulse-static", .desc = " (static library)", .libs = b.fmt("${{libdir}}/libstackpulse.a {s}", .{cxx}), .requires = "Requires", .private = "" },
+    };
+    for (pc_files) |f| {
+        const pc = b.addWriteFiles().add(b.fmt("{s}.pc", .{f.name}), b.fmt(
+            \\prefix=${{pcfiledir}}/../..
+            \\libdir=${{prefix}}/lib
+            \\includedir=${{prefix}}/include
+            \\
+            \\Name: {s}
+            \\Description: Linux sampling profiler library{s}
+            \\Version: {f}
+            \\{s}: {s}
+            \\Libs: {s}
+            \\Libs.private: {s}
+            \\Cflags: -I${{includedir}}
+            \\
+        , .{ f.name, f.desc, version, f.requires, requires, f.libs, f.private }));
+        b.getInstallStep().dependOn(&b.addInstallFile(pc, b.fmt("lib/pkgconfig/{s}.pc", .{f.name})).step);
+    }
 
     // ---- examples -----------------------------------------------------
     const examples_step = b.step("examples", "Build examples/*.c into zig-out/bin");
     var example_installs: std.ArrayList(*std.Build.Step) = .empty;
     for (examples) |src| {
-        const exe = addProgram(ctx, std.fs.path.stem(src), &.{src}, static_lib, true);
+        const exe = addProgram(ctx, std.fs.path.stem(src), &.{src}, static_lib, .full);
         const inst = b.addInstallArtifact(exe, .{});
         examples_step.dependOn(&inst.step);
         example_installs.append(b.allocator, &inst.step) catch @panic("OOM");
@@ -96,13 +123,13 @@ pub fn build(b: *std.Build) void {
 
     var test_exes: std.ArrayList(*std.Build.Step.Compile) = .empty;
     for (test_lists.pure) |src|
-        test_exes.append(b.allocator, addTest(ctx, src, pure_lib, false)) catch @panic("OOM");
+        test_exes.append(b.allocator, addTest(ctx, src, pure_lib, .pure)) catch @panic("OOM");
     if (!foreign) for (test_lists.os) |src|
-        test_exes.append(b.allocator, addTest(ctx, src, static_lib, true)) catch @panic("OOM");
+        test_exes.append(b.allocator, addTest(ctx, src, static_lib, .oracle)) catch @panic("OOM");
     for (harnesses) |name|
-        test_exes.append(b.allocator, addReplay(ctx, name, pure_lib, false)) catch @panic("OOM");
-    if (!foreign) for (full_harnesses) |name|
-        test_exes.append(b.allocator, addReplay(ctx, name, static_lib, true)) catch @panic("OOM");
+        test_exes.append(b.allocator, addReplay(ctx, name, pure_lib, .pure)) catch @panic("OOM");
+    if (!foreign) for (os_harnesses) |name|
+        test_exes.append(b.allocator, addReplay(ctx, name, static_lib, .oracle)) catch @panic("OOM");
     for (test_exes.items) |exe| check_step.dependOn(&exe.step);
     for (example_installs.items) |s| check_step.dependOn(s);
 
@@ -113,24 +140,26 @@ pub fn build(b: *std.Build) void {
     for (example_installs.items) |s| run_tests.step.dependOn(s);
     const test_step = b.step("test", "Run unit/integration tests, replay the fuzz corpus, check exports");
     test_step.dependOn(&exports.step);
-    const link_check = b.addSystemCommand(&.{"bash"});
-    link_check.addFileArg(b.path(".ci/check-link.sh"));
-    link_check.addDirectoryArg(prefix_dir);
-    link_check.has_side_effects = true;
-    link_check.step.dependOn(b.getInstallStep());
-    test_step.dependOn(&link_check.step);
+    test_step.dependOn(&linkCheck(b, prefix_dir).step);
+    const cxx_check = b.addSystemCommand(&.{"bash"});
+    cxx_check.setName("check the header from C++");
+    cxx_check.addFileArg(b.path(".ci/check-cxx.sh"));
+    cxx_check.addDirectoryArg(prefix_dir);
+    cxx_check.has_side_effects = true;
+    cxx_check.step.dependOn(b.getInstallStep());
+    test_step.dependOn(&cxx_check.step);
     test_step.dependOn(&run_tests.step);
 
     // Valgrind cannot decode every instruction of -mcpu=native (AVX-512 in
     // zig's memset), so its binaries are built for the baseline CPU.
-    const vg: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_model = .baseline }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod };
-    const vg_pure = addLib(vg, "stackpulse-pure", .static, &pure_srcs);
-    const vg_full = addLib(vg, "stackpulse", .static, &all_srcs);
+    const vg: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_model = .baseline }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod, .curl = ctx.curl };
+    const vg_pure = addLib(vg, "stackpulse-pure", .static, pure_test_srcs);
+    const vg_full = addLib(vg, "stackpulse", .static, all_srcs);
     const valgrind = testRunner(b, root, bin_dir, &.{"--wrap=valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99"});
-    for (test_lists.pure) |src| valgrind.addArtifactArg(addTest(vg, src, vg_pure, false));
-    for (test_lists.os) |src| valgrind.addArtifactArg(addTest(vg, src, vg_full, true));
-    for (harnesses) |name| valgrind.addArtifactArg(addReplay(vg, name, vg_pure, false));
-    for (full_harnesses) |name| valgrind.addArtifactArg(addReplay(vg, name, vg_full, true));
+    for (test_lists.pure) |src| valgrind.addArtifactArg(addTest(vg, src, vg_pure, .pure));
+    for (test_lists.os) |src| valgrind.addArtifactArg(addTest(vg, src, vg_full, .oracle));
+    for (harnesses) |name| valgrind.addArtifactArg(addReplay(vg, name, vg_pure, .pure));
+    for (os_harnesses) |name| valgrind.addArtifactArg(addReplay(vg, name, vg_full, .oracle));
     for (example_installs.items) |s| valgrind.step.dependOn(s);
     b.step("valgrind", "Run the test binaries under valgrind --leak-check=full").dependOn(&valgrind.step);
 
@@ -171,9 +200,10 @@ pub fn build(b: *std.Build) void {
     const aarch64: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_arch = .aarch64, .os_tag = .linux, .abi = .gnu, .glibc_version = .{ .major = 2, .minor = 36, .patch = 0 } }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod };
     const musl: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_arch = .x86_64, .os_tag = .linux, .abi = .musl }), .optimize = ctx.optimize, .debuginfod = false };
     {
-        const a_static = addLib(aarch64, "stackpulse", .static, &all_srcs);
-        const a_shared = addLib(aarch64, "stackpulse", .dynamic, &all_srcs);
-        const m_pure = addLib(musl, "stackpulse-pure", .static, &pure_srcs);
+        const a_static = addLib(aarch64, "stackpulse", .static, all_srcs);
+        const a_shared = addLib(aarch64, "stackpulse", .dynamic, all_srcs);
+        const m_pure = addLib(musl, "stackpulse-pure", .static, pure_srcs);
+        const m_pure_test = addLib(musl, "stackpulse-pure", .static, pure_test_srcs);
         const dirs = [_]struct { c: *std.Build.Step.Compile, dir: []const u8 }{
             .{ .c = a_static, .dir = "cross/aarch64-linux-gnu" },
             .{ .c = a_shared, .dir = "cross/aarch64-linux-gnu" },
@@ -187,17 +217,17 @@ pub fn build(b: *std.Build) void {
         // without glibc (against Debian's libzstd.a) and run.
         const musl_run = testRunner(b, root, bin_dir, &.{});
         musl_run.setName("run pure tests (x86_64-linux-musl, static)");
-        for (test_lists.pure) |src| musl_run.addArtifactArg(addTest(musl, src, m_pure, false));
+        for (test_lists.pure) |src| musl_run.addArtifactArg(addTest(musl, src, m_pure_test, .pure));
         cross_step.dependOn(&musl_run.step);
     }
 
     // ---- pure tests under qemu-aarch64 -----------------------------------
     {
-        const a_pure = addLib(aarch64, "stackpulse-pure", .static, &pure_srcs);
+        const a_pure = addLib(aarch64, "stackpulse-pure", .static, pure_test_srcs);
         const run = testRunner(b, root, bin_dir, &.{"--wrap=qemu-aarch64"});
         run.setName("run pure tests (aarch64, qemu)");
-        for (test_lists.pure) |src| run.addArtifactArg(addTest(aarch64, src, a_pure, false));
-        for (harnesses) |name| run.addArtifactArg(addReplay(aarch64, name, a_pure, false));
+        for (test_lists.pure) |src| run.addArtifactArg(addTest(aarch64, src, a_pure, .pure));
+        for (harnesses) |name| run.addArtifactArg(addReplay(aarch64, name, a_pure, .pure));
         b.step("test-aarch64", "Build the pure tests for aarch64-linux-gnu and run them under qemu-aarch64").dependOn(&run.step);
     }
 
@@ -213,7 +243,7 @@ pub fn build(b: *std.Build) void {
 
     const fmt_check_step = b.step("fmt-check", "Fail if any C or Zig file is not formatted");
     for (fmtCheckSteps(b, root)) |st| fmt_check_step.dependOn(st);
-    const lint_step = b.step("lint", "clang-tidy (warnings are errors) and the layering check");
+    const lint_step = b.step("lint", "clang-tidy (warnings are errors), the layering and public-entry checks");
     const lint_steps = lintSteps(b, root);
     for (lint_steps) |st| lint_step.dependOn(st);
     b.step("layers", "Only the layering check of lint").dependOn(lint_steps[0]);
@@ -234,8 +264,40 @@ pub fn build(b: *std.Build) void {
     for (test_exes.items) |exe| ci_run.addArtifactArg(exe);
     for (example_installs.items) |st| ci_run.step.dependOn(st);
     ci_run.step.dependOn(&exportsCheck(b, shared_lib).step);
+    ci_run.step.dependOn(&linkCheck(b, prefix_dir).step);
     for (ci_lint) |l| ci_run.step.dependOn(l);
+    ci_run.setEnvironmentVariable("SP_NO_SKIP", "1"); // CI installs every requirement
+    ci_run.step.dependOn(&cxx_check.step);
     ci.dependOn(&ci_run.step);
+
+    // ---- ABI -----------------------------------------------------------------
+    // abi/stackpulse.abi is the committed baseline; an ABI change fails ci
+    // until `zig build abi-update` regenerates it in the same commit.
+    const abi_check = abiStep(b, shared_lib, "check");
+    ci.dependOn(&abi_check.step);
+    b.step("abi-check", "abidiff libstackpulse.so against abi/stackpulse.abi").dependOn(&abi_check.step);
+    b.step("abi-update", "Regenerate abi/stackpulse.abi from libstackpulse.so (abidw)").dependOn(&abiStep(b, shared_lib, "update").step);
+}
+
+fn abiStep(b: *std.Build, lib: *std.Build.Step.Compile, mode: []const u8) *std.Build.Step.Run {
+    const run = b.addSystemCommand(&.{ "bash", ".ci/abi.sh", mode });
+    run.setName(b.fmt("abi {s}", .{mode}));
+    run.setCwd(b.path(""));
+    run.addArtifactArg(lib);
+    run.has_side_effects = true;
+    return run;
+}
+
+/// .ci/check-link.sh over the installed prefix: links a C program with the
+/// system cc through stackpulse.pc and stackpulse-static.pc, and runs both.
+fn linkCheck(b: *std.Build, prefix_dir: std.Build.LazyPath) *std.Build.Step.Run {
+    const run = b.addSystemCommand(&.{"bash"});
+    run.setName("check linking");
+    run.addFileArg(b.path(".ci/check-link.sh"));
+    run.addDirectoryArg(prefix_dir);
+    run.has_side_effects = true;
+    run.step.dependOn(b.getInstallStep());
+    return run;
 }
 
 fn exportsCheck(b: *std.Build, lib: *std.Build.Step.Compile) *std.Build.Step.Run {
@@ -260,43 +322,79 @@ fn fmtCheckSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
     return .{ &c.step, &z.step };
 }
 
-/// The layering check and clang-tidy over every listed C file.
-fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [2]*std.Build.Step {
+/// The layering check, the public-entry check and clang-tidy over every
+/// listed C file.
+fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [3]*std.Build.Step {
     const layers = b.addSystemCommand(&.{ "python3", ".ci/check-layers.py" });
     layers.setCwd(root);
+    layers.addArgs(&sources.pure_layers);
     layers.has_side_effects = true;
+    const api_entry = b.addSystemCommand(&.{ "python3", ".ci/check-api-entry.py" });
+    api_entry.setCwd(root);
+    api_entry.has_side_effects = true;
     const tidy = b.addSystemCommand(&.{ "bash", ".ci/clang-tidy.sh" });
     tidy.setCwd(root);
-    tidy.addArgs(&all_srcs);
+    // Every optional part is compiled in for tidy, so it checks that code too.
+    tidy.addArgs(&.{ "-DSP_HAVE_DEBUGINFOD=1", "-DSP_HAVE_CXA_DEMANGLE=1", "-DSP_HAVE_CURL=1" });
+    tidy.addArgs(all_srcs);
     tidy.addArgs(&test_lists.pure);
     tidy.addArgs(&test_lists.os);
+    tidy.addArgs(&test_lists.support);
     tidy.addArgs(examples);
-    tidy.addArg("tests/support/harness.c");
-    for (fuzz_list.names ++ fuzz_list.full_names) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
+    tidy.addArgs(&.{ "tests/support/harness.c", "tests/unwind/libunwind_oracle.c" });
+    for (harnesses) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
+    for (os_harnesses) |name| tidy.addArg(b.fmt("fuzz/{s}.c", .{name}));
     if (harnesses.len > 0) tidy.addArgs(&.{ "fuzz/replay_main.c", "fuzz/afl_driver.c" });
     tidy.has_side_effects = true;
-    return .{ &layers.step, &tidy.step };
+    return .{ &layers.step, &api_entry.step, &tidy.step };
 }
 
-/// System libraries of the full library, as -l flags, for this target.
-fn systemLibFlags(ctx: Ctx) []const []const u8 {
+/// What a program links besides the library: the pure layers need zstd; the
+/// full library its system libraries; the unwinder's oracle (tests and the
+/// unwind_oracle harness) also libunwind.
+const Link = enum { pure, full, oracle };
+
+/// One system library: its pkg-config module and its -l name.
+const SysLib = struct { module: []const u8, lib: []const u8 };
+
+fn systemLibs(ctx: Ctx, link: Link) []const SysLib {
     const b = ctx.b;
-    var list: std.ArrayList([]const u8) = .empty;
-    for (systemLibs(ctx)) |name| list.append(b.allocator, b.fmt("-l{s}", .{name})) catch @panic("OOM");
-    if (hasSystemLibstdcxx(ctx)) list.append(b.allocator, "-lstdc++") catch @panic("OOM");
+    var list: std.ArrayList(SysLib) = .empty;
+    list.append(b.allocator, .{ .module = "libzstd", .lib = "zstd" }) catch @panic("OOM");
+    if (link == .pure) return list.items;
+    list.appendSlice(b.allocator, &.{
+        .{ .module = "libelf", .lib = "elf" },
+        .{ .module = "libdw", .lib = "dw" },
+        .{ .module = "zlib", .lib = "z" },
+    }) catch @panic("OOM");
+    if (ctx.debuginfod) list.append(b.allocator, .{ .module = "libdebuginfod", .lib = "debuginfod" }) catch @panic("OOM");
+    if (ctx.curl) list.append(b.allocator, .{ .module = "libcurl", .lib = "curl" }) catch @panic("OOM");
+    // libunwind-generic is the remote-unwinding API of the build's
+    // architecture (libunwind-x86_64, libunwind-aarch64).
+    if (link == .oracle) list.appendSlice(b.allocator, &.{
+        .{ .module = "libunwind-generic", .lib = "unwind-generic" },
+        .{ .module = "libunwind", .lib = "unwind" },
+    }) catch @panic("OOM");
     return list.items;
 }
 
-fn systemLibs(ctx: Ctx) []const []const u8 {
-    const b = ctx.b;
+/// The pkg-config modules behind systemLibs.
+fn pkgModules(ctx: Ctx, link: Link) []const []const u8 {
     var list: std.ArrayList([]const u8) = .empty;
-    list.appendSlice(b.allocator, &.{ "zstd", "elf", "dw", "unwind", "z" }) catch @panic("OOM");
-    switch (ctx.target.result.cpu.arch) {
-        .x86_64 => list.append(b.allocator, "unwind-x86_64") catch @panic("OOM"),
-        .aarch64 => list.append(b.allocator, "unwind-aarch64") catch @panic("OOM"),
-        else => {},
-    }
-    if (ctx.debuginfod) list.append(b.allocator, "debuginfod") catch @panic("OOM");
+    for (systemLibs(ctx, link)) |l| list.append(ctx.b.allocator, l.module) catch @panic("OOM");
+    return list.items;
+}
+
+/// `pkg-config --libs` of systemLibs (plus libstdc++), for .ci/clang-build.sh.
+fn systemLibFlags(ctx: Ctx, link: Link) []const []const u8 {
+    const b = ctx.b;
+    var argv: std.ArrayList([]const u8) = .empty;
+    argv.appendSlice(b.allocator, &.{ "pkg-config", "--libs" }) catch @panic("OOM");
+    argv.appendSlice(b.allocator, pkgModules(ctx, link)) catch @panic("OOM");
+    var list: std.ArrayList([]const u8) = .empty;
+    var it = std.mem.tokenizeAny(u8, b.run(argv.items), " \t\r\n");
+    while (it.next()) |flag| list.append(b.allocator, flag) catch @panic("OOM");
+    if (link != .pure and hasSystemLibstdcxx(ctx)) list.append(b.allocator, "-lstdc++") catch @panic("OOM");
     return list.items;
 }
 
@@ -308,11 +406,10 @@ fn cModule(ctx: Ctx) *std.Build.Module {
     m.addIncludePath(b.path("include"));
     m.addIncludePath(b.path("src"));
     if (ctx.debuginfod) m.addCMacro("SP_HAVE_DEBUGINFOD", "1");
+    if (ctx.curl) m.addCMacro("SP_HAVE_CURL", "1");
     if (hasSystemLibstdcxx(ctx)) m.addCMacro("SP_HAVE_CXA_DEMANGLE", "1");
-    const t = ctx.target.result;
-    const host = ctx.b.graph.host.result;
-    if (t.cpu.arch == host.cpu.arch and t.abi == host.abi) return m;
-    const triple = switch (t.cpu.arch) {
+    if (isNative(ctx)) return m;
+    const triple = switch (ctx.target.result.cpu.arch) {
         .aarch64 => "aarch64-linux-gnu",
         else => "x86_64-linux-gnu",
     };
@@ -320,41 +417,67 @@ fn cModule(ctx: Ctx) *std.Build.Module {
     m.addAfterIncludePath(.{ .cwd_relative = b.fmt("/usr/include/{s}", .{triple}) });
     m.addAfterIncludePath(.{ .cwd_relative = "/usr/include" });
     m.addLibraryPath(.{ .cwd_relative = b.fmt("/usr/lib/{s}", .{triple}) });
-    if (t.abi == .gnu) m.addRPathSpecial(b.fmt("/usr/lib/{s}", .{triple}));
+    if (ctx.target.result.abi == .gnu) m.addRPathSpecial(b.fmt("/usr/lib/{s}", .{triple}));
     return m;
 }
 
-fn linkSystem(ctx: Ctx, m: *std.Build.Module, full: bool) void {
+/// The host's architecture and ABI: pkg-config describes its libraries.
+fn isNative(ctx: Ctx) bool {
+    const t = ctx.target.result;
+    const host = ctx.b.graph.host.result;
+    return t.cpu.arch == host.cpu.arch and t.abi == host.abi;
+}
+
+fn linkSystem(ctx: Ctx, m: *std.Build.Module, link: Link) void {
+    const b = ctx.b;
     if (ctx.target.result.abi == .musl) {
         // Debian ships no musl zstd; its glibc-built libzstd.a links into a
         // static musl program (only the pure layers are built for musl).
-        m.addObjectFile(.{ .cwd_relative = "/usr/lib/x86_64-linux-gnu/libzstd.a" });
+        // Debian's libzstd.pc names a wrong libdir: ask the C compiler.
+        m.addObjectFile(.{ .cwd_relative = ccFile(b, "libzstd.a", &libzstd_a_path) });
         return;
     }
-    const libs: []const []const u8 = if (full) systemLibs(ctx) else &.{"zstd"};
-    for (libs) |name| m.linkSystemLibrary(name, .{ .use_pkg_config = .no });
-    // C++ demangling: __cxa_demangle is a weak reference, satisfied by the
-    // system libstdc++ where one is installed (not zig's libc++, whose
-    // operator new/delete would leak into our exports).
-    if (full and hasSystemLibstdcxx(ctx)) m.addObjectFile(.{ .cwd_relative = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6" });
+    // The host's pkg-config knows only the host's libraries; a foreign
+    // target finds them in its multiarch directory (cModule).
+    for (systemLibs(ctx, link)) |l| {
+        if (isNative(ctx)) {
+            m.linkSystemLibrary(l.module, .{ .use_pkg_config = .force });
+        } else {
+            m.linkSystemLibrary(l.lib, .{ .use_pkg_config = .no });
+        }
+    }
+    // C++ demangling: __cxa_demangle comes from the system libstdc++, found
+    // where the system C compiler finds it (zig would take "-lstdc++" for
+    // its own libc++, whose operator new/delete would leak into our exports).
+    if (link != .pure and hasSystemLibstdcxx(ctx)) m.addObjectFile(.{ .cwd_relative = ccFile(b, "libstdc++.so", &libstdcxx_path) });
+}
+
+var libstdcxx_path: ?[]const u8 = null;
+var libzstd_a_path: ?[]const u8 = null;
+
+/// Where the system C compiler finds library file @p name
+/// (`cc -print-file-name`), asked once per build into @p cache.
+fn ccFile(b: *std.Build, name: []const u8, cache: *?[]const u8) []const u8 {
+    if (cache.* == null)
+        cache.* = std.mem.trim(u8, b.run(&.{ "cc", b.fmt("-print-file-name={s}", .{name}) }), " \t\r\n");
+    return cache.*.?;
 }
 
 fn hasSystemLibstdcxx(ctx: Ctx) bool {
-    const t = ctx.target.result;
     // Debian always has it: apt itself depends on libstdc++6.
-    return t.cpu.arch == .x86_64 and t.abi == .gnu;
+    return isNative(ctx) and ctx.target.result.abi == .gnu;
 }
 
 fn addLib(ctx: Ctx, name: []const u8, linkage: std.builtin.LinkMode, srcs: []const []const u8) *std.Build.Step.Compile {
     const m = cModule(ctx);
     m.addCSourceFiles(.{ .files = srcs, .flags = &c_flags });
-    // UB checks trap instead of calling zig's UBSan runtime, so the
-    // installed libraries link with any C toolchain (full reports come from
-    // the clang-14 `sanitize` step).
-    if (ctx.optimize == .debug) m.sanitize_c = .trap;
+    // UB checks (kept in Debug and ReleaseSafe) trap instead of calling
+    // zig's UBSan runtime, so the installed libraries link with any C
+    // toolchain (full reports come from the clang-14 `sanitize` step).
+    if (ctx.optimize == .debug or ctx.optimize == .safe) m.sanitize_c = .trap;
     if (linkage == .dynamic) {
         m.pic = true;
-        linkSystem(ctx, m, true);
+        linkSystem(ctx, m, .full);
     }
     return ctx.b.addLibrary(.{
         .name = name,
@@ -366,12 +489,12 @@ fn addLib(ctx: Ctx, name: []const u8, linkage: std.builtin.LinkMode, srcs: []con
 
 /// An executable from C files plus a library (static: internal sp_* names
 /// stay reachable for tests).
-fn addProgram(ctx: Ctx, name: []const u8, srcs: []const []const u8, lib: *std.Build.Step.Compile, full: bool) *std.Build.Step.Compile {
+fn addProgram(ctx: Ctx, name: []const u8, srcs: []const []const u8, lib: *std.Build.Step.Compile, link: Link) *std.Build.Step.Compile {
     const m = cModule(ctx);
     m.addIncludePath(ctx.b.path("tests/support"));
     m.addCSourceFiles(.{ .files = srcs, .flags = &c_flags });
     m.linkLibrary(lib);
-    linkSystem(ctx, m, full);
+    linkSystem(ctx, m, link);
     if (ctx.target.result.abi == .musl) {
         return ctx.b.addExecutable(.{ .name = name, .root_module = m, .linkage = .static });
     }
@@ -384,19 +507,21 @@ fn testName(b: *std.Build, src: []const u8) []const u8 {
     return b.fmt("{s}_{s}", .{ dir, std.fs.path.stem(src) });
 }
 
-fn addTest(ctx: Ctx, src: []const u8, lib: *std.Build.Step.Compile, full: bool) *std.Build.Step.Compile {
-    return addProgram(ctx, testName(ctx.b, src), &.{ src, "tests/support/harness.c" }, lib, full);
+fn addTest(ctx: Ctx, src: []const u8, lib: *std.Build.Step.Compile, link: Link) *std.Build.Step.Compile {
+    return addProgram(ctx, testName(ctx.b, src), &.{ src, "tests/support/harness.c" }, lib, link);
 }
 
-/// The plain replay executable of fuzz harness @name over corpus/NAME; @full
-/// links the whole library's system libraries too.
-fn addReplay(ctx: Ctx, name: []const u8, lib: *std.Build.Step.Compile, full: bool) *std.Build.Step.Compile {
+/// The plain replay executable of fuzz harness @name over corpus/NAME:
+/// pure harnesses link @p lib = the pure layers (.pure), OS harnesses the
+/// whole library (.oracle).
+fn addReplay(ctx: Ctx, name: []const u8, lib: *std.Build.Step.Compile, link: Link) *std.Build.Step.Compile {
     const b = ctx.b;
     const m = cModule(ctx);
+    m.addIncludePath(b.path("tests/support"));
     m.addCSourceFiles(.{ .files = &.{b.fmt("fuzz/{s}.c", .{name})}, .flags = &c_flags });
     m.addCSourceFiles(.{ .files = &.{"fuzz/replay_main.c"}, .flags = &(c_flags ++ [_][]const u8{b.fmt("-DSP_FUZZ_NAME=\"{s}\"", .{name})}) });
     m.linkLibrary(lib);
-    linkSystem(ctx, m, full);
+    linkSystem(ctx, m, link);
     return b.addExecutable(.{ .name = b.fmt("replay_{s}", .{name}), .root_module = m });
 }
 
@@ -413,21 +538,35 @@ fn testRunner(b: *std.Build, root: std.Build.LazyPath, bin_dir: std.Build.LazyPa
     return run;
 }
 
+/// Preprocessor defines of the optional features, for .ci/clang-build.sh.
+fn spDefines(ctx: Ctx) []const []const u8 {
+    const b = ctx.b;
+    var list: std.ArrayList([]const u8) = .empty;
+    list.append(b.allocator, "-DSP_HAVE_CXA_DEMANGLE=1") catch @panic("OOM");
+    if (ctx.debuginfod) list.append(b.allocator, "-DSP_HAVE_DEBUGINFOD=1") catch @panic("OOM");
+    if (ctx.curl) list.append(b.allocator, "-DSP_HAVE_CURL=1") catch @panic("OOM");
+    return list.items;
+}
+
 /// Bash arrays of every list, for .ci/clang-build.sh.
 fn manifestText(ctx: Ctx) []const u8 {
     const b = ctx.b;
     const Entry = struct { key: []const u8, items: []const []const u8 };
     const entries = [_]Entry{
-        .{ .key = "SP_PURE_SRCS", .items = &pure_srcs },
-        .{ .key = "SP_OS_SRCS", .items = &os_srcs },
+        .{ .key = "SP_PURE_LAYERS", .items = &sources.pure_layers },
+        .{ .key = "SP_PURE_SRCS", .items = pure_srcs },
+        .{ .key = "SP_OS_SRCS", .items = os_srcs },
+        .{ .key = "SP_TEST_SUPPORT", .items = &test_lists.support },
         .{ .key = "SP_PURE_TESTS", .items = &test_lists.pure },
         .{ .key = "SP_OS_TESTS", .items = &test_lists.os },
         .{ .key = "SP_FUZZ", .items = harnesses },
-        .{ .key = "SP_FUZZ_FULL", .items = full_harnesses },
+        .{ .key = "SP_FUZZ_OS", .items = os_harnesses },
         .{ .key = "SP_EXAMPLES", .items = examples },
         .{ .key = "SP_CFLAGS", .items = &c_flags },
-        .{ .key = "SP_LIBS", .items = systemLibFlags(ctx) },
-        .{ .key = "SP_DEFINES", .items = if (ctx.debuginfod) &.{ "-DSP_HAVE_DEBUGINFOD=1", "-DSP_HAVE_CXA_DEMANGLE=1" } else &.{"-DSP_HAVE_CXA_DEMANGLE=1"} },
+        .{ .key = "SP_PURE_LIBS", .items = systemLibFlags(ctx, .pure) },
+        .{ .key = "SP_LIBS", .items = systemLibFlags(ctx, .full) },
+        .{ .key = "SP_TEST_LIBS", .items = systemLibFlags(ctx, .oracle) },
+        .{ .key = "SP_DEFINES", .items = spDefines(ctx) },
     };
     var out: std.ArrayList(u8) = .empty;
     for (entries) |e| {

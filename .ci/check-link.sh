@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Links a small program against the installed libraries with the system cc
-# (no zig), statically through `pkg-config --static` and dynamically, and
-# runs both: what a distro tool does.
+# (no zig), the ways the README documents, and runs each: statically through
+# `pkg-config --static stackpulse-static`, and dynamically through
+# `pkg-config stackpulse` with an rpath to its libdir.
 set -euo pipefail
 prefix=$(cd "$1" && pwd)
 work=$(mktemp -d)
@@ -13,7 +14,10 @@ cat >"$work/use.c" <<'C'
 int main(void)
 {
 	stackpulse_spool *s = NULL;
-	int rc = stackpulse_spool_open_memory("not a spool", 11, &s);
+	stackpulse_spool_open_opts o = STACKPULSE_SPOOL_OPEN_OPTS;
+	o.buf = "not a spool";
+	o.len = 11;
+	int rc = stackpulse_spool_open(NULL, &o, &s);
 	if (rc == 0 || strlen(stackpulse_last_error()) == 0)
 		return 1;
 	printf("stackpulse %s: %s\n", stackpulse_version(), stackpulse_strerror(rc));
@@ -21,10 +25,19 @@ int main(void)
 }
 C
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-cc -std=c17 -Wall -Werror $(pkg-config --cflags stackpulse) "$work/use.c" -o "$work/use-static" \
-	"$prefix/lib/libstackpulse.a" $(pkg-config --static --libs-only-l stackpulse | sed 's/-lstackpulse//')
-cc -std=c17 -Wall -Werror $(pkg-config --cflags stackpulse) "$work/use.c" -o "$work/use-shared" \
-	$(pkg-config --libs stackpulse) -Wl,-rpath,"$prefix/lib"
+# shellcheck disable=SC2046 # pkg-config output is meant to be split
+cc -std=c17 -Wall -Werror "$work/use.c" -o "$work/use-static" $(pkg-config --static --cflags --libs stackpulse-static)
+# shellcheck disable=SC2046
+cc -std=c17 -Wall -Werror "$work/use.c" -o "$work/use-shared" $(pkg-config --cflags --libs stackpulse) \
+	-Wl,-rpath,"$(pkg-config --variable=libdir stackpulse)"
+if readelf -d "$work/use-static" | grep -q 'libstackpulse\.so'; then
+	echo "check-link: the stackpulse-static.pc program needs libstackpulse.so" >&2
+	exit 1
+fi
+if ! readelf -d "$work/use-shared" | grep -q 'NEEDED.*\[libstackpulse\.so\.0\]'; then
+	echo "check-link: the stackpulse.pc program does not link libstackpulse.so.0" >&2
+	exit 1
+fi
 "$work/use-static" >/dev/null
 "$work/use-shared" >/dev/null
-echo "check-link: static and shared libraries link and run with the system cc"
+echo "check-link: static (stackpulse-static.pc) and shared (stackpulse.pc + rpath) programs link and run with the system cc"

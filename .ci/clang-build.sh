@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds and runs what zig cc cannot: ASan/UBSan tests, coverage, libFuzzer
 # and AFL++ binaries, all with the system clang-14 and the file lists from the
-# manifest that build.zig writes (bash arrays SP_PURE_SRCS, SP_OS_SRCS,
-# SP_PURE_TESTS, SP_OS_TESTS, SP_FUZZ, SP_FUZZ_FULL (harnesses that link the
-# whole library), SP_EXAMPLES, SP_CFLAGS, SP_LIBS,
-# SP_DEFINES).
+# manifest that build.zig writes (bash arrays SP_PURE_LAYERS, SP_PURE_SRCS,
+# SP_OS_SRCS, SP_TEST_SUPPORT, SP_PURE_TESTS, SP_OS_TESTS, SP_FUZZ,
+# SP_FUZZ_OS, SP_EXAMPLES, SP_CFLAGS, SP_PURE_LIBS, SP_LIBS, SP_TEST_LIBS,
+# SP_DEFINES). Pure harnesses (SP_FUZZ) link the pure layers; OS harnesses
+# (SP_FUZZ_OS) the whole library and libunwind.
 #
 # usage: clang-build.sh MANIFEST ROOT PREFIX MODE [ARGS]
 #   MODE: sanitize | coverage | coverage-html | fuzz | fuzz-smoke SECS AFL_SECS
@@ -54,18 +55,19 @@ obj_name() {
 }
 
 # build_tree OUT: objects, two archives, tests, replays and examples, with the
-# compile flags in CFLAGS_X and link flags in LDFLAGS_X.
+# compile flags in CFLAGS_X and link flags in LDFLAGS_X. libpure.a (pure
+# layers and test support) and libfull.a only serve the tests.
 build_tree() {
 	local out=$1 src
 	rm -rf "$out"
 	mkdir -p "$out/obj" "$out/tests" "$out/bin"
 	local common=("${SP_CFLAGS[@]}" "${SP_DEFINES[@]}" -Iinclude -Isrc -Itests/support "${CFLAGS_X[@]}")
-	for src in "${SP_PURE_SRCS[@]}" "${SP_OS_SRCS[@]}" tests/support/harness.c; do
+	for src in "${SP_PURE_SRCS[@]}" "${SP_TEST_SUPPORT[@]}" "${SP_OS_SRCS[@]}" tests/support/harness.c; do
 		add_job "$CC" "${common[@]}" -c "$src" -o "$out/obj/$(obj_name "$src")"
 	done
 	run_jobs
 	local pure_objs=() os_objs=()
-	for src in "${SP_PURE_SRCS[@]}"; do pure_objs+=("$out/obj/$(obj_name "$src")"); done
+	for src in "${SP_PURE_SRCS[@]}" "${SP_TEST_SUPPORT[@]}"; do pure_objs+=("$out/obj/$(obj_name "$src")"); done
 	for src in "${SP_OS_SRCS[@]}"; do os_objs+=("$out/obj/$(obj_name "$src")"); done
 	ar rcs "$out/libpure.a" "${pure_objs[@]}"
 	ar rcs "$out/libfull.a" "${pure_objs[@]}" "${os_objs[@]}"
@@ -79,22 +81,22 @@ build_tree() {
 	for src in "${SP_PURE_TESTS[@]}"; do
 		dir=$(basename "$(dirname "$src")")
 		add_job "$CC" "${common[@]}" "$src" "$out/obj/tests_support_harness.o" "$out/libpure.a" \
-			-lzstd "${LDFLAGS_X[@]}" -o "$out/tests/${dir}_$(basename "${src%.c}")"
+			"${SP_PURE_LIBS[@]}" "${LDFLAGS_X[@]}" -o "$out/tests/${dir}_$(basename "${src%.c}")"
 	done
 	for src in "${SP_OS_TESTS[@]}"; do
 		dir=$(basename "$(dirname "$src")")
 		add_job "$CC" "${common[@]}" "$src" "$out/obj/tests_support_harness.o" "$out/libfull.a" \
-			"${SP_LIBS[@]}" "${LDFLAGS_X[@]}" -o "$out/tests/${dir}_$(basename "${src%.c}")"
+			"${SP_TEST_LIBS[@]}" "${LDFLAGS_X[@]}" -o "$out/tests/${dir}_$(basename "${src%.c}")"
 	done
 	for name in "${SP_FUZZ[@]}"; do
 		TEST_BINS+=("$out/tests/replay_$name")
 		add_job "$CC" "${common[@]}" "-DSP_FUZZ_NAME=\"$name\"" "fuzz/$name.c" fuzz/replay_main.c \
-			"$out/libpure.a" -lzstd "${LDFLAGS_X[@]}" -o "$out/tests/replay_$name"
+			"$out/libpure.a" "${SP_PURE_LIBS[@]}" "${LDFLAGS_X[@]}" -o "$out/tests/replay_$name"
 	done
-	for name in "${SP_FUZZ_FULL[@]}"; do
+	for name in "${SP_FUZZ_OS[@]}"; do
 		TEST_BINS+=("$out/tests/replay_$name")
 		add_job "$CC" "${common[@]}" "-DSP_FUZZ_NAME=\"$name\"" "fuzz/$name.c" fuzz/replay_main.c \
-			"$out/libfull.a" "${SP_LIBS[@]}" "${LDFLAGS_X[@]}" -o "$out/tests/replay_$name"
+			"$out/libfull.a" "${SP_TEST_LIBS[@]}" "${LDFLAGS_X[@]}" -o "$out/tests/replay_$name"
 	done
 	for src in "${SP_EXAMPLES[@]}"; do
 		add_job "$CC" "${common[@]}" "$src" "$out/libfull.a" "${SP_LIBS[@]}" "${LDFLAGS_X[@]}" \
@@ -124,7 +126,7 @@ sanitize() {
 
 # Per-layer line/branch totals from `llvm-cov export -summary-only`.
 layer_summary() {
-	python3 - "$1" <<'PY'
+	python3 - "$1" "${SP_PURE_LAYERS[@]}" <<'PY'
 import json, sys, collections
 data = json.load(open(sys.argv[1]))
 acc = collections.OrderedDict()
@@ -138,7 +140,7 @@ for f in data["data"][0]["files"]:
     a = acc.setdefault(layer, [0, 0, 0, 0])
     a[0] += s["lines"]["covered"]; a[1] += s["lines"]["count"]
     a[2] += s["branches"]["covered"]; a[3] += s["branches"]["count"]
-pure = ("src/common", "src/format", "src/symcache")
+pure = tuple("src/" + layer for layer in sys.argv[2:])
 pct = lambda c, n: f"{100.0 * c / n:6.2f}%" if n else "     -"
 print(f"{'layer':<16}{'lines':>18}{'branches':>20}")
 for layer in sorted(acc, key=lambda l: (l not in pure, l)):
@@ -174,10 +176,10 @@ coverage() {
 		[[ -x $bin ]] || continue
 		if ((${#objs[@]})); then objs+=(-object "$bin"); else objs+=("$bin"); fi
 	done
-	local pure_files=()
-	mapfile -t pure_files < <(find src/common src/format src/symcache -name '*.[ch]' 2>/dev/null | sort)
+	local pure_files=() pure_dirs=("${SP_PURE_LAYERS[@]/#/src/}")
+	mapfile -t pure_files < <(find "${pure_dirs[@]}" -name '*.[ch]' 2>/dev/null | sort)
 	echo
-	echo "coverage of the pure layers (src/common, src/format, src/symcache):"
+	echo "coverage of the pure layers (${pure_dirs[*]}):"
 	llvm-cov-14 report -instr-profile="$out/merged.profdata" "${objs[@]}" \
 		-show-region-summary=false -show-instantiation-summary=false "${pure_files[@]}"
 	echo
@@ -197,38 +199,60 @@ coverage() {
 }
 
 # Fuzzer builds share fuzz/NAME.c; -Werror stays with the zig build.
+# fuzz_archives DIR COMPILER FLAGS...: DIR/libpure.a (pure layers and test
+# support) and, when OS harnesses are listed, DIR/libfull.a (plus the OS layers).
+fuzz_archives() {
+	local dir=$1 cc=$2 src
+	shift 2
+	local pure_objs=() os_objs=()
+	for src in "${SP_PURE_SRCS[@]}" "${SP_TEST_SUPPORT[@]}"; do
+		pure_objs+=("$dir/$(obj_name "$src")")
+		add_job "$cc" "$@" -c "$src" -o "$dir/$(obj_name "$src")"
+	done
+	if ((${#SP_FUZZ_OS[@]})); then
+		for src in "${SP_OS_SRCS[@]}"; do
+			os_objs+=("$dir/$(obj_name "$src")")
+			add_job "$cc" "$@" -c "$src" -o "$dir/$(obj_name "$src")"
+		done
+	fi
+	run_jobs
+	rm -f "$dir/libpure.a" "$dir/libfull.a"
+	ar rcs "$dir/libpure.a" "${pure_objs[@]}"
+	((${#os_objs[@]} == 0)) || ar rcs "$dir/libfull.a" "${pure_objs[@]}" "${os_objs[@]}"
+}
+
+# The archive and libraries harness NAME links, as words: pure or OS.
+fuzz_link() {
+	local dir=$1 name=$2 os
+	for os in "${SP_FUZZ_OS[@]}"; do
+		if [[ $os == "$name" ]]; then
+			echo "$dir/libfull.a ${SP_TEST_LIBS[*]}"
+			return
+		fi
+	done
+	echo "$dir/libpure.a ${SP_PURE_LIBS[*]}"
+}
+
 fuzz_build() {
 	need "$CC" clang-14
 	local flags=() f
 	for f in "${SP_CFLAGS[@]}"; do [[ $f == -Werror ]] || flags+=("$f"); done
-	flags+=("${SP_DEFINES[@]}" -Iinclude -Isrc -g -O1 -fno-omit-frame-pointer)
-	local lf=$prefix/fuzz/libfuzzer afl=$prefix/fuzz/afl name src
+	flags+=("${SP_DEFINES[@]}" -Iinclude -Isrc -Itests/support -g -O1 -fno-omit-frame-pointer)
+	local lf=$prefix/fuzz/libfuzzer afl=$prefix/fuzz/afl name link
+	local all=("${SP_FUZZ[@]}" "${SP_FUZZ_OS[@]}")
 	mkdir -p "$lf" "$afl" "$work/lf" "$work/afl"
-	if ((${#SP_FUZZ[@]} == 0)); then
+	if ((${#all[@]} == 0)); then
 		echo "fuzz: no harnesses listed in fuzz/harnesses.zig"
 		return 0
 	fi
-	local lf_pure=() lf_os=()
-	for src in "${SP_PURE_SRCS[@]}" "${SP_OS_SRCS[@]}"; do
-		add_job "$CC" "${flags[@]}" -fsanitize=fuzzer-no-link,address,undefined -c "$src" \
-			-o "$work/lf/$(obj_name "$src")"
-	done
-	for src in "${SP_PURE_SRCS[@]}"; do lf_pure+=("$work/lf/$(obj_name "$src")"); done
-	for src in "${SP_OS_SRCS[@]}"; do lf_os+=("$work/lf/$(obj_name "$src")"); done
-	run_jobs
-	rm -f "$work/lf/libpure.a" "$work/lf/libfull.a"
-	ar rcs "$work/lf/libpure.a" "${lf_pure[@]}"
-	ar rcs "$work/lf/libfull.a" "${lf_pure[@]}" "${lf_os[@]}"
-	for name in "${SP_FUZZ[@]}"; do
+	fuzz_archives "$work/lf" "$CC" "${flags[@]}" -fsanitize=fuzzer-no-link,address,undefined
+	for name in "${all[@]}"; do
+		read -ra link <<<"$(fuzz_link "$work/lf" "$name")"
 		add_job "$CC" "${flags[@]}" -fsanitize=fuzzer,address,undefined "fuzz/$name.c" \
-			"$work/lf/libpure.a" -lzstd -o "$lf/$name"
-	done
-	for name in "${SP_FUZZ_FULL[@]}"; do
-		add_job "$CC" "${flags[@]}" -fsanitize=fuzzer,address,undefined "fuzz/$name.c" \
-			"$work/lf/libfull.a" "${SP_LIBS[@]}" -o "$lf/$name"
+			"${link[@]}" -o "$lf/$name"
 	done
 	run_jobs
-	echo "fuzz: libFuzzer binaries in $lf: ${SP_FUZZ[*]} ${SP_FUZZ_FULL[*]}"
+	echo "fuzz: libFuzzer binaries in $lf: ${all[*]}"
 
 	if ! command -v afl-clang-fast >/dev/null; then
 		echo "fuzz: afl-clang-fast not found, skipping AFL++ (apt-get install -y afl++)" >&2
@@ -236,37 +260,21 @@ fuzz_build() {
 		return 0
 	fi
 	export AFL_QUIET=1
-	local pure_afl_objs=() os_afl_objs=()
-	for src in "${SP_PURE_SRCS[@]}"; do
-		pure_afl_objs+=("$work/afl/$(obj_name "$src")")
-		add_job afl-clang-fast "${flags[@]}" -c "$src" -o "$work/afl/$(obj_name "$src")"
-	done
-	for src in "${SP_OS_SRCS[@]}"; do
-		os_afl_objs+=("$work/afl/$(obj_name "$src")")
-		add_job afl-clang-fast "${flags[@]}" -c "$src" -o "$work/afl/$(obj_name "$src")"
-	done
-	run_jobs
-	rm -f "$work/afl/libpure.a" "$work/afl/libfull.a"
-	ar rcs "$work/afl/libpure.a" "${pure_afl_objs[@]}"
-	ar rcs "$work/afl/libfull.a" "${pure_afl_objs[@]}" "${os_afl_objs[@]}"
+	fuzz_archives "$work/afl" afl-clang-fast "${flags[@]}"
 	local driver=(/usr/lib/afl/libAFLDriver.a) linker=afl-clang-fast++
 	if [[ ! -f /usr/lib/afl/libAFLDriver.a ]]; then
 		driver=("$work/afl/afl_driver.o")
 		linker=afl-clang-fast
 		afl-clang-fast "${flags[@]}" -c fuzz/afl_driver.c -o "$work/afl/afl_driver.o"
 	fi
-	for name in "${SP_FUZZ[@]}" "${SP_FUZZ_FULL[@]}"; do
+	for name in "${all[@]}"; do
 		add_job afl-clang-fast "${flags[@]}" -c "fuzz/$name.c" -o "$work/afl/harness_$name.o"
 	done
 	run_jobs
 	# libAFLDriver.a is C++: link with the C++ driver, compile as C above.
-	for name in "${SP_FUZZ[@]}"; do
-		add_job "$linker" "$work/afl/harness_$name.o" "${driver[@]}" "$work/afl/libpure.a" \
-			-lzstd -o "$afl/$name"
-	done
-	for name in "${SP_FUZZ_FULL[@]}"; do
-		add_job "$linker" "$work/afl/harness_$name.o" "${driver[@]}" "$work/afl/libfull.a" \
-			"${SP_LIBS[@]}" -o "$afl/$name"
+	for name in "${all[@]}"; do
+		read -ra link <<<"$(fuzz_link "$work/afl" "$name")"
+		add_job "$linker" "$work/afl/harness_$name.o" "${driver[@]}" "${link[@]}" -o "$afl/$name"
 	done
 	run_jobs
 	AFL_BUILT=1
@@ -276,11 +284,12 @@ fuzz_build() {
 fuzz_smoke() {
 	local secs=${1:-20} afl_secs=${2:-5} name failed=0
 	fuzz_build
-	((${#SP_FUZZ[@]} + ${#SP_FUZZ_FULL[@]})) || return 0
+	local all=("${SP_FUZZ[@]}" "${SP_FUZZ_OS[@]}")
+	((${#all[@]})) || return 0
 	local lf=$prefix/fuzz/libfuzzer afl=$prefix/fuzz/afl runs=$work/runs
 	rm -rf "$runs"
 	mkdir -p "$runs"
-	for name in "${SP_FUZZ[@]}" "${SP_FUZZ_FULL[@]}"; do
+	for name in "${all[@]}"; do
 		local seeds=corpus/$name dict=() adict=() log=$runs/$name.libfuzzer.log
 		# fuzz/NAME.dict, else the dictionary of its family (spool_decode -> spool.dict).
 		local d
@@ -293,10 +302,10 @@ fuzz_smoke() {
 		done
 		mkdir -p "$runs/lf-$name" "$seeds"
 		echo "fuzz-smoke: libFuzzer $name for ${secs}s"
-		# Exporters must stay bounded by the profile: a tighter memory cap.
+		# New inputs go to the scratch dir; corpus/ is only read.
+		# The exporters must stay bounded by the profile: a tighter memory cap.
 		local rss=2048
 		[[ $name == profile_export ]] && rss=512
-		# New inputs go to the scratch dir; corpus/ is only read.
 		if "$lf/$name" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb="$rss" \
 			-artifact_prefix="$runs/$name-" "${dict[@]}" "$runs/lf-$name" "$seeds" >"$log" 2>&1; then
 			grep -E 'stat::number_of_executed_units|stat::peak_rss_mb|cov:' "$log" | tail -n 3 | sed 's/^/  /'
@@ -330,7 +339,7 @@ fuzz_smoke() {
 			tail -n 30 "$runs/$name.afl.log" | sed 's/^/  | /' >&2
 		fi
 	done
-	((failed == 0)) && echo "fuzz-smoke: $((${#SP_FUZZ[@]} + ${#SP_FUZZ_FULL[@]})) harnesses ran clean"
+	((failed == 0)) && echo "fuzz-smoke: ${#all[@]} harnesses ran clean"
 	return $failed
 }
 

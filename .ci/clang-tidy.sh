@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # clang-tidy over the given C files with the project's compile flags;
 # any warning fails the run. Files run in parallel, one per CPU.
+# usage: clang-tidy.sh [-DNAME=VALUE...] FILE...
 set -euo pipefail
 tidy=
 for c in clang-tidy-14 clang-tidy; do
@@ -13,8 +14,12 @@ if [[ -z $tidy ]]; then
 	echo "clang-tidy not found: apt-get install -y clang-tidy-14" >&2
 	exit 1
 fi
-(($#)) || exit 0
 flags=(-std=c17 -D_GNU_SOURCE -Iinclude -Isrc -Itests/support -Wall -Wextra -Wpedantic -Wshadow -Wconversion)
+while (($#)) && [[ $1 == -D* ]]; do
+	flags+=("$1")
+	shift
+done
+(($#)) || exit 0
 export tidy
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

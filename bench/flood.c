@@ -56,7 +56,10 @@ static int count_sink(void *ctx, const void *data, size_t len)
 static void run_open(sp_buf *mem, stackpulse_spool **sp, stackpulse_profile **p, double *t)
 {
 	double t0 = now();
-	OK(stackpulse_spool_open_memory(mem->data, mem->len, sp));
+	stackpulse_spool_open_opts so = STACKPULSE_SPOOL_OPEN_OPTS;
+	so.buf = mem->data;
+	so.len = mem->len;
+	OK(stackpulse_spool_open(NULL, &so, sp));
 	double t1 = now();
 	OK(stackpulse_profile_build(*sp, NULL, NULL, p));
 	t[0] = t1 - t0;

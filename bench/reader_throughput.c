@@ -142,7 +142,7 @@ static int read_spool(const char *path)
 {
 	double t0 = now_s();
 	stackpulse_spool *sp = NULL;
-	int rc = stackpulse_spool_open(path, &sp);
+	int rc = stackpulse_spool_open(path, NULL, &sp);
 	if (rc)
 		return fail("open", rc);
 	double t1 = now_s();

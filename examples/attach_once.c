@@ -60,6 +60,8 @@ int main(int argc, char **argv)
 	double deadline = now_s() + 10.0;
 	while (now_s() < deadline && stackpulse_recorder_process_is_active(rec, (pid_t)pid)) {
 		rc = stackpulse_recorder_wait(rec, 100);
+		if (rc == STACKPULSE_WAIT_EXITED)
+			break; /* nothing left to read: finish drains the rest */
 		if (rc < 0 && rc != -EINTR)
 			break;
 		rc = stackpulse_recorder_consume_available(rec);
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
 		return die("finish", frc);
 
 	stackpulse_spool *spool = NULL;
-	rc = stackpulse_spool_open(path, &spool);
+	rc = stackpulse_spool_open(path, NULL, &spool);
 	if (rc)
 		return die("open", rc);
 	stackpulse_symbolizer *sym = NULL;

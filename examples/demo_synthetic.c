@@ -58,7 +58,9 @@ static const struct path paths[] = {
 static int write_demo(const char *path, uint32_t stack_of_path[NPATHS], uint64_t *bytes)
 {
 	sp_file_sink sink;
-	int rc = sp_file_sink_open(&sink, path);
+	int rc = sp_file_sink_open(&sink, path, SP_FILE_MODE_SHARED);
+	if (rc == 0)
+		rc = sp_file_sink_commit(&sink);
 	if (rc)
 		return rc;
 	sp_writer *w = NULL;
@@ -167,7 +169,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	stackpulse_spool *s;
-	if (stackpulse_spool_open(path, &s) != 0) {
+	if (stackpulse_spool_open(path, NULL, &s) != 0) {
 		fprintf(stderr, "demo: %s\n", stackpulse_last_error());
 		return 1;
 	}

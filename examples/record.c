@@ -60,7 +60,7 @@ static int parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
 	return 0;
 }
 
-static int parse_feature(const char *s, int *out)
+static int parse_feature(const char *s, enum stackpulse_feature *out)
 {
 	if (strcmp(s, "auto") == 0)
 		*out = STACKPULSE_FEATURE_AUTO;
@@ -308,7 +308,7 @@ int main(int argc, char **argv)
 		if (f)
 			fclose(f);
 		stackpulse_spool *spool = NULL;
-		if (stackpulse_spool_open(out, &spool) == 0) {
+		if (stackpulse_spool_open(out, NULL, &spool) == 0) {
 			const struct stackpulse_spool_meta *m = stackpulse_spool_meta(spool);
 			st.samples = m->samples;
 			st.lost = m->lost;

@@ -1,11 +1,15 @@
 /* report: read a spool and print or export it.
  *
- *   report FILE [--folded | --top N | --pprof OUT | --firefox OUT | --svg OUT]
+ *   report FILE [--folded | --top N | --pprof OUT | --firefox OUT | --svg OUT
+ *                | --otlp-file OUT | --push URL | --otlp URL]
  *               [--pid] [--tid] [--thread-names] [--no-inline] [--lines]
+ *               [--app NAME] [--label KEY=VALUE]...
  *
  * Default: the hottest stacks and functions as a table with self and total
  * percentages. --folded prints folded stacks to stdout; --top N prints the
- * N hottest functions; --pprof/--firefox/--svg write a file. Exit codes:
+ * N hottest functions; --pprof/--firefox/--svg/--otlp-file write a file;
+ * --push sends the profile to a Pyroscope server and --otlp to an
+ * OpenTelemetry collector (docs/continuous.md). Exit codes:
  * 0 done, 1 failed, 2 bad usage. */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,8 +27,13 @@ enum mode {
 	M_TOP,
 	M_PPROF,
 	M_FIREFOX,
-	M_SVG
+	M_SVG,
+	M_OTLP_FILE,
+	M_PUSH_PYROSCOPE,
+	M_PUSH_OTLP
 };
+
+#define MAX_LABELS 32
 
 static void usage(FILE *f)
 {
@@ -37,6 +46,11 @@ static void usage(FILE *f)
 	           "  --pprof OUT     gzip'd profile.proto for `go tool pprof`\n"
 	           "  --firefox OUT   JSON for https://profiler.firefox.com\n"
 	           "  --svg OUT       interactive SVG flame graph\n"
+	           "  --otlp-file OUT OTLP profiles request (protobuf) in a file\n"
+	           "  --push URL      send to a Pyroscope server (URL/ingest)\n"
+	           "  --otlp URL      send to an OTLP/HTTP collector (URL/v1development/profiles)\n"
+	           "  --app NAME      application name for --push/--otlp/--otlp-file\n"
+	           "  --label K=V     a label for --push/--otlp/--otlp-file (repeatable)\n"
 	           "  --pid, --tid    name roots process-PID / process/TID\n"
 	           "  --thread-names  root stacks at thread names instead of process names\n"
 	           "  --no-inline     merge inlined functions into their callers\n"
@@ -171,7 +185,7 @@ static int print_stacks(const stackpulse_profile *p, uint64_t total, size_t limi
 			        stackpulse_profile_func(p, np.func[path]);
 			const char *file = stackpulse_profile_string(p, fn->file);
 			printf("    %s%s", stackpulse_profile_string(p, fn->name),
-			       kind_tag(fn->kind));
+			       kind_tag((int)fn->kind));
 			if (file && *file)
 				printf("  (%s)", file);
 			printf("\n");
@@ -196,9 +210,34 @@ int main(int argc, char **argv)
 	int modes = 0;
 	long top_n = 20;
 	uint32_t export_flags = 0, profile_flags = 0;
+	const char *app = NULL, *labels[MAX_LABELS];
+	size_t nlabels = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		if (strcmp(a, "--folded") == 0) {
+		int push_opt = strcmp(a, "--push") == 0 || strcmp(a, "--otlp") == 0 ||
+		               strcmp(a, "--otlp-file") == 0 || strcmp(a, "--app") == 0 ||
+		               strcmp(a, "--label") == 0;
+		if (push_opt && i + 1 >= argc) {
+			fprintf(stderr, "report: %s needs an argument\n", a);
+			return 2;
+		}
+		if (strcmp(a, "--app") == 0) {
+			app = argv[++i];
+		} else if (strcmp(a, "--label") == 0) {
+			if (nlabels == MAX_LABELS || !strchr(argv[i + 1], '=')) {
+				fprintf(stderr,
+				        "report: --label wants KEY=VALUE (at most %d), not '%s'\n",
+				        MAX_LABELS, argv[i + 1]);
+				return 2;
+			}
+			labels[nlabels++] = argv[++i];
+		} else if (push_opt) {
+			out_path = argv[++i];
+			mode = strcmp(a, "--push") == 0   ? M_PUSH_PYROSCOPE
+			       : strcmp(a, "--otlp") == 0 ? M_PUSH_OTLP
+			                                  : M_OTLP_FILE;
+			modes++;
+		} else if (strcmp(a, "--folded") == 0) {
 			mode = M_FOLDED;
 			modes++;
 		} else if (strcmp(a, "--top") == 0 || strcmp(a, "--pprof") == 0 ||
@@ -254,13 +293,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (modes > 1) {
+		fprintf(stderr, "report: choose one of --folded, --top, --pprof, --firefox, --svg, "
+		                "--otlp-file, --push, --otlp\n");
+		return 2;
+	}
+	if ((app || nlabels) && mode != M_PUSH_PYROSCOPE && mode != M_PUSH_OTLP &&
+	    mode != M_OTLP_FILE) {
 		fprintf(stderr,
-		        "report: choose one of --folded, --top, --pprof, --firefox, --svg\n");
+		        "report: --app and --label go with --push, --otlp or --otlp-file\n");
 		return 2;
 	}
 
 	stackpulse_spool *spool = NULL;
-	int rc = stackpulse_spool_open(spool_path, &spool);
+	int rc = stackpulse_spool_open(spool_path, NULL, &spool);
 	if (rc) {
 		fail(spool_path, rc);
 		return 1;
@@ -300,8 +345,30 @@ int main(int argc, char **argv)
 
 	stackpulse_export_opts eo = STACKPULSE_EXPORT_OPTS;
 	eo.flags = export_flags;
+	eo.app = app;
+	eo.labels = labels;
+	eo.nlabels = nlabels;
 	int status = 0;
 	switch (mode) {
+	case M_PUSH_PYROSCOPE:
+	case M_PUSH_OTLP: {
+		stackpulse_push_opts pu = STACKPULSE_PUSH_OPTS;
+		pu.protocol =
+		        mode == M_PUSH_OTLP ? STACKPULSE_PUSH_OTLP : STACKPULSE_PUSH_PYROSCOPE;
+		pu.url = out_path;
+		pu.app = app;
+		pu.labels = labels;
+		pu.nlabels = nlabels;
+		rc = stackpulse_push(prof, &pu);
+		if (rc) {
+			fail("push", rc);
+			status = 1;
+		} else {
+			printf("pushed %" PRIu64 " samples to %s\n",
+			       stackpulse_profile_sample_count(prof), out_path);
+		}
+		break;
+	}
 	case M_FOLDED:
 		rc = stackpulse_export(prof, STACKPULSE_EXPORT_FOLDED, &eo, write_stdout, NULL);
 		if (!rc && fflush(stdout) != 0)
@@ -313,10 +380,12 @@ int main(int argc, char **argv)
 		break;
 	case M_PPROF:
 	case M_FIREFOX:
-	case M_SVG: {
-		int fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
-		          : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
-		                              : STACKPULSE_EXPORT_SVG;
+	case M_SVG:
+	case M_OTLP_FILE: {
+		enum stackpulse_export_format fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
+		                                    : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
+		                                    : mode == M_SVG     ? STACKPULSE_EXPORT_SVG
+		                                                        : STACKPULSE_EXPORT_OTLP;
 		rc = stackpulse_export_to_path(prof, fmt, &eo, out_path);
 		if (rc) {
 			fail(out_path, rc);

@@ -77,7 +77,7 @@ static inline int sp_top_compute(const stackpulse_profile *p, struct sp_top *t)
 				if (stamp[fn->name] != n) {
 					stamp[fn->name] = n;
 					tot[fn->name] += w[n];
-					kind[fn->name] = fn->kind;
+					kind[fn->name] = (int)fn->kind;
 				}
 			}
 			leaf = 0;

@@ -1,7 +1,6 @@
 //! Fuzz harness names, read by build.zig. Harness NAME is fuzz/NAME.c with one
-//! LLVMFuzzerTestOneInput entry point; its seeds live in corpus/NAME/. Those in
-//! `names` link only the pure layers; those in `full_names` link the whole
-//! static library and its system libraries (libdw, zlib, ...).
+//! LLVMFuzzerTestOneInput entry point; its seeds live in corpus/NAME/. The
+//! harnesses of `names` link only the pure layers (plus tests/support).
 pub const names = [_][]const u8{
     "spool_decode",
     "spool_roundtrip",
@@ -13,7 +12,9 @@ pub const names = [_][]const u8{
     "elf_notes",
 };
 
-/// Harnesses over code outside the pure layers (the exporters in src/profile).
-pub const full_names = [_][]const u8{
+/// Harnesses that link the whole library and libunwind: they use the OS
+/// (files, /proc of their own process) and build only for the host.
+pub const os_names = [_][]const u8{
+    "unwind_oracle",
     "profile_export",
 };

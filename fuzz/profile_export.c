@@ -36,7 +36,10 @@ static int count(void *ctx, const void *data, size_t len)
 static void export_one(const uint8_t *data, size_t size)
 {
 	stackpulse_spool *spool = NULL;
-	if (stackpulse_spool_open_memory(data, size, &spool) != 0)
+	stackpulse_spool_open_opts so = STACKPULSE_SPOOL_OPEN_OPTS;
+	so.buf = data;
+	so.len = size;
+	if (stackpulse_spool_open(NULL, &so, &spool) != 0)
 		return;
 	/* The last byte picks export flags and the view, so every path runs. */
 	uint8_t sel = size ? data[size - 1] : 0;
@@ -48,7 +51,8 @@ static void export_one(const uint8_t *data, size_t size)
 			stackpulse_export_opts eo = STACKPULSE_EXPORT_OPTS;
 			eo.flags = sel & 0xfu;
 			sink s = { 0 };
-			int rc = stackpulse_export(p, fmt, &eo, count, &s);
+			int rc = stackpulse_export(p, (enum stackpulse_export_format)fmt, &eo,
+			                           count, &s);
 			ENSURE(rc <= 0);
 			/* Only folded output may be empty (a profile without samples). */
 			ENSURE(rc != 0 || s.bytes > 0 || fmt == STACKPULSE_EXPORT_FOLDED);

@@ -72,7 +72,8 @@ static void check_tables(const stackpulse_spool *s)
 		ENSURE(e->thread == UINT32_MAX || e->thread < nthreads);
 		ENSURE(e->other == UINT32_MAX || e->other < nprocs);
 		ENSURE(e->name && e->cmdline);
-		if (e->kind != STACKPULSE_EV_EXEC && e->kind != STACKPULSE_EV_COMM)
+		if (e->kind != STACKPULSE_SPOOL_EVENT_EXEC &&
+		    e->kind != STACKPULSE_SPOOL_EVENT_COMM)
 			ENSURE(e->name[0] == '\0' && e->cmdline[0] == '\0');
 	}
 	for (uint32_t i = 0; i < sp_spool_mapping_count(s); i++) {
@@ -157,7 +158,7 @@ static void check_damage(const stackpulse_spool *s, const uint8_t *data, size_t 
 {
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
 	stackpulse_spool *x = NULL;
-	int rc = stackpulse_spool_open_memory_ex(data, size, STACKPULSE_SPOOL_STRICT, &x);
+	int rc = sp_spool_open_memory(data, size, STACKPULSE_SPOOL_STRICT, &x);
 	ENSURE(m->damage != NULL);
 	if (!m->damaged) {
 		ENSURE(rc == 0 && m->damage[0] == '\0' && m->damaged_code == 0);
@@ -174,7 +175,7 @@ static void check_damage(const stackpulse_spool *s, const uint8_t *data, size_t 
 static void decode_one(const uint8_t *data, size_t size)
 {
 	stackpulse_spool *s = NULL;
-	int rc = stackpulse_spool_open_memory(data, size, &s);
+	int rc = sp_spool_open_memory(data, size, 0, &s);
 	if (rc) {
 		ENSURE(rc < 0 && s == NULL && stackpulse_last_error()[0] != '\0');
 		return;

@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixup.h"
 #include "stackpulse.h"
+#include "format/spool_reader.h"
 
 #define ENSURE(cond)                                                                               \
 	do {                                                                                       \
@@ -53,19 +54,19 @@ static void encode(const stackpulse_spool *s, struct vec *out, uint32_t chunk_by
 static void roundtrip_one(const uint8_t *data, size_t size)
 {
 	stackpulse_spool *a = NULL, *b = NULL, *c = NULL;
-	if (stackpulse_spool_open_memory(data, size, &a) != 0)
+	if (sp_spool_open_memory(data, size, 0, &a) != 0)
 		return;
 	/* The chunk size comes from the input, so splits vary. */
 	uint32_t chunk_bytes = size ? 64u + (uint32_t)data[size - 1] * 16u : 4096u;
 	struct vec eb = { 0 }, ec = { 0 };
 	encode(a, &eb, chunk_bytes);
-	ENSURE(stackpulse_spool_open_memory(eb.data, eb.len, &b) == 0);
+	ENSURE(sp_spool_open_memory(eb.data, eb.len, 0, &b) == 0);
 	ENSURE(stackpulse_spool_meta(b)->truncated == 0);
 	char why[256];
 	ENSURE(sp_spool_equal(a, b, why, sizeof(why)) == 1);
 	encode(b, &ec, chunk_bytes);
 	ENSURE(eb.len == ec.len && memcmp(eb.data, ec.data, eb.len) == 0);
-	ENSURE(stackpulse_spool_open_memory(ec.data, ec.len, &c) == 0);
+	ENSURE(sp_spool_open_memory(ec.data, ec.len, 0, &c) == 0);
 	ENSURE(sp_spool_equal(b, c, why, sizeof(why)) == 1);
 	stackpulse_spool_close(c);
 	stackpulse_spool_close(b);

@@ -14,9 +14,18 @@
  *   ::stackpulse_error. ::stackpulse_strerror names any code and
  *   ::stackpulse_last_error gives the detail of the calling thread's last
  *   failure.
+ * - Every function clears the calling thread's last error when it is
+ *   entered, except ::stackpulse_last_error, ::stackpulse_last_error_code,
+ *   ::stackpulse_strerror, ::stackpulse_version and the `*_free` and
+ *   `*_close` functions (they run in error paths and leave it alone). So
+ *   after any other call, ::stackpulse_last_error describes that call's
+ *   failure, or is "" when it succeeded.
  * - Option structs start with `size_t sz`. Initialise them with their
- *   `*_OPTS` macro; the library reads only the fields that `sz` covers, so
- *   programs built against an older header keep working.
+ *   `*_opts_init()` function (C and C++) or, in C, their `*_OPTS` macro (a
+ *   compound literal); the library reads only the fields that `sz` covers,
+ *   so programs built against an older header keep working.
+ * - Enumerations are passed and stored as their `enum` types (4 bytes, like
+ *   `int`, on every supported ABI).
  * - Objects are not thread-safe unless stated: one thread at a time per
  *   object. Different objects may be used from different threads. Read-only
  *   accessors of a ::stackpulse_spool may be called concurrently.
@@ -46,7 +55,7 @@ extern "C" {
 /** @name Version */
 /**@{*/
 #define STACKPULSE_VERSION_MAJOR 0
-#define STACKPULSE_VERSION_MINOR 1
+#define STACKPULSE_VERSION_MINOR 2
 #define STACKPULSE_VERSION_PATCH 0
 /** The library version as "MAJOR.MINOR.PATCH". Never NULL. */
 STACKPULSE_API const char *stackpulse_version(void);
@@ -84,7 +93,8 @@ STACKPULSE_API const char *stackpulse_strerror(int code);
 /**
  * Returns the detail of the calling thread's most recent failure, for
  * example "chunk 3 at offset 4096: checksum mismatch". The text is
- * thread-local and stays valid until the thread's next library call.
+ * thread-local and stays valid until the thread's next library call, which
+ * clears it on entry (see the conventions above for the exceptions).
  * Never NULL; "" when no failure was recorded.
  */
 STACKPULSE_API const char *stackpulse_last_error(void);
@@ -104,11 +114,12 @@ enum stackpulse_feature {
 	STACKPULSE_FEATURE_REQUIRED = 2, /**< Fail when unavailable. */
 };
 
-/** The perf event that drives sampling. */
-enum stackpulse_event {
-	STACKPULSE_EVENT_AUTO = 0,      /**< `cycles`, else `cpu-clock`. */
-	STACKPULSE_EVENT_CYCLES = 1,    /**< Hardware cycles only. */
-	STACKPULSE_EVENT_CPU_CLOCK = 2, /**< Software cpu-clock only. */
+/** The perf event that drives sampling (not to be confused with the
+ * lifecycle events of a spool, ::stackpulse_spool_event_kind). */
+enum stackpulse_perf_event {
+	STACKPULSE_PERF_EVENT_AUTO = 0,      /**< `cycles`, else `cpu-clock`. */
+	STACKPULSE_PERF_EVENT_CYCLES = 1,    /**< Hardware cycles only. */
+	STACKPULSE_PERF_EVENT_CPU_CLOCK = 2, /**< Software cpu-clock only. */
 };
 
 /** What a frame stands for. */
@@ -126,7 +137,14 @@ enum stackpulse_frame_kind {
 /* ------------------------------------------------------------------ */
 /** @name Recorder
  * A recorder samples one target (and, by default, its children) into a
- * spool file. It runs in the caller's thread and starts no threads.
+ * spool file. It records in the caller's thread: it has no background
+ * thread, and nothing happens between calls. Two calls use other threads
+ * or processes briefly: ::stackpulse_recorder_attach in
+ * ::STACKPULSE_ATTACH_STOP_ENABLE_RESUME mode stops the target from a
+ * short-lived thread of its own, joined before it returns (a ptrace tracee
+ * is released when its tracer thread ends, so a thread that never reached
+ * its stop is never left stopped); ::stackpulse_recorder_spawn forks the
+ * child that execs the command.
  * Not thread-safe: use one recorder from one thread at a time.
  */
 /**@{*/
@@ -143,16 +161,20 @@ enum stackpulse_attach_mode {
 	STACKPULSE_ATTACH_LIVE = 1,
 };
 
-/** Recorder options. Initialise with ::STACKPULSE_RECORDER_OPTS. */
+/** Recorder options. Initialise with ::stackpulse_recorder_opts_init or
+ * ::STACKPULSE_RECORDER_OPTS. */
 typedef struct stackpulse_recorder_opts {
-	size_t sz;             /**< sizeof(struct stackpulse_recorder_opts). */
-	uint32_t frequency;    /**< Samples per second per thread; default 99. */
-	uint32_t stack_size;   /**< User stack bytes copied per sample; default
-	                       *   32768, at most 65528, multiple of 8. */
-	int kernel;            /**< ::stackpulse_feature; kernel frames. */
-	int children;          /**< Nonzero: follow forks and execs (default). */
-	int python;            /**< ::stackpulse_feature; CPython frames. */
-	int event;             /**< ::stackpulse_event. */
+	size_t sz;           /**< sizeof(struct stackpulse_recorder_opts). */
+	uint32_t frequency;  /**< Samples per second per thread; default 99. */
+	uint32_t stack_size; /**< User stack bytes copied per sample; default
+	                     *   32768, at most 65528, multiple of 8. */
+	/** Kernel frames. */
+	enum stackpulse_feature kernel;
+	int children; /**< Nonzero: follow forks and execs (default). */
+	/** CPython frames. */
+	enum stackpulse_feature python;
+	/** The event that drives sampling. */
+	enum stackpulse_perf_event perf_event;
 	uint32_t ring_kb;      /**< Ring size per CPU in KiB; 0 sizes it from
 	                       *   perf_event_mlock_kb. */
 	int zstd_level;        /**< zstd level for chunks; default 3. */
@@ -165,18 +187,17 @@ typedef struct stackpulse_recorder_opts {
 	                        *   (embedded tables, kernel symbols); copied.
 	                        *   NULL: `$STACKPULSE_SYMBOL_CACHE_DIR`, else
 	                        *   `$XDG_CACHE_HOME/stackpulse`, else
-	                        *   `~/.cache/stackpulse`. "" turns the cache
-	                        *   off, as `STACKPULSE_NO_SYMBOL_CACHE=1` does. */
-	int realtime;          /**< ::stackpulse_feature: run the calling thread
-	                        *   at SCHED_FIFO priority 1 (with
-	                        *   SCHED_RESET_ON_FORK) inside
-	                        *   ::stackpulse_recorder_wait, restoring its
-	                        *   policy on return. AUTO (default): once a
-	                        *   CPython target is found, when allowed, so
-	                        *   that its stacks are read right after their
-	                        *   samples even on the target's CPU. OFF:
-	                        *   never. REQUIRED: always, and wait fails
-	                        *   with -EPERM when it is refused. */
+	                        *   `~/.cache/stackpulse`; "": no cache, the same
+	                        *   as in ::stackpulse_symbolizer_opts. A set
+	                        *   `STACKPULSE_NO_SYMBOL_CACHE` (other than "0")
+	                        *   turns the cache off whatever this says. */
+	/** Run the calling thread at SCHED_FIFO priority 1 (with
+	 * SCHED_RESET_ON_FORK) inside ::stackpulse_recorder_wait, restoring its
+	 * policy on return. AUTO (default): once a CPython target is found, when
+	 * allowed, so that its stacks are read right after their samples even on
+	 * the target's CPU. OFF: never. REQUIRED: always, and wait fails with
+	 * -EPERM when it is refused. */
+	enum stackpulse_feature realtime;
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
@@ -188,7 +209,7 @@ typedef struct stackpulse_recorder_opts {
 	        .kernel = STACKPULSE_FEATURE_AUTO,                                                 \
 	        .children = 1,                                                                     \
 	        .python = STACKPULSE_FEATURE_AUTO,                                                 \
-	        .event = STACKPULSE_EVENT_AUTO,                                                    \
+	        .perf_event = STACKPULSE_PERF_EVENT_AUTO,                                          \
 	        .ring_kb = 0,                                                                      \
 	        .zstd_level = 3,                                                                   \
 	        .self_contained = 1,                                                               \
@@ -211,10 +232,29 @@ struct stackpulse_recorder_stats {
 	uint32_t unique_stacks;    /**< Distinct stacks interned. */
 	int kernel_frames;         /**< 1 when kernel frames are recorded. */
 	int python_frames;         /**< 1 when a CPython target was found. */
-	int event;                 /**< ::stackpulse_event actually used. */
-	uint64_t python_samples;   /**< Samples that carry Python frames. */
-	/* Added after 0.1.0: the cost and quality of reading Python stacks
-	 * (CPython targets only; 0 otherwise). */
+	/** The event actually used. */
+	enum stackpulse_perf_event perf_event;
+	uint64_t python_samples;    /**< Samples that carry Python frames. */
+	int realtime;               /**< 1 when waits ran at SCHED_FIFO (see
+	                          *   opts.realtime), -1 when it was
+	                          *   refused, 0 when not tried. */
+	uint64_t mappings_dropped;  /**< Executable mappings not kept because
+	                            *   their process had too many (16384,
+	                            *   see docs/recording.md); samples in
+	                            *   them have unknown frames. */
+	uint64_t dropped_samples;   /**< Samples not written: of a process not
+	                             *   followed, or a duplicate of one already
+	                             *   seen on another event. */
+	uint64_t malformed_records; /**< Kernel ring records skipped as
+	                             *   malformed (a kernel or ring bug). */
+};
+
+/** The cost and quality of reading Python stacks (CPython targets only; all
+ * 0 otherwise). Filled by ::stackpulse_recorder_python_stats. These are
+ * diagnostics: their set may change between minor versions, `sz` keeps old
+ * programs working. */
+struct stackpulse_recorder_python_stats {
+	size_t sz;                    /**< Set by the caller to sizeof(*stats). */
 	uint64_t python_reads;        /**< Python stack reads (samples of threads of a
 	                               *   CPython process). */
 	uint64_t python_read_failed;  /**< Reads that found no Python thread state
@@ -233,17 +273,22 @@ struct stackpulse_recorder_stats {
 	uint64_t python_early_reads;  /**< Of python_reads: made as soon as the
 	                               *   sample reached the ring, ahead of the
 	                               *   time-ordered drain. */
-	int realtime;                 /**< 1 when waits ran at SCHED_FIFO (see
-	                               *   opts.realtime), -1 when it was
-	                               *   refused, 0 when not tried. */
 };
+
+/** Sets @p opts to the defaults (the values of ::STACKPULSE_RECORDER_OPTS),
+ * `sz` included. For C++, where the macro is not valid. */
+STACKPULSE_API void stackpulse_recorder_opts_init(stackpulse_recorder_opts *opts);
 
 /**
  * Attaches to the running process @p pid and starts recording into @p path.
  *
  * @param pid   Target process id.
- * @param path  Spool file to create (truncated if it exists).
- * @param mode  ::stackpulse_attach_mode.
+ * @param path  Spool file to create, mode 0600. It is written under a
+ *              temporary name beside @p path and renamed onto @p path only
+ *              once recording has started: on failure an existing file
+ *              stays untouched and none is created. A symlink at @p path
+ *              is replaced, not followed (docs/recording.md).
+ * @param mode  How to join the process.
  * @param opts  Options, or NULL for the defaults.
  * @param out   Receives the recorder.
  * @return 0, or -ESRCH (no such process or a zombie), -EPERM/-EACCES (not
@@ -252,7 +297,8 @@ struct stackpulse_recorder_stats {
  *
  * The target is never left stopped, whatever the outcome.
  */
-STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
+STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path,
+                                              enum stackpulse_attach_mode mode,
                                               const stackpulse_recorder_opts *opts,
                                               stackpulse_recorder **out);
 
@@ -261,7 +307,8 @@ STACKPULSE_API int stackpulse_recorder_attach(pid_t pid, const char *path, int m
  * first instruction (enable-on-exec).
  *
  * @param argv    NULL-terminated argument vector.
- * @param path    Spool file to create.
+ * @param path    Spool file to create, as for ::stackpulse_recorder_attach;
+ *                renamed onto @p path once the command was executed.
  * @param opts    Options, or NULL for the defaults.
  * @param out     Receives the recorder.
  * @param pid_out Receives the child's pid, or NULL. The caller may
@@ -272,11 +319,24 @@ STACKPULSE_API int stackpulse_recorder_spawn(char *const argv[], const char *pat
                                              const stackpulse_recorder_opts *opts,
                                              stackpulse_recorder **out, pid_t *pid_out);
 
+/** What ::stackpulse_recorder_wait saw (its non-negative returns). */
+enum stackpulse_wait_result {
+	STACKPULSE_WAIT_TIMEOUT = 0, /**< @p timeout_ms passed with nothing to do. */
+	STACKPULSE_WAIT_READY = 1,   /**< Ring data is ready: call
+	                              *   ::stackpulse_recorder_consume_available. */
+	STACKPULSE_WAIT_EXITED = 2,  /**< Every followed process has exited: drain
+	                              *   with ::stackpulse_recorder_consume_available,
+	                              *   then ::stackpulse_recorder_finish. */
+};
+
 /**
  * Blocks until ring data is ready, @p timeout_ms passes (-1: no limit), or
- * every followed process has exited. Returns 1 when data is ready, 0 on
- * timeout or target exit, or a negative code. -EINTR is returned when a
- * signal interrupts the wait, so callers can react to SIGINT.
+ * every followed process has exited. Returns a ::stackpulse_wait_result
+ * (::STACKPULSE_WAIT_READY, ::STACKPULSE_WAIT_TIMEOUT or
+ * ::STACKPULSE_WAIT_EXITED; data ready wins over exit, so a loop that
+ * consumes after READY and stops at EXITED reads everything), or a negative
+ * code. -EINTR is returned when a signal interrupts the wait, so callers
+ * can react to SIGINT.
  */
 STACKPULSE_API int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms);
 
@@ -306,6 +366,13 @@ STACKPULSE_API int stackpulse_recorder_fd(const stackpulse_recorder *rec);
  */
 STACKPULSE_API int stackpulse_recorder_stats(const stackpulse_recorder *rec,
                                              struct stackpulse_recorder_stats *stats);
+
+/**
+ * Copies the Python reading diagnostics into @p stats. Set `stats->sz`
+ * first. Returns 0 or -EINVAL.
+ */
+STACKPULSE_API int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
+                                                    struct stackpulse_recorder_python_stats *stats);
 
 /**
  * Drains the rings, writes the remaining records, the kernel symbols, the
@@ -350,19 +417,18 @@ struct stackpulse_spool_meta {
 	uint64_t samples;           /**< Samples in the file. */
 	uint64_t lost;              /**< Samples reported lost. */
 	uint32_t chunks;            /**< Complete chunks read. */
-	/* Added after 0.1.0: damage reporting. */
-	int damaged;             /**< 1 when reading stopped at damaged bytes (a bad
+	int damaged;                /**< 1 when reading stopped at damaged bytes (a bad
 	                          *   checksum, zstd frame or record): every chunk
 	                          *   before them was kept, nothing after them, and
 	                          *   `truncated` is 1 too. */
-	uint32_t damaged_chunk;  /**< Index of the damaged chunk (equals `chunks`);
+	uint32_t damaged_chunk;     /**< Index of the damaged chunk (equals `chunks`);
 	                          *   `chunks` for a damaged footer. 0 when not damaged. */
-	uint64_t damaged_offset; /**< File offset of the damaged chunk header (or
+	uint64_t damaged_offset;    /**< File offset of the damaged chunk header (or
 	                          *   footer). 0 when not damaged. */
-	int damaged_code;        /**< The error a strict open reports for the damage
+	int damaged_code;           /**< The error a strict open reports for the damage
 	                          *   (for example ::STACKPULSE_ECHECKSUM); 0 when
 	                          *   not damaged. */
-	const char *damage;      /**< What was wrong, for example "chunk 3 at offset
+	const char *damage;         /**< What was wrong, for example "chunk 3 at offset
 	                          *   4096: checksum mismatch (...)"; "" when not damaged. */
 };
 
@@ -377,19 +443,18 @@ struct stackpulse_process {
 	                      *   (by time) EXEC. */
 	uint64_t start_ns;   /**< Time first seen. */
 	uint64_t end_ns;     /**< Time of exit, or 0 when still running. */
-	/* Added after 0.1.0: names over time. The events in between carry the
-	 * names they set (::stackpulse_spool_event `name`, `cmdline`). */
+	/* Names over time: the events in between carry the names they set
+	 * (::stackpulse_spool_event `name`, `cmdline`). */
 	const char *initial_name;    /**< Name when first seen. */
 	const char *initial_cmdline; /**< Command line when first seen. */
 };
 
 /** A thread. */
 struct stackpulse_thread {
-	uint32_t index;   /**< Index in the spool's thread table. */
-	uint32_t process; /**< Index of its process. */
-	pid_t tid;        /**< Kernel thread id. */
-	const char *name; /**< Latest thread name: from its last (by time) COMM. */
-	/* Added after 0.1.0. */
+	uint32_t index;           /**< Index in the spool's thread table. */
+	uint32_t process;         /**< Index of its process. */
+	pid_t tid;                /**< Kernel thread id. */
+	const char *name;         /**< Latest thread name: from its last (by time) COMM. */
 	const char *initial_name; /**< Name when first seen. */
 };
 
@@ -404,12 +469,12 @@ struct stackpulse_module {
 
 /** A raw, unsymbolized frame as stored in the spool. */
 struct stackpulse_raw_frame {
-	int kind;        /**< ::stackpulse_frame_kind (never INLINE). */
-	uint32_t module; /**< Module index for NATIVE, else UINT32_MAX. */
-	uint64_t offset; /**< File offset (NATIVE), address (KERNEL, UNKNOWN,
+	enum stackpulse_frame_kind kind; /**< Never INLINE. */
+	uint32_t module;                 /**< Module index for NATIVE, else UINT32_MAX. */
+	uint64_t offset;                 /**< File offset (NATIVE), address (KERNEL, UNKNOWN,
 	                  *   JIT) or bytecode offset (PYTHON). */
-	uint32_t pycode; /**< Python code index for PYTHON, else UINT32_MAX. */
-	int32_t line;    /**< Python line when known, else 0. */
+	uint32_t pycode;                 /**< Python code index for PYTHON, else UINT32_MAX. */
+	int32_t line;                    /**< Python line when known, else 0. */
 };
 
 /** A CPython code object as seen by the recorder. */
@@ -432,25 +497,26 @@ struct stackpulse_sample {
 	uint32_t cpu;     /**< CPU the sample was taken on. */
 };
 
-/** Lifecycle events recorded in the spool. */
-enum stackpulse_event_kind {
-	STACKPULSE_EV_FORK = 1, /**< @c process forked @c other. */
-	STACKPULSE_EV_EXEC = 2, /**< @c process executed a new image. */
-	STACKPULSE_EV_EXIT = 3, /**< @c process (or @c thread) exited. */
-	STACKPULSE_EV_LOST = 4, /**< @c count samples lost. */
-	STACKPULSE_EV_COMM = 5, /**< @c thread was renamed. */
+/** Lifecycle events recorded in the spool (not to be confused with the
+ * perf event that drives sampling, ::stackpulse_perf_event). */
+enum stackpulse_spool_event_kind {
+	STACKPULSE_SPOOL_EVENT_FORK = 1, /**< @c process forked @c other. */
+	STACKPULSE_SPOOL_EVENT_EXEC = 2, /**< @c process executed a new image. */
+	STACKPULSE_SPOOL_EVENT_EXIT = 3, /**< @c process (or @c thread) exited. */
+	STACKPULSE_SPOOL_EVENT_LOST = 4, /**< @c count samples lost. */
+	STACKPULSE_SPOOL_EVENT_COMM = 5, /**< @c thread was renamed. */
 };
 
 /** A lifecycle event. */
 struct stackpulse_spool_event {
-	int kind;         /**< ::stackpulse_event_kind. */
-	uint64_t time_ns; /**< When it happened. */
-	uint32_t process; /**< Process index, or UINT32_MAX. */
-	uint32_t thread;  /**< Thread index, or UINT32_MAX. */
-	uint32_t other;   /**< FORK: child process index; else UINT32_MAX. */
-	uint64_t count;   /**< LOST: number of samples. */
-	/* Added after 0.1.0: what a rename set, so a process's names can be
-	 * shown over time (start from its `initial_name`). */
+	enum stackpulse_spool_event_kind kind; /**< What happened. */
+	uint64_t time_ns;                      /**< When it happened. */
+	uint32_t process;                      /**< Process index, or UINT32_MAX. */
+	uint32_t thread;                       /**< Thread index, or UINT32_MAX. */
+	uint32_t other;                        /**< FORK: child process index; else UINT32_MAX. */
+	uint64_t count;                        /**< LOST: number of samples. */
+	/* What a rename set, so a process's names can be shown over time
+	 * (start from its `initial_name`). */
 	const char *name;    /**< EXEC: the process's new name; COMM: the thread's
 	                      *   new name (also the process's when the thread is
 	                      *   its leader); else "". */
@@ -460,46 +526,57 @@ struct stackpulse_spool_event {
 /** Iterator over the samples, one chunk in memory at a time. */
 typedef struct stackpulse_sample_iter stackpulse_sample_iter;
 
-/**
- * Opens and validates the spool file at @p path. Returns 0, an errno code
- * for I/O, or a format code (::STACKPULSE_EFORMAT, ::STACKPULSE_EVERSION,
- * ::STACKPULSE_ECHECKSUM, ::STACKPULSE_ELIMIT) when the file header is bad.
- * A file cut at a chunk boundary or inside a chunk opens with `truncated`
- * set, keeping every complete chunk. A file whose chunk (or footer) is
- * damaged opens with `damaged` and `truncated` set, keeping every chunk
- * before the damage; `damaged_chunk`, `damaged_offset`, `damaged_code` and
- * `damage` say where and what. Only regular files are opened.
- */
-STACKPULSE_API int stackpulse_spool_open(const char *path, stackpulse_spool **out);
-
-/**
- * Like ::stackpulse_spool_open, with ::stackpulse_spool_open_flags in
- * @p flags (0 gives the default; ::STACKPULSE_SPOOL_STRICT refuses a damaged
- * file with the damage's code and detail). Unknown flags give -EINVAL.
- */
-STACKPULSE_API int stackpulse_spool_open_ex(const char *path, unsigned flags,
-                                            stackpulse_spool **out);
-
-/**
- * Like ::stackpulse_spool_open, over @p len bytes at @p buf. The bytes are
- * not copied: they must outlive the spool.
- */
-STACKPULSE_API int stackpulse_spool_open_memory(const void *buf, size_t len,
-                                                stackpulse_spool **out);
-
-/** Flags of ::stackpulse_spool_open_memory_ex. */
+/** Flags of ::stackpulse_spool_open_opts. */
 enum stackpulse_spool_open_flags {
 	/** Fail on a damaged chunk or footer (with the damage's code and detail)
 	 *  instead of opening the spool with `damaged` set. */
 	STACKPULSE_SPOOL_STRICT = 1,
 };
 
+/** Spool open options. Initialise with ::stackpulse_spool_open_opts_init or
+ * ::STACKPULSE_SPOOL_OPEN_OPTS. */
+typedef struct stackpulse_spool_open_opts {
+	size_t sz;       /**< sizeof(struct stackpulse_spool_open_opts). */
+	uint32_t flags;  /**< ::stackpulse_spool_open_flags bits; 0: default. */
+	const void *buf; /**< With a NULL path: the spool's bytes. They are not
+	                  *   copied and must outlive the spool. */
+	size_t len;      /**< Length of @c buf. */
+} stackpulse_spool_open_opts;
+
+/** Default spool open options: a file, damage tolerated. */
+#define STACKPULSE_SPOOL_OPEN_OPTS                                                                 \
+	((stackpulse_spool_open_opts){                                                             \
+	        .sz = sizeof(stackpulse_spool_open_opts),                                          \
+	        .flags = 0,                                                                        \
+	        .buf = NULL,                                                                       \
+	        .len = 0,                                                                          \
+	})
+
+/** Sets @p opts to the defaults (::STACKPULSE_SPOOL_OPEN_OPTS). */
+STACKPULSE_API void stackpulse_spool_open_opts_init(stackpulse_spool_open_opts *opts);
+
 /**
- * Like ::stackpulse_spool_open_memory, with ::stackpulse_spool_open_flags in
- * @p flags (0 gives the default). Unknown flags give -EINVAL.
+ * Opens and validates a spool: the regular file at @p path, or, when
+ * @p path is NULL, the `opts->len` bytes at `opts->buf` (which are not
+ * copied and must outlive the spool).
+ *
+ * @param path Spool file, or NULL to read `opts->buf`.
+ * @param opts NULL for the defaults (a file, damage tolerated).
+ * @param out  Receives the spool; NULL on failure.
+ * @return 0, an errno code for I/O, -EINVAL (both or neither of a path and
+ *         a buffer, unknown flags), or a format code (::STACKPULSE_EFORMAT,
+ *         ::STACKPULSE_EVERSION, ::STACKPULSE_ECHECKSUM, ::STACKPULSE_ELIMIT)
+ *         when the file header is bad.
+ *
+ * A file cut at a chunk boundary or inside a chunk opens with `truncated`
+ * set, keeping every complete chunk. A file whose chunk (or footer) is
+ * damaged opens with `damaged` and `truncated` set, keeping every chunk
+ * before the damage; `damaged_chunk`, `damaged_offset`, `damaged_code` and
+ * `damage` say where and what. ::STACKPULSE_SPOOL_STRICT refuses it instead,
+ * with the damage's code and detail. Only regular files are opened.
  */
-STACKPULSE_API int stackpulse_spool_open_memory_ex(const void *buf, size_t len, unsigned flags,
-                                                   stackpulse_spool **out);
+STACKPULSE_API int stackpulse_spool_open(const char *path, const stackpulse_spool_open_opts *opts,
+                                         stackpulse_spool **out);
 
 /** Closes @p spool. Iterators and symbolizers made from it must be freed
  * first. NULL is ignored. */
@@ -595,7 +672,9 @@ STACKPULSE_API void stackpulse_sample_iter_free(stackpulse_sample_iter *it);
 
 /** A symbolizer bound to one spool. Free with ::stackpulse_symbolizer_free. */
 typedef struct stackpulse_symbolizer stackpulse_symbolizer;
-/** One resolved frame, valid only during the callback that receives it. */
+/** One resolved frame, valid only during the callback that receives it
+ * (the frame pointer itself; see ::stackpulse_frame_func_name for how long
+ * its strings live). */
 typedef struct stackpulse_frame stackpulse_frame;
 
 /** Symbolizer flags. */
@@ -608,17 +687,22 @@ enum stackpulse_symbolizer_flag {
 	                                     *   on-disk symbol cache. */
 };
 
-/** Symbolizer options. Initialise with ::STACKPULSE_SYMBOLIZER_OPTS. */
+/** Symbolizer options. Initialise with ::stackpulse_symbolizer_opts_init
+ * or ::STACKPULSE_SYMBOLIZER_OPTS. */
 typedef struct stackpulse_symbolizer_opts {
 	size_t sz;              /**< sizeof(struct stackpulse_symbolizer_opts). */
 	uint32_t flags;         /**< ::stackpulse_symbolizer_flag bits. */
 	const char *debug_dirs; /**< Colon-separated debug roots; NULL: the
 	                         *   `STACKPULSE_DEBUG_DIRS` variable, else
 	                         *   /usr/lib/debug. */
-	const char *cache_dir;  /**< Symbol cache directory; NULL:
+	const char *cache_dir;  /**< Symbol cache directory, as in
+	                         *   ::stackpulse_recorder_opts: NULL:
 	                         *   `STACKPULSE_SYMBOL_CACHE_DIR`, else
 	                         *   `$XDG_CACHE_HOME/stackpulse`, else
-	                         *   `~/.cache/stackpulse`. */
+	                         *   `~/.cache/stackpulse`; "": no cache (as
+	                         *   ::STACKPULSE_SYM_NO_CACHE). A set
+	                         *   `STACKPULSE_NO_SYMBOL_CACHE` (other than
+	                         *   "0") turns the cache off whatever this says. */
 } stackpulse_symbolizer_opts;
 
 /** Default symbolizer options. */
@@ -629,6 +713,9 @@ typedef struct stackpulse_symbolizer_opts {
 	        .debug_dirs = NULL,                                                                \
 	        .cache_dir = NULL,                                                                 \
 	})
+
+/** Sets @p opts to the defaults (::STACKPULSE_SYMBOLIZER_OPTS). */
+STACKPULSE_API void stackpulse_symbolizer_opts_init(stackpulse_symbolizer_opts *opts);
 
 /**
  * Called once per frame, leaf first. Return 0 to continue, nonzero to stop
@@ -660,7 +747,17 @@ STACKPULSE_API int stackpulse_symbolizer_resolve_frame(stackpulse_symbolizer *sy
                                                        uint32_t frame_id, stackpulse_frame_fn fn,
                                                        void *ctx);
 
-/** Function name; never NULL: "[unknown]" or "module+0xOFFSET" when unresolved. */
+/**
+ * Function name; never NULL: "[unknown]" or "module+0xOFFSET" when
+ * unresolved.
+ *
+ * Lifetime of the frame strings (this one, ::stackpulse_frame_file and
+ * ::stackpulse_frame_module): they are owned by the symbolizer and stay
+ * valid, unchanged, until ::stackpulse_symbolizer_free, so they may be kept
+ * after the callback returns (the ::stackpulse_frame itself may not). Do not
+ * free them. To keep names beyond the symbolizer, copy them or build a
+ * profile (::stackpulse_profile_build), which owns copies.
+ */
 STACKPULSE_API const char *stackpulse_frame_func_name(const stackpulse_frame *frame);
 /** Source file, or NULL when unknown. */
 STACKPULSE_API const char *stackpulse_frame_file(const stackpulse_frame *frame);
@@ -670,8 +767,8 @@ STACKPULSE_API uint32_t stackpulse_frame_line(const stackpulse_frame *frame);
 STACKPULSE_API const char *stackpulse_frame_module(const stackpulse_frame *frame);
 /** File offset in the module, kernel address, or Python bytecode offset. */
 STACKPULSE_API uint64_t stackpulse_frame_offset(const stackpulse_frame *frame);
-/** ::stackpulse_frame_kind. */
-STACKPULSE_API int stackpulse_frame_kind(const stackpulse_frame *frame);
+/** What the frame stands for. */
+STACKPULSE_API enum stackpulse_frame_kind stackpulse_frame_kind(const stackpulse_frame *frame);
 /** The raw frame id this frame came from. */
 STACKPULSE_API uint32_t stackpulse_frame_raw_id(const stackpulse_frame *frame);
 /** Inline depth: 0 for the physical frame, 1.. for frames inlined into it,
@@ -706,15 +803,16 @@ enum stackpulse_profile_flag {
 	STACKPULSE_PROFILE_BY_THREAD = 1u << 3,    /**< Root stacks at their thread. */
 };
 
-/** Profile options. Initialise with ::STACKPULSE_PROFILE_OPTS. */
+/** Profile options. Initialise with ::stackpulse_profile_opts_init or
+ * ::STACKPULSE_PROFILE_OPTS. */
 typedef struct stackpulse_profile_opts {
-	size_t sz;         /**< sizeof(struct stackpulse_profile_opts). */
-	uint32_t flags;    /**< ::stackpulse_profile_flag bits. */
-	int view;          /**< ::stackpulse_view. */
-	uint64_t start_ns; /**< Keep samples at or after this time (0: all). */
-	uint64_t end_ns;   /**< Keep samples before this time (0: all). */
-	pid_t pid;         /**< Keep only this pid (0: all). */
-	pid_t tid;         /**< Keep only this tid (0: all). */
+	size_t sz;                 /**< sizeof(struct stackpulse_profile_opts). */
+	uint32_t flags;            /**< ::stackpulse_profile_flag bits. */
+	enum stackpulse_view view; /**< Which frames to keep. */
+	uint64_t start_ns;         /**< Keep samples at or after this time (0: all). */
+	uint64_t end_ns;           /**< Keep samples before this time (0: all). */
+	pid_t pid;                 /**< Keep only this pid (0: all). */
+	pid_t tid;                 /**< Keep only this tid (0: all). */
 } stackpulse_profile_opts;
 
 /** Default profile options. */
@@ -729,12 +827,15 @@ typedef struct stackpulse_profile_opts {
 	        .tid = 0,                                                                          \
 	})
 
+/** Sets @p opts to the defaults (::STACKPULSE_PROFILE_OPTS). */
+STACKPULSE_API void stackpulse_profile_opts_init(stackpulse_profile_opts *opts);
+
 /** A function: a name in a file and module. */
 struct stackpulse_profile_func {
-	uint32_t name;   /**< String index. */
-	uint32_t file;   /**< String index (0: unknown). */
-	uint32_t module; /**< String index (0: unknown). */
-	int kind;        /**< ::stackpulse_frame_kind. */
+	uint32_t name;                   /**< String index. */
+	uint32_t file;                   /**< String index (0: unknown). */
+	uint32_t module;                 /**< String index (0: unknown). */
+	enum stackpulse_frame_kind kind; /**< What the function's frames are. */
 };
 
 /** A frame: a function at a line and address. */
@@ -834,6 +935,40 @@ STACKPULSE_API uint32_t stackpulse_profile_process_count(const stackpulse_profil
 /** Process @p i, or NULL. */
 STACKPULSE_API const struct stackpulse_profile_process *stackpulse_profile_process(
         const stackpulse_profile *p, uint32_t i);
+
+/** Sample weights of one function (::stackpulse_profile_func_counts). */
+struct stackpulse_profile_func_count {
+	uint32_t func;      /**< Function index. */
+	uint64_t self;      /**< Weight of samples whose leaf frame is in this
+	                     *   function (leaf, or "self", time). */
+	uint64_t inclusive; /**< Weight of samples with this function anywhere
+	                     *   on the stack, each sample counted once even
+	                     *   when the function recurses. */
+};
+
+/**
+ * Per-function self and inclusive weights over every kept sample, so that
+ * a "top functions" table needs no table of its own.
+ *
+ * @param p    The profile.
+ * @param out  Receives an array of ::stackpulse_profile_func_count, one per
+ *             function that has a non-zero inclusive weight, sorted by
+ *             `self` descending, then `inclusive` descending, then function
+ *             index. Owned by @p p: valid until ::stackpulse_profile_free.
+ *             NULL when @p count is 0.
+ * @param count Receives the number of entries.
+ * @return 0, -EINVAL or -ENOMEM. The array is computed on the first call
+ *         and kept; calls may run from several threads at once.
+ *
+ * The leaf frame is the sample's leaf stack node after the profile's view
+ * and flags were applied (an inline frame counts for the inlined function
+ * unless ::STACKPULSE_PROFILE_MERGE_INLINE). The weights sum to the
+ * sample weights: the sum of `self` over all entries is the total weight of
+ * the samples with a non-empty stack.
+ */
+STACKPULSE_API int stackpulse_profile_func_counts(const stackpulse_profile *p,
+                                                  const struct stackpulse_profile_func_count **out,
+                                                  uint32_t *count);
 /**@}*/
 
 /* ------------------------------------------------------------------ */
@@ -852,6 +987,8 @@ enum stackpulse_export_format {
 	STACKPULSE_EXPORT_PPROF = 2,   /**< gzip'd profile.proto. */
 	STACKPULSE_EXPORT_FIREFOX = 3, /**< Firefox Profiler (Gecko) JSON. */
 	STACKPULSE_EXPORT_SVG = 4,     /**< Interactive SVG flame graph. */
+	STACKPULSE_EXPORT_OTLP = 5,    /**< OTLP profiles (v1development)
+	                                *   ExportProfilesServiceRequest, protobuf. */
 };
 
 /** Exporter flags. */
@@ -862,11 +999,18 @@ enum stackpulse_export_flag {
 	STACKPULSE_EXPORT_THREAD_NAMES = 1u << 3, /**< Root at thread names. */
 };
 
-/** Exporter options. Initialise with ::STACKPULSE_EXPORT_OPTS. */
+/** Exporter options. Initialise with ::stackpulse_export_opts_init or
+ * ::STACKPULSE_EXPORT_OPTS. */
 typedef struct stackpulse_export_opts {
-	size_t sz;         /**< sizeof(struct stackpulse_export_opts). */
-	uint32_t flags;    /**< ::stackpulse_export_flag bits. */
-	const char *title; /**< SVG title; NULL: "Flame Graph". */
+	size_t sz;                 /**< sizeof(struct stackpulse_export_opts). */
+	uint32_t flags;            /**< ::stackpulse_export_flag bits. */
+	const char *title;         /**< SVG title; NULL: "Flame Graph". */
+	const char *app;           /**< OTLP `service.name` resource attribute;
+	                    *   NULL: "stackpulse". */
+	const char *const *labels; /**< OTLP: `key=value` strings added as
+	                            *   resource attributes (a key is at most
+	                            *   255 bytes); -EINVAL when one has no `=`. */
+	size_t nlabels;            /**< Number of @c labels. */
 } stackpulse_export_opts;
 
 /** Default exporter options. */
@@ -875,15 +1019,95 @@ typedef struct stackpulse_export_opts {
 	        .sz = sizeof(stackpulse_export_opts),                                              \
 	        .flags = 0,                                                                        \
 	        .title = NULL,                                                                     \
+	        .app = NULL,                                                                       \
+	        .labels = NULL,                                                                    \
+	        .nlabels = 0,                                                                      \
 	})
 
-/** Writes @p p in @p format (::stackpulse_export_format) through @p fn. */
-STACKPULSE_API int stackpulse_export(const stackpulse_profile *p, int format,
+/** Sets @p opts to the defaults (::STACKPULSE_EXPORT_OPTS). */
+STACKPULSE_API void stackpulse_export_opts_init(stackpulse_export_opts *opts);
+
+/** Writes @p p in @p format through @p fn. */
+STACKPULSE_API int stackpulse_export(const stackpulse_profile *p,
+                                     enum stackpulse_export_format format,
                                      const stackpulse_export_opts *opts, stackpulse_write_fn fn,
                                      void *ctx);
-/** Writes @p p in @p format to the file @p path (created or truncated). */
-STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p, int format,
+/** Writes @p p in @p format to the file @p path: written beside it and
+ * renamed onto it when complete (a failure leaves an existing file as it
+ * was; a symlink or hard link at @p path is replaced, not written
+ * through). */
+STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p,
+                                             enum stackpulse_export_format format,
                                              const stackpulse_export_opts *opts, const char *path);
+/**@}*/
+
+/* ------------------------------------------------------------------ */
+/** @name Pushing profiles to a continuous-profiling backend
+ * HTTP through libcurl, built in with `zig build -Dcurl=true`; without it
+ * ::stackpulse_push fails with ::STACKPULSE_EUNSUPPORTED. See
+ * docs/continuous.md.
+ */
+/**@{*/
+
+/** Backend protocols. */
+enum stackpulse_push_protocol {
+	/** Grafana Pyroscope: the gzip'd pprof is POSTed as the raw body
+	 *  (`application/octet-stream`) to
+	 *  `URL/ingest?name=APP.cpu{LABELS}&from=S&until=S&format=pprof`. */
+	STACKPULSE_PUSH_PYROSCOPE = 1,
+	/** OTLP/HTTP: an ExportProfilesServiceRequest (protobuf, profiles
+	 *  v1development) is POSTed to `URL/v1development/profiles`. */
+	STACKPULSE_PUSH_OTLP = 2,
+};
+
+/** Push options. Initialise with ::stackpulse_push_opts_init or
+ * ::STACKPULSE_PUSH_OPTS. */
+typedef struct stackpulse_push_opts {
+	size_t sz;                              /**< sizeof(struct stackpulse_push_opts). */
+	enum stackpulse_push_protocol protocol; /**< Where to send. */
+	const char *url;                        /**< Base URL (`http://` or `https://`), without the
+	                            *   path the protocol adds. */
+	const char *app;                        /**< Application name; NULL: "stackpulse". */
+	const char *const *labels;              /**< `key=value` strings. */
+	size_t nlabels;                         /**< Number of @c labels. */
+	uint32_t timeout_ms;                    /**< Per attempt, connection included;
+	                            *   0: 10000. */
+	uint32_t retries;                       /**< Further attempts after an HTTP 5xx or 429
+	                            *   answer. */
+	uint32_t backoff_ms;                    /**< Wait before the first retry, doubled for
+	                            *   each next one; 0: 500. */
+} stackpulse_push_opts;
+
+/** Default push options: 3 retries. */
+#define STACKPULSE_PUSH_OPTS                                                                       \
+	((stackpulse_push_opts){                                                                   \
+	        .sz = sizeof(stackpulse_push_opts),                                                \
+	        .protocol = STACKPULSE_PUSH_PYROSCOPE,                                             \
+	        .url = NULL,                                                                       \
+	        .app = NULL,                                                                       \
+	        .labels = NULL,                                                                    \
+	        .nlabels = 0,                                                                      \
+	        .timeout_ms = 0,                                                                   \
+	        .retries = 3,                                                                      \
+	        .backoff_ms = 0,                                                                   \
+	})
+
+/** Sets @p opts to the defaults (the values of ::STACKPULSE_PUSH_OPTS). */
+STACKPULSE_API void stackpulse_push_opts_init(stackpulse_push_opts *opts);
+
+/**
+ * Sends @p p to a profiling backend in one HTTP POST (retried as
+ * @p opts says). Blocks for at most about
+ * (retries + 1) × timeout_ms plus the backoff waits.
+ *
+ * @return 0 once the backend answered 2xx; -EINVAL (bad options or labels),
+ *         -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH (no connection),
+ *         -EPROTO (the backend answered 4xx, or 5xx after every retry;
+ *         ::stackpulse_last_error names the status and the start of the
+ *         answer), ::STACKPULSE_EUNSUPPORTED (built without libcurl), or
+ *         an exporter's error.
+ */
+STACKPULSE_API int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opts);
 /**@}*/
 
 #ifdef __cplusplus

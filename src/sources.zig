@@ -1,5 +1,13 @@
 //! Source lists per layer, read by build.zig. No globbing: add each file here.
-//! Pure layers (common, format, symcache) must build for any target.
+
+/// The pure layers, lowest first: no syscalls and no OS headers, so they build
+/// for any target. Each may include only itself and the layers before it.
+/// build.zig passes this list to .ci/check-layers.py and, through its
+/// manifest, to .ci/clang-build.sh: it is the only list of them.
+pub const pure_layers = [_][]const u8{ "common", "symcache", "format" };
+
+/// The OS layers, in link order.
+pub const os_layers = [_][]const u8{ "io", "record", "unwind", "symbolize", "profile" };
 
 pub const common = [_][]const u8{
     "src/common/error.c",
@@ -17,7 +25,6 @@ pub const format = [_][]const u8{
     "src/format/spool_reader.c",
     "src/format/spool_records.c",
     "src/format/spool_api.c",
-    "src/format/spool_copy.c",
 };
 
 pub const symcache = [_][]const u8{
@@ -77,11 +84,16 @@ pub const symbolize = [_][]const u8{
 
 pub const profile = [_][]const u8{
     "src/profile/profile.c",
+    "src/profile/profile_counts.c",
     "src/profile/export.c",
     "src/profile/export_folded.c",
     "src/profile/export_svg.c",
     "src/profile/export_pprof.c",
     "src/profile/export_firefox.c",
+    "src/profile/proto.c",
+    "src/profile/locations.c",
+    "src/profile/export_otlp.c",
+    "src/profile/push.c",
 };
 
 /// Example programs (examples/*.c), installed into zig-out/bin under their

@@ -26,6 +26,7 @@ pub const pure = [_][]const u8{
 
 /// Tests that link the whole library (and may use the OS).
 pub const os = [_][]const u8{
+    "tests/common/test_harness.c",
     "tests/record/test_record_parsers.c",
     "tests/record/test_kallsyms_cache.c",
     "tests/record/test_record_spawn.c",
@@ -35,12 +36,15 @@ pub const os = [_][]const u8{
     "tests/record/test_record_crash.c",
     "tests/record/test_record_selfcontained.c",
     "tests/record/test_record_perfmap.c",
+    "tests/record/test_record_output.c",
+    "tests/record/test_record_limits.c",
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
     "tests/io/test_spool_file.c",
     "tests/unwind/test_unwind_hostile.c",
     "tests/unwind/test_unwind_real.c",
     "tests/unwind/test_unwind_self.c",
+    "tests/unwind/test_unwind_oracle.c",
     "tests/symbolize/test_symbolize.c",
     "tests/symbolize/test_symbolize_hostile.c",
     "tests/symbolize/test_debuginfod.c",
@@ -50,6 +54,7 @@ pub const os = [_][]const u8{
     "tests/symbolize/test_symbolize_ranges.c",
     "tests/symbolize/test_cache_trim.c",
     "tests/profile/test_profile.c",
+    "tests/profile/test_push.c",
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",
     "tests/profile/test_hostile.c",
@@ -61,4 +66,10 @@ pub const os = [_][]const u8{
     "tests/reliability/test_rel_perms.c",
     "tests/reliability/test_rel_load.c",
     "tests/reliability/test_rel_soak.c",
+};
+
+/// Test support linked with the pure layers into the tests and fuzz
+/// harnesses (never into the installed library).
+pub const support = [_][]const u8{
+    "tests/support/spool_copy.c",
 };

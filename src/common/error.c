@@ -9,10 +9,11 @@
 
 static _Thread_local char last_detail[SP_ERROR_DETAIL_MAX];
 static _Thread_local int last_code;
+_Thread_local int sp_error_pending SP_TLS_INITIAL_EXEC;
 
 const char *stackpulse_version(void)
 {
-	return "0.1.0";
+	return "0.2.0";
 }
 
 const char *stackpulse_strerror(int code)
@@ -68,6 +69,9 @@ const char *stackpulse_strerror(int code)
 		case EOPNOTSUPP: return "operation not supported";
 		case ETIMEDOUT: return "timed out";
 		case ENOEXEC: return "exec format error";
+		case ECONNREFUSED: return "connection refused";
+		case EHOSTUNREACH: return "host unreachable";
+		case EPROTO: return "protocol error";
 		default: return "system error";
 		}
 	}
@@ -92,6 +96,7 @@ int sp_error(int code, const char *fmt, ...)
 	(void)vsnprintf(last_detail, sizeof(last_detail), fmt, ap);
 	va_end(ap);
 	last_code = code;
+	sp_error_pending = 1;
 	return code;
 }
 
@@ -107,11 +112,13 @@ int sp_error_context(int code, const char *fmt, ...)
 	va_end(ap);
 	(void)snprintf(last_detail, sizeof(last_detail), "%s: %s", prefix, old);
 	last_code = code;
+	sp_error_pending = 1;
 	return code;
 }
 
 void sp_error_clear(void)
 {
+	sp_error_pending = 0;
 	last_detail[0] = '\0';
 	last_code = 0;
 }

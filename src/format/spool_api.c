@@ -35,17 +35,15 @@ static void mem_close(void *ctx)
 	sp_free(ctx);
 }
 
-int stackpulse_spool_open_memory_ex(const void *buf, size_t len, unsigned flags,
-                                    stackpulse_spool **out)
+int sp_spool_open_memory(const void *buf, size_t len, unsigned flags, stackpulse_spool **out)
 {
-	sp_error_clear();
 	if (!out)
 		return sp_error(-EINVAL, "no output pointer");
 	*out = NULL;
+	if (flags & ~(unsigned)STACKPULSE_SPOOL_STRICT)
+		return sp_error(-EINVAL, "unknown spool open flags 0x%x", flags);
 	if (!buf && len)
 		return sp_error(-EINVAL, "NULL buffer of %zu bytes", len);
-	if (flags & ~(unsigned)STACKPULSE_SPOOL_STRICT)
-		return sp_error(-EINVAL, "unknown open flags %#x", flags);
 	struct mem_source *m = sp_malloc(sizeof(*m));
 	if (!m)
 		return sp_error(-ENOMEM, "cannot allocate a memory source");
@@ -55,9 +53,11 @@ int stackpulse_spool_open_memory_ex(const void *buf, size_t len, unsigned flags,
 	return sp_spool_open_source_ex(&src, flags, out);
 }
 
-int stackpulse_spool_open_memory(const void *buf, size_t len, stackpulse_spool **out)
+void stackpulse_spool_open_opts_init(stackpulse_spool_open_opts *opts)
 {
-	return stackpulse_spool_open_memory_ex(buf, len, 0, out);
+	SP_API_ENTRY();
+	if (opts)
+		*opts = STACKPULSE_SPOOL_OPEN_OPTS;
 }
 
 /* ------------------------------------------------------------------ */
@@ -65,77 +65,92 @@ int stackpulse_spool_open_memory(const void *buf, size_t len, stackpulse_spool *
 
 const struct stackpulse_spool_meta *stackpulse_spool_meta(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return &s->meta;
 }
 
 uint32_t stackpulse_spool_process_count(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return s->nprocs;
 }
 
 const struct stackpulse_process *stackpulse_spool_process(const stackpulse_spool *s, uint32_t i)
 {
+	SP_API_ENTRY();
 	return i < s->nprocs ? &s->procs[i] : NULL;
 }
 
 uint32_t stackpulse_spool_thread_count(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return s->nthreads;
 }
 
 const struct stackpulse_thread *stackpulse_spool_thread(const stackpulse_spool *s, uint32_t i)
 {
+	SP_API_ENTRY();
 	return i < s->nthreads ? &s->threads[i] : NULL;
 }
 
 uint32_t stackpulse_spool_module_count(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return s->nmodules;
 }
 
 const struct stackpulse_module *stackpulse_spool_module(const stackpulse_spool *s, uint32_t i)
 {
+	SP_API_ENTRY();
 	return i < s->nmodules ? &s->modules[i] : NULL;
 }
 
 uint32_t stackpulse_spool_pycode_count(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return s->npycodes;
 }
 
 const struct stackpulse_pycode *stackpulse_spool_pycode(const stackpulse_spool *s, uint32_t i)
 {
+	SP_API_ENTRY();
 	return i < s->npycodes ? &s->pycodes[i] : NULL;
 }
 
 uint32_t stackpulse_spool_event_count(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return s->nevents;
 }
 
 const struct stackpulse_spool_event *stackpulse_spool_event(const stackpulse_spool *s, uint32_t i)
 {
+	SP_API_ENTRY();
 	return i < s->nevents ? &s->events[i] : NULL;
 }
 
 uint32_t stackpulse_spool_frame_count(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return s->nframes;
 }
 
 const struct stackpulse_raw_frame *stackpulse_spool_frame(const stackpulse_spool *s, uint32_t i)
 {
+	SP_API_ENTRY();
 	return i < s->nframes ? &s->frames[i] : NULL;
 }
 
 uint32_t stackpulse_spool_stack_count(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return s->nstacks;
 }
 
 int stackpulse_spool_stack_node(const stackpulse_spool *s, uint32_t stack, uint32_t *frame,
                                 uint32_t *parent)
 {
+	SP_API_ENTRY();
 	if (stack == 0 || stack >= s->nstacks)
 		return sp_error(STACKPULSE_ENOTFOUND, "no stack node %u", stack);
 	if (frame)
@@ -147,6 +162,7 @@ int stackpulse_spool_stack_node(const stackpulse_spool *s, uint32_t stack, uint3
 
 uint32_t stackpulse_spool_stack_depth(const stackpulse_spool *s, uint32_t stack)
 {
+	SP_API_ENTRY();
 	return stack < s->nstacks ? s->stacks[stack].depth : 0;
 }
 
@@ -154,6 +170,7 @@ uint32_t stackpulse_spool_stack_depth(const stackpulse_spool *s, uint32_t stack)
 uint32_t stackpulse_spool_stack_frames(const stackpulse_spool *s, uint32_t stack, uint32_t *frames,
                                        uint32_t max)
 {
+	SP_API_ENTRY();
 	if (stack >= s->nstacks)
 		return 0;
 	uint32_t depth = s->stacks[stack].depth;
@@ -166,12 +183,14 @@ uint32_t stackpulse_spool_stack_frames(const stackpulse_spool *s, uint32_t stack
 
 uint32_t stackpulse_spool_ksym_count(const stackpulse_spool *s)
 {
+	SP_API_ENTRY();
 	return s->nksyms;
 }
 
 int stackpulse_spool_ksym_lookup(const stackpulse_spool *s, uint64_t addr, const char **name,
                                  uint64_t *start, const char **module)
 {
+	SP_API_ENTRY();
 	/* The last symbol starting at or below addr. */
 	size_t lo;
 	SP_PARTITION_POINT(lo, s->nksyms, mid, s->ksyms[mid].addr <= addr);
@@ -303,7 +322,7 @@ struct stackpulse_sample_iter {
 
 int stackpulse_sample_iter_new(const stackpulse_spool *s, stackpulse_sample_iter **out)
 {
-	sp_error_clear();
+	SP_API_ENTRY();
 	if (!out)
 		return sp_error(-EINVAL, "no output pointer");
 	*out = NULL;
@@ -427,6 +446,7 @@ static int iter_step(stackpulse_sample_iter *it, const struct stackpulse_sample 
 
 int stackpulse_sample_iter_next(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)
 {
+	SP_API_ENTRY();
 	if (it->failed)
 		return sp_error(it->failed, "sample iterator stopped after an error");
 	int rc = iter_step(it, sample);

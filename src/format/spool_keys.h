@@ -3,6 +3,7 @@
 #ifndef SP_FORMAT_SPOOL_KEYS_H
 #define SP_FORMAT_SPOOL_KEYS_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -11,8 +12,8 @@
 #include "stackpulse.h"
 
 /* Sets the fields a frame kind does not use to their fixed values, so equal
- * frames compare equal bytewise-by-field. Returns 0, or -1 for a kind that
- * cannot be stored (INLINE or out of range). */
+ * frames compare equal bytewise-by-field. Returns 0, or -EINVAL for a kind
+ * that cannot be stored (INLINE or out of range). */
 static inline int sp_frame_canonical(struct stackpulse_raw_frame *f)
 {
 	switch (f->kind) {
@@ -34,7 +35,7 @@ static inline int sp_frame_canonical(struct stackpulse_raw_frame *f)
 		f->offset = 0;
 		f->line = 0;
 		return 0;
-	default: return -1;
+	default: return -EINVAL;
 	}
 }
 

@@ -22,6 +22,10 @@ typedef struct sp_source {
  * damaged, keeping the chunks before it, unless @p flags has
  * STACKPULSE_SPOOL_STRICT. */
 int sp_spool_open_source_ex(const sp_source *src, unsigned flags, stackpulse_spool **out);
+/* Opens the @p len bytes at @p buf (not copied: they must outlive the
+ * spool) with ::stackpulse_spool_open_flags @p flags: the buffer case of
+ * stackpulse_spool_open, here in the pure layer for pure tests and fuzzers. */
+int sp_spool_open_memory(const void *buf, size_t len, unsigned flags, stackpulse_spool **out);
 /* sp_spool_open_source_ex without flags. */
 int sp_spool_open_source(const sp_source *src, stackpulse_spool **out);
 

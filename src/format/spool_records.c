@@ -138,8 +138,8 @@ static int get_pid(sp_cursor *c, pid_t *v, const char *what)
 	return 0;
 }
 
-static int add_event(stackpulse_spool *s, int kind, uint64_t time, uint32_t process,
-                     uint32_t thread, uint32_t other, uint64_t count)
+static int add_event(stackpulse_spool *s, enum stackpulse_spool_event_kind kind, uint64_t time,
+                     uint32_t process, uint32_t thread, uint32_t other, uint64_t count)
 {
 	int rc = SP_SPOOL_GROW(s, s->events, s->events_cap, s->nevents + 1, "events");
 	if (rc)
@@ -205,7 +205,7 @@ static int rec_exec(stackpulse_spool *s, sp_cursor *c)
 	    (rc = sp_cursor_varint(c, &time, "time")) ||
 	    (rc = get_str(s, c, SP_NAME_MAX, &name, "process name")) ||
 	    (rc = get_str(s, c, SP_NAME_MAX, &cmdline, "command line")) ||
-	    (rc = add_event(s, STACKPULSE_EV_EXEC, time, proc, UINT32_MAX, UINT32_MAX, 0)))
+	    (rc = add_event(s, STACKPULSE_SPOOL_EVENT_EXEC, time, proc, UINT32_MAX, UINT32_MAX, 0)))
 		return rc;
 	/* Applied in time order once all events are in (sp_spool_apply_names). */
 	s->events[s->nevents - 1].name = name;
@@ -238,8 +238,8 @@ static int rec_comm(stackpulse_spool *s, sp_cursor *c)
 	if ((rc = get_ref(c, s->nthreads, &thr, "thread")) ||
 	    (rc = sp_cursor_varint(c, &time, "time")) ||
 	    (rc = get_str(s, c, SP_NAME_MAX, &name, "thread name")) ||
-	    (rc = add_event(s, STACKPULSE_EV_COMM, time, s->threads[thr].process, thr, UINT32_MAX,
-	                    0)))
+	    (rc = add_event(s, STACKPULSE_SPOOL_EVENT_COMM, time, s->threads[thr].process, thr,
+	                    UINT32_MAX, 0)))
 		return rc;
 	s->events[s->nevents - 1].name = name;
 	return 0;
@@ -253,7 +253,7 @@ static int rec_exit(stackpulse_spool *s, sp_cursor *c)
 	if ((rc = get_ref(c, s->nprocs, &proc, "process")) ||
 	    (rc = get_opt_ref(c, s->nthreads, &thr, "thread")) ||
 	    (rc = sp_cursor_varint(c, &time, "time")) ||
-	    (rc = add_event(s, STACKPULSE_EV_EXIT, time, proc, thr, UINT32_MAX, 0)))
+	    (rc = add_event(s, STACKPULSE_SPOOL_EVENT_EXIT, time, proc, thr, UINT32_MAX, 0)))
 		return rc;
 	/* The latest exit wins whatever the record order. */
 	if (thr == UINT32_MAX && time > s->procs[proc].end_ns)
@@ -274,7 +274,7 @@ static int rec_fork(stackpulse_spool *s, sp_cursor *c)
 	 * Only an earlier process may become it, so chains stay acyclic. */
 	if (s->procs[child].parent == UINT32_MAX && parent < child)
 		s->procs[child].parent = parent;
-	return add_event(s, STACKPULSE_EV_FORK, time, parent, UINT32_MAX, child, 0);
+	return add_event(s, STACKPULSE_SPOOL_EVENT_FORK, time, parent, UINT32_MAX, child, 0);
 }
 
 static int rec_lost(stackpulse_spool *s, sp_cursor *c)
@@ -287,7 +287,7 @@ static int rec_lost(stackpulse_spool *s, sp_cursor *c)
 	    (rc = sp_cursor_varint(c, &time, "time")))
 		return rc;
 	uint32_t proc = thr == UINT32_MAX ? UINT32_MAX : s->threads[thr].process;
-	if ((rc = add_event(s, STACKPULSE_EV_LOST, time, proc, thr, UINT32_MAX, count)))
+	if ((rc = add_event(s, STACKPULSE_SPOOL_EVENT_LOST, time, proc, thr, UINT32_MAX, count)))
 		return rc;
 	s->meta.lost = count > UINT64_MAX - s->meta.lost ? UINT64_MAX : s->meta.lost + count;
 	return 0;
@@ -406,7 +406,7 @@ static int rec_frame(stackpulse_spool *s, sp_cursor *c)
 	}
 	if (rc)
 		return rc;
-	f.kind = (int)kind;
+	f.kind = (enum stackpulse_frame_kind)kind;
 	uint64_t h = sp_frame_hash(&f);
 	if (sp_htab_find(&s->frame_ix, h, frame_eq, s, &f) != SP_HTAB_NONE)
 		return sp_error(STACKPULSE_EFORMAT, "frame defined twice");
@@ -656,10 +656,10 @@ void sp_spool_apply_names(stackpulse_spool *s)
 {
 	for (uint32_t i = 0; i < s->nevents; i++) {
 		const struct stackpulse_spool_event *e = &s->events[i];
-		if (e->kind == STACKPULSE_EV_EXEC) {
+		if (e->kind == STACKPULSE_SPOOL_EVENT_EXEC) {
 			s->procs[e->process].name = e->name;
 			s->procs[e->process].cmdline = e->cmdline;
-		} else if (e->kind == STACKPULSE_EV_COMM) {
+		} else if (e->kind == STACKPULSE_SPOOL_EVENT_COMM) {
 			struct stackpulse_thread *t = &s->threads[e->thread];
 			t->name = e->name;
 			/* As in ps and perf: a process is named after its leader. */

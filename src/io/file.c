@@ -2,6 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -107,34 +110,107 @@ int sp_file_read_all(const char *path, uint64_t max_size, uint8_t **data, size_t
 	return 0;
 }
 
-int sp_file_sink_open(sp_file_sink *sink, const char *path)
+/* Rejects a final path that a rename must not replace: a directory or a
+ * special file. A missing path, a regular file and a symlink are fine. */
+static int output_path_check(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		int e = errno;
+		return sp_error(-e, "%s: %s", path, stackpulse_strerror(-e));
+	}
+	if (S_ISDIR(st.st_mode))
+		return sp_error(-EISDIR, "%s is a directory", path);
+	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+		return sp_error(-EINVAL, "%s is not a regular file", path);
+	return 0;
+}
+
+/* Creates "DIR/.BASE.XXXXXXXX" with O_EXCL; fills *tmp_out (sp_free it). */
+static int output_create_tmp(const char *path, unsigned mode, char **tmp_out, int *fd_out)
+{
+	static _Atomic unsigned counter;
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	int dirlen = slash ? (int)(slash - path + 1) : 0;
+	if (!*base)
+		return sp_error(-EISDIR, "%s names a directory", path);
+	size_t blen = strlen(base);
+	int keep = blen > 200 ? 200 : (int)blen; /* Stay under NAME_MAX. */
+	size_t cap = (size_t)dirlen + (size_t)keep + 16;
+	char *tmp = sp_malloc(cap);
+	if (!tmp)
+		return sp_error(-ENOMEM, "temporary name for %s", path);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint32_t seed = (uint32_t)ts.tv_nsec ^ ((uint32_t)getpid() << 12);
+	for (int attempt = 0; attempt < 64; attempt++) {
+		uint32_t r = (seed + (uint32_t)counter++ * 0x9e3779b9u) * 0x85ebca6bu;
+		snprintf(tmp, cap, "%.*s.%.*s.%08x", dirlen, path, keep, base, r);
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
+		              (mode_t)mode);
+		if (fd >= 0) {
+			*tmp_out = tmp;
+			*fd_out = fd;
+			return 0;
+		}
+		if (errno != EEXIST) {
+			int e = errno;
+			sp_free(tmp);
+			return sp_error(-e, "create a file next to %s: %s", path,
+			                stackpulse_strerror(-e));
+		}
+	}
+	sp_free(tmp);
+	return sp_error(-EEXIST, "no free temporary name next to %s", path);
+}
+
+int sp_file_sink_open(sp_file_sink *sink, const char *path, unsigned mode)
 {
 	sink->fd = -1;
 	sink->written = 0;
 	sink->error = 0;
+	sink->path = sink->tmp = NULL;
 	if (!path || !*path)
 		return sp_error(-EINVAL, "empty path");
-	/* No O_TRUNC yet: truncate only once we know it is a regular file. */
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
-	              0644);
-	if (fd < 0) {
-		int e = errno;
-		return sp_error(-e, "create %s: %s", path, stackpulse_strerror(-e));
+	int rc = output_path_check(path);
+	if (rc)
+		return rc;
+	sink->path = sp_strdup(path);
+	if (!sink->path)
+		return sp_error(-ENOMEM, "output path");
+	int fd = -1;
+	rc = output_create_tmp(path, mode, &sink->tmp, &fd);
+	if (rc) {
+		sp_free(sink->path);
+		sink->path = NULL;
+		return rc;
 	}
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return sp_error(-EINVAL, "%s is not a regular file", path);
-	}
-	if (ftruncate(fd, 0) != 0) {
-		int e = errno;
-		close(fd);
-		return sp_error(-e, "truncate %s: %s", path, stackpulse_strerror(-e));
-	}
-	int fl = fcntl(fd, F_GETFL);
-	if (fl >= 0)
-		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	sink->fd = fd;
+	/* Created by us with O_EXCL: a regular file with one link, unless
+	 * someone raced a link to it in; then do not write to it. */
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		sp_file_sink_close(sink);
+		return sp_error(-EINVAL, "%s: the new file changed under us", path);
+	}
+	return 0;
+}
+
+int sp_file_sink_commit(sp_file_sink *sink)
+{
+	if (sink->fd < 0 || !sink->path)
+		return sp_error(-EBADF, "output file is closed");
+	if (!sink->tmp)
+		return 0;
+	if (rename(sink->tmp, sink->path) != 0) {
+		int e = errno;
+		return sp_error(-e, "rename onto %s: %s", sink->path, stackpulse_strerror(-e));
+	}
+	sp_free(sink->tmp);
+	sink->tmp = NULL;
 	return 0;
 }
 
@@ -189,6 +265,13 @@ int sp_file_sink_close(sp_file_sink *sink)
 			rc = -errno;
 		sink->fd = -1;
 	}
+	if (sink->tmp) {
+		(void)unlink(sink->tmp); /* Never committed: leave no file behind. */
+		sp_free(sink->tmp);
+		sink->tmp = NULL;
+	}
+	sp_free(sink->path);
+	sink->path = NULL;
 	if (rc)
 		return sp_error(rc, "spool file: %s", stackpulse_strerror(rc));
 	return 0;

@@ -28,22 +28,43 @@ int sp_file_pread_full(int fd, uint64_t off, void *buf, size_t len);
  * allocation (sp_free it); a NUL is appended, not counted in *len. */
 int sp_file_read_all(const char *path, uint64_t max_size, uint8_t **data, size_t *len);
 
-/* A spool sink writing to a file. Pass sp_file_sink_write as the writer's
- * sp_sink_fn and the sink as its context. */
+/* An output file (spool or export), written under a temporary name and
+ * renamed onto its final path by sp_file_sink_commit. Pass
+ * sp_file_sink_write as a writer's sp_sink_fn and the sink as its context.
+ *
+ * Why: nothing at the final path is opened, truncated or written through.
+ * A symlink or a hard link planted there is replaced as a directory entry
+ * by the rename (the file it pointed to stays untouched), and an output
+ * that fails before the commit leaves whatever was at the path as it was
+ * and no file behind. */
 typedef struct sp_file_sink {
 	int fd;           /* Owned descriptor, -1 when closed. */
 	uint64_t written; /* Bytes written. */
 	int error;        /* First write error, sticky. */
+	char *path;       /* Final path (owned), NULL when closed. */
+	char *tmp;        /* Temporary name (owned) until committed, else NULL. */
 } sp_file_sink;
 
-/* Creates or truncates @p path (mode 0644 before umask). Refuses symlinks
- * and anything but a regular file. */
-int sp_file_sink_open(sp_file_sink *sink, const char *path);
+/* Mode of a spool: spools hold kernel addresses, like the kallsyms cache. */
+#define SP_FILE_MODE_PRIVATE 0600u
+/* Mode of an export (before the umask). */
+#define SP_FILE_MODE_SHARED 0644u
+
+/* Creates a new file ".NAME.XXXXXX" in the directory of @p path (O_EXCL,
+ * O_NOFOLLOW, @p mode before the umask) and checks it is a regular file
+ * with one link. Refuses a @p path that is a directory (-EISDIR) or a
+ * special file (-EINVAL: FIFOs, devices and sockets are not replaced). */
+int sp_file_sink_open(sp_file_sink *sink, const char *path, unsigned mode);
+/* Renames the temporary file onto the final path (atomically replacing
+ * what is there, a symlink or hard link included). Writes may go on
+ * through the same descriptor afterwards. 0 or -errno. */
+int sp_file_sink_commit(sp_file_sink *sink);
 /* Writes all of @p data with full-write loops: 0, or -ENOSPC, -EIO, ... */
 int sp_file_sink_write(void *sink, const void *data, size_t len);
 /* fsync()s the file: 0 or -errno. */
 int sp_file_sink_sync(sp_file_sink *sink);
-/* Closes the descriptor; returns the first error seen (write or close). */
+/* Closes the descriptor and unlinks the temporary file when it was never
+ * committed; returns the first error seen (write or close). */
 int sp_file_sink_close(sp_file_sink *sink);
 
 #endif

@@ -1,5 +1,7 @@
-/* stackpulse_spool_open and _open_ex: the spool decoder over a pread-based file source. */
+/* stackpulse_spool_open: the spool decoder over a pread-based file source, or
+ * over a caller's buffer. */
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -24,19 +26,29 @@ static void fd_close(void *ctx)
 	sp_free(f);
 }
 
-int stackpulse_spool_open(const char *path, stackpulse_spool **out)
+int stackpulse_spool_open(const char *path, const stackpulse_spool_open_opts *opts,
+                          stackpulse_spool **out)
 {
-	return stackpulse_spool_open_ex(path, 0, out);
-}
-
-int stackpulse_spool_open_ex(const char *path, unsigned flags, stackpulse_spool **out)
-{
-	sp_error_clear();
+	SP_API_ENTRY();
 	if (!out)
 		return sp_error(-EINVAL, "no output pointer");
 	*out = NULL;
+	stackpulse_spool_open_opts o = STACKPULSE_SPOOL_OPEN_OPTS;
+	if (opts) {
+		if (opts->sz < sizeof(size_t))
+			return sp_error(-EINVAL, "spool open opts.sz is %zu", opts->sz);
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	}
+	unsigned flags = o.flags;
 	if (flags & ~(unsigned)STACKPULSE_SPOOL_STRICT)
 		return sp_error(-EINVAL, "unknown spool open flags 0x%x", flags);
+	if (!path) {
+		if (!o.buf && !o.len && !opts)
+			return sp_error(-EINVAL, "no path and no buffer to open");
+		return sp_spool_open_memory(o.buf, o.len, flags, out);
+	}
+	if (o.buf)
+		return sp_error(-EINVAL, "both a path (%s) and a buffer to open", path);
 	int fd = -1;
 	uint64_t size = 0;
 	int rc = sp_file_open_regular(path, 0, 0, &fd, &size);

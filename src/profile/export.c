@@ -1,13 +1,12 @@
 /* Exporter entry points, the buffered output and text escaping. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/file.h"
 #include "profile/export_internal.h"
 
 int sp_out_flush(sp_out *o)
@@ -170,9 +169,33 @@ int sp_out_json(sp_out *o, const char *str)
 	return sp_out_write(o, "\"", 1);
 }
 
-int stackpulse_export(const stackpulse_profile *p, int format, const stackpulse_export_opts *opts,
-                      stackpulse_write_fn fn, void *ctx)
+int sp_export_check_labels(const char *const *labels, size_t n)
 {
+	if (n && !labels)
+		return sp_error(-EINVAL, "export: %zu labels but no label array", n);
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = labels[i] ? strchr(labels[i], '=') : NULL;
+		if (!eq || eq == labels[i])
+			return sp_error(-EINVAL, "label '%s' is not key=value",
+			                labels[i] ? labels[i] : "(null)");
+		if ((size_t)(eq - labels[i]) > 255)
+			return sp_error(-EINVAL, "label key of %zu bytes is too long",
+			                (size_t)(eq - labels[i]));
+	}
+	return 0;
+}
+
+void stackpulse_export_opts_init(stackpulse_export_opts *opts)
+{
+	SP_API_ENTRY();
+	if (opts)
+		*opts = STACKPULSE_EXPORT_OPTS;
+}
+
+int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format format,
+                      const stackpulse_export_opts *opts, stackpulse_write_fn fn, void *ctx)
+{
+	SP_API_ENTRY();
 	if (!p || !fn)
 		return sp_error(-EINVAL, "export: profile or write function is NULL");
 	stackpulse_export_opts o = STACKPULSE_EXPORT_OPTS;
@@ -184,6 +207,9 @@ int stackpulse_export(const stackpulse_profile *p, int format, const stackpulse_
 	}
 	if (o.flags & ~0xfu)
 		return sp_error(-EINVAL, "export: unknown flags 0x%x", o.flags);
+	int rc = sp_export_check_labels(o.labels, o.nlabels);
+	if (rc)
+		return rc;
 	sp_out *out = sp_malloc(sizeof(*out));
 	if (!out)
 		return sp_error(-ENOMEM, "export buffer");
@@ -193,13 +219,13 @@ int stackpulse_export(const stackpulse_profile *p, int format, const stackpulse_
 	out->len = 0;
 	out->total = 0;
 	out->limit = format == STACKPULSE_EXPORT_SVG ? SP_SVG_MAX_BYTES : SP_EXPORT_MAX_BYTES;
-	int rc;
 	switch (format) {
 	case STACKPULSE_EXPORT_FOLDED: rc = sp_export_folded(p, &o, out); break;
 	case STACKPULSE_EXPORT_PPROF: rc = sp_export_pprof(p, &o, out); break;
 	case STACKPULSE_EXPORT_FIREFOX: rc = sp_export_firefox(p, &o, out); break;
 	case STACKPULSE_EXPORT_SVG: rc = sp_export_svg(p, &o, out); break;
-	default: rc = sp_error(-EINVAL, "export: unknown format %d", format); break;
+	case STACKPULSE_EXPORT_OTLP: rc = sp_export_otlp(p, &o, out); break;
+	default: rc = sp_error(-EINVAL, "export: unknown format %d", (int)format); break;
 	}
 	if (!rc)
 		rc = out->err;
@@ -209,43 +235,28 @@ int stackpulse_export(const stackpulse_profile *p, int format, const stackpulse_
 	return rc;
 }
 
-static int fd_write(void *ctx, const void *data, size_t len)
-{
-	int fd = *(int *)ctx;
-	const char *s = data;
-	while (len > 0) {
-		ssize_t n = write(fd, s, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		s += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int stackpulse_export_to_path(const stackpulse_profile *p, int format,
+int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_export_format format,
                               const stackpulse_export_opts *opts, const char *path)
 {
+	SP_API_ENTRY();
 	if (!path || !p)
 		return sp_error(-EINVAL, "export: path or profile is NULL");
-	if (format < STACKPULSE_EXPORT_FOLDED || format > STACKPULSE_EXPORT_SVG)
-		return sp_error(-EINVAL, "export: unknown format %d", format);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		int e = -errno;
-		return sp_error(e, "export: cannot create %s: %s", path, strerror(-e));
-	}
-	int rc = stackpulse_export(p, format, opts, fd_write, &fd);
+	if ((int)format < STACKPULSE_EXPORT_FOLDED || (int)format > STACKPULSE_EXPORT_OTLP)
+		return sp_error(-EINVAL, "export: unknown format %d", (int)format);
+	/* Written beside @p path and renamed onto it when complete: a symlink
+	 * or hard link planted at @p path is replaced, never written through,
+	 * and a failed export leaves the old file as it was. */
+	sp_file_sink sink;
+	int rc = sp_file_sink_open(&sink, path, SP_FILE_MODE_SHARED);
+	if (rc)
+		return sp_error_context(rc, "export: cannot create %s", path);
+	rc = stackpulse_export(p, format, opts, sp_file_sink_write, &sink);
 	if (rc && rc != -EINVAL)
 		sp_error_context(rc, "export to %s", path);
-	if (close(fd) != 0 && !rc) {
-		rc = -errno;
-		sp_error(rc, "export: closing %s: %s", path, strerror(-rc));
-	}
-	if (rc)
-		unlink(path); /* Never leave a half-written export behind. */
+	if (!rc)
+		rc = sp_file_sink_commit(&sink);
+	int rc2 = sp_file_sink_close(&sink);
+	if (!rc && rc2)
+		rc = sp_error_context(rc2, "export: closing %s", path);
 	return rc;
 }

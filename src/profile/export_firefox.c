@@ -158,7 +158,7 @@ static int write_thread(ff *x, uint32_t t, const uint64_t *order, uint64_t n, in
 	              "\"category\":6,\"subcategory\":7},\"data\":[");
 	for (uint32_t i = 0; i < x->nframes; i++) {
 		const struct stackpulse_profile_frame *fr = &p->frames[x->frames[i]];
-		int cat = category(p->funcs[fr->func].kind);
+		int cat = category((int)p->funcs[fr->func].kind);
 		if (fr->line)
 			sp_out_printf(o, "%s[%u,false,0,null,%u,null,%d,0]", i ? "," : "", i,
 			              fr->line, cat);

@@ -306,7 +306,7 @@ char sp_folded_kind(const struct stackpulse_profile *p, const sp_folded *f, uint
 	uint32_t fr = f->cframe[c];
 	if (fr >= p->nframes || p->frames[fr].func >= p->nfuncs)
 		return SP_KIND_BYTE(0);
-	int kind = p->funcs[p->frames[fr].func].kind;
+	int kind = (int)p->funcs[p->frames[fr].func].kind;
 	if (kind == STACKPULSE_FRAME_NATIVE && p->frames[fr].inline_depth > 0)
 		kind = STACKPULSE_FRAME_INLINE; /* Coloured apart in the SVG. */
 	return SP_KIND_BYTE(kind);

@@ -120,6 +120,10 @@ int sp_export_folded(const struct stackpulse_profile *p, const stackpulse_export
 int sp_export_svg(const struct stackpulse_profile *p, const stackpulse_export_opts *o, sp_out *out);
 int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
                     sp_out *out);
+int sp_export_otlp(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
+                   sp_out *out);
+/* 0 when each of @p labels is `key=value` with a key of 1..255 bytes. */
+int sp_export_check_labels(const char *const *labels, size_t n);
 int sp_export_firefox(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
                       sp_out *out);
 

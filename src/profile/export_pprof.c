@@ -13,45 +13,9 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
-#include "common/grow.h"
-#include "common/hash.h"
 #include "profile/export_internal.h"
-
-enum {
-	WT_VARINT = 0,
-	WT_LEN = 2
-};
-
-/* Runs @p call only while no error has happened; keeps the first error. */
-#define PB(call)                                                                                   \
-	do {                                                                                       \
-		if (!rc)                                                                           \
-			rc = (call);                                                               \
-	} while (0)
-
-static int pb_key(sp_buf *b, uint32_t field, int wt)
-{
-	return sp_buf_varint(b, ((uint64_t)field << 3) | (uint64_t)wt);
-}
-
-static int pb_u64(sp_buf *b, uint32_t field, uint64_t v)
-{
-	if (!v)
-		return 0; /* proto3: zero is the default and is omitted. */
-	int rc = pb_key(b, field, WT_VARINT);
-	return rc ? rc : sp_buf_varint(b, v);
-}
-
-static int pb_bytes(sp_buf *b, uint32_t field, const void *p, size_t n)
-{
-	int rc = pb_key(b, field, WT_LEN);
-	return rc ? rc : sp_buf_blob(b, p, n);
-}
-
-static int pb_msg(sp_buf *b, uint32_t field, const sp_buf *sub)
-{
-	return pb_bytes(b, field, sub->data, sub->len);
-}
+#include "profile/locations.h"
+#include "profile/proto.h"
 
 typedef struct pp {
 	const struct stackpulse_profile *p;
@@ -62,14 +26,7 @@ typedef struct pp {
 	uint32_t *str_map;    /* Profile string -> pprof string, SP_NONE. */
 	uint32_t *map_of_str; /* Module string -> mapping id, 0 when none. */
 	uint32_t nmappings;
-	/* Locations: sequences of frames (physical first, then inline). */
-	uint32_t *seq;
-	uint32_t nseq, cap_seq;
-	uint32_t *loc_start, *loc_len;
-	uint32_t nloc, cap_loc;
-	sp_htab loc_tab;
-	uint32_t *ids; /* Scratch: location ids of one sample, leaf first. */
-	uint32_t cap_ids;
+	sp_locs locs;
 	/* The gzip stream: out is handed over whenever it reaches a block, so
 	 * memory stays bounded by the profile, not by samples x depth. */
 	z_stream z;
@@ -80,16 +37,10 @@ typedef struct pp {
 
 static int gz_feed(pp *x, int finish);
 
-static int grow32(uint32_t **arr, uint32_t *cap, uint32_t need)
-{
-	return sp_grow((void **)arr, cap, need, sizeof(uint32_t), SP_HTAB_MAX_IDS,
-	               "pprof table entries");
-}
-
 /* Appends a string to the pprof string table and returns its index. */
 static int add_string(pp *x, const char *s, uint32_t *idx)
 {
-	int rc = pb_bytes(&x->out, 6, s, strlen(s));
+	int rc = sp_pb_str(&x->out, 6, s);
 	if (rc)
 		return rc;
 	*idx = x->nstr++;
@@ -108,83 +59,6 @@ static int str_of(pp *x, uint32_t pstr, uint32_t *idx)
 			return rc;
 	}
 	*idx = x->str_map[pstr];
-	return 0;
-}
-
-/* Interns the frame sequence seq[start..start+len) as a location id. */
-static int location(pp *x, uint32_t start, uint32_t len, uint32_t *id)
-{
-	uint64_t h = sp_hash64(len);
-	for (uint32_t i = 0; i < len; i++)
-		h = sp_hash_combine(h, x->seq[start + i]);
-	int rc = sp_htab_reserve(&x->loc_tab);
-	if (rc)
-		return rc;
-	sp_htab_probe pr;
-	sp_htab_probe_start(&x->loc_tab, h, &pr);
-	uint32_t c;
-	while ((c = sp_htab_probe_next(&x->loc_tab, &pr)) != SP_NONE) {
-		if (x->loc_len[c] == len &&
-		    memcmp(&x->seq[x->loc_start[c]], &x->seq[start], len * sizeof(uint32_t)) == 0) {
-			x->nseq = start; /* Already known: drop the copy. */
-			*id = c + 1;
-			return 0;
-		}
-	}
-	uint32_t cap = x->cap_loc;
-	rc = grow32(&x->loc_start, &cap, x->nloc + 1);
-	if (!rc) {
-		cap = x->cap_loc;
-		rc = grow32(&x->loc_len, &cap, x->nloc + 1);
-	}
-	if (rc)
-		return rc;
-	x->cap_loc = cap;
-	x->loc_start[x->nloc] = start;
-	x->loc_len[x->nloc] = len;
-	sp_htab_insert(&x->loc_tab, &pr, x->nloc);
-	*id = ++x->nloc;
-	return 0;
-}
-
-/* Builds the location ids of stack @p node, leaf first, into x->ids. */
-static int stack_locations(pp *x, uint32_t node, uint32_t *n_out)
-{
-	const struct stackpulse_profile *p = x->p;
-	uint32_t n = 0, steps = 0;
-	/* Leaf-first walk: inline frames gather until their physical frame. */
-	uint32_t pending[256];
-	uint32_t npend = 0;
-	for (uint32_t cur = node; cur != 0 && cur < p->nstacks; cur = p->stacks[cur].parent) {
-		if (++steps > p->nstacks)
-			break;
-		uint32_t f = p->stacks[cur].frame;
-		if (f >= p->nframes)
-			continue;
-		if (npend < 256)
-			pending[npend++] = f;
-		uint32_t parent = p->stacks[cur].parent;
-		int last = parent == 0;
-		if (p->frames[f].inline_depth == 0 || last || npend == 256) {
-			/* Store physical first, then inline frames outermost to innermost
-			 * (reverse order later gives pprof's innermost-first lines). */
-			int rc = grow32(&x->seq, &x->cap_seq, x->nseq + npend);
-			if (rc)
-				return rc;
-			uint32_t start = x->nseq;
-			for (uint32_t k = npend; k > 0; k--)
-				x->seq[x->nseq++] = pending[k - 1];
-			uint32_t id;
-			rc = location(x, start, npend, &id);
-			if (!rc)
-				rc = grow32(&x->ids, &x->cap_ids, n + 1);
-			if (rc)
-				return rc;
-			x->ids[n++] = id;
-			npend = 0;
-		}
-	}
-	*n_out = n;
 	return 0;
 }
 
@@ -219,15 +93,15 @@ static int write_mappings(pp *x)
 			return rc;
 		x->map_of_str[fn->module] = ++x->nmappings;
 		sp_buf_reset(&x->msg);
-		PB(pb_u64(&x->msg, 1, x->nmappings));
-		PB(pb_u64(&x->msg, 3, UINT64_MAX >> 1)); /* Addresses are file offsets. */
-		PB(pb_u64(&x->msg, 5, sfile));
-		PB(pb_u64(&x->msg, 6, sbid));
-		PB(pb_u64(&x->msg, 7, 1)); /* has_functions: nothing left to symbolize. */
-		PB(pb_u64(&x->msg, 8, 1));
-		PB(pb_u64(&x->msg, 9, 1));
-		PB(pb_u64(&x->msg, 10, 1));
-		PB(pb_msg(&x->out, 3, &x->msg));
+		PB(sp_pb_u64(&x->msg, 1, x->nmappings));
+		PB(sp_pb_u64(&x->msg, 3, UINT64_MAX >> 1)); /* Addresses are file offsets. */
+		PB(sp_pb_u64(&x->msg, 5, sfile));
+		PB(sp_pb_u64(&x->msg, 6, sbid));
+		PB(sp_pb_u64(&x->msg, 7, 1)); /* has_functions: nothing left to symbolize. */
+		PB(sp_pb_u64(&x->msg, 8, 1));
+		PB(sp_pb_u64(&x->msg, 9, 1));
+		PB(sp_pb_u64(&x->msg, 10, 1));
+		PB(sp_pb_msg(&x->out, 3, &x->msg));
 		if (rc)
 			return rc;
 	}
@@ -237,23 +111,24 @@ static int write_mappings(pp *x)
 static int write_locations(pp *x)
 {
 	const struct stackpulse_profile *p = x->p;
-	for (uint32_t l = 0; l < x->nloc; l++) {
-		const uint32_t *fr = &x->seq[x->loc_start[l]];
-		uint32_t len = x->loc_len[l];
+	for (uint32_t id = 1; id <= x->locs.n; id++) {
+		const uint32_t *fr;
+		uint32_t len;
+		sp_locs_frames(&x->locs, id, &fr, &len);
 		const struct stackpulse_profile_frame *phys = &p->frames[fr[0]];
 		int rc = 0;
 		sp_buf_reset(&x->msg);
-		PB(pb_u64(&x->msg, 1, l + 1));
-		PB(pb_u64(&x->msg, 2, (uint64_t)mapping_of(x, phys->func)));
-		PB(pb_u64(&x->msg, 3, phys->address));
+		PB(sp_pb_u64(&x->msg, 1, id));
+		PB(sp_pb_u64(&x->msg, 2, (uint64_t)mapping_of(x, phys->func)));
+		PB(sp_pb_u64(&x->msg, 3, phys->address));
 		for (uint32_t k = len; k > 0; k--) { /* Innermost first. */
 			const struct stackpulse_profile_frame *f = &p->frames[fr[k - 1]];
 			sp_buf_reset(&x->sub);
-			PB(pb_u64(&x->sub, 1, (uint64_t)f->func + 1));
-			PB(pb_u64(&x->sub, 2, f->line));
-			PB(pb_msg(&x->msg, 4, &x->sub));
+			PB(sp_pb_u64(&x->sub, 1, (uint64_t)f->func + 1));
+			PB(sp_pb_u64(&x->sub, 2, f->line));
+			PB(sp_pb_msg(&x->msg, 4, &x->sub));
 		}
-		PB(pb_msg(&x->out, 4, &x->msg));
+		PB(sp_pb_msg(&x->out, 4, &x->msg));
 		if (rc)
 			return rc;
 	}
@@ -272,12 +147,12 @@ static int write_functions(pp *x)
 		if (rc)
 			return rc;
 		sp_buf_reset(&x->msg);
-		PB(pb_u64(&x->msg, 1, (uint64_t)i + 1));
-		PB(pb_u64(&x->msg, 2, name));
+		PB(sp_pb_u64(&x->msg, 1, (uint64_t)i + 1));
+		PB(sp_pb_u64(&x->msg, 2, name));
 		/* No system_name: pprof then keeps our (already demangled) name as
 		 * is instead of "simplifying" names like "<module>" to nothing. */
-		PB(pb_u64(&x->msg, 4, file));
-		PB(pb_msg(&x->out, 5, &x->msg));
+		PB(sp_pb_u64(&x->msg, 4, file));
+		PB(sp_pb_msg(&x->out, 5, &x->msg));
 		if (rc)
 			return rc;
 	}
@@ -288,9 +163,9 @@ static int value_type(pp *x, uint32_t field, uint32_t type, uint32_t unit)
 {
 	int rc = 0;
 	sp_buf_reset(&x->msg);
-	PB(pb_u64(&x->msg, 1, type));
-	PB(pb_u64(&x->msg, 2, unit));
-	PB(pb_msg(&x->out, field, &x->msg));
+	PB(sp_pb_u64(&x->msg, 1, type));
+	PB(sp_pb_u64(&x->msg, 2, unit));
+	PB(sp_pb_msg(&x->out, field, &x->msg));
 	return rc;
 }
 
@@ -298,10 +173,10 @@ static int label(pp *x, uint32_t key, uint32_t str, int64_t num)
 {
 	int rc = 0;
 	sp_buf_reset(&x->sub);
-	PB(pb_u64(&x->sub, 1, key));
-	PB(pb_u64(&x->sub, 2, str));
-	PB(pb_u64(&x->sub, 3, (uint64_t)num));
-	PB(pb_msg(&x->msg, 3, &x->sub));
+	PB(sp_pb_u64(&x->sub, 1, key));
+	PB(sp_pb_u64(&x->sub, 2, str));
+	PB(sp_pb_u64(&x->sub, 3, (uint64_t)num));
+	PB(sp_pb_msg(&x->msg, 3, &x->sub));
 	return rc;
 }
 
@@ -320,19 +195,19 @@ static int write_samples(pp *x, uint32_t flags, uint32_t k_pid, uint32_t k_tid, 
 	uint64_t period = sp_profile_period_ns(p);
 	for (uint32_t i = 0; i < a.n && !rc; i++) {
 		uint32_t n;
-		rc = stack_locations(x, a.node[i], &n);
+		rc = sp_locs_stack(&x->locs, a.node[i], &n);
 		if (rc)
 			break;
 		sp_buf_reset(&x->msg);
 		sp_buf_reset(&x->sub);
 		for (uint32_t k = 0; k < n; k++)
-			PB(sp_buf_varint(&x->sub, x->ids[k]));
+			PB(sp_buf_varint(&x->sub, x->locs.ids[k]));
 		if (n)
-			PB(pb_msg(&x->msg, 1, &x->sub));
+			PB(sp_pb_msg(&x->msg, 1, &x->sub));
 		sp_buf_reset(&x->sub);
 		PB(sp_buf_varint(&x->sub, a.count[i]));
 		PB(sp_buf_varint(&x->sub, a.count[i] * period));
-		PB(pb_msg(&x->msg, 2, &x->sub));
+		PB(sp_pb_msg(&x->msg, 2, &x->sub));
 		const struct stackpulse_profile_thread *t =
 		        a.thread[i] < p->nthreads ? &p->threads[a.thread[i]] : NULL;
 		if (t && (flags & STACKPULSE_EXPORT_PID) && t->process < p->nprocesses)
@@ -344,7 +219,7 @@ static int write_samples(pp *x, uint32_t flags, uint32_t k_pid, uint32_t k_tid, 
 			PB(str_of(x, t->name, &sname));
 			PB(label(x, k_thread, sname, 0));
 		}
-		PB(pb_msg(&x->out, 2, &x->msg));
+		PB(sp_pb_msg(&x->out, 2, &x->msg));
 		if (!rc && x->out.len >= SP_OUT_BLOCK)
 			rc = gz_feed(x, 0);
 	}
@@ -418,6 +293,7 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 	memset(&x, 0, sizeof(x));
 	x.p = p;
 	x.sink = out;
+	sp_locs_init(&x.locs, p);
 	sp_buf_init(&x.out);
 	sp_buf_init(&x.msg);
 	sp_buf_init(&x.sub);
@@ -459,13 +335,13 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 		rc = write_functions(&x);
 	if (rc)
 		goto done;
-	PB(pb_u64(&x.out, 9, p->start_wall_ns));
-	PB(pb_u64(&x.out, 10, p->last_ns > p->first_ns ? p->last_ns - p->first_ns : 0));
+	PB(sp_pb_u64(&x.out, 9, p->start_wall_ns));
+	PB(sp_pb_u64(&x.out, 10, p->last_ns > p->first_ns ? p->last_ns - p->first_ns : 0));
 	PB(value_type(&x, 11, s_cpu, s_ns));
 	if (!rc)
-		rc = pb_u64(&x.out, 12, sp_profile_period_ns(p));
+		rc = sp_pb_u64(&x.out, 12, sp_profile_period_ns(p));
 	if (!rc)
-		rc = pb_u64(&x.out, 14, s_samples);
+		rc = sp_pb_u64(&x.out, 14, s_samples);
 	if (!rc)
 		rc = gz_feed(&x, 1);
 done:
@@ -477,10 +353,6 @@ done:
 	sp_buf_free(&x.sub);
 	sp_free(x.str_map);
 	sp_free(x.map_of_str);
-	sp_free(x.seq);
-	sp_free(x.loc_start);
-	sp_free(x.loc_len);
-	sp_htab_free(&x.loc_tab);
-	sp_free(x.ids);
+	sp_locs_free(&x.locs);
 	return rc;
 }

@@ -70,7 +70,7 @@ int sp_profile_intern(struct stackpulse_profile *p, const char *s, uint32_t *out
 }
 
 static int intern_func(struct stackpulse_profile *p, uint32_t name, uint32_t file, uint32_t module,
-                       int kind, uint32_t *out)
+                       enum stackpulse_frame_kind kind, uint32_t *out)
 {
 	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(name), file),
 	                             sp_hash_combine(module, (uint64_t)(uint32_t)kind));
@@ -204,12 +204,13 @@ static int pool_push(builder *b, uint32_t v)
 }
 
 /* Adds one resolved frame (leaf-first order) to the pool when kept. */
-static int add_frame(builder *b, int kind, const char *name, const char *file, const char *module,
-                     uint32_t line, uint64_t address, uint32_t depth)
+static int add_frame(builder *b, enum stackpulse_frame_kind kind, const char *name,
+                     const char *file, const char *module, uint32_t line, uint64_t address,
+                     uint32_t depth)
 {
 	if (kind == STACKPULSE_FRAME_INLINE)
 		kind = STACKPULSE_FRAME_NATIVE; /* Inlining is a frame property, not a function's. */
-	if (!keep_kind(b, kind, depth))
+	if (!keep_kind(b, (int)kind, depth))
 		return 0;
 	struct stackpulse_profile *p = b->p;
 	uint32_t sn, sf, sm, fn, fr;
@@ -682,9 +683,17 @@ static int run_samples(builder *b)
 	return rc < 0 ? rc : 0;
 }
 
+void stackpulse_profile_opts_init(stackpulse_profile_opts *opts)
+{
+	SP_API_ENTRY();
+	if (opts)
+		*opts = STACKPULSE_PROFILE_OPTS;
+}
+
 int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
                              const stackpulse_profile_opts *opts, stackpulse_profile **out)
 {
+	SP_API_ENTRY();
 	if (!out)
 		return sp_error(-EINVAL, "profile_build: out is NULL");
 	*out = NULL;
@@ -700,8 +709,9 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 		memcpy(&b.opts, opts, n);
 		b.opts.sz = sizeof(b.opts);
 	}
-	if (b.opts.view < STACKPULSE_VIEW_MIXED || b.opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
-		return sp_error(-EINVAL, "profile_build: unknown view %d", b.opts.view);
+	if ((int)b.opts.view < STACKPULSE_VIEW_MIXED ||
+	    (int)b.opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
+		return sp_error(-EINVAL, "profile_build: unknown view %d", (int)b.opts.view);
 	if (b.opts.flags & ~0xfu)
 		return sp_error(-EINVAL, "profile_build: unknown flags 0x%x", b.opts.flags);
 	if (b.opts.end_ns && b.opts.end_ns <= b.opts.start_ns)
@@ -714,7 +724,7 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 	b.spool = spool;
 	b.sym = sym;
 	p->flags = b.opts.flags;
-	p->view = b.opts.view;
+	p->view = (int)b.opts.view;
 	uint32_t zero;
 	int rc = sp_profile_intern(p, "", &zero);
 	if (!rc)
@@ -777,82 +787,97 @@ void stackpulse_profile_free(stackpulse_profile *p)
 	sp_free(p->threads);
 	sp_free(p->processes);
 	sp_free(p->modules);
+	sp_profile_counts_free(p);
 	sp_free(p);
 }
 
 /* Accessors: NULL profiles and out-of-range indexes give 0 / NULL. */
 uint32_t stackpulse_profile_string_count(const stackpulse_profile *p)
 {
+	SP_API_ENTRY();
 	return p ? p->nstrings : 0;
 }
 
 const char *stackpulse_profile_string(const stackpulse_profile *p, uint32_t i)
 {
+	SP_API_ENTRY();
 	return p && i < p->nstrings ? p->strings[i] : NULL;
 }
 
 uint32_t stackpulse_profile_func_count(const stackpulse_profile *p)
 {
+	SP_API_ENTRY();
 	return p ? p->nfuncs : 0;
 }
 
 const struct stackpulse_profile_func *stackpulse_profile_func(const stackpulse_profile *p,
                                                               uint32_t i)
 {
+	SP_API_ENTRY();
 	return p && i < p->nfuncs ? &p->funcs[i] : NULL;
 }
 
 uint32_t stackpulse_profile_frame_count(const stackpulse_profile *p)
 {
+	SP_API_ENTRY();
 	return p ? p->nframes : 0;
 }
 
 const struct stackpulse_profile_frame *stackpulse_profile_frame(const stackpulse_profile *p,
                                                                 uint32_t i)
 {
+	SP_API_ENTRY();
 	return p && i < p->nframes ? &p->frames[i] : NULL;
 }
 
 uint32_t stackpulse_profile_stack_count(const stackpulse_profile *p)
 {
+	SP_API_ENTRY();
 	return p ? p->nstacks : 0;
 }
 
 const struct stackpulse_profile_stack *stackpulse_profile_stack(const stackpulse_profile *p,
                                                                 uint32_t i)
 {
+	SP_API_ENTRY();
 	return p && i < p->nstacks ? &p->stacks[i] : NULL;
 }
 
 uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p)
 {
+	SP_API_ENTRY();
 	return p ? p->nsamples : 0;
 }
 
 const struct stackpulse_profile_sample *stackpulse_profile_sample(const stackpulse_profile *p,
                                                                   uint64_t i)
 {
+	SP_API_ENTRY();
 	return p && i < p->nsamples ? &p->samples[i] : NULL;
 }
 
 uint32_t stackpulse_profile_thread_count(const stackpulse_profile *p)
 {
+	SP_API_ENTRY();
 	return p ? p->nthreads : 0;
 }
 
 const struct stackpulse_profile_thread *stackpulse_profile_thread(const stackpulse_profile *p,
                                                                   uint32_t i)
 {
+	SP_API_ENTRY();
 	return p && i < p->nthreads ? &p->threads[i] : NULL;
 }
 
 uint32_t stackpulse_profile_process_count(const stackpulse_profile *p)
 {
+	SP_API_ENTRY();
 	return p ? p->nprocesses : 0;
 }
 
 const struct stackpulse_profile_process *stackpulse_profile_process(const stackpulse_profile *p,
                                                                     uint32_t i)
 {
+	SP_API_ENTRY();
 	return p && i < p->nprocesses ? &p->processes[i] : NULL;
 }

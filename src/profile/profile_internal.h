@@ -60,7 +60,14 @@ struct stackpulse_profile {
 	uint32_t hostname;      /* String index. */
 	uint32_t flags;         /* stackpulse_profile_flag bits used. */
 	int view;
+
+	/* Per-function weights, computed on first use (profile_counts.c);
+	 * accessed with atomics so concurrent readers may race to fill it. */
+	struct sp_func_counts *counts;
 };
+
+/* Frees what profile_counts.c computed. */
+void sp_profile_counts_free(struct stackpulse_profile *p);
 
 /* Interns a string (NULL reads as ""); *out receives its index. */
 int sp_profile_intern(struct stackpulse_profile *p, const char *s, uint32_t *out);

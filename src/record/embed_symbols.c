@@ -275,11 +275,6 @@ static int by_module_offset(const void *a, const void *b)
 
 char *sp_recorder_cache_dir(const stackpulse_recorder *rec)
 {
-	const char *off = getenv("STACKPULSE_NO_SYMBOL_CACHE");
-	if (off && *off && strcmp(off, "0") != 0)
-		return NULL;
-	if (rec->opts.cache_dir && !rec->opts.cache_dir[0])
-		return NULL;
 	return sp_cacheio_dir(rec->opts.cache_dir);
 }
 

@@ -28,13 +28,13 @@ static int hexdigit(char c)
 	return -1;
 }
 
-/* The cache key from /proc/sys/kernel/random/boot_id; -1 without one. */
+/* The cache key from /proc/sys/kernel/random/boot_id; -ENOENT without one. */
 static int boot_key(uint8_t key[KEY_LEN])
 {
 	char text[64];
 	long n = sp_proc_read_small("/proc/sys/kernel/random/boot_id", text, sizeof(text));
 	if (n < 32)
-		return -1;
+		return -ENOENT;
 	static const uint8_t tag[4] = { 'k', 's', 'y', 'm' };
 	memcpy(key, tag, sizeof(tag));
 	int k = 0, hi = -1;
@@ -43,7 +43,7 @@ static int boot_key(uint8_t key[KEY_LEN])
 			continue;
 		int v = hexdigit(text[i]);
 		if (v < 0)
-			return -1;
+			return -ENOENT;
 		if (hi < 0) {
 			hi = v;
 		} else {

@@ -74,7 +74,7 @@ static void base_attr(const sp_perf_config *cfg, struct perf_event_attr *a, int 
 int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *out)
 {
 	memset(out, 0, sizeof(*out));
-	int try_cycles = cfg->event != STACKPULSE_EVENT_CPU_CLOCK;
+	int try_cycles = cfg->event != STACKPULSE_PERF_EVENT_CPU_CLOCK;
 	int kernel = cfg->kernel != STACKPULSE_FEATURE_OFF;
 	int build_id = 1;
 	int cycles = try_cycles;
@@ -83,7 +83,8 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 		base_attr(cfg, &out->attr, cycles, kernel, build_id);
 		int fd = sp_perf_event_open(&out->attr, tid, cpu, -1);
 		if (fd >= 0) {
-			out->event = cycles ? STACKPULSE_EVENT_CYCLES : STACKPULSE_EVENT_CPU_CLOCK;
+			out->event = cycles ? STACKPULSE_PERF_EVENT_CYCLES
+			                    : STACKPULSE_PERF_EVENT_CPU_CLOCK;
 			out->kernel_frames = kernel;
 			out->build_id_mmap = build_id;
 			if (cfg->kernel == STACKPULSE_FEATURE_OFF)
@@ -101,7 +102,7 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 			continue;
 		}
 		if ((fd == -ENOENT || fd == -EOPNOTSUPP || fd == -ENODEV) && cycles &&
-		    cfg->event == STACKPULSE_EVENT_AUTO) {
+		    cfg->event == STACKPULSE_PERF_EVENT_AUTO) {
 			cycles = 0; /* No PMU (VMs): software clock. */
 			continue;
 		}
@@ -124,7 +125,7 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 		}
 		if (fd == -ESRCH)
 			return sp_error(fd, "thread %d exited", (int)tid);
-		if (cycles && cfg->event == STACKPULSE_EVENT_CYCLES)
+		if (cycles && cfg->event == STACKPULSE_PERF_EVENT_CYCLES)
 			return sp_error(fd, "the cycles event is not available here (no PMU?)");
 		return sp_error(fd, "perf_event_open (%s, freq %u, stack %u) failed",
 		                cycles ? "cycles" : "cpu-clock", cfg->frequency, cfg->stack_size);

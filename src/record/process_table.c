@@ -15,9 +15,8 @@
 #include "record/proc_scan.h"
 #include "record/python.h"
 
-#define MAX_PROCESSES        (1u << 20)
-#define MAX_THREADS          (1u << 22)
-#define MAX_MAPS_PER_PROCESS (1u << 16)
+#define MAX_PROCESSES (1u << 20)
+#define MAX_THREADS   (1u << 22)
 
 /* (path, inode) -> spool module, so build-ids are read once per file. */
 struct sp_module_cache {
@@ -32,16 +31,13 @@ struct sp_module_cache {
 int sp_ptable_module_info(const sp_ptable *t, uint32_t module, const char **path,
                           const uint8_t **build_id, uint32_t *build_id_len)
 {
-	for (size_t i = 0; i < t->nmodcache; i++) {
-		const sp_module_cache *c = &t->modules[i];
-		if (c->module == module) {
-			*path = c->path;
-			*build_id = c->build_id_len ? c->build_id : NULL;
-			*build_id_len = c->build_id_len;
-			return 0;
-		}
-	}
-	return STACKPULSE_ENOTFOUND;
+	if (module >= t->capmodfirst || t->modfirst[module] == 0)
+		return STACKPULSE_ENOTFOUND;
+	const sp_module_cache *c = &t->modules[t->modfirst[module] - 1];
+	*path = c->path;
+	*build_id = c->build_id_len ? c->build_id : NULL;
+	*build_id_len = c->build_id_len;
+	return 0;
 }
 
 /* ---- integer map ---- */
@@ -156,6 +152,8 @@ void sp_ptable_free(sp_ptable *t)
 	for (size_t i = 0; i < t->nmodcache; i++)
 		sp_free(t->modules[i].path);
 	sp_free(t->modules);
+	sp_free(t->modorder);
+	sp_free(t->modfirst);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -177,14 +175,6 @@ uint32_t sp_ptable_slot(const sp_ptable *t, const sp_process *p)
 		if (t->procs[i] == p)
 			return (uint32_t)i;
 	return SP_NONE;
-}
-
-size_t sp_ptable_live(const sp_ptable *t)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < t->nprocs; i++)
-		n += !t->procs[i]->exited;
-	return n;
 }
 
 /* Registers @p p (already holding its spool index) under its pid. */
@@ -310,6 +300,62 @@ int sp_ptable_rename(sp_ptable *t, sp_process *p, pid_t tid, const char *name, u
 
 /* ---- mappings ---- */
 
+static int module_key_cmp(const sp_module_cache *c, uint64_t hash, uint64_t inode, const char *path)
+{
+	if (c->hash != hash)
+		return c->hash < hash ? -1 : 1;
+	if (c->inode != inode)
+		return c->inode < inode ? -1 : 1;
+	return strcmp(c->path, path);
+}
+
+/* Position in t->modorder of the first cache entry whose key is not below
+ * (hash, inode, path): a binary search, so a process mapping thousands of
+ * files costs log(files) per mapping. */
+static size_t module_lower_bound(const sp_ptable *t, uint64_t hash, uint64_t inode,
+                                 const char *path)
+{
+	size_t lo = 0, hi = t->nmodcache;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (module_key_cmp(&t->modules[t->modorder[mid]], hash, inode, path) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Room for one more cache entry, in the entries, the order and the
+ * module -> entry index (for spool module @p module). */
+static int module_cache_reserve(sp_ptable *t, uint32_t module)
+{
+	if (t->nmodcache == t->capmodcache) {
+		size_t nc = t->capmodcache ? t->capmodcache * 2 : 16;
+		sp_module_cache *nm = sp_realloc_array(t->modules, nc, sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		t->modules = nm;
+		uint32_t *no = sp_realloc_array(t->modorder, nc, sizeof(*no));
+		if (!no)
+			return -ENOMEM;
+		t->modorder = no;
+		t->capmodcache = nc;
+	}
+	if (module >= t->capmodfirst) {
+		size_t nc = t->capmodfirst ? t->capmodfirst : 16;
+		while (nc <= module)
+			nc *= 2;
+		uint32_t *nf = sp_realloc_array(t->modfirst, nc, sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		memset(nf + t->capmodfirst, 0, (nc - t->capmodfirst) * sizeof(*nf));
+		t->modfirst = nf;
+		t->capmodfirst = nc;
+	}
+	return 0;
+}
+
 /* Finds or creates the module of a mapping; the build-id pointer and length end up pointing
  * at the build-id (from the record, else read from the file once). */
 static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, const char *path,
@@ -318,15 +364,18 @@ static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, con
 	const uint8_t *bid = *bidp;
 	uint32_t bid_len = *bid_lenp;
 	uint64_t h = sp_hash_combine(sp_hash_bytes(path, strlen(path)), inode);
-	for (size_t i = 0; i < t->nmodcache; i++) {
-		sp_module_cache *c = &t->modules[i];
-		if (c->hash == h && c->inode == inode && strcmp(c->path, path) == 0) {
+	size_t pos = module_lower_bound(t, h, inode, path);
+	if (pos < t->nmodcache) {
+		sp_module_cache *c = &t->modules[t->modorder[pos]];
+		if (module_key_cmp(c, h, inode, path) == 0) {
 			*module = c->module;
 			*bidp = c->build_id_len ? c->build_id : NULL;
 			*bid_lenp = c->build_id_len;
 			return 0;
 		}
 	}
+	if (t->nmodcache >= SP_PTABLE_MAX_FILES)
+		return STACKPULSE_ELIMIT;
 	uint8_t buf[SP_BUILD_ID_MAX];
 	if (!bid || bid_len == 0) {
 		bid_len = 0;
@@ -339,17 +388,12 @@ static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, con
 	int rc = sp_writer_module(t->w, path, bid_len ? bid : NULL, bid_len, module);
 	if (rc)
 		return rc;
-	if (t->nmodcache == t->capmodcache) {
-		size_t nc = t->capmodcache ? t->capmodcache * 2 : 16;
-		sp_module_cache *nm = sp_realloc_array(t->modules, nc, sizeof(*nm));
-		if (!nm)
-			return -ENOMEM;
-		t->modules = nm;
-		t->capmodcache = nc;
-	}
+	if ((rc = module_cache_reserve(t, *module)) != 0)
+		return rc;
 	char *copy = sp_strdup(path);
 	if (!copy)
 		return -ENOMEM;
+	uint32_t idx = (uint32_t)t->nmodcache;
 	sp_module_cache *c = &t->modules[t->nmodcache++];
 	c->hash = h;
 	c->inode = inode;
@@ -358,6 +402,11 @@ static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, con
 	c->build_id_len = bid_len;
 	if (bid_len)
 		memcpy(c->build_id, bid, bid_len);
+	memmove(&t->modorder[pos + 1], &t->modorder[pos],
+	        (t->nmodcache - 1 - pos) * sizeof(*t->modorder));
+	t->modorder[pos] = idx;
+	if (t->modfirst[*module] == 0)
+		t->modfirst[*module] = idx + 1;
 	*bidp = c->build_id_len ? c->build_id : NULL;
 	*bid_lenp = c->build_id_len;
 	return 0;
@@ -370,45 +419,58 @@ static int is_anonymous(const char *path)
 	       strncmp(path, "[stack", 6) == 0 || strncmp(path, "[anon", 5) == 0;
 }
 
+/* Index of the first mapping of @p p whose end is above @p addr. */
+static size_t maps_first_ending_after(const sp_process *p, uint64_t addr)
+{
+	size_t lo;
+	SP_PARTITION_POINT(lo, p->nmaps, mid, p->maps[mid].end <= addr);
+	return lo;
+}
+
 /* Inserts [start, end) into the sorted table, cutting what it overlaps.
  * The table must have room for two more entries (one split plus the new). */
 static void maps_insert(sp_process *p, const sp_mapping *m)
 {
 	sp_mapping *v = p->maps;
-	size_t n = p->nmaps, w = 0;
-	sp_mapping tail = { 0, 0, 0, SP_NONE };
-	int have_tail = 0;
-	for (size_t i = 0; i < n; i++) {
-		sp_mapping o = v[i];
-		if (o.end <= m->start || o.start >= m->end) {
-			v[w++] = o;
-			continue;
+	size_t i = maps_first_ending_after(p, m->start), j = i;
+	sp_mapping head = { 0, 0, 0, SP_NONE }, tail = head;
+	size_t have_head = 0, have_tail = 0;
+	for (; j < p->nmaps && v[j].start < m->end; j++) {
+		if (v[j].start < m->start) {
+			head = v[j];
+			head.end = m->start;
+			have_head = 1;
 		}
-		if (o.end > m->end) {
+		if (v[j].end > m->end) {
 			/* At most one old mapping can stick out on the right. */
-			tail = o;
-			tail.pgoff = o.pgoff + (m->end - o.start);
+			tail = v[j];
+			tail.pgoff = v[j].pgoff + (m->end - v[j].start);
 			tail.start = m->end;
 			have_tail = 1;
 		}
-		if (o.start < m->start) {
-			o.end = m->start;
-			v[w++] = o;
-		}
 	}
-	n = w;
-	size_t pos = 0;
-	while (pos < n && v[pos].start < m->start)
-		pos++;
-	memmove(&v[pos + 1], &v[pos], (n - pos) * sizeof(*v));
-	v[pos] = *m;
-	n++;
-	if (have_tail) {
-		memmove(&v[pos + 2], &v[pos + 1], (n - pos - 1) * sizeof(*v));
-		v[pos + 1] = tail;
-		n++;
-	}
-	p->nmaps = n;
+	/* v[i, j) overlap the new mapping: replace them by head, new, tail. */
+	size_t nnew = have_head + 1 + have_tail;
+	memmove(&v[i + nnew], &v[j], (p->nmaps - j) * sizeof(*v));
+	p->nmaps = p->nmaps - (j - i) + nnew;
+	if (have_head)
+		v[i++] = head;
+	v[i++] = *m;
+	if (have_tail)
+		v[i] = tail;
+}
+
+/* A mapping that is not kept: what it overlaps can no longer be trusted,
+ * so those entries turn anonymous (their pcs become unknown frames, never
+ * another module's); nothing is inserted, so the table does not grow. */
+static int maps_drop(sp_ptable *t, sp_process *p, uint64_t start, uint64_t end)
+{
+	for (size_t i = maps_first_ending_after(p, start); i < p->nmaps && p->maps[i].start < end;
+	     i++)
+		p->maps[i].module = SP_NONE;
+	p->maps_dropped++;
+	t->maps_dropped++;
+	return 0;
 }
 
 int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, uint64_t pgoff,
@@ -419,11 +481,15 @@ int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, ui
 		return 0;
 	uint64_t end = start + len;
 	sp_mapping m = { start, end, pgoff, SP_NONE };
+	if (p->nmaps >= SP_PTABLE_MAX_MAPS)
+		return maps_drop(t, p, start, end);
 	int rc;
 	const uint8_t *bid = build_id;
 	uint32_t bid_len = build_id_len;
 	if (!is_anonymous(path)) {
 		rc = module_for(t, p->pid, start, end, path, &bid, &bid_len, inode, &m.module);
+		if (rc == STACKPULSE_ELIMIT)
+			return maps_drop(t, p, start, end);
 		if (rc)
 			return rc;
 		rc = sp_writer_mapping(t->w, p->index, m.module, start, end, pgoff, time_ns);
@@ -431,9 +497,6 @@ int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, ui
 			return rc;
 	}
 	if (p->nmaps + 2 > p->cap) {
-		if (p->cap >= MAX_MAPS_PER_PROCESS)
-			return sp_error(STACKPULSE_ELIMIT, "pid %d: more than %u mappings",
-			                (int)p->pid, MAX_MAPS_PER_PROCESS);
 		size_t nc = p->cap ? p->cap * 2 : 32;
 		sp_mapping *nm = sp_realloc_array(p->maps, nc, sizeof(*nm));
 		if (!nm)
@@ -456,8 +519,7 @@ void sp_ptable_frame(const sp_process *p, uint64_t pc, struct stackpulse_raw_fra
 	f->offset = pc;
 	f->pycode = SP_NONE;
 	f->line = 0;
-	size_t lo;
-	SP_PARTITION_POINT(lo, p->nmaps, mid, p->maps[mid].end <= pc);
+	size_t lo = maps_first_ending_after(p, pc);
 	if (lo < p->nmaps && p->maps[lo].start <= pc && pc < p->maps[lo].end &&
 	    p->maps[lo].module != SP_NONE) {
 		f->kind = STACKPULSE_FRAME_NATIVE;

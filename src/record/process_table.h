@@ -14,6 +14,16 @@
 
 #define SP_NONE UINT32_MAX
 
+/* Executable mappings kept per process. Perf reports no munmap, so a
+ * target that maps code at ever new addresses would grow its table (and
+ * the recorder's time per new mapping, a sorted insert) without end:
+ * mappings beyond this are dropped and counted (sp_process.maps_dropped),
+ * and recording goes on with the ones kept. */
+#define SP_PTABLE_MAX_MAPS (1u << 14)
+/* Distinct mapped files (path, inode) remembered over all processes;
+ * mappings of further files are dropped and counted the same way. */
+#define SP_PTABLE_MAX_FILES (1u << 20)
+
 typedef struct sp_mapping {
 	uint64_t start, end, pgoff;
 	uint32_t module; /* Spool module index, or SP_NONE for anonymous code. */
@@ -34,6 +44,7 @@ typedef struct sp_process {
 	uint64_t first_ns;     /* First seen: its FORK, a scan or its first record. */
 	int unscanned;         /* First seen in its own records, /proc unreadable. */
 	int execed;            /* An exec was seen. */
+	uint64_t maps_dropped; /* Mappings not kept (SP_PTABLE_MAX_MAPS). */
 } sp_process;
 
 typedef struct sp_thread {
@@ -59,16 +70,20 @@ typedef struct sp_ptable {
 	size_t nprocs, cap_procs;
 	sp_thread *threads;
 	size_t nthreads, cap_threads;
-	sp_imap by_pid; /* Live pid -> procs slot. */
-	sp_imap by_tid; /* Live tid -> threads slot. */
-	sp_module_cache *modules;
+	sp_imap by_pid;           /* Live pid -> procs slot. */
+	sp_imap by_tid;           /* Live tid -> threads slot. */
+	sp_module_cache *modules; /* In creation order. */
 	size_t nmodcache, capmodcache;
+	uint32_t *modorder; /* modules indexes sorted by (hash, inode, path). */
+	uint32_t *modfirst; /* Spool module -> 1 + first modules index, 0: none. */
+	size_t capmodfirst;
+	uint64_t maps_dropped; /* Mappings not kept, over all processes. */
 } sp_ptable;
 
 void sp_ptable_init(sp_ptable *t, sp_writer *w, sp_unwinder *u);
 
 /* Path and build-id recorded for spool module @p module: 0 or
- * STACKPULSE_ENOTFOUND. Linear; meant for finish. */
+ * STACKPULSE_ENOTFOUND. */
 int sp_ptable_module_info(const sp_ptable *t, uint32_t module, const char **path,
                           const uint8_t **build_id, uint32_t *build_id_len);
 void sp_ptable_free(sp_ptable *t);
@@ -102,15 +117,15 @@ int sp_ptable_thread(sp_ptable *t, sp_process *p, pid_t tid, uint64_t time_ns, c
 /* A COMM without exec: thread renamed. */
 int sp_ptable_rename(sp_ptable *t, sp_process *p, pid_t tid, const char *name, uint64_t time_ns);
 /* An executable mapping (MMAP2 or /proc). build_id may be NULL: it is then
- * read from the file as the target sees it. */
+ * read from the file as the target sees it. Beyond SP_PTABLE_MAX_MAPS
+ * mappings in @p p (or SP_PTABLE_MAX_FILES files in all) the mapping is
+ * dropped and counted, pcs in its range become unknown frames, and 0 is
+ * returned: one process cannot end the recording of the others. */
 int sp_ptable_mmap(sp_ptable *t, sp_process *p, uint64_t start, uint64_t len, uint64_t pgoff,
                    const char *path, const uint8_t *build_id, uint32_t build_id_len, uint64_t inode,
                    uint64_t time_ns);
 
 /* The raw frame for user address @p pc of @p p. */
 void sp_ptable_frame(const sp_process *p, uint64_t pc, struct stackpulse_raw_frame *f);
-
-/* Counts processes that have not exited. */
-size_t sp_ptable_live(const sp_ptable *t);
 
 #endif

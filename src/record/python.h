@@ -106,6 +106,13 @@ typedef struct sp_python_stats {
 	uint64_t delay_ns;      /* Sum of (read time - sample time) of those. */
 	uint64_t delay_max_ns;  /* Largest such delay. */
 	uint32_t codes;         /* Code objects interned. */
+	/* Code cache (SP_PY_CODE_BUDGET): bytes held now and the most held
+	 * at once (in totals: over all readers sharing them, see
+	 * sp_python_set_totals), entries evicted, code objects refused. */
+	uint64_t code_bytes;
+	uint64_t code_bytes_peak;
+	uint64_t codes_evicted;
+	uint64_t codes_refused;
 } sp_python_stats;
 void sp_python_get_stats(const sp_python *py, sp_python_stats *out);
 
@@ -115,6 +122,8 @@ void sp_python_set_sample_time(sp_python *py, uint64_t ns);
 
 /* Makes every later read of @p py also add its costs to @p totals (not
  * codes), so a recorder can sum them over processes that come and go.
+ * The code caches of readers given the same @p totals share one byte
+ * budget (SP_PY_CODE_BUDGET_TOTAL) counted in totals->code_bytes.
  * @p totals must outlive @p py; NULL stops it. */
 void sp_python_set_totals(sp_python *py, sp_python_stats *totals);
 

@@ -13,11 +13,23 @@
 
 /* ---- code cache ----------------------------------------------------------- */
 
+#define GEN_SHIFT 20u /* id = slot | generation << GEN_SHIFT (SP_PY_MAX_CODES slots). */
+#define GEN_MASK  0xfffu
+
 struct sp_py_codes {
 	sp_py_code *items;
-	uint32_t count, cap;
-	uint32_t *slots; /* id + 1 per slot; 0 is empty. */
-	uint32_t nslots; /* Power of two. */
+	uint32_t count, cap; /* Slots ever used, allocated. */
+	uint32_t live;       /* Slots holding a code object. */
+	uint32_t *free_ids;  /* Evicted slots to reuse (cap entries). */
+	uint32_t nfree;
+	uint32_t *slots;  /* Slot + 1 per hash bucket; 0 is empty. */
+	uint32_t nslots;  /* Power of two. */
+	uint32_t in_hash; /* Entries in the hash. */
+	uint32_t hand;    /* Clock hand. */
+	uint64_t epoch;   /* Walks begun. */
+	uint64_t bytes, budget;
+	uint64_t *shared, *shared_peak, shared_limit;
+	uint64_t evicted, refused;
 };
 
 int sp_py_codes_new(sp_py_codes **out)
@@ -25,35 +37,83 @@ int sp_py_codes_new(sp_py_codes **out)
 	sp_py_codes *c = sp_calloc(1, sizeof(*c));
 	if (!c)
 		return sp_error(-ENOMEM, "python code cache");
+	c->budget = SP_PY_CODE_BUDGET;
+	c->shared_limit = SP_PY_CODE_BUDGET_TOTAL;
 	*out = c;
 	return 0;
+}
+
+static void entry_release(sp_py_code *e)
+{
+	sp_free(e->qualname);
+	sp_free(e->filename);
+	sp_free(e->linetable);
+	e->qualname = e->filename = NULL;
+	e->linetable = NULL;
 }
 
 void sp_py_codes_free(sp_py_codes *c)
 {
 	if (!c)
 		return;
-	for (uint32_t i = 0; i < c->count; i++) {
-		sp_free(c->items[i].qualname);
-		sp_free(c->items[i].filename);
-		sp_free(c->items[i].linetable);
-	}
+	for (uint32_t i = 0; i < c->count; i++)
+		if (c->items[i].live)
+			entry_release(&c->items[i]);
+	if (c->shared)
+		*c->shared -= c->bytes;
 	sp_free(c->items);
+	sp_free(c->free_ids);
 	sp_free(c->slots);
 	sp_free(c);
 }
 
 uint32_t sp_py_codes_count(const sp_py_codes *c)
 {
-	return c->count;
+	return c->live;
 }
 
 sp_py_code *sp_py_codes_get(sp_py_codes *c, uint32_t id)
 {
-	return id < c->count ? &c->items[id] : NULL;
+	uint32_t i = id & (SP_PY_MAX_CODES - 1);
+	if (i >= c->count || !c->items[i].live || c->items[i].gen != (id >> GEN_SHIFT))
+		return NULL;
+	return &c->items[i];
 }
 
-/* Slot for @p addr: its current entry or the empty slot to fill. */
+void sp_py_codes_set_budget(sp_py_codes *c, uint64_t budget, uint64_t *shared,
+                            uint64_t *shared_peak, uint64_t shared_limit)
+{
+	c->budget = budget ? budget : SP_PY_CODE_BUDGET;
+	if (c->shared)
+		*c->shared -= c->bytes;
+	c->shared = shared;
+	c->shared_peak = shared_peak;
+	c->shared_limit = shared_limit ? shared_limit : SP_PY_CODE_BUDGET_TOTAL;
+	if (shared) {
+		*shared += c->bytes;
+		if (shared_peak && *shared > *shared_peak)
+			*shared_peak = *shared;
+	}
+}
+
+void sp_py_codes_walk_begin(sp_py_codes *c)
+{
+	c->epoch++;
+}
+
+void sp_py_codes_get_usage(const sp_py_codes *c, sp_py_codes_usage *out)
+{
+	out->bytes = c->bytes;
+	out->evicted = c->evicted;
+	out->refused = c->refused;
+}
+
+static uint32_t code_id(const sp_py_codes *c, uint32_t slot)
+{
+	return slot | ((uint32_t)c->items[slot].gen << GEN_SHIFT);
+}
+
+/* Bucket for @p addr: its current entry or the empty bucket to fill. */
 static uint32_t *codes_slot(sp_py_codes *c, uint64_t addr)
 {
 	uint32_t mask = c->nslots - 1, i = (uint32_t)sp_hash64(addr) & mask;
@@ -62,34 +122,161 @@ static uint32_t *codes_slot(sp_py_codes *c, uint64_t addr)
 	return &c->slots[i];
 }
 
-static int codes_grow(sp_py_codes *c)
+/* Takes entry @p slot out of the hash (backward-shift deletion, so
+ * lookups never need tombstones). */
+static void hash_remove(sp_py_codes *c, uint32_t slot)
 {
-	if (c->count >= SP_PY_MAX_CODES)
-		return STACKPULSE_ELIMIT;
-	if (c->count == c->cap) {
+	uint32_t mask = c->nslots - 1;
+	uint32_t i = (uint32_t)(codes_slot(c, c->items[slot].addr) - c->slots);
+	if (c->slots[i] != slot + 1)
+		return;
+	c->slots[i] = 0;
+	for (uint32_t j = (i + 1) & mask; c->slots[j]; j = (j + 1) & mask) {
+		uint32_t home = (uint32_t)sp_hash64(c->items[c->slots[j] - 1].addr) & mask;
+		/* Move it back when its home is not cyclically within (i, j]. */
+		int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!stays) {
+			c->slots[i] = c->slots[j];
+			c->slots[j] = 0;
+			i = j;
+		}
+	}
+	c->items[slot].in_hash = 0;
+	c->in_hash--;
+}
+
+static int hash_reserve(sp_py_codes *c)
+{
+	/* At most half full. */
+	if ((c->in_hash + 1) * 2 <= c->nslots)
+		return 0;
+	uint32_t n = c->nslots ? c->nslots * 2 : 128;
+	uint32_t *slots = sp_calloc(n, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	sp_free(c->slots);
+	c->slots = slots;
+	c->nslots = n;
+	for (uint32_t i = 0; i < c->count; i++)
+		if (c->items[i].live && c->items[i].in_hash)
+			*codes_slot(c, c->items[i].addr) = i + 1;
+	return 0;
+}
+
+static void entry_evict(sp_py_codes *c, uint32_t slot)
+{
+	sp_py_code *e = &c->items[slot];
+	if (e->in_hash)
+		hash_remove(c, slot);
+	entry_release(e);
+	c->bytes -= e->bytes;
+	if (c->shared)
+		*c->shared -= e->bytes;
+	e->live = 0;
+	e->gen = (uint16_t)((e->gen + 1) & GEN_MASK);
+	c->live--;
+	c->free_ids[c->nfree++] = slot;
+	c->evicted++;
+}
+
+/* Clock: evicts one entry not used by the last SP_PY_CODE_PIN_WALKS walks,
+ * giving recently used ones a second chance. 0 when none can go. */
+static int evict_one(sp_py_codes *c)
+{
+	for (uint64_t steps = 0; c->count && steps < 2ull * c->count; steps++) {
+		uint32_t i = c->hand;
+		c->hand = (c->hand + 1) % c->count;
+		sp_py_code *e = &c->items[i];
+		if (!e->live || e->used_walk + SP_PY_CODE_PIN_WALKS > c->epoch)
+			continue;
+		if (e->ref && e->in_hash) {
+			e->ref = 0;
+			continue;
+		}
+		entry_evict(c, i);
+		return 1;
+	}
+	return 0;
+}
+
+static int over_budget(const sp_py_codes *c, uint64_t need)
+{
+	return c->bytes + need > c->budget || (c->shared && *c->shared + need > c->shared_limit);
+}
+
+/* A free slot for an entry of @p need bytes, evicting as needed. */
+static int codes_make_room(sp_py_codes *c, uint64_t need, uint32_t *slot)
+{
+	while (over_budget(c, need) || (!c->nfree && c->count >= SP_PY_MAX_CODES)) {
+		if (!evict_one(c)) {
+			c->refused++;
+			return STACKPULSE_ELIMIT;
+		}
+	}
+	if (c->nfree) {
+		*slot = c->free_ids[--c->nfree];
+		return 0;
+	}
+	if (!c->items || c->count >= c->cap) {
 		uint32_t cap = c->cap ? c->cap * 2 : 64;
 		sp_py_code *items = sp_realloc_array(c->items, cap, sizeof(*items));
 		if (!items)
 			return -ENOMEM;
 		c->items = items;
+		uint32_t *free_ids = sp_realloc_array(c->free_ids, cap, sizeof(*free_ids));
+		if (!free_ids)
+			return -ENOMEM;
+		c->free_ids = free_ids;
 		c->cap = cap;
 	}
-	/* Keep the table at most half full; entries replaced by address reuse
-	 * keep their slot, so count bounds the occupancy. */
-	if ((c->count + 1) * 2 > c->nslots) {
-		uint32_t n = c->nslots ? c->nslots * 2 : 128;
-		uint32_t *slots = sp_calloc(n, sizeof(*slots));
-		if (!slots)
-			return -ENOMEM;
-		sp_free(c->slots);
-		c->slots = slots;
-		c->nslots = n;
-		for (uint32_t id = 0; id < c->count; id++) {
-			uint32_t *s = codes_slot(c, c->items[id].addr);
-			if (*s == 0 || c->items[*s - 1].addr == c->items[id].addr)
-				*s = id + 1; /* The newest entry per address wins. */
-		}
+	*slot = c->count++;
+	c->items[*slot].gen = 0;
+	c->items[*slot].live = 0;
+	return 0;
+}
+
+/* Inserts the decoded @p code (owning its strings) and returns its id. */
+static int codes_insert(sp_py_codes *c, sp_py_code *code, uint32_t *id)
+{
+	uint64_t need = sizeof(sp_py_code) + 2 * sizeof(uint32_t) + strlen(code->qualname) + 1 +
+	                strlen(code->filename) + 1 + code->linetable_len;
+	uint32_t slot = 0;
+	int rc = codes_make_room(c, need, &slot);
+	if (rc) {
+		entry_release(code);
+		return rc;
 	}
+	if ((rc = hash_reserve(c)) != 0) {
+		c->free_ids[c->nfree++] = slot; /* Unused: back to the free list. */
+		entry_release(code);
+		return rc;
+	}
+	uint32_t *bucket = codes_slot(c, code->addr);
+	if (*bucket) {
+		/* The address came back as another object: the old entry stays
+		 * for ids already handed out, out of the hash. */
+		c->items[*bucket - 1].in_hash = 0;
+		c->in_hash--;
+	}
+	uint16_t gen = c->items[slot].gen;
+	c->items[slot] = *code;
+	sp_py_code *e = &c->items[slot];
+	e->gen = gen;
+	e->live = 1;
+	e->in_hash = 1;
+	e->ref = 1;
+	e->used_walk = c->epoch;
+	e->bytes = (uint32_t)need;
+	*bucket = slot + 1;
+	c->in_hash++;
+	c->live++;
+	c->bytes += need;
+	if (c->shared) {
+		*c->shared += need;
+		if (c->shared_peak && *c->shared > *c->shared_peak)
+			*c->shared_peak = *c->shared;
+	}
+	*id = code_id(c, slot);
 	return 0;
 }
 
@@ -266,23 +453,20 @@ int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, ui
 	sp_py_codes *c = w->codes;
 	if (c->nslots) {
 		uint32_t s = *codes_slot(c, addr);
-		if (s && memcmp(c->items[s - 1].fingerprint, fp, sizeof(fp)) == 0) {
-			*id = s - 1;
+		sp_py_code *e = s ? &c->items[s - 1] : NULL;
+		if (e && memcmp(e->fingerprint, fp, sizeof(fp)) == 0) {
+			e->ref = 1;
+			e->used_walk = c->epoch;
+			*id = code_id(c, s - 1);
 			return 0;
 		}
 	}
-	int rc = codes_grow(c);
-	if (rc)
-		return rc;
 	sp_py_code code;
-	rc = code_decode(w, addr, hdr, &code);
+	int rc = code_decode(w, addr, hdr, &code);
 	if (rc)
 		return rc;
 	memcpy(code.fingerprint, fp, sizeof(fp));
-	c->items[c->count] = code;
-	*codes_slot(c, addr) = c->count + 1;
-	*id = c->count++;
-	return 0;
+	return codes_insert(c, &code, id);
 }
 
 int sp_py_code_intern(sp_py_walker *w, uint64_t addr, uint32_t *id)

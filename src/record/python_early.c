@@ -6,6 +6,7 @@
  * sample's process: a sample of a process whose reader is not there yet is
  * left to the drain, and a read made by a reader that an exec replaced
  * since is dropped (py_serial). */
+#include <errno.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -24,12 +25,12 @@ static int early_alloc(stackpulse_recorder *rec)
 {
 	rec->early = sp_calloc(SP_EARLY_PY, sizeof(*rec->early));
 	if (!rec->early)
-		return -1;
+		return -ENOMEM;
 	for (uint32_t i = 0; i < SP_EARLY_PY; i++) {
 		rec->early[i].frames = sp_malloc(SP_MAX_PY_FRAMES * sizeof(struct sp_py_frame));
 		if (!rec->early[i].frames) {
 			sp_recorder_python_early_free(rec);
-			return -1;
+			return -ENOMEM;
 		}
 	}
 	return 0;

@@ -16,10 +16,22 @@
 #define SP_PY_MAX_STR       1024u      /* Characters kept of a name or file. */
 #define SP_PY_MAX_LINETABLE 65536u     /* Larger line tables are not kept. */
 #define SP_PY_MAX_CODES     (1u << 20) /* Code objects interned per process. */
-#define SP_PY_MAX_THREADS   4096u      /* Thread states listed per process. */
-#define SP_PY_MAX_INTERPS   64u        /* Interpreters listed per process. */
-#define SP_PY_MAX_IOV       16u        /* Reads per sp_py_mem_read. */
-#define SP_PY_MAX_LIVE      32u        /* Reads per callback call. */
+/* Bytes of decoded code objects (names, files, line tables and a fixed
+ * part each) a code cache keeps: per process, and over all processes of a
+ * recording that share a budget (sp_py_codes_set_budget). Beyond them the
+ * least recently used entries are evicted (clock); one used by any of the
+ * last SP_PY_CODE_PIN_WALKS walks is not (its id may still sit in a stack
+ * read ahead of the drain: the recorder keeps at most 64 of those), and
+ * when nothing can go, the new code object is refused (the walk ends
+ * there, truncated). An id that outlives its entry anyway finds NULL
+ * (generation check), never another code object. */
+#define SP_PY_CODE_BUDGET       (32ull << 20)
+#define SP_PY_CODE_BUDGET_TOTAL (128ull << 20)
+#define SP_PY_CODE_PIN_WALKS    64u
+#define SP_PY_MAX_THREADS       4096u /* Thread states listed per process. */
+#define SP_PY_MAX_INTERPS       64u   /* Interpreters listed per process. */
+#define SP_PY_MAX_IOV           16u   /* Reads per sp_py_mem_read. */
+#define SP_PY_MAX_LIVE          32u   /* Reads per callback call. */
 
 /* Highest user-space address on the 64-bit targets we support (x86_64 with
  * 5-level paging, aarch64 52-bit VA). */
@@ -117,14 +129,42 @@ typedef struct sp_py_code {
 	uint32_t frame_words; /* Its frames' size in the data stack, 0: unknown. */
 	uint32_t user;        /* Free for the caller (e.g. a spool index);
 	                         * UINT32_MAX when new. */
+	/* Cache bookkeeping (python_code.c). */
+	uint64_t used_walk; /* Walk (sp_py_codes_walk_begin) of the last use. */
+	uint32_t bytes;     /* What it counts against the budget. */
+	uint16_t gen;       /* Bumped when the slot is reused; part of the id. */
+	uint8_t live;       /* Holds a code object. */
+	uint8_t in_hash;    /* Found by its address (not superseded). */
+	uint8_t ref;        /* Used since the clock hand last passed. */
 } sp_py_code;
 
+/* The code cache. An id names one entry and carries its slot's
+ * generation: once the entry is evicted, the id gives NULL, never another
+ * code object. Evicting only drops decoded strings: the spool keeps every
+ * Python code record written (sp_py_code.user indexes stay valid), and a
+ * code object seen again is decoded and written again. */
 typedef struct sp_py_codes sp_py_codes;
 int sp_py_codes_new(sp_py_codes **out);
 void sp_py_codes_free(sp_py_codes *c);
+/* Entries held now. */
 uint32_t sp_py_codes_count(const sp_py_codes *c);
-/* Entry @p id, or NULL when out of range. Valid until the next insert. */
+/* Entry @p id, or NULL when unknown or evicted. Valid until the next insert. */
 sp_py_code *sp_py_codes_get(sp_py_codes *c, uint32_t id);
+/* Sets the per-cache byte budget (0: SP_PY_CODE_BUDGET) and the counter
+ * of bytes shared with other caches (@p shared, NULL: none) with its peak
+ * and limit (0: SP_PY_CODE_BUDGET_TOTAL). This cache's bytes move from the
+ * old shared counter to the new one. */
+void sp_py_codes_set_budget(sp_py_codes *c, uint64_t budget, uint64_t *shared,
+                            uint64_t *shared_peak, uint64_t shared_limit);
+/* Marks the start of a walk: what it interns stays pinned for
+ * SP_PY_CODE_PIN_WALKS walks. */
+void sp_py_codes_walk_begin(sp_py_codes *c);
+typedef struct sp_py_codes_usage {
+	uint64_t bytes;   /* Held now. */
+	uint64_t evicted; /* Entries evicted so far. */
+	uint64_t refused; /* Code objects refused (nothing evictable). */
+} sp_py_codes_usage;
+void sp_py_codes_get_usage(const sp_py_codes *c, sp_py_codes_usage *out);
 
 /* Line of the instruction at byte offset @p offset, from a line table of
  * format @p format (enum sp_py_linetable). Returns @p first_line for a

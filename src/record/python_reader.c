@@ -527,6 +527,11 @@ void sp_python_get_stats(const sp_python *py, sp_python_stats *out)
 {
 	*out = py->stats;
 	out->codes = sp_py_codes_count(py->w.codes);
+	sp_py_codes_usage cu;
+	sp_py_codes_get_usage(py->w.codes, &cu);
+	out->code_bytes = cu.bytes;
+	out->codes_evicted = cu.evicted;
+	out->codes_refused = cu.refused;
 }
 
 void sp_python_set_sample_time(sp_python *py, uint64_t ns)
@@ -537,6 +542,8 @@ void sp_python_set_sample_time(sp_python *py, uint64_t ns)
 void sp_python_set_totals(sp_python *py, sp_python_stats *totals)
 {
 	py->totals = totals;
+	sp_py_codes_set_budget(py->w.codes, 0, totals ? &totals->code_bytes : NULL,
+	                       totals ? &totals->code_bytes_peak : NULL, 0);
 }
 
 /* Adds what one read cost (@p now minus @p before) to the totals. */
@@ -554,6 +561,8 @@ static void add_totals(sp_python_stats *t, const sp_python_stats *now,
 	t->read_calls += now->read_calls - before->read_calls;
 	t->rescans += now->rescans - before->rescans;
 	t->ns += now->ns - before->ns;
+	t->codes_evicted += now->codes_evicted - before->codes_evicted;
+	t->codes_refused += now->codes_refused - before->codes_refused;
 	t->delayed += now->delayed - before->delayed;
 	t->delay_ns += now->delay_ns - before->delay_ns;
 	if (now->delay_max_ns > t->delay_max_ns)
@@ -681,6 +690,7 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	*n = 0;
 	*truncated = 0;
 	py->stats.stacks++;
+	sp_py_codes_walk_begin(py->w.codes);
 	if (py->sample_ns && t0 >= py->sample_ns) {
 		uint64_t d = t0 - py->sample_ns;
 		py->stats.delayed++;
@@ -728,6 +738,10 @@ done:
 	py->stats.misplaced += py->w.mem.misplaced - misplaced0;
 	py->stats.anchor_misses += py->w.anchor_misses - misses0;
 	py->stats.ns += now_ns() - t0;
+	sp_py_codes_usage cu;
+	sp_py_codes_get_usage(py->w.codes, &cu);
+	py->stats.codes_evicted = cu.evicted;
+	py->stats.codes_refused = cu.refused;
 	if (py->totals)
 		add_totals(py->totals, &py->stats, &before);
 	return rc;

@@ -1,12 +1,15 @@
 /* The public recorder API: option checks, attach/spawn orchestration,
- * per-CPU rings, the event loop and finish. Runs entirely in the caller's
- * thread; starts no threads.
+ * per-CPU rings, the event loop and finish. Records in the caller's thread;
+ * only the stop-enable-resume attach runs on a short-lived thread of its
+ * own (stop_enable_resume, joined before attach returns).
  *
- * Memory use:
- *  - one perf ring per CPU: 4 MiB as root (CAP_IPC_LOCK), else
- *    perf_event_mlock_kb minus one page (512 KiB by default), halved until
- *    the kernel accepts it; plus a 64 KiB copy buffer per ring;
- *  - about 30 KiB of per-sample scratch (pcs, frame ids, Python frames);
+ * Memory use (docs/recording.md, "Memory use"):
+ *  - one perf ring per CPU of a power-of-two data size: 2 MiB as root
+ *    (4 MiB minus a page, rounded down), else perf_event_mlock_kb minus one
+ *    page rounded down (512 KiB by default), halved until the kernel
+ *    accepts it; plus a 64 KiB copy buffer per ring;
+ *  - about 26 KiB of per-sample scratch (1024 pcs, 1537 frame ids, 256
+ *    Python frames, 1024 merge slots);
  *  - per process 32 bytes per executable mapping, per thread 16 bytes,
  *    per mapped file about 100 bytes plus its path;
  *  - 8 to 16 bytes per distinct kernel pc seen (at most 1 Mi of them);
@@ -17,6 +20,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +58,13 @@ static uint64_t clock_ns(clockid_t c)
 
 /* ---- options ---- */
 
+void stackpulse_recorder_opts_init(stackpulse_recorder_opts *opts)
+{
+	SP_API_ENTRY();
+	if (opts)
+		*opts = STACKPULSE_RECORDER_OPTS;
+}
+
 static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opts *o)
 {
 	*o = STACKPULSE_RECORDER_OPTS;
@@ -72,17 +84,25 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 	if (o->stack_size == 0 || o->stack_size > MAX_STACK_SIZE || o->stack_size % 8)
 		return sp_error(-EINVAL, "stack_size %u must be a multiple of 8 in 8..%u",
 		                o->stack_size, MAX_STACK_SIZE);
-	if (o->kernel < STACKPULSE_FEATURE_AUTO || o->kernel > STACKPULSE_FEATURE_REQUIRED)
-		return sp_error(-EINVAL, "kernel option %d is not a stackpulse_feature", o->kernel);
-	if (o->python < STACKPULSE_FEATURE_AUTO || o->python > STACKPULSE_FEATURE_REQUIRED)
-		return sp_error(-EINVAL, "python option %d is not a stackpulse_feature", o->python);
-	if (o->event < STACKPULSE_EVENT_AUTO || o->event > STACKPULSE_EVENT_CPU_CLOCK)
-		return sp_error(-EINVAL, "event %d is not a stackpulse_event", o->event);
+	/* Enums arrive from callers as any int: compare as int. */
+	if ((int)o->kernel < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->kernel > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "kernel option %d is not a stackpulse_feature",
+		                (int)o->kernel);
+	if ((int)o->python < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->python > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "python option %d is not a stackpulse_feature",
+		                (int)o->python);
+	if ((int)o->perf_event < STACKPULSE_PERF_EVENT_AUTO ||
+	    (int)o->perf_event > STACKPULSE_PERF_EVENT_CPU_CLOCK)
+		return sp_error(-EINVAL, "perf_event %d is not a stackpulse_perf_event",
+		                (int)o->perf_event);
 	if (o->zstd_level < 0 || o->zstd_level > 19)
 		return sp_error(-EINVAL, "zstd_level %d is outside 0..19", o->zstd_level);
-	if (o->realtime < STACKPULSE_FEATURE_AUTO || o->realtime > STACKPULSE_FEATURE_REQUIRED)
+	if ((int)o->realtime < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->realtime > STACKPULSE_FEATURE_REQUIRED)
 		return sp_error(-EINVAL, "realtime option %d is not a stackpulse_feature",
-		                o->realtime);
+		                (int)o->realtime);
 	if (o->ring_kb > (1u << 20))
 		return sp_error(-EINVAL, "ring_kb %u is above 1 GiB", o->ring_kb);
 	return 0;
@@ -146,9 +166,10 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 		}
 	}
 	rec->last_flush_ns = clock_ns(CLOCK_MONOTONIC);
-	rc = sp_file_sink_open(&rec->sink, path);
+	/* Under a temporary name until recording has started (start_output). */
+	rc = sp_file_sink_open(&rec->sink, path, SP_FILE_MODE_PRIVATE);
 	if (rc) {
-		rc = sp_error(rc, "cannot create the spool file %s", path);
+		rc = sp_error_context(rc, "cannot create the spool file");
 		rec->sink.fd = -1;
 		goto fail;
 	}
@@ -185,6 +206,15 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 fail:
 	recorder_free(rec);
 	return rc;
+}
+
+/* Recording has really started (target attached or spawned, events
+ * enabled): only now does the spool replace whatever was at its path. A
+ * failure before this leaves that untouched and no file behind. */
+static int start_output(stackpulse_recorder *rec)
+{
+	int rc = sp_file_sink_commit(&rec->sink);
+	return rc ? sp_error_context(rc, "cannot create the spool file") : 0;
 }
 
 /* Ring bytes per CPU: the caller's ring_kb, else our share of
@@ -293,9 +323,9 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 			continue;
 		int fd;
 		if (*probe_fd < 0 && rec->nfds == 0) {
-			sp_perf_config cfg = { rec->opts.event,       rec->opts.kernel,
-				               rec->opts.frequency,   rec->opts.stack_size,
-				               sp_unwind_regs_mask(), rec->spawned };
+			sp_perf_config cfg = { (int)rec->opts.perf_event, (int)rec->opts.kernel,
+				               rec->opts.frequency,       rec->opts.stack_size,
+				               sp_unwind_regs_mask(),     rec->spawned };
 			fd = sp_perf_probe(&cfg, tid, c, &rec->setup);
 			if (fd == -ESRCH)
 				return 0; /* gone (or a zombie leader): the next one probes */
@@ -387,7 +417,7 @@ static int write_meta(stackpulse_recorder *rec)
 		.start_mono_ns = clock_ns(CLOCK_MONOTONIC),
 		.frequency = rec->opts.frequency,
 		.stack_size = rec->opts.stack_size,
-		.event = rec->setup.event == STACKPULSE_EVENT_CYCLES ? "cycles" : "cpu-clock",
+		.event = rec->setup.event == STACKPULSE_PERF_EVENT_CYCLES ? "cycles" : "cpu-clock",
 		.machine = u.machine,
 		.kernel_release = u.release,
 		.hostname = u.nodename,
@@ -492,14 +522,15 @@ static int stop_enable_resume(stackpulse_recorder *rec, pid_t pid)
 	return j.rc;
 }
 
-int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
+int stackpulse_recorder_attach(pid_t pid, const char *path, enum stackpulse_attach_mode mode,
                                const stackpulse_recorder_opts *opts, stackpulse_recorder **out)
 {
+	SP_API_ENTRY();
 	if (!out)
 		return sp_error(-EINVAL, "out is NULL");
 	*out = NULL;
 	if (mode != STACKPULSE_ATTACH_STOP_ENABLE_RESUME && mode != STACKPULSE_ATTACH_LIVE)
-		return sp_error(-EINVAL, "attach mode %d is unknown", mode);
+		return sp_error(-EINVAL, "attach mode %d is unknown", (int)mode);
 	stackpulse_recorder_opts o;
 	int rc = read_opts(opts, &o);
 	if (rc)
@@ -543,6 +574,8 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, int mode,
 			rc = enable_all(rec);
 	}
 	sp_attach_restore_signals(&old);
+	if (rc == 0)
+		rc = start_output(rec);
 	if (rc)
 		goto fail;
 	*out = rec;
@@ -556,6 +589,7 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
                               const stackpulse_recorder_opts *opts, stackpulse_recorder **out,
                               pid_t *pid_out)
 {
+	SP_API_ENTRY();
 	if (!out)
 		return sp_error(-EINVAL, "out is NULL");
 	*out = NULL;
@@ -615,6 +649,11 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 	/* enable_on_exec starts sampling at the exec itself. */
 	if ((rc = sp_spawn_release(child, go, status_fd, prog)) != 0)
 		goto fail;
+	if ((rc = start_output(rec)) != 0) {
+		kill(child, SIGKILL); /* Ours, and not recorded: do not leave it running. */
+		waitpid(child, NULL, 0);
+		goto fail;
+	}
 	if (pid_out)
 		*pid_out = child;
 	*out = rec;
@@ -656,15 +695,15 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 		sp_recorder_python_early(rec);
 		int st = rings_state(rec);
 		if (st == 2)
-			return 1;
+			return STACKPULSE_WAIT_READY;
 		if (st == 0 && !sp_recorder_any_alive(rec))
-			return 0;
+			return STACKPULSE_WAIT_EXITED;
 		/* Young records become consumable within the slack. */
 		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
 		if (timeout_ms >= 0) {
 			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
 			if (spent >= (uint64_t)timeout_ms)
-				return 0;
+				return STACKPULSE_WAIT_TIMEOUT;
 			if ((uint64_t)timeout_ms - spent < (uint64_t)slice)
 				slice = (int)((uint64_t)timeout_ms - spent);
 		}
@@ -680,6 +719,7 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 
 int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
 {
+	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
 	sp_sched_saved saved;
@@ -754,6 +794,7 @@ static int consume(stackpulse_recorder *rec, int all)
 
 int stackpulse_recorder_consume_available(stackpulse_recorder *rec)
 {
+	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
 	return consume(rec, 0);
@@ -761,6 +802,7 @@ int stackpulse_recorder_consume_available(stackpulse_recorder *rec)
 
 int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
 {
+	SP_API_ENTRY();
 	if (!rec)
 		return 0;
 	if (pid == 0)
@@ -775,16 +817,28 @@ int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
 
 int stackpulse_recorder_fd(const stackpulse_recorder *rec)
 {
+	SP_API_ENTRY();
 	return rec ? rec->epfd : -1;
+}
+
+/* The arguments of a stats call: a recorder, and a struct whose leading
+ * size_t sz (read through @p sz) at least covers sz itself. */
+static int stats_args(const stackpulse_recorder *rec, const size_t *sz)
+{
+	if (!rec || !sz)
+		return sp_error(-EINVAL, "NULL argument");
+	if (*sz < sizeof(size_t))
+		return sp_error(-EINVAL, "stats->sz is %zu", *sz);
+	return 0;
 }
 
 int stackpulse_recorder_stats(const stackpulse_recorder *rec,
                               struct stackpulse_recorder_stats *stats)
 {
-	if (!rec || !stats)
-		return sp_error(-EINVAL, "NULL argument");
-	if (stats->sz < sizeof(size_t))
-		return sp_error(-EINVAL, "stats->sz is %zu", stats->sz);
+	SP_API_ENTRY();
+	int rc = stats_args(rec, stats ? &stats->sz : NULL);
+	if (rc)
+		return rc;
 	struct stackpulse_recorder_stats s;
 	memset(&s, 0, sizeof(s));
 	sp_writer_counts wc;
@@ -801,8 +855,28 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.unique_stacks = wc.stacks;
 	s.kernel_frames = rec->setup.kernel_frames;
 	s.python_frames = rec->python_found;
-	s.event = rec->setup.event;
+	s.perf_event = (enum stackpulse_perf_event)rec->setup.event;
 	s.python_samples = rec->python_samples;
+	s.realtime = rec->realtime;
+	s.mappings_dropped = rec->pt.maps_dropped;
+	s.dropped_samples = rec->dropped;
+	s.malformed_records = rec->corrupt;
+	for (int i = 0; rec->rings && i < rec->ncpu; i++)
+		s.malformed_records += rec->rings[i].corrupt;
+	memcpy(stats, &s, s.sz);
+	return 0;
+}
+
+int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
+                                     struct stackpulse_recorder_python_stats *stats)
+{
+	SP_API_ENTRY();
+	int rc = stats_args(rec, stats ? &stats->sz : NULL);
+	if (rc)
+		return rc;
+	struct stackpulse_recorder_python_stats s;
+	memset(&s, 0, sizeof(s));
+	s.sz = stats->sz < sizeof(s) ? stats->sz : sizeof(s);
 	const sp_python_stats *ps = &rec->python_stats;
 	s.python_reads = ps->stacks;
 	s.python_read_failed = ps->failed;
@@ -813,13 +887,13 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.python_delay_ns = ps->delay_ns;
 	s.python_delay_max_ns = ps->delay_max_ns;
 	s.python_early_reads = rec->python_early;
-	s.realtime = rec->realtime;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
 
 int stackpulse_recorder_finish(stackpulse_recorder *rec)
 {
+	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
 	/* Stop producing, then drain what the rings still hold. */

@@ -114,7 +114,8 @@ struct stackpulse_recorder {
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
                        const uint8_t *p, size_t len);
 
-/* Parses a sample record; 0, or -1 when it is malformed. */
+/* Parses a sample record; 0, or STACKPULSE_EFORMAT when it is malformed
+ * (no message: the caller counts and skips it). */
 int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, size_t len,
                              sp_sample_fields *s);
 

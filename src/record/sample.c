@@ -64,7 +64,7 @@ typedef struct sample_id {
 static int read_sample_id(const uint8_t *p, size_t len, sample_id *s)
 {
 	if (len < sizeof(struct perf_event_header) + SAMPLE_ID_BYTES)
-		return -1;
+		return STACKPULSE_EFORMAT;
 	sp_cursor c = sp_cursor_make(p + len - SAMPLE_ID_BYTES, SAMPLE_ID_BYTES);
 	uint32_t pid = 0, tid = 0, res = 0;
 	if (sp_cursor_le32(&c, &pid, "sample_id pid") ||
@@ -72,7 +72,7 @@ static int read_sample_id(const uint8_t *p, size_t len, sample_id *s)
 	    sp_cursor_le64(&c, &s->time, "sample_id time") ||
 	    sp_cursor_le32(&c, &s->cpu, "sample_id cpu") ||
 	    sp_cursor_le32(&c, &res, "sample_id res") || sp_cursor_le64(&c, &s->id, "sample_id id"))
-		return -1;
+		return STACKPULSE_EFORMAT;
 	s->pid = (pid_t)pid;
 	s->tid = (pid_t)tid;
 	return 0;
@@ -176,7 +176,8 @@ static int kaddr_add(stackpulse_recorder *rec, uint64_t a)
 static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t module,
                      uint64_t offset)
 {
-	struct stackpulse_raw_frame f = { kind, module, offset, SP_NONE, 0 };
+	struct stackpulse_raw_frame f = { (enum stackpulse_frame_kind)kind, module, offset, SP_NONE,
+		                          0 };
 	return sp_recorder_frame(rec, &f, &rec->frames[(*n)++]);
 }
 
@@ -295,19 +296,19 @@ int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, s
 	    sp_cursor_le32(&c, &reserved, "sample res") ||
 	    sp_cursor_le64(&c, &s->nr, "callchain nr") || s->nr > sp_cursor_left(&c) / 8 ||
 	    sp_cursor_bytes(&c, (size_t)s->nr * 8, &s->chain, "callchain"))
-		return -1;
+		return STACKPULSE_EFORMAT;
 	s->pid = (pid_t)upid;
 	s->tid = (pid_t)utid;
 	uint64_t mask = rec->setup.attr.sample_regs_user;
 	if (sp_cursor_le64(&c, &s->regs.abi, "regs abi"))
-		return -1;
+		return STACKPULSE_EFORMAT;
 	if (s->regs.abi) {
 		uint32_t cnt = (uint32_t)__builtin_popcountll(mask);
 		if (cnt > SP_UNWIND_MAX_REGS || cnt > sp_cursor_left(&c) / 8)
-			return -1;
+			return STACKPULSE_EFORMAT;
 		for (uint32_t i = 0; i < cnt; i++)
 			if (sp_cursor_le64(&c, &s->regs.value[i], "user register"))
-				return -1;
+				return STACKPULSE_EFORMAT;
 		s->regs.count = cnt;
 		uint64_t bit = 1ULL << PERF_SP_BIT;
 		if (mask & bit)
@@ -315,13 +316,13 @@ int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, s
 	}
 	uint64_t ssize = 0;
 	if (sp_cursor_le64(&c, &ssize, "stack size"))
-		return -1;
+		return STACKPULSE_EFORMAT;
 	if (ssize) {
 		/* The copy, then its dynamic size. */
 		if (ssize > sp_cursor_left(&c) || sp_cursor_left(&c) - ssize < 8 ||
 		    sp_cursor_bytes(&c, (size_t)ssize, &s->stack, "user stack") ||
 		    sp_cursor_le64(&c, &s->dyn, "stack dyn_size"))
-			return -1;
+			return STACKPULSE_EFORMAT;
 		if (s->dyn > ssize)
 			s->dyn = ssize;
 	}
@@ -419,22 +420,22 @@ static int parse_mmap2(uint16_t misc, const uint8_t *p, size_t len, mmap2_rec *m
 	    sp_cursor_le64(&c, &m->addr, "mmap2 addr") ||
 	    sp_cursor_le64(&c, &m->len, "mmap2 len") ||
 	    sp_cursor_le64(&c, &m->pgoff, "mmap2 pgoff"))
-		return -1;
+		return STACKPULSE_EFORMAT;
 	m->pid = (pid_t)pid;
 	if (misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
 		/* u8 size, u8[3] reserved, u8[20] build_id. */
 		const uint8_t *b;
 		if (sp_cursor_bytes(&c, 24, &b, "mmap2 build-id"))
-			return -1;
+			return STACKPULSE_EFORMAT;
 		m->bid_len = b[0] > 20 ? 20 : b[0];
 		memcpy(m->bid, b + 4, 20);
 	} else if (sp_cursor_le32(&c, &maj, "mmap2 maj") || sp_cursor_le32(&c, &min, "mmap2 min") ||
 	           sp_cursor_le64(&c, &m->inode, "mmap2 ino") ||
 	           sp_cursor_le64(&c, &ino_gen, "mmap2 ino_generation")) {
-		return -1;
+		return STACKPULSE_EFORMAT;
 	}
 	if (sp_cursor_le32(&c, &prot, "mmap2 prot") || sp_cursor_le32(&c, &flags, "mmap2 flags"))
-		return -1;
+		return STACKPULSE_EFORMAT;
 	/* read_sample_id succeeded: the trailer fits after the header. */
 	m->path = cursor_str(&c, len - SAMPLE_ID_BYTES - sizeof(struct perf_event_header));
 	return m->path ? 0 : -1;

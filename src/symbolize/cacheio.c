@@ -15,8 +15,11 @@
 
 char *sp_cacheio_dir(const char *opt)
 {
-	if (opt && *opt)
-		return sp_strdup(opt);
+	const char *off = getenv("STACKPULSE_NO_SYMBOL_CACHE");
+	if (off && *off && strcmp(off, "0") != 0)
+		return NULL;
+	if (opt)
+		return *opt ? sp_strdup(opt) : NULL;
 	const char *e = getenv("STACKPULSE_SYMBOL_CACHE_DIR");
 	if (e && *e)
 		return sp_strdup(e);

@@ -10,9 +10,12 @@
 
 #define SP_SYMCACHE_MAX_FILE (256u << 20)
 
-/* The cache directory: @p opt, else STACKPULSE_SYMBOL_CACHE_DIR, else
- * $XDG_CACHE_HOME/stackpulse, else $HOME/.cache/stackpulse. Returns an
- * sp_malloc'd path, or NULL when none can be formed (or out of memory). */
+/* The cache directory of opts.cache_dir @p opt, one rule for the recorder
+ * and the symbolizer: none when STACKPULSE_NO_SYMBOL_CACHE is set (other
+ * than "0") or @p opt is ""; else @p opt, else STACKPULSE_SYMBOL_CACHE_DIR,
+ * else $XDG_CACHE_HOME/stackpulse, else $HOME/.cache/stackpulse. Returns an
+ * sp_malloc'd path, or NULL for no cache (also when none can be formed or
+ * out of memory). */
 char *sp_cacheio_dir(const char *opt);
 
 /* Loads and validates the table of @p bid. Returns 0 with *data (sp_free

@@ -76,8 +76,4 @@ int sp_dbgmod_resolve_range(sp_dbgmod *m, uint64_t off, sp_strpool *pool, int ra
                             sp_symcache_frame *frames, uint32_t max, uint64_t *start,
                             uint32_t *len);
 
-/* File offsets [*start, *start + *len) of the sized function symbol that
- * holds @p off. Returns 0 or STACKPULSE_ENOTFOUND. */
-int sp_dbgmod_symbol_extent(sp_dbgmod *m, uint64_t off, uint64_t *start, uint64_t *len);
-
 #endif

@@ -15,7 +15,8 @@ const char *sp_demangle(sp_strpool *pool, const char *raw, int keep_raw);
 /* 1 when a C++ runtime providing __cxa_demangle is linked in. */
 int sp_demangle_cxx_available(void);
 
-/* Demangles a Rust v0 symbol into @p out (@p cap bytes). 0 or -1. */
+/* Demangles a Rust v0 symbol into @p out (@p cap bytes). Returns 0, or
+ * STACKPULSE_EFORMAT (no message) when @p sym is not one we can decode. */
 int sp_rust_v0_demangle(const char *sym, char *out, size_t cap);
 
 #endif

@@ -176,11 +176,3 @@ int sp_symbolize_build_symtab_cached(sp_writer *w, const sp_symtab_request *reqs
 	sp_dbg_config_free(&cfg);
 	return rc;
 }
-
-int sp_symbolize_build_symtab(sp_writer *w, const sp_symtab_request *reqs, size_t n,
-                              const char *debug_dirs, uint32_t *embedded, uint32_t *skipped,
-                              sp_symbolize_counters *counters)
-{
-	return sp_symbolize_build_symtab_cached(w, reqs, n, debug_dirs, NULL, embedded, skipped,
-	                                        counters);
-}

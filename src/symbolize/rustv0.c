@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "stackpulse.h"
+
 #define V0_MAX_DEPTH 64
 #define V0_MAX_STEPS 20000
 
@@ -491,7 +493,7 @@ static void path(v0 *d, int in_value)
 int sp_rust_v0_demangle(const char *sym, char *out, size_t cap)
 {
 	if (!sym || !out || cap < 2 || strncmp(sym, "_R", 2) != 0)
-		return -1;
+		return STACKPULSE_EFORMAT;
 	v0 d;
 	memset(&d, 0, sizeof(d));
 	d.s = sym + 2;
@@ -505,10 +507,10 @@ int sp_rust_v0_demangle(const char *sym, char *out, size_t cap)
 	out[0] = '\0';
 	int c = peek(&d);
 	if (c >= '0' && c <= '9')
-		return -1; /* An encoding version we do not know. */
+		return STACKPULSE_EFORMAT; /* An encoding version we do not know. */
 	if (!(c >= 'A' && c <= 'Z'))
-		return -1;
+		return STACKPULSE_EFORMAT;
 	path(&d, 1);
 	/* What follows is the optional instantiating crate: not printed. */
-	return d.err || d.n == 0 ? -1 : 0;
+	return d.err || d.n == 0 ? STACKPULSE_EFORMAT : 0;
 }

@@ -11,7 +11,7 @@
 
 typedef struct sp_writer sp_writer;
 
-/* Work counters of one symbolizer (or of one sp_symbolize_build_symtab
+/* Work counters of one symbolizer (or of one sp_symbolize_build_symtab_cached
  * call), for tests and benchmarks. */
 typedef struct sp_symbolize_counters {
 	uint64_t binaries_opened;    /* Binaries opened, build-id verified, handed to libdw. */
@@ -54,15 +54,12 @@ typedef struct sp_symtab_request {
  * builds a symcache table and embeds it with sp_writer_symtab. Modules
  * that cannot be opened or whose build-id differs are skipped (counted in
  * *skipped when not NULL); only writer errors and ENOMEM fail the call.
- * @p counters may be NULL. */
-int sp_symbolize_build_symtab(sp_writer *w, const sp_symtab_request *reqs, size_t n,
-                              const char *debug_dirs, uint32_t *embedded, uint32_t *skipped,
-                              sp_symbolize_counters *counters);
-
-/* The same, reading and refilling the on-disk symbol cache in @p cache_dir
- * (NULL: no cache): offsets the cache names cost no DWARF work, and the
- * binary is opened only when some offset is missing from it (or unnamed
- * there). New answers are merged into the cache file. */
+ * @p counters may be NULL.
+ *
+ * Reads and refills the on-disk symbol cache in @p cache_dir (NULL: no
+ * cache): offsets the cache names cost no DWARF work, and the binary is
+ * opened only when some offset is missing from it (or unnamed there). New
+ * answers are merged into the cache file. */
 int sp_symbolize_build_symtab_cached(sp_writer *w, const sp_symtab_request *reqs, size_t n,
                                      const char *debug_dirs, const char *cache_dir,
                                      uint32_t *embedded, uint32_t *skipped,

@@ -78,9 +78,17 @@ static int oom(void)
 	return sp_error(-ENOMEM, "symbolizer: out of memory");
 }
 
+void stackpulse_symbolizer_opts_init(stackpulse_symbolizer_opts *opts)
+{
+	SP_API_ENTRY();
+	if (opts)
+		*opts = STACKPULSE_SYMBOLIZER_OPTS;
+}
+
 int stackpulse_symbolizer_new(const stackpulse_spool *spool, const stackpulse_symbolizer_opts *opts,
                               stackpulse_symbolizer **out)
 {
+	SP_API_ENTRY();
 	if (!spool || !out)
 		return sp_error(-EINVAL, "symbolizer: NULL argument");
 	stackpulse_symbolizer_opts o = STACKPULSE_SYMBOLIZER_OPTS;
@@ -422,7 +430,7 @@ int sp_symbolizer_resolve_frame_at(stackpulse_symbolizer *s, uint32_t frame_id, 
 	memset(&f, 0, sizeof(f));
 	f.raw_id = frame_id;
 	f.offset = raw->offset;
-	f.kind = raw->kind;
+	f.kind = (int)raw->kind;
 	f.name = "[unknown]";
 	switch (raw->kind) {
 	case STACKPULSE_FRAME_NATIVE: {
@@ -506,6 +514,7 @@ int sp_symbolizer_resolve_frame_at(stackpulse_symbolizer *s, uint32_t frame_id, 
 int stackpulse_symbolizer_resolve_frame(stackpulse_symbolizer *s, uint32_t frame_id,
                                         stackpulse_frame_fn fn, void *ctx)
 {
+	SP_API_ENTRY();
 	/* Without a stack position, resolve as a leaf (exact offset): never a
 	 * neighbouring function's name for an entry-point address. */
 	return sp_symbolizer_resolve_frame_at(s, frame_id, 1, UINT32_MAX, fn, ctx);
@@ -544,6 +553,7 @@ int stackpulse_symbolizer_for_each_frame(stackpulse_symbolizer *s,
                                          const struct stackpulse_sample *sample,
                                          stackpulse_frame_fn fn, void *ctx)
 {
+	SP_API_ENTRY();
 	if (!sample)
 		return sp_error(-EINVAL, "symbolizer: NULL sample");
 	return walk(s, sample->stack, sample->process, fn, ctx);
@@ -552,45 +562,54 @@ int stackpulse_symbolizer_for_each_frame(stackpulse_symbolizer *s,
 int stackpulse_symbolizer_for_each_stack_frame(stackpulse_symbolizer *s, uint32_t stack,
                                                stackpulse_frame_fn fn, void *ctx)
 {
+	SP_API_ENTRY();
 	return walk(s, stack, UINT32_MAX, fn, ctx);
 }
 
 const char *stackpulse_frame_func_name(const stackpulse_frame *f)
 {
+	SP_API_ENTRY();
 	return f && f->name ? f->name : "[unknown]";
 }
 
 const char *stackpulse_frame_file(const stackpulse_frame *f)
 {
+	SP_API_ENTRY();
 	return f ? f->file : NULL;
 }
 
 uint32_t stackpulse_frame_line(const stackpulse_frame *f)
 {
+	SP_API_ENTRY();
 	return f ? f->line : 0;
 }
 
 const char *stackpulse_frame_module(const stackpulse_frame *f)
 {
+	SP_API_ENTRY();
 	return f ? f->module : NULL;
 }
 
 uint64_t stackpulse_frame_offset(const stackpulse_frame *f)
 {
+	SP_API_ENTRY();
 	return f ? f->offset : 0;
 }
 
-int stackpulse_frame_kind(const stackpulse_frame *f)
+enum stackpulse_frame_kind stackpulse_frame_kind(const stackpulse_frame *f)
 {
-	return f ? f->kind : STACKPULSE_FRAME_UNKNOWN;
+	SP_API_ENTRY();
+	return f ? (enum stackpulse_frame_kind)f->kind : STACKPULSE_FRAME_UNKNOWN;
 }
 
 uint32_t stackpulse_frame_raw_id(const stackpulse_frame *f)
 {
+	SP_API_ENTRY();
 	return f ? f->raw_id : UINT32_MAX;
 }
 
 uint32_t stackpulse_frame_inline_depth(const stackpulse_frame *f)
 {
+	SP_API_ENTRY();
 	return f ? f->inline_depth : 0;
 }

@@ -33,11 +33,6 @@ void sp_unwinder_free(sp_unwinder *u)
 	sp_free(u);
 }
 
-size_t sp_unwinder_binaries(const sp_unwinder *u)
-{
-	return u ? u->nbins : 0;
-}
-
 int sp_unwind_space_new(sp_unwinder *u, pid_t pid, sp_unwind_space **out)
 {
 	if (!u || !out)
@@ -174,20 +169,4 @@ int sp_unwind_space_map(sp_unwind_space *s, uint64_t start, uint64_t end, uint64
 	cut(s, start, end);
 	insert_at(s, first_ending_after(s, start), &m);
 	return 0;
-}
-
-void sp_unwind_space_unmap(sp_unwind_space *s, uint64_t start, uint64_t end)
-{
-	if (!s || end <= start)
-		return;
-	/* A split needs a slot; without one, drop the whole mapping instead. */
-	if (reserve(s, 1) != 0) {
-		size_t i = first_ending_after(s, start);
-		while (i < s->n && s->maps[i].start < end) {
-			memmove(&s->maps[i], &s->maps[i + 1], (s->n - i - 1) * sizeof(*s->maps));
-			s->n--;
-		}
-		return;
-	}
-	cut(s, start, end);
 }

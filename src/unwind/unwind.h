@@ -35,8 +35,6 @@ typedef struct sp_unwind_space sp_unwind_space;
  * binary with .debug_frame keeps a descriptor open. */
 int sp_unwinder_new(sp_unwinder **out);
 void sp_unwinder_free(sp_unwinder *u);
-/* Number of binaries cached so far (for stats and tests). */
-size_t sp_unwinder_binaries(const sp_unwinder *u);
 
 /* Creates an empty address space for process @p pid. Files are opened as
  * the target sees them: through /proc/PID/map_files/START-END when
@@ -58,8 +56,6 @@ void sp_unwind_space_clear(sp_unwind_space *s);
  * pointers. Returns 0, -EINVAL or -ENOMEM. */
 int sp_unwind_space_map(sp_unwind_space *s, uint64_t start, uint64_t end, uint64_t pgoff,
                         const char *path, const uint8_t *build_id, uint32_t build_id_len);
-/* Removes mappings overlapping [start, end) (munmap). */
-void sp_unwind_space_unmap(sp_unwind_space *s, uint64_t start, uint64_t end);
 
 /* What one unwind produced. */
 typedef struct sp_unwind_result {

@@ -5,14 +5,15 @@
 #include <stdio.h>
 
 #include "common/alloc.h"
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixture.h"
+#include "format/spool_reader.h"
 
 /* Opens @p m as a spool or returns NULL. */
 static stackpulse_spool *open_sink(const memsink *m)
 {
 	stackpulse_spool *s = NULL;
-	if (stackpulse_spool_open_memory(m->data, m->len, &s))
+	if (sp_spool_open_memory(m->data, m->len, 0, &s))
 		return NULL;
 	return s;
 }
@@ -439,7 +440,7 @@ static int open_variant(int v, memsink *m, stackpulse_spool **s)
 	sp_writer_free(w);
 	if (rc)
 		return rc;
-	return stackpulse_spool_open_memory(m->data, m->len, s);
+	return sp_spool_open_memory(m->data, m->len, 0, s);
 }
 
 SP_TEST(equal_notices_a_difference_in_every_table)
@@ -594,10 +595,10 @@ SP_TEST(accessors_reject_bad_arguments)
 	REQUIRE_OK(write_rich(w, &ids, 1));
 	sp_writer_free(w);
 	stackpulse_spool *s = (stackpulse_spool *)&m;
-	CHECK_EQ(stackpulse_spool_open_memory(m.data, m.len, NULL), -EINVAL);
-	CHECK_EQ(stackpulse_spool_open_memory(NULL, 10, &s), -EINVAL);
+	CHECK_EQ(sp_spool_open_memory(m.data, m.len, 0, NULL), -EINVAL);
+	CHECK_EQ(sp_spool_open_memory(NULL, 10, 0, &s), -EINVAL);
 	CHECK(s == NULL);
-	CHECK(stackpulse_spool_open_memory(NULL, 0, &s) < 0);
+	CHECK(sp_spool_open_memory(NULL, 0, 0, &s) < 0);
 	CHECK(s == NULL);
 	s = open_sink(&m);
 	REQUIRE(s != NULL);
@@ -658,7 +659,7 @@ SP_TEST(accessors_reject_bad_arguments)
 	sp_alloc_fail_after(0);
 	CHECK_EQ(stackpulse_sample_iter_new(s, &it), -ENOMEM);
 	stackpulse_spool *s2 = s;
-	CHECK_EQ(stackpulse_spool_open_memory(m.data, m.len, &s2), -ENOMEM);
+	CHECK_EQ(sp_spool_open_memory(m.data, m.len, 0, &s2), -ENOMEM);
 	sp_alloc_fail_after(-1);
 	CHECK(s2 == NULL);
 	stackpulse_spool_close(s);

@@ -6,8 +6,9 @@
 #include <stdio.h>
 
 #include "common/alloc.h"
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixture.h"
+#include "format/spool_reader.h"
 
 #define MAX_CHUNKS 256
 
@@ -91,7 +92,7 @@ static int expect_damaged_at(const uint8_t *p, size_t len, const memsink *orig, 
 	} while (0)
 	size_t at = k < l->n ? l->off[k] : l->footer;
 	stackpulse_spool *s = NULL, *ref = NULL, *x = NULL;
-	int rc = stackpulse_spool_open_memory(p, len, &s);
+	int rc = sp_spool_open_memory(p, len, 0, &s);
 	EXPECT(rc == 0);
 	if (rc) {
 		fprintf(stderr, "    %s: open gave %d (%s)\n", what, rc, stackpulse_last_error());
@@ -111,7 +112,7 @@ static int expect_damaged_at(const uint8_t *p, size_t len, const memsink *orig, 
 		snprintf(want, sizeof(want), " at offset %zu", at);
 	EXPECT(strstr(m->damage, want) != NULL);
 	/* Exactly what the file cut before the damage holds. */
-	REQUIRE_OK(stackpulse_spool_open_memory(orig->data, at, &ref));
+	REQUIRE_OK(sp_spool_open_memory(orig->data, at, 0, &ref));
 	char why[256] = "";
 	EXPECT(sp_spool_equal(s, ref, why, sizeof(why)) == 1);
 	EXPECT(m->samples == stackpulse_spool_meta(ref)->samples);
@@ -119,7 +120,7 @@ static int expect_damaged_at(const uint8_t *p, size_t len, const memsink *orig, 
 	EXPECT(walk_samples(s, &irc) == m->samples);
 	EXPECT(irc == 0);
 	/* Strict: the same code and detail, as an error. */
-	int src = stackpulse_spool_open_memory_ex(p, len, STACKPULSE_SPOOL_STRICT, &x);
+	int src = sp_spool_open_memory(p, len, STACKPULSE_SPOOL_STRICT, &x);
 	EXPECT(src == m->damaged_code && x == NULL);
 	EXPECT(strcmp(stackpulse_last_error(), m->damage) == 0);
 	if (!ok)
@@ -273,7 +274,7 @@ SP_TEST(bad_record_in_a_middle_chunk_rolls_back_the_whole_chunk)
 	layout_of(&m, &l);
 	REQUIRE(l.n >= 5);
 	stackpulse_spool *pre;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, l.off[2], &pre));
+	REQUIRE_OK(sp_spool_open_memory(m.data, l.off[2], 0, &pre));
 	REQUIRE(stackpulse_spool_process_count(pre) >= 1);
 	REQUIRE(stackpulse_spool_thread_count(pre) >= 1);
 	const char *name0 = stackpulse_spool_process(pre, 0)->name;
@@ -304,7 +305,7 @@ SP_TEST(bad_record_in_a_middle_chunk_rolls_back_the_whole_chunk)
 		snprintf(what, sizeof(what), "bad stack record ending chunk %u", k);
 		CHECK(expect_damaged_at(d.data, d.len, &m, &l, k, what));
 		stackpulse_spool *s;
-		REQUIRE_OK(stackpulse_spool_open_memory(d.data, d.len, &s));
+		REQUIRE_OK(sp_spool_open_memory(d.data, d.len, 0, &s));
 		CHECK_STR(stackpulse_spool_process(s, 0)->name, name0);
 		CHECK(strstr(stackpulse_spool_meta(s)->damage, "not defined") != NULL);
 		CHECK_EQ(stackpulse_spool_meta(s)->damaged_code, STACKPULSE_EFORMAT);
@@ -353,7 +354,7 @@ SP_TEST(damage_details_name_the_chunk_and_the_cause)
 		if (cases[i].fix_crc)
 			fix_chunk_crc_len(p, l.off[3], sp_le32(m.data + l.off[3] + 12));
 		stackpulse_spool *s;
-		REQUIRE_OK(stackpulse_spool_open_memory(p, m.len, &s));
+		REQUIRE_OK(sp_spool_open_memory(p, m.len, 0, &s));
 		const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(s);
 		CHECK_EQ(meta->chunks, 3);
 		CHECK_EQ(meta->damaged_offset, l.off[3]);
@@ -389,12 +390,12 @@ SP_TEST(cut_and_damaged_are_told_apart)
 	sp_put_le32(p + l.off[last] + 12, stored + 40);
 	fix_chunk_crc_len(p, l.off[last], stored);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(p, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(p, m.len, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged, 1);
 	CHECK_EQ(stackpulse_spool_meta(s)->chunks, last);
 	CHECK(strstr(stackpulse_spool_meta(s)->damage, "runs into the footer") != NULL);
 	stackpulse_spool_close(s);
-	REQUIRE_OK(stackpulse_spool_open_memory(p, m.len - 1, &s));
+	REQUIRE_OK(sp_spool_open_memory(p, m.len - 1, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged, 0);
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
 	CHECK_STR(stackpulse_spool_meta(s)->damage, "");
@@ -404,14 +405,14 @@ SP_TEST(cut_and_damaged_are_told_apart)
 	 * with or without the footer. */
 	memcpy(p, m.data, m.len);
 	sp_put_le32(p + l.off[2] + 12, (uint32_t)m.len);
-	REQUIRE_OK(stackpulse_spool_open_memory(p, m.len - 1, &s));
+	REQUIRE_OK(sp_spool_open_memory(p, m.len - 1, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged, 1);
 	CHECK_EQ(stackpulse_spool_meta(s)->chunks, 2);
 	stackpulse_spool_close(s);
 	/* Damage in chunk 1, cut inside chunk 4. */
 	memcpy(p, m.data, m.len);
 	p[l.off[1] + SP_CHUNK_HEADER_LEN + 1] ^= 0x10;
-	REQUIRE_OK(stackpulse_spool_open_memory(p, l.off[4] + 40, &s));
+	REQUIRE_OK(sp_spool_open_memory(p, l.off[4] + 40, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged, 1);
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged_chunk, 1);
 	CHECK_EQ(stackpulse_spool_meta(s)->chunks, 1);
@@ -419,20 +420,20 @@ SP_TEST(cut_and_damaged_are_told_apart)
 	/* Damage in chunk 0 keeps nothing, but still opens. */
 	memcpy(p, m.data, m.len);
 	p[l.off[0] + SP_CHUNK_HEADER_LEN + 1] ^= 0x10;
-	REQUIRE_OK(stackpulse_spool_open_memory(p, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(p, m.len, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->chunks, 0);
 	CHECK_EQ(stackpulse_spool_meta(s)->samples, 0);
 	CHECK_EQ(stackpulse_spool_process_count(s), 0);
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged_offset, SP_FILE_HEADER_LEN);
 	stackpulse_spool_close(s);
 	/* An intact file is neither. */
-	REQUIRE_OK(stackpulse_spool_open_memory_ex(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged, 0);
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 0);
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged_code, 0);
 	stackpulse_spool_close(s);
-	CHECK_EQ(stackpulse_spool_open_memory_ex(m.data, m.len, 2, &s), -EINVAL);
-	CHECK_EQ(stackpulse_spool_open_memory_ex(m.data, m.len, 0, NULL), -EINVAL);
+	CHECK_EQ(sp_spool_open_memory(m.data, m.len, 2, &s), -EINVAL);
+	CHECK_EQ(sp_spool_open_memory(m.data, m.len, 0, NULL), -EINVAL);
 	free(p);
 	memsink_free(&m);
 }
@@ -460,7 +461,7 @@ SP_TEST(damaged_open_survives_allocation_failures)
 		for (n = 0; !done && n < 100000; n++) {
 			stackpulse_spool *s = NULL;
 			sp_alloc_fail_after(n);
-			int rc = stackpulse_spool_open_memory(inputs[i], lens[i], &s);
+			int rc = sp_spool_open_memory(inputs[i], lens[i], 0, &s);
 			sp_alloc_fail_after(-1);
 			if (rc) {
 				CHECK_EQ(rc, -ENOMEM);

@@ -59,7 +59,7 @@ SP_TEST(crafted_kernel_frames_keep_probe_runs_short)
 	memset(&m, 0, sizeof(m));
 	REQUIRE_OK(hostile_flood_spool(memsink_write, &m, addrs, N));
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	REQUIRE_EQ(s->nframes, (uint32_t)N);
 	CHECK_EQ(s->frame_ix.count, (uint32_t)N);
 	CHECK(s->frame_ix.max_probe <= MAX_RUN);

@@ -4,6 +4,7 @@
 
 #include "common/buf.h"
 #include "spool_fixture.h"
+#include "format/spool_reader.h"
 
 #define FILE_CAP (1u << 20)
 static uint8_t file[FILE_CAP];
@@ -14,11 +15,11 @@ static uint8_t file[FILE_CAP];
  * strict result and its detail are what the caller sees. */
 static int strict_open(const void *p, size_t n, stackpulse_spool **out)
 {
-	int rc = stackpulse_spool_open_memory_ex(p, n, STACKPULSE_SPOOL_STRICT, out);
+	int rc = sp_spool_open_memory(p, n, STACKPULSE_SPOOL_STRICT, out);
 	char detail[1024];
 	snprintf(detail, sizeof(detail), "%s", stackpulse_last_error());
 	stackpulse_spool *s = NULL;
-	int lrc = stackpulse_spool_open_memory(p, n, &s);
+	int lrc = sp_spool_open_memory(p, n, 0, &s);
 	if (rc == 0) {
 		CHECK_EQ(lrc, 0);
 		if (s)
@@ -37,7 +38,7 @@ static int strict_open(const void *p, size_t n, stackpulse_spool **out)
 	stackpulse_spool_close(s);
 	/* The caller looks at the strict open's detail. */
 	stackpulse_spool_close(*out);
-	return stackpulse_spool_open_memory_ex(p, n, STACKPULSE_SPOOL_STRICT, out);
+	return sp_spool_open_memory(p, n, STACKPULSE_SPOOL_STRICT, out);
 }
 
 /* Builds the body of one record from varints and strings: "v" a varint,

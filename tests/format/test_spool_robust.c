@@ -4,8 +4,9 @@
 #include <malloc.h>
 
 #include "common/alloc.h"
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixture.h"
+#include "format/spool_reader.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SP_UNDER_ASAN 1
@@ -32,7 +33,7 @@ static memsink small_spool(uint32_t chunk_bytes)
 static int open_and_walk(const uint8_t *p, size_t len, uint64_t *samples_seen)
 {
 	stackpulse_spool *s;
-	int rc = stackpulse_spool_open_memory(p, len, &s);
+	int rc = sp_spool_open_memory(p, len, 0, &s);
 	*samples_seen = 0;
 	if (rc)
 		return rc;
@@ -61,7 +62,7 @@ SP_TEST(cut_at_every_byte_offset)
 	memsink m = small_spool(64);
 	/* Chunk ends and their cumulative sample counts, from the full file. */
 	stackpulse_spool *full;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &full));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &full));
 	uint32_t nchunks = stackpulse_spool_meta(full)->chunks;
 	REQUIRE(nchunks >= 5);
 	stackpulse_spool_close(full);
@@ -76,7 +77,7 @@ SP_TEST(cut_at_every_byte_offset)
 	printf("    %zu bytes, %u chunks\n", m.len, nchunks);
 	for (size_t len = 0; len <= m.len; len++) {
 		stackpulse_spool *s = NULL;
-		int rc = stackpulse_spool_open_memory(m.data, len, &s);
+		int rc = sp_spool_open_memory(m.data, len, 0, &s);
 		if (len < SP_FILE_HEADER_LEN) {
 			CHECK_EQ(rc, STACKPULSE_ETRUNCATED);
 			continue;
@@ -112,8 +113,7 @@ SP_TEST(every_bit_flip_is_handled)
 		for (int bit = 0; bit < 8; bit++) {
 			m.data[i] ^= (uint8_t)(1u << bit);
 			stackpulse_spool *s = NULL;
-			int rc = stackpulse_spool_open_memory_ex(m.data, m.len,
-			                                         STACKPULSE_SPOOL_STRICT, &s);
+			int rc = sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s);
 			if (rc) {
 				CHECK(rc < 0);
 				CHECK(stackpulse_last_error()[0] != '\0');
@@ -128,7 +128,7 @@ SP_TEST(every_bit_flip_is_handled)
 				CHECK(rc < 0);
 			} else {
 				CHECK_OK(rc);
-				REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+				REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 				damaged += (uint64_t)stackpulse_spool_meta(s)->damaged;
 				stackpulse_spool_close(s);
 			}
@@ -263,7 +263,7 @@ SP_TEST(reader_survives_allocation_failures)
 		stackpulse_spool *s = NULL;
 		stackpulse_sample_iter *it = NULL;
 		sp_alloc_fail_after(n);
-		int rc = stackpulse_spool_open_memory(m.data, m.len, &s);
+		int rc = sp_spool_open_memory(m.data, m.len, 0, &s);
 		if (!rc)
 			rc = stackpulse_sample_iter_new(s, &it);
 		uint64_t count = 0;
@@ -286,7 +286,7 @@ SP_TEST(reader_survives_allocation_failures)
 	printf("    reader succeeded after %ld injected failures\n", n - 1);
 	/* The copy path too. */
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	done = 0;
 	for (n = 0; !done && n < 100000; n++) {
 		memsink out = { 0 };
@@ -340,7 +340,7 @@ static struct mem_use measure(uint64_t nsamples, size_t *file_len)
 	size_t base = heap_in_use();
 	sp_alloc_reset_count();
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	u.retained = heap_in_use() - base;
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(s, &it));

@@ -1,7 +1,8 @@
 /* Spool round trips: every record kind written by the encoder reads back
  * through the public API with the same values; re-encoding is canonical. */
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 #include "spool_fixture.h"
+#include "format/spool_reader.h"
 
 static memsink rich_file(rich_ids *ids, const sp_writer_opts *opts)
 {
@@ -19,7 +20,7 @@ SP_TEST(every_record_kind_round_trips)
 	rich_ids ids;
 	memsink m = rich_file(&ids, NULL);
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(s);
 	CHECK_EQ(meta->format_version, 1);
@@ -134,9 +135,10 @@ SP_TEST(every_record_kind_round_trips)
 
 	/* Events come sorted by time. */
 	REQUIRE_EQ(stackpulse_spool_event_count(s), 7);
-	static const int kinds[] = { STACKPULSE_EV_FORK, STACKPULSE_EV_EXEC, STACKPULSE_EV_COMM,
-		                     STACKPULSE_EV_LOST, STACKPULSE_EV_LOST, STACKPULSE_EV_EXIT,
-		                     STACKPULSE_EV_EXIT };
+	static const int kinds[] = { STACKPULSE_SPOOL_EVENT_FORK, STACKPULSE_SPOOL_EVENT_EXEC,
+		                     STACKPULSE_SPOOL_EVENT_COMM, STACKPULSE_SPOOL_EVENT_LOST,
+		                     STACKPULSE_SPOOL_EVENT_LOST, STACKPULSE_SPOOL_EVENT_EXIT,
+		                     STACKPULSE_SPOOL_EVENT_EXIT };
 	uint64_t prev = 0;
 	for (uint32_t i = 0; i < 7; i++) {
 		const struct stackpulse_spool_event *e = stackpulse_spool_event(s, i);
@@ -258,7 +260,7 @@ SP_TEST(interning_returns_the_same_ids)
 	CHECK_EQ(sp_writer_finish(w), STACKPULSE_ESTATE);
 	sp_writer_free(w);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	CHECK_EQ(stackpulse_spool_module_count(s), 2);
 	CHECK_EQ(stackpulse_spool_frame_count(s), 1);
 	stackpulse_spool_close(s);
@@ -271,7 +273,7 @@ SP_TEST(copy_is_canonical)
 	sp_writer_opts small = { 1, 64 }; /* Tiny chunks: many chunk boundaries. */
 	memsink a = rich_file(&ids, &small);
 	stackpulse_spool *sa, *sb, *sc;
-	REQUIRE_OK(stackpulse_spool_open_memory(a.data, a.len, &sa));
+	REQUIRE_OK(sp_spool_open_memory(a.data, a.len, 0, &sa));
 	CHECK(stackpulse_spool_meta(sa)->chunks > 5);
 	memsink b = { 0 }, c = { 0 };
 	sp_writer *w;
@@ -279,7 +281,7 @@ SP_TEST(copy_is_canonical)
 	REQUIRE_OK(sp_spool_copy(sa, w));
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
-	REQUIRE_OK(stackpulse_spool_open_memory(b.data, b.len, &sb));
+	REQUIRE_OK(sp_spool_open_memory(b.data, b.len, 0, &sb));
 	char why[128];
 	CHECK_EQ(sp_spool_equal(sa, sb, why, sizeof(why)), 1);
 	if (why[0])
@@ -290,7 +292,7 @@ SP_TEST(copy_is_canonical)
 	sp_writer_free(w);
 	REQUIRE_EQ(b.len, c.len);
 	CHECK(memcmp(b.data, c.data, b.len) == 0);
-	REQUIRE_OK(stackpulse_spool_open_memory(c.data, c.len, &sc));
+	REQUIRE_OK(sp_spool_open_memory(c.data, c.len, 0, &sc));
 	CHECK_EQ(sp_spool_equal(sb, sc, why, sizeof(why)), 1);
 	/* A change is noticed. */
 	sp_spool_equal(sa, sc, why, sizeof(why));
@@ -314,8 +316,8 @@ SP_TEST(equal_notices_differences)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *sa, *sb;
-	REQUIRE_OK(stackpulse_spool_open_memory(a.data, a.len, &sa));
-	REQUIRE_OK(stackpulse_spool_open_memory(b.data, b.len, &sb));
+	REQUIRE_OK(sp_spool_open_memory(a.data, a.len, 0, &sa));
+	REQUIRE_OK(sp_spool_open_memory(b.data, b.len, 0, &sb));
 	char why[128];
 	CHECK_EQ(sp_spool_equal(sa, sb, why, sizeof(why)), 0);
 	CHECK(why[0] != '\0');
@@ -335,7 +337,7 @@ SP_TEST(unfinished_writer_reads_as_truncated)
 	REQUIRE_OK(sp_writer_flush(w));
 	sp_writer_free(w);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
 	CHECK_EQ(stackpulse_spool_meta(s)->samples, 5);
 	CHECK_EQ(stackpulse_spool_meta(s)->chunks, 2);
@@ -362,7 +364,7 @@ SP_TEST(symtab_split_into_parts)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	const uint8_t *got;
 	size_t got_len;
 	REQUIRE_OK(sp_spool_module_symtab(s, mod, &got, &got_len));
@@ -372,7 +374,7 @@ SP_TEST(symtab_split_into_parts)
 	CHECK(stackpulse_spool_meta(s)->chunks >= 3);
 	stackpulse_spool_close(s);
 	/* Cut inside the second part: the half table is dropped, not kept. */
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len - SP_SYMTAB_PART_MAX, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len - SP_SYMTAB_PART_MAX, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
 	CHECK_EQ(stackpulse_spool_module(s, mod)->has_symbols, 0);
 	CHECK_EQ(sp_spool_module_symtab(s, mod, &got, &got_len), STACKPULSE_ENOTFOUND);
@@ -397,7 +399,7 @@ SP_TEST(deep_stacks_are_capped)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	uint32_t top = stackpulse_spool_stack_count(s) - 1;
 	CHECK_EQ(stackpulse_spool_stack_depth(s, top), SP_STACK_DEPTH_MAX);
 	uint32_t got[SP_STACK_DEPTH_MAX];
@@ -423,7 +425,7 @@ SP_TEST(steady_workload_is_compact)
 	       per);
 	CHECK(per < 3.0);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->samples, 100000);
 	stackpulse_spool_close(s);
 	memsink_free(&m);
@@ -442,7 +444,7 @@ SP_TEST(sink_errors_stop_the_writer)
 	sp_writer_free(w);
 	/* What reached the sink reads back, flagged truncated. */
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->truncated, 1);
 	stackpulse_spool_close(s);
 	memsink_free(&m);
@@ -467,7 +469,7 @@ SP_TEST(leader_rename_renames_the_process)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	CHECK_STR(stackpulse_spool_process(s, proc)->name, "forked-kid");
 	CHECK_STR(stackpulse_spool_process(s, proc)->cmdline, "forker 1");
 	CHECK_STR(stackpulse_spool_thread(s, worker)->name, "worker");
@@ -497,7 +499,7 @@ SP_TEST(renames_keep_their_history_in_time_order)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	const struct stackpulse_process *p = stackpulse_spool_process(s, proc);
 	CHECK_STR(p->initial_name, "bash");
 	CHECK_STR(p->initial_cmdline, "bash -c run");
@@ -512,11 +514,11 @@ SP_TEST(renames_keep_their_history_in_time_order)
 		uint64_t time;
 		const char *name, *cmdline;
 	} want[] = {
-		{ STACKPULSE_EV_EXEC, 40, "env", "env python3 app.py" },
-		{ STACKPULSE_EV_COMM, 45, "early", "" },
-		{ STACKPULSE_EV_EXEC, 50, "python3", "python3 app.py" },
-		{ STACKPULSE_EV_COMM, 60, "app-main", "" },
-		{ STACKPULSE_EV_COMM, 70, "pool-1", "" },
+		{ STACKPULSE_SPOOL_EVENT_EXEC, 40, "env", "env python3 app.py" },
+		{ STACKPULSE_SPOOL_EVENT_COMM, 45, "early", "" },
+		{ STACKPULSE_SPOOL_EVENT_EXEC, 50, "python3", "python3 app.py" },
+		{ STACKPULSE_SPOOL_EVENT_COMM, 60, "app-main", "" },
+		{ STACKPULSE_SPOOL_EVENT_COMM, 70, "pool-1", "" },
 	};
 	REQUIRE_EQ(stackpulse_spool_event_count(s), 5);
 	for (uint32_t i = 0; i < 5; i++) {
@@ -534,7 +536,7 @@ SP_TEST(renames_keep_their_history_in_time_order)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s2 = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(c.data, c.len, &s2));
+	REQUIRE_OK(sp_spool_open_memory(c.data, c.len, 0, &s2));
 	char why[128] = "";
 	CHECK(sp_spool_equal(s, s2, why, sizeof(why)) == 1);
 	CHECK_STR(why, "");
@@ -560,7 +562,7 @@ SP_TEST(fork_names_the_parent_of_a_child_seen_first)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	CHECK_EQ(stackpulse_spool_process(s, child)->parent, parent);
 	CHECK_EQ(stackpulse_spool_process(s, late)->parent, parent);
 	CHECK_EQ(stackpulse_spool_process(s, parent)->parent, UINT32_MAX);

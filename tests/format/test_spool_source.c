@@ -142,7 +142,7 @@ SP_TEST(changed_chunk_header_stops_the_iterator)
 {
 	memsink m = rich_spool(0);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	uint64_t n;
 	REQUIRE_OK(count_samples(s, &n));
 	REQUIRE(n > 0);
@@ -257,7 +257,7 @@ SP_TEST(iterator_checks_records_again_when_the_checksum_still_matches)
 	uint8_t *h = file + SP_FILE_HEADER_LEN, *payload = h + SP_CHUNK_HEADER_LEN;
 	uint32_t crc = sp_le32(h + SP_CHUNK_CRC_OFFSET);
 	stackpulse_spool *s;
-	REQUIRE_OK(stackpulse_spool_open_memory(file, n, &s));
+	REQUIRE_OK(sp_spool_open_memory(file, n, 0, &s));
 	uint64_t count;
 	REQUIRE_OK(count_samples(s, &count));
 	REQUIRE_EQ(count, 2);
@@ -310,7 +310,7 @@ SP_TEST(iterator_checks_records_again_when_the_checksum_still_matches)
 		CHECK(rc == STACKPULSE_EFORMAT || rc == STACKPULSE_ELIMIT);
 		/* The same bytes in a fresh file are refused at open. */
 		stackpulse_spool *x = NULL;
-		CHECK(stackpulse_spool_open_memory_ex(file, n, STACKPULSE_SPOOL_STRICT, &x) < 0);
+		CHECK(sp_spool_open_memory(file, n, STACKPULSE_SPOOL_STRICT, &x) < 0);
 		CHECK(x == NULL);
 	}
 	/* The original tail again: the spool iterates as before. */

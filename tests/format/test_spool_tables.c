@@ -7,18 +7,19 @@
 #include "common/alloc.h"
 #include "format/spool_keys.h"
 #include "spool_fixture.h"
+#include "format/spool_reader.h"
 
 /* Opens @p m with the n-th allocation failing, for every n: -ENOMEM or the
  * same spool as without failures. Returns the failures seen. */
 static long sweep_open(const memsink *m)
 {
 	stackpulse_spool *ref;
-	REQUIRE_OK(stackpulse_spool_open_memory(m->data, m->len, &ref));
+	REQUIRE_OK(sp_spool_open_memory(m->data, m->len, 0, &ref));
 	long failures = 0;
 	for (long n = 0; n < 10000; n++) {
 		stackpulse_spool *s = NULL;
 		sp_alloc_fail_after(n);
-		int rc = stackpulse_spool_open_memory(m->data, m->len, &s);
+		int rc = sp_spool_open_memory(m->data, m->len, 0, &s);
 		sp_alloc_fail_after(-1);
 		if (rc) {
 			CHECK_EQ(rc, -ENOMEM);
@@ -131,10 +132,10 @@ SP_TEST(table_budget_holds_against_a_large_symbol_table)
 	printf("    %zu bytes on disk\n", m.len);
 	REQUIRE(m.len > (len >> 8) && m.len < (512u << 10));
 	stackpulse_spool *s;
-	CHECK_EQ(stackpulse_spool_open_memory_ex(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s),
+	CHECK_EQ(sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s),
 	         STACKPULSE_ELIMIT);
 	CHECK(strstr(stackpulse_last_error(), "tables would exceed") != NULL);
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &s));
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(s);
 	CHECK_EQ(meta->damaged, 1);
 	CHECK_EQ(meta->damaged_code, STACKPULSE_ELIMIT);
@@ -169,7 +170,7 @@ SP_TEST(key_equality_checks_every_field)
 		CHECK(!sp_frame_equal(&a, &b));
 	}
 	b = (struct stackpulse_raw_frame){ STACKPULSE_FRAME_INLINE, 0, 0, 0, 0 };
-	CHECK_EQ(sp_frame_canonical(&b), -1);
+	CHECK_EQ(sp_frame_canonical(&b), -EINVAL);
 	static const uint8_t bid[4] = { 1, 2, 3, 4 }, bid2[4] = { 1, 2, 3, 5 };
 	sp_module_key k = { "/lib/x.so", 9, bid, 4 };
 	CHECK(sp_module_key_equal(&k, "/lib/x.so", bid, 4));

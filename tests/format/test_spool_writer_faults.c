@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "spool_fixture.h"
+#include "format/spool_reader.h"
 
 #define PAD_MAX 300
 
@@ -178,8 +179,7 @@ static long sweep_one(target_fn fn, size_t setup_pad, size_t call_pad)
 		CHECK_OK(fn(w, &d, pad(call_pad)));
 		CHECK_OK(sp_writer_finish(w));
 		stackpulse_spool *s = NULL;
-		CHECK_OK(stackpulse_spool_open_memory_ex(m.data, m.len, STACKPULSE_SPOOL_STRICT,
-		                                         &s));
+		CHECK_OK(sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s));
 		stackpulse_spool_close(s);
 		sp_writer_free(w);
 		memsink_free(&m);
@@ -255,7 +255,7 @@ SP_TEST(writer_argument_edges)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(m.data, m.len, &sp));
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, 0, &sp));
 	CHECK_EQ(strlen(stackpulse_spool_process(sp, 0)->name), SP_NAME_MAX);
 	CHECK_STR(stackpulse_spool_process(sp, 0)->initial_name, "p");
 	CHECK_EQ(stackpulse_spool_module_count(sp), 2);

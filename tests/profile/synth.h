@@ -21,6 +21,7 @@
 #include "format/spool_writer.h"
 #include "harness.h"
 #include "stackpulse.h"
+#include "format/spool_reader.h"
 
 #define SYN_BASE 1000000000ull
 #define SYN_STEP 10000000ull
@@ -133,7 +134,7 @@ static inline stackpulse_spool *syn_spool(sp_buf *mem, const char *pname)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *spool = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(mem->data, mem->len, &spool));
+	REQUIRE_OK(sp_spool_open_memory(mem->data, mem->len, 0, &spool));
 	return spool;
 }
 
@@ -150,7 +151,8 @@ static inline char *syn_export(const stackpulse_profile *p, int format, uint32_t
 	sp_buf_init(&b);
 	stackpulse_export_opts o = STACKPULSE_EXPORT_OPTS;
 	o.flags = flags;
-	REQUIRE_OK(stackpulse_export(p, format, &o, syn_collect, &b));
+	REQUIRE_OK(
+	        stackpulse_export(p, (enum stackpulse_export_format)format, &o, syn_collect, &b));
 	REQUIRE_OK(sp_buf_u8(&b, 0));
 	if (len_out)
 		*len_out = b.len - 1;
@@ -161,7 +163,7 @@ static inline stackpulse_profile *syn_profile(stackpulse_spool *spool, uint32_t 
 {
 	stackpulse_profile_opts o = STACKPULSE_PROFILE_OPTS;
 	o.flags = flags;
-	o.view = view;
+	o.view = (enum stackpulse_view)view;
 	stackpulse_profile *p = NULL;
 	REQUIRE_OK(stackpulse_profile_build(spool, NULL, &o, &p));
 	return p;

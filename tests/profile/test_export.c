@@ -425,7 +425,9 @@ SP_TEST(export_errors)
 	int calls = 0;
 	for (int fmt = STACKPULSE_EXPORT_FOLDED; fmt <= STACKPULSE_EXPORT_SVG; fmt++) {
 		calls = 0;
-		CHECK_EQ(stackpulse_export(p, fmt, NULL, fail_write, &calls), -ENOSPC);
+		CHECK_EQ(stackpulse_export(p, (enum stackpulse_export_format)fmt, NULL, fail_write,
+		                           &calls),
+		         -ENOSPC);
 		CHECK_EQ(calls, 1); /* The first error stops the exporter. */
 	}
 	CHECK_EQ(stackpulse_export(p, 99, NULL, fail_write, &calls), -EINVAL);
@@ -444,6 +446,73 @@ SP_TEST(export_errors)
 		sp_free(a);
 		sp_free(b);
 	}
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}
+
+static void put_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	REQUIRE(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* A symlink or hard link planted at an export path is replaced by the new
+ * file; the file it led to keeps its bytes. A failed export leaves the old
+ * file as it was and no temporary file. */
+SP_TEST(export_never_writes_through_links)
+{
+	sp_buf mem;
+	stackpulse_spool *s;
+	stackpulse_profile *p = export_fixture(&mem, &s);
+	char tmp[512];
+	snprintf(tmp, sizeof(tmp), "%s/links",
+	         sp_test_tmpdir()); /* Its own: others leave dotfiles. */
+	REQUIRE(mkdir(tmp, 0700) == 0);
+	char victim[600], path[600], hard[600];
+	snprintf(victim, sizeof(victim), "%s/victim.txt", tmp);
+	snprintf(path, sizeof(path), "%s/planted.folded", tmp);
+	snprintf(hard, sizeof(hard), "%s/hard.folded", tmp);
+	put_file(victim, "precious\n");
+	REQUIRE(symlink(victim, path) == 0);
+	REQUIRE_OK(stackpulse_export_to_path(p, STACKPULSE_EXPORT_FOLDED, NULL, path));
+	struct stat st;
+	REQUIRE(lstat(path, &st) == 0);
+	CHECK(S_ISREG(st.st_mode));
+	CHECK(st.st_size > 9);
+	size_t len = 0;
+	char *text = sp_test_read_file(victim, &len);
+	REQUIRE(text);
+	CHECK_STR(text, "precious\n");
+	free(text);
+
+	REQUIRE(link(victim, hard) == 0);
+	REQUIRE_OK(stackpulse_export_to_path(p, STACKPULSE_EXPORT_SVG, NULL, hard));
+	text = sp_test_read_file(victim, &len);
+	REQUIRE(text);
+	CHECK_STR(text, "precious\n");
+	free(text);
+	REQUIRE(stat(victim, &st) == 0);
+	CHECK_EQ(st.st_nlink, 1u);
+
+	/* Unknown flags fail the export after the path was checked. */
+	stackpulse_export_opts bad = STACKPULSE_EXPORT_OPTS;
+	bad.flags = 0x100;
+	CHECK_EQ(stackpulse_export_to_path(p, STACKPULSE_EXPORT_FOLDED, &bad, victim), -EINVAL);
+	text = sp_test_read_file(victim, &len);
+	REQUIRE(text);
+	CHECK_STR(text, "precious\n");
+	free(text);
+	char leftovers[1024];
+	snprintf(leftovers, sizeof(leftovers), "ls -A '%s' | grep -c '^\\.' || true", tmp);
+	FILE *ls = popen(leftovers, "r");
+	REQUIRE(ls);
+	int n = -1;
+	CHECK_EQ(fscanf(ls, "%d", &n), 1);
+	pclose(ls);
+	CHECK_EQ(n, 0); /* No temporary file left. */
 	stackpulse_profile_free(p);
 	stackpulse_spool_close(s);
 	sp_buf_free(&mem);

@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "../format/hostile.h"
+#include "format/spool_reader.h"
 #include "harness.h"
 #include "profile/export_internal.h"
 #include "profile/profile_internal.h"
@@ -28,7 +29,7 @@ static stackpulse_spool *amp_spool(sp_buf *mem, uint32_t depth, uint32_t leaves)
 	sp_buf_init(mem);
 	REQUIRE_OK(hostile_amp_spool(buf_sink, mem, depth, leaves));
 	stackpulse_spool *spool = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(mem->data, mem->len, &spool));
+	REQUIRE_OK(sp_spool_open_memory(mem->data, mem->len, 0, &spool));
 	return spool;
 }
 
@@ -80,7 +81,8 @@ SP_TEST(amplified_folded_streams_with_bounded_memory)
 	for (int fmt = STACKPULSE_EXPORT_PPROF; fmt <= STACKPULSE_EXPORT_SVG; fmt++) {
 		counter o = { 0, 0, 0 };
 		sp_alloc_reset_count();
-		CHECK_OK(stackpulse_export(p, fmt, NULL, count_sink, &o));
+		CHECK_OK(stackpulse_export(p, (enum stackpulse_export_format)fmt, NULL, count_sink,
+		                           &o));
 		used = sp_alloc_bytes();
 		printf("    format %d: %llu bytes out, %llu bytes allocated\n", fmt,
 		       (unsigned long long)o.bytes, (unsigned long long)used);
@@ -134,7 +136,7 @@ SP_TEST(flood_spool_keeps_profile_probe_runs_short)
 	sp_buf_init(&mem);
 	REQUIRE_OK(hostile_flood_spool(buf_sink, &mem, addrs, N));
 	stackpulse_spool *spool = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(mem.data, mem.len, &spool));
+	REQUIRE_OK(sp_spool_open_memory(mem.data, mem.len, 0, &spool));
 	stackpulse_profile *p = amp_profile(spool);
 	const sp_htab *tabs[] = { &p->frame_tab, &p->stack_tab, &p->func_tab, &p->string_tab };
 	CHECK(p->frame_tab.count >= N);
@@ -142,7 +144,6 @@ SP_TEST(flood_spool_keeps_profile_probe_runs_short)
 		printf("    profile table %zu: %u entries, longest run %u\n", i, tabs[i]->count,
 		       tabs[i]->max_probe);
 		CHECK(tabs[i]->max_probe <= 128); /* As in format_test_spool_flood. */
-		CHECK(tabs[i]->probes <= 8ull * tabs[i]->count + 64);
 	}
 	stackpulse_profile_free(p);
 	stackpulse_spool_close(spool);

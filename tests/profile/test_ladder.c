@@ -281,7 +281,7 @@ SP_TEST(python_workload_named_frames)
 		record_cmd(record, spool, cmd);
 
 		stackpulse_spool *s = NULL;
-		REQUIRE_OK(stackpulse_spool_open(spool, &s));
+		REQUIRE_OK(stackpulse_spool_open(spool, NULL, &s));
 		uint32_t python = 0;
 		for (uint32_t i = 0; i < stackpulse_spool_frame_count(s); i++)
 			python += stackpulse_spool_frame(s, i)->kind == STACKPULSE_FRAME_PYTHON;

@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "stackpulse.h"
 #include "synth.h"
+#include "format/spool_reader.h"
 
 static const char *const FOLDED_PLAIN =
         "ladder;ladder+0x1000;ladder+0x1100;ladder+0x1200 5\n"
@@ -248,7 +249,8 @@ SP_TEST(allocation_failures)
 			sp_buf_init(&out);
 			for (int f = STACKPULSE_EXPORT_FOLDED; f <= STACKPULSE_EXPORT_SVG; f++) {
 				sp_buf_reset(&out);
-				int e = stackpulse_export(p, f, NULL, syn_collect, &out);
+				int e = stackpulse_export(p, (enum stackpulse_export_format)f, NULL,
+				                          syn_collect, &out);
 				CHECK(e == 0 || e == -ENOMEM);
 			}
 			sp_alloc_fail_after(-1);
@@ -298,7 +300,7 @@ SP_TEST(jit_and_unknown_frames_without_symbolizer)
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(mem.data, mem.len, &s));
+	REQUIRE_OK(sp_spool_open_memory(mem.data, mem.len, 0, &s));
 	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
 	check_folded(p, 0,
 	             "java;Interpreter 1\n"
@@ -307,4 +309,183 @@ SP_TEST(jit_and_unknown_frames_without_symbolizer)
 	stackpulse_profile_free(p);
 	stackpulse_spool_close(s);
 	sp_buf_free(&mem);
+}
+
+/* Self and inclusive weights per function, against the known tree: a
+ * recursive function counts once per sample, weights sum to the samples. */
+static const struct stackpulse_profile_func_count *find_count(
+        const stackpulse_profile *p, const struct stackpulse_profile_func_count *c, uint32_t n,
+        const char *name)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(stackpulse_profile_string(p,
+		                                     stackpulse_profile_func(p, c[i].func)->name),
+		           name) == 0)
+			return &c[i];
+	return NULL;
+}
+
+SP_TEST(func_counts_self_and_inclusive)
+{
+	sp_buf mem;
+	stackpulse_spool *s = syn_spool(&mem, NULL);
+	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
+	const struct stackpulse_profile_func_count *c = NULL, *again = NULL;
+	uint32_t n = 0, n2 = 0;
+	REQUIRE_OK(stackpulse_profile_func_counts(p, &c, &n));
+	REQUIRE_OK(stackpulse_profile_func_counts(p, &again, &n2));
+	CHECK(c == again); /* computed once, kept by the profile */
+	CHECK_EQ(n, n2);
+	CHECK_EQ(n, 10);
+	struct {
+		const char *name;
+		uint64_t self, incl;
+	} want[] = {
+		{ "ladder+0x1200", 5, 5 },    { "fib", 4, 4 },           { "ladder+0x1300", 3, 3 },
+		{ "ladder+0x1400", 2, 3 },    { "do_syscall_64", 1, 1 }, { "ladder+0x1000", 0, 11 },
+		{ "ladder+0x1100", 0, 11 },   { "<module>", 0, 4 },      { "python3+0x500", 0, 4 },
+		{ "entry_SYSCALL_64", 0, 1 },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		const struct stackpulse_profile_func_count *f = find_count(p, c, n, want[i].name);
+		if (!f) {
+			sp_test_fail(__FILE__, __LINE__, "no count for %s", want[i].name);
+			continue;
+		}
+		CHECK_EQ(f->self, want[i].self);
+		CHECK_EQ(f->inclusive, want[i].incl);
+	}
+	uint64_t self_sum = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		self_sum += c[i].self;
+		CHECK(c[i].inclusive >= c[i].self);
+		if (i)
+			CHECK(c[i - 1].self > c[i].self ||
+			      (c[i - 1].self == c[i].self && c[i - 1].inclusive >= c[i].inclusive));
+	}
+	CHECK_EQ(self_sum, 15);
+	CHECK_EQ(stackpulse_profile_func_counts(NULL, &c, &n), -EINVAL);
+	stackpulse_profile_free(p);
+
+	/* Python-only view: only the Python functions remain. */
+	p = syn_profile(s, 0, STACKPULSE_VIEW_PYTHON_ONLY);
+	REQUIRE_OK(stackpulse_profile_func_counts(p, &c, &n));
+	CHECK_EQ(n, 2);
+	const struct stackpulse_profile_func_count *fib = find_count(p, c, n, "fib");
+	REQUIRE(fib != NULL);
+	CHECK_EQ(fib->self, 4);
+	CHECK_EQ(fib->inclusive, 4);
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}
+
+/* Every public entry clears the thread's last error (include/stackpulse.h,
+ * conventions): after a failure, a successful call of another function
+ * leaves "" and code 0. The error functions, stackpulse_version and the
+ * free functions leave it alone. */
+static void expect_failure_then_clear(int rc, int ok_rc)
+{
+	(void)rc;
+	CHECK_EQ(ok_rc, 0);
+	CHECK_STR(stackpulse_last_error(), "");
+	CHECK_EQ(stackpulse_last_error_code(), 0);
+}
+
+SP_TEST(last_error_is_cleared_by_every_entry)
+{
+	sp_buf mem;
+	stackpulse_spool *s = syn_spool(&mem, NULL);
+	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
+
+	/* A failing open, then an accessor of another object. */
+	stackpulse_spool *none = NULL;
+	int rc = stackpulse_spool_open("/nonexistent/x.spool", NULL, &none);
+	CHECK(rc < 0);
+	CHECK(stackpulse_last_error()[0] != '\0');
+	CHECK_EQ(stackpulse_last_error_code(), rc);
+	/* The exempt calls keep it, so it can be printed with strerror. */
+	(void)stackpulse_strerror(rc);
+	(void)stackpulse_version();
+	stackpulse_spool_close(NULL);
+	stackpulse_profile_free(NULL);
+	CHECK(stackpulse_last_error()[0] != '\0');
+	expect_failure_then_clear(rc, stackpulse_spool_process_count(s) > 0 ? 0 : -1);
+
+	/* A failing lookup, then a successful call of another kind. */
+	rc = stackpulse_spool_stack_node(s, 0, NULL, NULL);
+	CHECK_EQ(rc, STACKPULSE_ENOTFOUND);
+	CHECK(stackpulse_last_error()[0] != '\0');
+	const struct stackpulse_profile_func_count *c;
+	uint32_t n;
+	expect_failure_then_clear(rc, stackpulse_profile_func_counts(p, &c, &n));
+
+	/* A failing export, then an opts initialiser. */
+	rc = stackpulse_export(p, (enum stackpulse_export_format)99, NULL, NULL, NULL);
+	CHECK(rc < 0);
+	CHECK(stackpulse_last_error()[0] != '\0');
+	stackpulse_symbolizer_opts so;
+	stackpulse_symbolizer_opts_init(&so);
+	expect_failure_then_clear(rc, 0);
+
+	/* A failing build, then a symbolizer and its iteration. */
+	stackpulse_profile *bad = NULL;
+	stackpulse_profile_opts po;
+	stackpulse_profile_opts_init(&po);
+	po.view = (enum stackpulse_view)7;
+	rc = stackpulse_profile_build(s, NULL, &po, &bad);
+	CHECK_EQ(rc, -EINVAL);
+	CHECK(stackpulse_last_error()[0] != '\0');
+	stackpulse_sample_iter *it = NULL;
+	expect_failure_then_clear(rc, stackpulse_sample_iter_new(s, &it));
+	stackpulse_sample_iter_free(it);
+
+	/* A failing recorder call, then a profile accessor. */
+	rc = stackpulse_recorder_wait(NULL, 0);
+	CHECK_EQ(rc, -EINVAL);
+	expect_failure_then_clear(rc, stackpulse_profile_string_count(p) > 0 ? 0 : -1);
+
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}
+
+/* The opts_init functions give what the macros give, for C++ callers
+ * (field by field: padding bytes are unspecified). */
+SP_TEST(opts_init_matches_the_macros)
+{
+	stackpulse_recorder_opts r = STACKPULSE_RECORDER_OPTS, ri;
+	memset(&ri, 0x5a, sizeof(ri));
+	stackpulse_recorder_opts_init(&ri);
+	CHECK_EQ(ri.sz, sizeof(ri));
+	CHECK(r.frequency == ri.frequency && r.stack_size == ri.stack_size &&
+	      r.kernel == ri.kernel && r.children == ri.children && r.python == ri.python &&
+	      r.perf_event == ri.perf_event && r.ring_kb == ri.ring_kb &&
+	      r.zstd_level == ri.zstd_level && r.self_contained == ri.self_contained &&
+	      r.chunk_bytes == ri.chunk_bytes && ri.cache_dir == NULL && r.realtime == ri.realtime);
+	stackpulse_symbolizer_opts yi;
+	memset(&yi, 0x5a, sizeof(yi));
+	stackpulse_symbolizer_opts_init(&yi);
+	CHECK(yi.sz == sizeof(yi) && yi.flags == 0 && !yi.debug_dirs && !yi.cache_dir);
+	stackpulse_profile_opts qi;
+	memset(&qi, 0x5a, sizeof(qi));
+	stackpulse_profile_opts_init(&qi);
+	CHECK(qi.sz == sizeof(qi) && qi.flags == 0 && qi.view == STACKPULSE_VIEW_MIXED &&
+	      qi.start_ns == 0 && qi.end_ns == 0 && qi.pid == 0 && qi.tid == 0);
+	stackpulse_export_opts ei;
+	memset(&ei, 0x5a, sizeof(ei));
+	stackpulse_export_opts_init(&ei);
+	CHECK(ei.sz == sizeof(ei) && ei.flags == 0 && !ei.title);
+	stackpulse_spool_open_opts oi;
+	memset(&oi, 0x5a, sizeof(oi));
+	stackpulse_spool_open_opts_init(&oi);
+	CHECK(oi.sz == sizeof(oi) && oi.flags == 0 && !oi.buf && oi.len == 0);
+	stackpulse_push_opts pi, pm = STACKPULSE_PUSH_OPTS;
+	memset(&pi, 0x5a, sizeof(pi));
+	stackpulse_push_opts_init(&pi);
+	CHECK(pi.sz == sizeof(pi) && pi.protocol == pm.protocol && !pi.url && !pi.app &&
+	      !pi.labels && pi.nlabels == 0 && pi.timeout_ms == 0 && pi.retries == pm.retries &&
+	      pi.backoff_ms == 0);
+	CHECK(!ei.app && !ei.labels && ei.nlabels == 0);
+	stackpulse_recorder_opts_init(NULL); /* ignored */
 }

@@ -757,6 +757,87 @@ SP_TEST(code_cache_notices_reused_address)
 	env_free(&e);
 }
 
+/* The code cache stays within its byte budget by evicting entries no
+ * recent walk used; ids of evicted entries give NULL (never another code
+ * object); entries of the current walk are pinned, so a walk that needs
+ * more than the budget is refused (ELIMIT) instead of growing it. */
+SP_TEST(code_cache_is_bounded_in_bytes)
+{
+	walk_env e;
+	env_init(&e, IMG_V312);
+	uint64_t shared = 0, peak = 0, budget = 4096;
+	sp_py_codes_set_budget(e.w.codes, budget, &shared, &peak, 1u << 20);
+	uint64_t codes[300];
+	int ncodes = 0;
+	for (int i = 0; i < 300; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "g%d", i);
+		codes[i] = img_code(&e.im, name, "/t/flood.py", i + 1, fib_lines, 6);
+		if (!codes[i])
+			break;
+		ncodes++;
+	}
+	REQUIRE(ncodes >= 40);
+	uint32_t first = 0;
+	for (int i = 0; i < ncodes; i++) {
+		/* One code object per walk, each walk far past the pin window. */
+		for (uint32_t k = 0; k < SP_PY_CODE_PIN_WALKS; k++)
+			sp_py_codes_walk_begin(e.w.codes);
+		uint32_t id;
+		REQUIRE_OK(sp_py_code_intern(&e.w, codes[i], &id));
+		if (i == 0)
+			first = id;
+		char name[32];
+		snprintf(name, sizeof(name), "g%d", i);
+		CHECK_STR(sp_py_codes_get(e.w.codes, id)->qualname, name);
+	}
+	sp_py_codes_usage u;
+	sp_py_codes_get_usage(e.w.codes, &u);
+	printf("%d code objects: %llu bytes held, %llu evicted, peak %llu\n", ncodes,
+	       (unsigned long long)u.bytes, (unsigned long long)u.evicted,
+	       (unsigned long long)peak);
+	CHECK(u.bytes <= budget);
+	CHECK(peak <= budget);
+	CHECK_EQ(shared, u.bytes);
+	CHECK(u.evicted > 0);
+	CHECK(sp_py_codes_count(e.w.codes) < (uint32_t)ncodes);
+	CHECK(sp_py_codes_get(e.w.codes, first) == NULL); /* Evicted: no other object. */
+	/* Seen again: decoded again, as new for the spool writer. */
+	uint32_t again;
+	REQUIRE_OK(sp_py_code_intern(&e.w, codes[0], &again));
+	CHECK(again != first);
+	CHECK_STR(sp_py_codes_get(e.w.codes, again)->qualname, "g0");
+	CHECK_EQ(sp_py_codes_get(e.w.codes, again)->user, UINT32_MAX);
+	/* One walk: everything it interned is pinned, so past the budget the
+	 * next code object is refused and nothing of the walk is lost. */
+	sp_py_codes_walk_begin(e.w.codes);
+	uint32_t ids[300];
+	int got = 0, refused = 0;
+	for (int i = 0; i < ncodes; i++) {
+		int rc = sp_py_code_intern(&e.w, codes[i], &ids[got]);
+		if (rc == STACKPULSE_ELIMIT) {
+			refused = 1;
+			break;
+		}
+		REQUIRE_OK(rc);
+		got++;
+	}
+	CHECK(refused);
+	CHECK(got > 10);
+	for (int i = 0; i < got; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "g%d", i);
+		const sp_py_code *c = sp_py_codes_get(e.w.codes, ids[i]);
+		REQUIRE(c != NULL);
+		CHECK_STR(c->qualname, name);
+	}
+	sp_py_codes_get_usage(e.w.codes, &u);
+	CHECK(u.bytes <= budget);
+	CHECK_EQ(u.refused, 1u);
+	env_free(&e);
+	CHECK_EQ(shared, 0u); /* Freeing a cache returns its bytes. */
+}
+
 SP_TEST(walk_fails_cleanly_without_memory)
 {
 	for (long k = 0; k < 12; k++) {

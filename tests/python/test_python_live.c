@@ -796,7 +796,7 @@ SP_TEST(perfmap_from_python_x_perf)
 	int rc = sp_perfmap_read(c.pid, &off, pm_cb, &p);
 	if (rc == STACKPULSE_ENOTFOUND) {
 		stop_child(&c);
-		sp_test_skip("this CPython build has no perf trampoline");
+		sp_test_skip_env("this CPython build has no perf trampoline");
 	}
 	CHECK_OK(rc);
 	CHECK(p.count > 0);
@@ -857,7 +857,7 @@ static void map_all(sp_unwind_space *s, pid_t pid)
 SP_TEST(merge_with_unwound_native_stack)
 {
 #if !defined(__x86_64__)
-	sp_test_skip("x86_64 only");
+	sp_test_skip_env("x86_64 only");
 #else
 	if (find_pythons() == 0)
 		sp_test_skip("no CPython 3.10+ installed");

@@ -73,7 +73,8 @@ static double now_s(void)
 
 /* Records @p py running the script; returns 0, or 1 when perf is refused. */
 static int record(const char *py, const char *path, const char *spool,
-                  struct stackpulse_recorder_stats *st)
+                  struct stackpulse_recorder_stats *st,
+                  struct stackpulse_recorder_python_stats *py_st)
 {
 	char *argv[] = { (char *)py, (char *)path, "1.5", NULL };
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
@@ -99,6 +100,9 @@ static int record(const char *py, const char *path, const char *spool,
 	CHECK(rc >= 0);
 	st->sz = sizeof(*st);
 	CHECK_OK(stackpulse_recorder_stats(rec, st));
+	memset(py_st, 0, sizeof(*py_st));
+	py_st->sz = sizeof(*py_st);
+	CHECK_OK(stackpulse_recorder_python_stats(rec, py_st));
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	int status;
 	waitpid(pid, &status, 0);
@@ -236,8 +240,9 @@ SP_TEST(every_version_two_phase_shares)
 			         attempt);
 			snprintf(out, sizeof(out), "%s.folded", spool);
 			struct stackpulse_recorder_stats st;
+			struct stackpulse_recorder_python_stats py;
 			memset(&st, 0, sizeof(st));
-			if (record(vs.path[i], path, spool, &st))
+			if (record(vs.path[i], path, spool, &st, &py))
 				sp_test_skip("perf events are not allowed here");
 			snprintf(cmd, sizeof(cmd), "%s %s --folded --lines >%s", report, spool,
 			         out);
@@ -252,7 +257,7 @@ SP_TEST(every_version_two_phase_shares)
 			        t.fib_phase + t.mat_phase
 			                ? (double)t.fib_phase / (double)(t.fib_phase + t.mat_phase)
 			                : 0;
-			double reads = st.python_reads ? (double)st.python_reads : 1;
+			double reads = py.python_reads ? (double)py.python_reads : 1;
 			fprintf(stderr,
 			        "    %s (attempt %d): %lld samples, phase_fib %lld (%lld in order, "
 			        "%lld with fib), phase_matrix %lld (%lld in order, %lld with "
@@ -266,28 +271,28 @@ SP_TEST(every_version_two_phase_shares)
 			        "%llu, "
 			        "%.1f us and %.1f calls per read, delay mean %.2f ms max %.1f ms, "
 			        "%llu early\n",
-			        (unsigned long long)st.python_reads,
-			        (unsigned long long)st.python_read_failed,
-			        100.0 * (double)st.python_truncated / reads,
-			        (unsigned long long)st.python_torn,
-			        (double)st.python_read_ns / reads / 1e3,
-			        (double)st.python_read_calls / reads,
-			        (double)st.python_delay_ns / reads / 1e6,
-			        (double)st.python_delay_max_ns / 1e6,
-			        (unsigned long long)st.python_early_reads);
+			        (unsigned long long)py.python_reads,
+			        (unsigned long long)py.python_read_failed,
+			        100.0 * (double)py.python_truncated / reads,
+			        (unsigned long long)py.python_torn,
+			        (double)py.python_read_ns / reads / 1e3,
+			        (double)py.python_read_calls / reads,
+			        (double)py.python_delay_ns / reads / 1e6,
+			        (double)py.python_delay_max_ns / 1e6,
+			        (unsigned long long)py.python_early_reads);
 			/* The statistics describe the reading. */
 			CHECK(st.python_frames == 1);
-			CHECK(st.python_reads >= st.python_samples);
+			CHECK(py.python_reads >= st.python_samples);
 			CHECK(st.python_samples > 0);
-			CHECK(st.python_read_failed < st.python_reads);
-			CHECK(st.python_truncated <= st.python_reads);
-			CHECK(st.python_read_ns > 0);
-			CHECK(st.python_read_calls >= st.python_reads - st.python_read_failed);
-			CHECK(st.python_delay_ns > 0);
-			CHECK(st.python_delay_max_ns >= st.python_delay_ns / st.python_reads);
+			CHECK(py.python_read_failed < py.python_reads);
+			CHECK(py.python_truncated <= py.python_reads);
+			CHECK(py.python_read_ns > 0);
+			CHECK(py.python_read_calls >= py.python_reads - py.python_read_failed);
+			CHECK(py.python_delay_ns > 0);
+			CHECK(py.python_delay_max_ns >= py.python_delay_ns / py.python_reads);
 			/* Nearly every read made ahead of the drain (not the
 			 * first, made while the interpreter was being found). */
-			CHECK(st.python_early_reads * 10 >= st.python_reads * 9);
+			CHECK(py.python_early_reads * 10 >= py.python_reads * 9);
 			/* opts.realtime AUTO: tried once the interpreter was found. */
 			CHECK(st.realtime == 1 || st.realtime == -1);
 			if (st.realtime < 0)
@@ -341,21 +346,26 @@ SP_TEST(non_python_target_has_no_python_costs)
 	memset(&st, 0, sizeof(st));
 	st.sz = sizeof(st);
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	struct stackpulse_recorder_python_stats py;
+	memset(&py, 0, sizeof(py));
+	py.sz = sizeof(py);
+	CHECK_OK(stackpulse_recorder_python_stats(rec, &py));
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	waitpid(pid, NULL, 0);
 	CHECK(st.samples > 0);
 	CHECK_EQ(st.python_frames, 0);
-	CHECK_EQ(st.python_reads, 0);
-	CHECK_EQ(st.python_read_ns, 0);
-	CHECK_EQ(st.python_delay_ns, 0);
-	/* A caller built against the 0.1.0 struct gets only its fields. */
-	struct stackpulse_recorder_stats old;
+	CHECK_EQ(py.python_reads, 0);
+	CHECK_EQ(py.python_read_ns, 0);
+	CHECK_EQ(py.python_delay_ns, 0);
+	/* A caller built against a shorter struct gets only its fields. */
+	struct stackpulse_recorder_python_stats old;
 	memset(&old, 0xab, sizeof(old));
-	old.sz = offsetof(struct stackpulse_recorder_stats, python_reads);
+	old.sz = offsetof(struct stackpulse_recorder_python_stats, python_read_failed);
 	stackpulse_recorder *rec2;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec2, &pid));
-	CHECK_OK(stackpulse_recorder_stats(rec2, &old));
-	CHECK_EQ(old.python_reads, 0xababababababababull);
+	CHECK_OK(stackpulse_recorder_python_stats(rec2, &old));
+	CHECK_EQ(old.python_reads, 0);
+	CHECK_EQ(old.python_read_failed, 0xababababababababull);
 	REQUIRE_OK(stackpulse_recorder_finish(rec2));
 	waitpid(pid, NULL, 0);
 }

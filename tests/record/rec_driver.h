@@ -50,9 +50,9 @@ __attribute__((constructor)) static void rec_driver_main(void)
 		return;
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 499;
-	o.kernel = (int)strtol(drv_env("SP_REC_KERNEL", "0"), NULL, 10);
+	o.kernel = (enum stackpulse_feature)strtol(drv_env("SP_REC_KERNEL", "0"), NULL, 10);
 	o.chunk_bytes = (uint32_t)strtoul(drv_env("SP_REC_CHUNK", "0"), NULL, 10);
-	o.realtime = (int)strtol(drv_env("SP_REC_REALTIME", "0"), NULL, 10);
+	o.realtime = (enum stackpulse_feature)strtol(drv_env("SP_REC_REALTIME", "0"), NULL, 10);
 	if (getenv("SP_REC_NO_PIDFD") && drv_deny_pidfd() != 0) {
 		printf("rc=-1 err=cannot install the seccomp filter\n");
 		fflush(stdout);

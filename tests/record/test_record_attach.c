@@ -51,7 +51,7 @@ static int reap(pid_t pid, double secs)
 static void check_ladder_spool(const char *path, int min_samples)
 {
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(path, &sp));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &sp));
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
 	const struct stackpulse_sample *s;
@@ -70,7 +70,7 @@ static void check_ladder_spool(const char *path, int min_samples)
 	stackpulse_spool_close(sp);
 }
 
-static void attach_ladder(int mode, const char *tag)
+static void attach_ladder(enum stackpulse_attach_mode mode, const char *tag)
 {
 	const char *bin = rec_target("ladder", NULL);
 	pid_t pid = start(bin, "1.5");
@@ -91,13 +91,13 @@ static void attach_ladder(int mode, const char *tag)
 	CHECK_OK(rec_run(rec, 20));
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 0);
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, 0), 0);
-	/* Data left after the exit is still reported, then wait says 0. */
-	int w = 1;
-	for (int i = 0; i < 1000 && w == 1; i++) {
+	/* Data left after the exit is still reported, then wait says EXITED. */
+	int w = STACKPULSE_WAIT_READY;
+	for (int i = 0; i < 1000 && w == STACKPULSE_WAIT_READY; i++) {
 		w = stackpulse_recorder_wait(rec, 1000);
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	CHECK_EQ(w, 0);
+	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	CHECK(reap(pid, 5));
 	check_ladder_spool(spool, 50);
@@ -128,7 +128,7 @@ SP_TEST(attach_live_threads_are_all_followed)
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	CHECK(reap(pid, 5));
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	int named = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_thread_count(sp); i++)
 		named += strncmp(stackpulse_spool_thread(sp, i)->name, "t-", 2) == 0;
@@ -201,7 +201,8 @@ SP_TEST(never_stopped_when_the_caller_gets_signals)
 		if (rc == 0) {
 			ok++;
 			int w = stackpulse_recorder_wait(rec, 50);
-			CHECK(w == 1 || w == 0 || w == -EINTR);
+			CHECK(w == STACKPULSE_WAIT_READY || w == STACKPULSE_WAIT_TIMEOUT ||
+			      w == STACKPULSE_WAIT_EXITED || w == -EINTR);
 			CHECK_OK(stackpulse_recorder_consume_available(rec));
 			CHECK_OK(stackpulse_recorder_finish(rec));
 		}
@@ -320,7 +321,7 @@ SP_TEST(target_exits_during_attach)
 		char spool[512];
 		snprintf(spool, sizeof(spool), "%s/exit%d.spool", sp_test_tmpdir(), i);
 		stackpulse_recorder *rec;
-		int mode =
+		enum stackpulse_attach_mode mode =
 		        i % 3 == 2 ? STACKPULSE_ATTACH_LIVE : STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
 		int rc = stackpulse_recorder_attach(pid, spool, mode, NULL, &rec);
 		if (rc == 0) {
@@ -377,7 +378,7 @@ static void attach_hidden(const char *tag, pid_t pid, const char *bin)
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
 	CHECK(reap(pid, 5));
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	uint32_t mod = UINT32_MAX;
 	for (uint32_t i = 0; i < stackpulse_spool_module_count(sp); i++) {
 		const struct stackpulse_module *m = stackpulse_spool_module(sp, i);
@@ -470,7 +471,7 @@ SP_TEST(attach_to_uninterruptible_thread_times_out_and_releases_it)
 	if (st != 'D') {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		sp_test_skip("the vfork parent is not in state D here");
+		sp_test_skip_env("the vfork parent is not in state D here");
 	}
 	char spool[600];
 	snprintf(spool, sizeof(spool), "%s/dsleep.spool", sp_test_tmpdir());
@@ -529,7 +530,8 @@ SP_TEST(attach_after_the_leader_exited)
 		stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 		o.frequency = 499;
 		stackpulse_recorder *rec;
-		int rc = stackpulse_recorder_attach(pid, spool, m, &o, &rec);
+		int rc = stackpulse_recorder_attach(pid, spool, (enum stackpulse_attach_mode)m, &o,
+		                                    &rec);
 		printf("mode %d: rc=%d %s\n", m, rc, rc ? stackpulse_last_error() : "");
 		REQUIRE_OK(rc);
 		CHECK(!rec_any_stopped(pid));
@@ -538,7 +540,7 @@ SP_TEST(attach_after_the_leader_exited)
 		REQUIRE_OK(stackpulse_recorder_finish(rec));
 		CHECK(reap(pid, 5));
 		stackpulse_spool *sp;
-		REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+		REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 		const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(sp);
 		const char *seq[] = { "orphan_work" };
 		int leafs = 0, total = 0;
@@ -558,4 +560,35 @@ SP_TEST(attach_after_the_leader_exited)
 		CHECK(leafs * 100 > total * 90);
 		stackpulse_spool_close(sp);
 	}
+}
+
+/* wait tells a timeout (target alive, nothing to read) from the exit of
+ * every followed process. */
+SP_TEST(wait_tells_timeout_from_exit)
+{
+	pid_t pid = start("/bin/sleep", "30");
+	usleep(100000);
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/wait_result.spool", sp_test_tmpdir());
+	stackpulse_recorder *rec;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_LIVE, NULL, &rec));
+	/* A sleeping target gives no samples: once the attach records are
+	 * drained, a wait times out. */
+	int w = STACKPULSE_WAIT_READY;
+	for (int i = 0; i < 50 && w != STACKPULSE_WAIT_TIMEOUT; i++) {
+		w = stackpulse_recorder_wait(rec, 50);
+		CHECK_OK(stackpulse_recorder_consume_available(rec));
+	}
+	CHECK_EQ(w, STACKPULSE_WAIT_TIMEOUT);
+	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 1);
+	kill(pid, SIGKILL);
+	CHECK(reap(pid, 5));
+	for (int i = 0; i < 100 && w != STACKPULSE_WAIT_EXITED; i++) {
+		w = stackpulse_recorder_wait(rec, 100);
+		CHECK(w >= 0 || w == -EINTR);
+		CHECK_OK(stackpulse_recorder_consume_available(rec));
+	}
+	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
+	CHECK_STR(stackpulse_last_error(), "");
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
 }

@@ -41,7 +41,7 @@ SP_TEST(sigkilled_recorder_leaves_a_valid_truncated_spool)
 	if (tpid > 0)
 		kill(tpid, SIGKILL);
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
 	printf("killed spool: truncated %d, %u chunks, %llu samples\n", m->truncated, m->chunks,
 	       (unsigned long long)m->samples);

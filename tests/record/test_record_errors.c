@@ -85,9 +85,9 @@ SP_TEST(bad_options)
 	o.stack_size = 0;
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL, NULL);
 	o = STACKPULSE_RECORDER_OPTS;
-	o.event = 9;
+	o.perf_event = (enum stackpulse_perf_event)9;
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
-	           "event");
+	           "perf_event");
 	o = STACKPULSE_RECORDER_OPTS;
 	o.kernel = 7;
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
@@ -114,20 +114,20 @@ SP_TEST(bad_options)
 SP_TEST(cycles_is_refused_without_a_pmu_but_auto_falls_back)
 {
 	if (access("/sys/bus/event_source/devices/cpu", F_OK) == 0)
-		sp_test_skip("this machine has a CPU PMU");
+		sp_test_skip_env("this machine has a CPU PMU");
 	pid_t pid = sleeper();
 	stackpulse_recorder *rec;
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
-	o.event = STACKPULSE_EVENT_CYCLES;
+	o.perf_event = STACKPULSE_PERF_EVENT_CYCLES;
 	int rc = stackpulse_recorder_attach(pid, spool_path("cycles"), 0, &o, &rec);
 	CHECK(rc < 0);
 	CHECK(strstr(stackpulse_last_error(), "cycles") != NULL);
 	CHECK(!rec_any_stopped(pid));
-	o.event = STACKPULSE_EVENT_AUTO;
+	o.perf_event = STACKPULSE_PERF_EVENT_AUTO;
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("cycles"), 0, &o, &rec));
 	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	CHECK_EQ(st.event, STACKPULSE_EVENT_CPU_CLOCK);
+	CHECK_EQ(st.perf_event, STACKPULSE_PERF_EVENT_CPU_CLOCK);
 	CHECK_OK(stackpulse_recorder_finish(rec));
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);

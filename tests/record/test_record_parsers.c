@@ -320,6 +320,72 @@ static int mem_sink(void *ctx, const void *data, size_t len)
 	return sp_buf_append(ctx, data, len);
 }
 
+/* One process past SP_PTABLE_MAX_MAPS executable mappings: the extra ones
+ * are dropped and counted, the process keeps the ones it has, another
+ * process is unaffected, and a dropped mapping over a kept one makes that
+ * range unknown instead of leaving the old module there. Files are found
+ * again by (path, inode) among thousands. */
+SP_TEST(process_table_mapping_limit)
+{
+	sp_buf buf;
+	sp_buf_init(&buf);
+	sp_writer *w;
+	sp_writer_opts wo = { 1, 0 };
+	REQUIRE_OK(sp_writer_new(&wo, mem_sink, &buf, &w));
+	sp_unwinder *u;
+	REQUIRE_OK(sp_unwinder_new(&u));
+	sp_ptable t;
+	sp_ptable_init(&t, w, u);
+	sp_process *p, *q;
+	REQUIRE_OK(sp_ptable_add(&t, 100, SP_NONE, 1, "hostile", "hostile", &p));
+	REQUIRE_OK(sp_ptable_add(&t, 101, SP_NONE, 1, "other", "other", &q));
+	REQUIRE_OK(sp_ptable_mmap(&t, q, 0x400000, 0x1000, 0, "/bin/other", NULL, 0, 9, 1));
+	/* Top-down, as mmap places them: each one lands in front. */
+	uint32_t total = SP_PTABLE_MAX_MAPS + 100;
+	char path[64];
+	for (uint32_t i = 0; i < total; i++) {
+		uint64_t at = 0x7f0000000000ull - (uint64_t)i * 0x2000;
+		snprintf(path, sizeof(path), "/lib/f%u.so", i % 3000);
+		REQUIRE_OK(sp_ptable_mmap(&t, p, at, 0x1000, 0x1000, path, NULL, 0, i % 3000, 2));
+	}
+	CHECK_EQ(p->nmaps, SP_PTABLE_MAX_MAPS);
+	CHECK_EQ(p->maps_dropped, 100u);
+	CHECK_EQ(t.maps_dropped, 100u);
+	CHECK_EQ(t.nmodcache, 3001u); /* and /bin/other */
+	for (size_t i = 1; i < p->nmaps; i++)
+		CHECK(p->maps[i - 1].end <= p->maps[i].start);
+	struct stackpulse_raw_frame f;
+	sp_ptable_frame(p, 0x7f0000000000ull + 0x10, &f); /* The first one, kept. */
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_NATIVE);
+	CHECK_EQ(f.offset, 0x1010);
+	const char *mpath;
+	const uint8_t *bid;
+	uint32_t bid_len;
+	REQUIRE_OK(sp_ptable_module_info(&t, f.module, &mpath, &bid, &bid_len));
+	CHECK_STR(mpath, "/lib/f0.so");
+	uint64_t last = 0x7f0000000000ull - (uint64_t)(total - 1) * 0x2000;
+	sp_ptable_frame(p, last + 0x10, &f); /* Dropped: never seen. */
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_UNKNOWN);
+	/* A dropped mapping over a kept one: that entry turns unknown. */
+	REQUIRE_OK(
+	        sp_ptable_mmap(&t, p, 0x7f0000000000ull, 0x800, 0, "/lib/new.so", NULL, 0, 1, 3));
+	CHECK_EQ(p->maps_dropped, 101u);
+	sp_ptable_frame(p, 0x7f0000000000ull + 0x10, &f);
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_UNKNOWN);
+	/* The other process is untouched and still takes new mappings. */
+	REQUIRE_OK(sp_ptable_mmap(&t, q, 0x500000, 0x1000, 0, "/lib/f7.so", NULL, 0, 7, 4));
+	sp_ptable_frame(q, 0x500010, &f);
+	CHECK_EQ(f.kind, STACKPULSE_FRAME_NATIVE);
+	REQUIRE_OK(sp_ptable_module_info(&t, f.module, &mpath, &bid, &bid_len));
+	CHECK_STR(mpath, "/lib/f7.so");
+	CHECK_EQ(q->maps_dropped, 0u);
+	CHECK_EQ(sp_ptable_module_info(&t, 999999, &mpath, &bid, &bid_len), STACKPULSE_ENOTFOUND);
+	sp_ptable_free(&t);
+	sp_writer_free(w);
+	sp_unwinder_free(u);
+	sp_buf_free(&buf);
+}
+
 /* The process table through fork, exec, exit and pid reuse, read back
  * from a real spool. */
 SP_TEST(process_table_life_cycle)
@@ -382,14 +448,17 @@ SP_TEST(process_table_life_cycle)
 	uint32_t second = c->index;
 	REQUIRE_OK(sp_ptable_fork(&t, 100, 200, 200, 8));
 	CHECK(sp_ptable_find(&t, 200)->index != second);
-	CHECK_EQ(sp_ptable_live(&t), 2);
+	size_t live = 0;
+	for (size_t i = 0; i < t.nprocs; i++)
+		live += !t.procs[i]->exited;
+	CHECK_EQ(live, 2);
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	sp_ptable_free(&t);
 	sp_unwinder_free(u);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_OK(sp_test_open_memory(buf.data, buf.len, &sp));
 	REQUIRE_EQ(stackpulse_spool_process_count(sp), 4);
 	const struct stackpulse_process *p1 = stackpulse_spool_process(sp, 1);
 	CHECK_EQ(p1->pid, 200);
@@ -611,7 +680,7 @@ SP_TEST(perf_records_parse)
 	fake_finish(rec);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_OK(sp_test_open_memory(buf.data, buf.len, &sp));
 	REQUIRE_EQ(stackpulse_spool_process_count(sp), 1);
 	CHECK_EQ(stackpulse_spool_process(sp, 0)->pid, FAKE_PARENT);
 	REQUIRE_EQ(stackpulse_spool_thread_count(sp), 1);
@@ -720,10 +789,22 @@ SP_TEST(perf_records_malformed)
 	/* A header that claims less than itself. */
 	CHECK_OK(pr_feed_len(rec, &r, 4));
 	CHECK_EQ(rec->corrupt, c0 + 7);
+	/* Users see them in the stats, with the samples of a process not
+	 * followed. */
+	rec->opts.children = 0;
+	pr_sample(&r, 4242, 26, kchain, 3);
+	CHECK_OK(pr_feed(rec, &r));
+	struct stackpulse_recorder_stats st;
+	memset(&st, 0, sizeof(st));
+	st.sz = sizeof(st);
+	REQUIRE_OK(stackpulse_recorder_stats(rec, &st));
+	CHECK_EQ(st.malformed_records, rec->corrupt);
+	CHECK(st.malformed_records >= corrupt + 7);
+	CHECK_EQ(st.dropped_samples, 1);
 	fake_finish(rec);
 	/* What was written still reads back. */
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_OK(sp_test_open_memory(buf.data, buf.len, &sp));
 	stackpulse_spool_close(sp);
 	sp_buf_free(&buf);
 }
@@ -787,7 +868,7 @@ SP_TEST(child_records_before_its_fork)
 	fake_finish(rec);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open_memory(buf.data, buf.len, &sp));
+	REQUIRE_OK(sp_test_open_memory(buf.data, buf.len, &sp));
 	/* parent, child 1, child 2, child 2 reused: no duplicates. */
 	REQUIRE_EQ(stackpulse_spool_process_count(sp), 4);
 	const struct stackpulse_process *p1 = stackpulse_spool_process(sp, 1);
@@ -799,7 +880,7 @@ SP_TEST(child_records_before_its_fork)
 	int forks = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_event_count(sp); i++) {
 		const struct stackpulse_spool_event *e = stackpulse_spool_event(sp, i);
-		if (e->kind == STACKPULSE_EV_FORK) {
+		if (e->kind == STACKPULSE_SPOOL_EVENT_FORK) {
 			CHECK_EQ(e->process, 0);
 			CHECK_EQ(e->other, (uint32_t)forks + 1);
 			forks++;

@@ -59,7 +59,7 @@ SP_TEST(perf_map_names_survive_the_map_file)
 	CHECK(unlink(map) == 0);
 
 	stackpulse_spool *sp = NULL;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	stackpulse_symbolizer *sym = NULL;
 	REQUIRE_OK(stackpulse_symbolizer_new(sp, NULL, &sym));
 	stackpulse_sample_iter *it = NULL;
@@ -105,7 +105,7 @@ SP_TEST(planted_perf_map_is_not_trusted)
 	waitpid(pid, &status, 0);
 	unlink(map);
 	stackpulse_spool *sp = NULL;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	const char *name = NULL;
 	uint64_t start = 0;
 	CHECK(sp_spool_jitsym_lookup(sp, 0, 0x1000, &name, &start) != 0);

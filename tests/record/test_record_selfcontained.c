@@ -19,7 +19,7 @@ static int collect(const stackpulse_frame *f, void *ctx)
 		w->names[w->n] = stackpulse_frame_func_name(f);
 		w->files[w->n] = stackpulse_frame_file(f);
 		w->lines[w->n] = stackpulse_frame_line(f);
-		w->kinds[w->n] = stackpulse_frame_kind(f);
+		w->kinds[w->n] = (int)stackpulse_frame_kind(f);
 		w->n++;
 	}
 	return 0;
@@ -58,7 +58,7 @@ static void record_ladder(const char *bin, const char *spool)
 static void check_ladder(const char *spool, uint32_t flags)
 {
 	stackpulse_spool *sp = NULL;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	int embedded = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_module_count(sp); i++)
 		embedded += stackpulse_spool_module(sp, i)->has_symbols;
@@ -181,4 +181,102 @@ SP_TEST(cache_dir_option_holds_the_finish_tables)
 		unsetenv("STACKPULSE_SYMBOL_CACHE_DIR");
 	CHECK_EQ(count_files(off, "", ""), 0);
 	check_ladder(spool, STACKPULSE_SYM_OFFLINE);
+}
+
+/* Resolves every sample of @p spool with a symbolizer whose cache_dir is
+ * @p cache_dir (its new cache entries are written when it is freed). */
+static void symbolize_all(const char *spool, const char *cache_dir)
+{
+	stackpulse_spool *sp = NULL;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	stackpulse_symbolizer_opts so;
+	stackpulse_symbolizer_opts_init(&so);
+	so.cache_dir = cache_dir;
+	stackpulse_symbolizer *sym = NULL;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp, &so, &sym));
+	stackpulse_sample_iter *it = NULL;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	int leaves = 0;
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		walk w = { 0 };
+		CHECK_OK(stackpulse_symbolizer_for_each_frame(sym, s, collect, &w));
+		for (uint32_t i = 0; i < w.n; i++)
+			leaves += strcmp(w.names[i], "leaf") == 0;
+	}
+	CHECK(leaves > 0); /* the binary was read */
+	stackpulse_sample_iter_free(it);
+	stackpulse_symbolizer_free(sym);
+	stackpulse_spool_close(sp);
+}
+
+/* cache_dir and STACKPULSE_NO_SYMBOL_CACHE mean the same in the recorder
+ * and the symbolizer: "" is no cache (not the default directory), and the
+ * variable turns the cache off even over an explicit directory. */
+SP_TEST(cache_dir_rule_is_the_same_for_recorder_and_symbolizer)
+{
+	char bin[600], cmd[1400], envdir[600], dir[600], spool[700], plain[700];
+	snprintf(bin, sizeof(bin), "%s/ladder-cacherule", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "gcc -O2 -g -fomit-frame-pointer -o '%s' '%s/tests/record/targets/ladder.c'", bin,
+	         sp_test_source_root());
+	REQUIRE(system(cmd) == 0);
+	snprintf(envdir, sizeof(envdir), "%s/rule-env", sp_test_tmpdir());
+	snprintf(dir, sizeof(dir), "%s/rule-explicit", sp_test_tmpdir());
+	REQUIRE(mkdir(envdir, 0700) == 0);
+	REQUIRE(mkdir(dir, 0700) == 0);
+	char old_env[700], old_off[64];
+	const char *e = getenv("STACKPULSE_SYMBOL_CACHE_DIR");
+	const char *off = getenv("STACKPULSE_NO_SYMBOL_CACHE");
+	snprintf(old_env, sizeof(old_env), "%s", e ? e : "");
+	snprintf(old_off, sizeof(old_off), "%s", off ? off : "");
+	int had_env = e != NULL, had_off = off != NULL;
+	/* Where NULL would go: "" must not land here. */
+	setenv("STACKPULSE_SYMBOL_CACHE_DIR", envdir, 1);
+	unsetenv("STACKPULSE_NO_SYMBOL_CACHE");
+
+	/* Recorder: the variable wins over an explicit directory. */
+	snprintf(spool, sizeof(spool), "%s/rule-rec.spool", sp_test_tmpdir());
+	setenv("STACKPULSE_NO_SYMBOL_CACHE", "1", 1);
+	record_ladder_cached(bin, spool, dir);
+	unsetenv("STACKPULSE_NO_SYMBOL_CACHE");
+	CHECK_EQ(count_files(dir, "", ""), 0);
+	CHECK_EQ(count_files(envdir, "", ""), 0);
+
+	/* A spool without embedded tables, so the symbolizer reads the binary
+	 * and has new cache entries to write. */
+	snprintf(plain, sizeof(plain), "%s/rule-plain.spool", sp_test_tmpdir());
+	stackpulse_recorder_opts o;
+	stackpulse_recorder_opts_init(&o);
+	o.frequency = 999;
+	o.self_contained = 0;
+	o.cache_dir = "";
+	char *argv[] = { bin, "1.0", NULL };
+	stackpulse_recorder *rec = NULL;
+	pid_t pid = 0;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, plain, &o, &rec, &pid));
+	CHECK_OK(rec_run(rec, 30));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	waitpid(pid, NULL, 0);
+	CHECK_EQ(count_files(envdir, "", ""), 0); /* recorder: "" is no cache */
+
+	symbolize_all(plain, ""); /* symbolizer: "" is no cache either */
+	CHECK_EQ(count_files(envdir, "", ""), 0);
+	setenv("STACKPULSE_NO_SYMBOL_CACHE", "1", 1);
+	symbolize_all(plain, dir);
+	unsetenv("STACKPULSE_NO_SYMBOL_CACHE");
+	CHECK_EQ(count_files(dir, "", ""), 0);
+	/* The same call with the cache allowed writes there: the checks above
+	 * can fail. */
+	symbolize_all(plain, dir);
+	int written = count_files(dir, "", "\\.spsym");
+	printf("    %d tables written when the cache is on\n", written);
+	CHECK(written >= 1);
+
+	if (had_env)
+		setenv("STACKPULSE_SYMBOL_CACHE_DIR", old_env, 1);
+	else
+		unsetenv("STACKPULSE_SYMBOL_CACHE_DIR");
+	if (had_off)
+		setenv("STACKPULSE_NO_SYMBOL_CACHE", old_off, 1);
 }

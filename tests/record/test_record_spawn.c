@@ -39,7 +39,7 @@ static void record_spawn(run *r, char *const argv[], const char *tag,
 	int status;
 	waitpid(r->pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	REQUIRE_OK(stackpulse_spool_open(r->spool, &r->sp));
+	REQUIRE_OK(stackpulse_spool_open(r->spool, NULL, &r->sp));
 }
 
 static stackpulse_recorder_opts fast_opts(void)
@@ -266,8 +266,8 @@ SP_TEST(spawn_fork_and_exec_children)
 	int forks = 0, execs = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_event_count(r.sp); i++) {
 		const struct stackpulse_spool_event *e = stackpulse_spool_event(r.sp, i);
-		forks += e->kind == STACKPULSE_EV_FORK;
-		execs += e->kind == STACKPULSE_EV_EXEC && e->process == exe->index;
+		forks += e->kind == STACKPULSE_SPOOL_EVENT_FORK;
+		execs += e->kind == STACKPULSE_SPOOL_EVENT_EXEC && e->process == exe->index;
 	}
 	CHECK(forks >= 2);
 	CHECK(execs >= 1);
@@ -374,12 +374,12 @@ SP_TEST(lost_samples_are_counted)
 	CHECK(st.lost > 0);
 	CHECK(st.samples > 0);
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	CHECK(stackpulse_spool_meta(sp)->lost >= st.lost);
 	uint64_t in_events = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_event_count(sp); i++) {
 		const struct stackpulse_spool_event *e = stackpulse_spool_event(sp, i);
-		if (e->kind == STACKPULSE_EV_LOST)
+		if (e->kind == STACKPULSE_SPOOL_EVENT_LOST)
 			in_events += e->count;
 	}
 	CHECK_EQ(in_events, stackpulse_spool_meta(sp)->lost);
@@ -475,7 +475,8 @@ SP_TEST(realtime_required_is_held_only_inside_wait)
 	                         out, sizeof(out));
 	printf("realtime=REQUIRED: %s", out);
 	if (st != 0 && strstr(out, "SCHED_FIFO was refused"))
-		sp_test_skip("real-time scheduling is refused here (cgroup without RT runtime?)");
+		sp_test_skip_env(
+		        "real-time scheduling is refused here (cgroup without RT runtime?)");
 	REQUIRE_EQ(st, 0);
 	CHECK(strstr(out, "realtime=1 ") != NULL);
 	/* Back to SCHED_OTHER (0) after each wait; the target never had it. */
@@ -499,7 +500,7 @@ SP_TEST(leader_exit_without_pidfd_records_to_the_end)
 	char path[600];
 	snprintf(path, sizeof(path), "%s/nopidfd.spool", sp_test_tmpdir());
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(path, &sp));
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &sp));
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
 	printf("no pidfd: %llu samples\n", (unsigned long long)m->samples);
 	/* The leader exits at once; the worker spins for 1 s at 499 Hz. */

@@ -8,7 +8,7 @@
 static void open_check(const char *spool, int want_samples)
 {
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
 	CHECK_EQ(m->kernel_frames, 0);
 	CHECK(strstr(m->kernel_note, "perf_event_paranoid") != NULL);

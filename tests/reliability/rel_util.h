@@ -208,7 +208,7 @@ static REL_UNUSED int rel_read_back(const char *path, struct stackpulse_spool_me
                                     uint64_t *samples, int *iter_rc)
 {
 	stackpulse_spool *sp = NULL;
-	int rc = stackpulse_spool_open(path, &sp);
+	int rc = stackpulse_spool_open(path, NULL, &sp);
 	*samples = 0;
 	*iter_rc = 0;
 	if (rc)

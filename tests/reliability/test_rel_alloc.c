@@ -154,7 +154,7 @@ static int op_read_spool(void *ctx, mem *out)
 {
 	(void)ctx;
 	stackpulse_spool *sp = NULL;
-	int rc = stackpulse_spool_open_memory(g_spool.p, g_spool.len, &sp);
+	int rc = sp_spool_open_memory(g_spool.p, g_spool.len, 0, &sp);
 	if (rc)
 		return rc;
 	stackpulse_sample_iter *it = NULL;
@@ -227,7 +227,7 @@ static stackpulse_profile *g_profile;
 
 static int op_export(void *ctx, mem *out)
 {
-	int fmt = (int)(intptr_t)ctx;
+	enum stackpulse_export_format fmt = (enum stackpulse_export_format)(intptr_t)ctx;
 	mem sink = { 0 };
 	int rc = stackpulse_export(g_profile, fmt, NULL, write_cb, out ? out : &sink);
 	free(sink.p);
@@ -306,7 +306,7 @@ SP_TEST(allocation_failure_at_every_site)
 	r = sweep("format open+iterate spool", op_read_spool, NULL);
 	total += r.calls, points += r.points;
 
-	REQUIRE_OK(stackpulse_spool_open_memory(g_spool.p, g_spool.len, &g_open));
+	REQUIRE_OK(sp_spool_open_memory(g_spool.p, g_spool.len, 0, &g_open));
 	CHECK(stackpulse_spool_meta(g_open)->samples == 240);
 	r = sweep("symbolize offline (embedded)", op_symbolize_offline, NULL);
 	total += r.calls, points += r.points;

@@ -90,7 +90,7 @@ SP_TEST(hostile_module_paths_never_block_or_mislead)
 	alarm(30);
 	double t0 = rel_now();
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(h.spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(h.spool, NULL, &sp));
 	stackpulse_symbolizer_opts o = STACKPULSE_SYMBOLIZER_OPTS;
 	o.flags = STACKPULSE_SYM_NO_CACHE;
 	o.debug_dirs = "/nonexistent-debug-root";

@@ -42,7 +42,7 @@ static void record_spawn(const char *name, char **argv, uint32_t hz, load_result
 	           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
 	r->samples = m->samples;
 	r->lost = m->lost;
@@ -197,7 +197,7 @@ SP_TEST(attach_to_sixty_four_busy_threads)
 	waitpid(pid, NULL, 0);
 
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
 	CHECK_EQ(m->truncated, 0);
 	REQUIRE(stackpulse_spool_process_count(sp) >= 1);

@@ -60,7 +60,7 @@ static ksym_result record_with_kallsyms(const char *fake)
 		}
 		r.finish = rc;
 		stackpulse_spool *sp;
-		if (rc == 0 && stackpulse_spool_open(spool, &sp) == 0) {
+		if (rc == 0 && stackpulse_spool_open(spool, NULL, &sp) == 0) {
 			const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
 			r.samples = m->samples;
 			r.kernel_frames = m->kernel_frames;
@@ -155,7 +155,7 @@ static void symbolize_as(const char *spool, uid_t uid, int *named, int *raw)
 		            setresuid(uid, uid, uid) != 0))
 			goto out;
 		stackpulse_spool *sp;
-		if (stackpulse_spool_open(spool, &sp) != 0)
+		if (stackpulse_spool_open(spool, NULL, &sp) != 0)
 			goto out;
 		stackpulse_symbolizer_opts o = STACKPULSE_SYMBOLIZER_OPTS;
 		o.flags = STACKPULSE_SYM_NO_CACHE;
@@ -255,7 +255,7 @@ SP_TEST(record_example_as_nobody_gives_partial_results_with_a_reason)
 	int rc = system(cmd);
 	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
 	printf("record as nobody: %llu samples, kernel_frames %d, note \"%s\"\n",
 	       (unsigned long long)m->samples, m->kernel_frames, m->kernel_note);

@@ -61,7 +61,7 @@ SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 	if (!vg)
 		CHECK(rss_warm > 0 && rss_last - rss_warm <= slack);
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	CHECK(stackpulse_spool_meta(sp)->samples >= st.samples); /* finish drains the rest. */
 	CHECK_EQ(stackpulse_spool_meta(sp)->truncated, 0);
 	stackpulse_spool_close(sp);

@@ -113,7 +113,7 @@ SP_TEST(target_killed_during_recording)
 	check_complete(spool, &n);
 	CHECK(n > 50);
 	stackpulse_spool *sp;
-	REQUIRE_OK(stackpulse_spool_open(spool, &sp));
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	const struct stackpulse_process *pr = stackpulse_spool_process(sp, 0);
 	REQUIRE(pr != NULL);
 	CHECK(pr->end_ns != 0); /* The exit was recorded. */

@@ -46,9 +46,27 @@ void sp_test_abort(void)
 	longjmp(current_jmp, 1);
 }
 
+int sp_test_no_skip(void)
+{
+	const char *e = getenv("SP_NO_SKIP");
+	return e && *e && strcmp(e, "0") != 0;
+}
+
 void sp_test_skip(const char *why)
 {
-	fprintf(stderr, "    skipped: %s\n", why);
+	if (sp_test_no_skip()) {
+		fprintf(stderr, "    would skip, a failure with SP_NO_SKIP=1: %s\n", why);
+		current_failed = 1;
+	} else {
+		fprintf(stderr, "    skipped: %s\n", why);
+		current_skipped = 1;
+	}
+	longjmp(current_jmp, 1);
+}
+
+void sp_test_skip_env(const char *why)
+{
+	fprintf(stderr, "    skipped: (machine property) %s\n", why);
 	current_skipped = 1;
 	longjmp(current_jmp, 1);
 }
@@ -160,6 +178,8 @@ int main(int argc, char **argv)
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", tmpdir);
 	}
+	if (sp_test_no_skip())
+		printf("no-skip mode (SP_NO_SKIP=1): only machine-property skips remain\n");
 	printf("summary %s: %d ok, %d failed, %d skipped\n", argv[0], passed, failed, skipped);
 	return failed ? 1 : 0;
 }

@@ -24,7 +24,16 @@ SP_TEST_FAIL_ATTR void sp_test_fail(const char *file, int line, const char *fmt,
         __attribute__((format(printf, 3, 4)));
 /* Ends the current test at once (after a failure, or to skip). */
 _Noreturn void sp_test_abort(void);
+/* Skips the current test because a requirement is missing. With
+ * SP_NO_SKIP=1 (zig build ci, .ci/run: CI installs every requirement) the
+ * skip is a failure instead, so a broken feature cannot pass as skipped. */
 _Noreturn void sp_test_skip(const char *why);
+/* Skips for a property of the machine that CI cannot provide (a CPU PMU
+ * present, another architecture, a kernel or cgroup behaviour); a skip even
+ * with SP_NO_SKIP=1. docs/reliability.md lists every such skip. */
+_Noreturn void sp_test_skip_env(const char *why);
+/* 1 when SP_NO_SKIP=1: tests that would skip fail instead. */
+int sp_test_no_skip(void);
 /* Directory for scratch files of this test binary (created on demand). */
 const char *sp_test_tmpdir(void);
 /* Path of the repository root (from SP_SOURCE_ROOT or the cwd). */
@@ -39,6 +48,16 @@ int sp_test_have_program(const char *name);
  * checked for memory errors there, but it runs 20-50 times slower, so
  * checks of rates, losses and timing do not hold. */
 int sp_test_under_valgrind(void);
+
+/* Opens @p len bytes at @p buf through the public stackpulse_spool_open
+ * (the pure tests, linked without src/io, use sp_spool_open_memory). */
+static inline int sp_test_open_memory(const void *buf, size_t len, stackpulse_spool **out)
+{
+	stackpulse_spool_open_opts o = STACKPULSE_SPOOL_OPEN_OPTS;
+	o.buf = buf;
+	o.len = len;
+	return stackpulse_spool_open(NULL, &o, out);
+}
 
 #define SP_TEST(name)                                                                              \
 	static void name(void);                                                                    \

@@ -235,7 +235,8 @@ static FX_UNUSED uint32_t fx_module(fx_spool *s, const char *path, const uint8_t
 
 static FX_UNUSED uint32_t fx_frame(fx_spool *s, int kind, uint32_t module, uint64_t offset)
 {
-	struct stackpulse_raw_frame f = { kind, module, offset, UINT32_MAX, 0 };
+	struct stackpulse_raw_frame f = { (enum stackpulse_frame_kind)kind, module, offset,
+		                          UINT32_MAX, 0 };
 	uint32_t id;
 	REQUIRE_OK(sp_writer_frame(s->w, &f, &id));
 	return id;
@@ -253,7 +254,7 @@ static FX_UNUSED void fx_spool_open(fx_spool *s)
 	REQUIRE_OK(sp_writer_finish(s->w));
 	sp_writer_free(s->w);
 	s->w = NULL;
-	REQUIRE_OK(stackpulse_spool_open_memory(s->sink.data, s->sink.len, &s->spool));
+	REQUIRE_OK(sp_spool_open_memory(s->sink.data, s->sink.len, 0, &s->spool));
 }
 
 static FX_UNUSED void fx_spool_free(fx_spool *s)
@@ -299,7 +300,7 @@ static FX_UNUSED int fx_collect(const stackpulse_frame *frame, void *ctx)
 	r->depth = stackpulse_frame_inline_depth(frame);
 	r->raw_id = stackpulse_frame_raw_id(frame);
 	r->offset = stackpulse_frame_offset(frame);
-	r->kind = stackpulse_frame_kind(frame);
+	r->kind = (int)stackpulse_frame_kind(frame);
 	return 0;
 }
 

@@ -169,7 +169,7 @@ SP_TEST(the_cache_writer_keeps_the_directory_within_its_bound)
 	char mb[32];
 	snprintf(mb, sizeof(mb), "%zu", (len * 5 / 2 + (1u << 20) - 1) >> 20);
 	if (len * 5 / 2 < (1u << 20))
-		sp_test_skip("tables too small to exceed a 1 MiB bound in a few writes");
+		sp_test_skip_env("tables too small to exceed a 1 MiB bound in a few writes");
 	setenv("STACKPULSE_SYMBOL_CACHE_MAX_MB", mb, 1);
 	struct timespec pause = { 0, 20000000 };
 	for (uint8_t t = 2; t <= 5; t++) {

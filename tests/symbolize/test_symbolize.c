@@ -641,8 +641,8 @@ SP_TEST(embedded_tables_symbolize_offline_without_the_binary)
 	uint32_t embedded, skipped;
 	sp_symbolize_counters k;
 	memset(&k, 0, sizeof(k));
-	REQUIRE_OK(sp_symbolize_build_symtab(sp.w, &req, 1, "/nonexistent-debug-root", &embedded,
-	                                     &skipped, &k));
+	REQUIRE_OK(sp_symbolize_build_symtab_cached(sp.w, &req, 1, "/nonexistent-debug-root", NULL,
+	                                            &embedded, &skipped, &k));
 	CHECK_EQ(embedded, 1);
 	CHECK_EQ(skipped, 0);
 	CHECK(k.dwarf_lookups > 0);

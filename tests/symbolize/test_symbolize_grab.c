@@ -146,7 +146,7 @@ static int tally_cb(const stackpulse_frame *f, void *ctx)
 static void check_offline_names(const char *spool_path, const char *module_path)
 {
 	stackpulse_spool *spool;
-	REQUIRE_OK(stackpulse_spool_open(spool_path, &spool));
+	REQUIRE_OK(stackpulse_spool_open(spool_path, NULL, &spool));
 	int found = 0;
 	for (uint32_t i = 0; i < stackpulse_spool_module_count(spool); i++) {
 		const struct stackpulse_module *m = stackpulse_spool_module(spool, i);

@@ -313,7 +313,8 @@ SP_TEST(demangle_rust_v0)
 	check_demangle("_RINvC1a1bRRuE", "a::b::<&&()>");
 	/* Output that does not fit fails instead of overflowing. */
 	char out[16];
-	CHECK_EQ(sp_rust_v0_demangle("_RNvNtCs1234_7mycrate3bar3baz", out, sizeof(out)), -1);
+	CHECK_EQ(sp_rust_v0_demangle("_RNvNtCs1234_7mycrate3bar3baz", out, sizeof(out)),
+	         STACKPULSE_EFORMAT);
 }
 
 /* Random bytes after "_R" never crash the v0 demangler. */

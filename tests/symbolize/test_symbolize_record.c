@@ -72,7 +72,7 @@ SP_TEST(recorded_workload_symbolizes_to_its_functions)
 	fx_record(bin, spool_path);
 
 	stackpulse_spool *spool;
-	REQUIRE_OK(stackpulse_spool_open(spool_path, &spool));
+	REQUIRE_OK(stackpulse_spool_open(spool_path, NULL, &spool));
 	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
 	so.flags = STACKPULSE_SYM_NO_CACHE;
 	stackpulse_symbolizer *sym;

@@ -58,7 +58,7 @@ static tally symbolize_all(const char *spool_path, const stackpulse_symbolizer_o
 {
 	tally t = { 0, 0, 0 };
 	stackpulse_spool *spool;
-	REQUIRE_OK(stackpulse_spool_open(spool_path, &spool));
+	REQUIRE_OK(stackpulse_spool_open(spool_path, NULL, &spool));
 	stackpulse_symbolizer *sym;
 	REQUIRE_OK(stackpulse_symbolizer_new(spool, opts, &sym));
 	stackpulse_sample_iter *it;
@@ -106,11 +106,14 @@ SP_TEST(embedded_table_without_names_falls_back_to_debug_dirs)
 	REQUIRE(bid_len >= 2);
 	sp_hex(bid, bid_len, hex);
 
-	/* Record with no debug file reachable and no symbol cache. */
+	/* Record with no debug file reachable and no symbol cache. The
+	 * variable turns the symbolizer's cache off too: unset it for the
+	 * symbolizers below, which use their own cache directory. */
 	setenv("STACKPULSE_DEBUG_DIRS", empty, 1);
 	setenv("STACKPULSE_NO_SYMBOL_CACHE", "1", 1);
 	fx_record(bin, spool_path);
 	unsetenv("STACKPULSE_DEBUG_DIRS");
+	unsetenv("STACKPULSE_NO_SYMBOL_CACHE");
 
 	/* The embedded table exists but cannot name the workload. */
 	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;

@@ -418,6 +418,19 @@ int ps_build_target(const char *srcroot, const char *dir)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+const char *ps_target_dir(const char *srcroot, const char *tmpdir)
+{
+	static char dir[400];
+	static int state; /* 0 untried, 1 built, -1 failed */
+	if (state == 0) {
+		snprintf(dir, sizeof(dir), "%s/target", tmpdir);
+		char cmd[600];
+		snprintf(cmd, sizeof(cmd), "mkdir -p %s", dir);
+		state = system(cmd) == 0 && ps_build_target(srcroot, dir) == 0 ? 1 : -1;
+	}
+	return state > 0 ? dir : NULL;
+}
+
 pid_t ps_start_target(const char *exe, char *const args[])
 {
 	int p[2];

@@ -82,6 +82,9 @@ const char *ps_symbolize(const ps_procmap *maps, int nmaps, ps_symtab *tabs, siz
  * with its CFI only in .debug_frame, and (with clang) sptarget_fp with
  * frame pointers but no CFI. Returns 0 or -1. */
 int ps_build_target(const char *srcroot, const char *dir);
+/* The directory "@p tmpdir/target", where the first call builds the targets
+ * (ps_build_target). NULL when they cannot be built. */
+const char *ps_target_dir(const char *srcroot, const char *tmpdir);
 /* Starts @p exe with @p args (NULL-terminated) and waits for "ready". */
 pid_t ps_start_target(const char *exe, char *const args[]);
 void ps_stop_target(pid_t pid);

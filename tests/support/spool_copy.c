@@ -1,4 +1,4 @@
-#include "format/spool_copy.h"
+#include "spool_copy.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,21 +14,21 @@ static int copy_events(const stackpulse_spool *s, sp_writer *w)
 		const struct stackpulse_thread *t = stackpulse_spool_thread(s, e->thread);
 		int rc;
 		switch (e->kind) {
-		case STACKPULSE_EV_FORK:
+		case STACKPULSE_SPOOL_EVENT_FORK:
 			rc = sp_writer_fork(w, e->process, e->other, e->time_ns);
 			break;
-		case STACKPULSE_EV_EXEC:
+		case STACKPULSE_SPOOL_EVENT_EXEC:
 			rc = p ? sp_writer_process_exec(w, e->process, e->time_ns, e->name,
 			                                e->cmdline)
 			       : sp_error(STACKPULSE_EINTERNAL, "exec event without process");
 			break;
-		case STACKPULSE_EV_EXIT:
+		case STACKPULSE_SPOOL_EVENT_EXIT:
 			rc = sp_writer_exit(w, e->process, e->thread, e->time_ns);
 			break;
-		case STACKPULSE_EV_LOST:
+		case STACKPULSE_SPOOL_EVENT_LOST:
 			rc = sp_writer_lost(w, e->thread, e->count, e->time_ns);
 			break;
-		case STACKPULSE_EV_COMM:
+		case STACKPULSE_SPOOL_EVENT_COMM:
 			rc = t ? sp_writer_thread_name(w, e->thread, e->time_ns, e->name)
 			       : sp_error(STACKPULSE_EINTERNAL, "rename event without thread");
 			break;

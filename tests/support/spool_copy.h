@@ -1,8 +1,7 @@
-/* Re-encoding and comparing decoded spools: used to compact or repair a
- * spool (a cut file copies into a complete one) and by the round-trip tests
- * and fuzz harness. */
-#ifndef SP_FORMAT_SPOOL_COPY_H
-#define SP_FORMAT_SPOOL_COPY_H
+/* Re-encoding and comparing decoded spools, for the round-trip tests and
+ * fuzz harnesses (test support: not part of the library). */
+#ifndef SP_TEST_SPOOL_COPY_H
+#define SP_TEST_SPOOL_COPY_H
 
 #include <stddef.h>
 

@@ -1,0 +1,420 @@
+/* Pushing profiles to backends, checked by real decoders on loopback:
+ * tests/profile/push_server.py parses OTLP bodies with the
+ * opentelemetry-proto package and hands Pyroscope bodies to
+ * `go tool pprof -raw`. Also the failure paths: 5xx then 2xx (retried),
+ * 4xx, a server that never answers, and a refused connection. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "harness.h"
+#include "stackpulse.h"
+#include "synth.h"
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A fresh directory for one server. */
+static const char *server_dir(const char *name)
+{
+	static char dir[512];
+	snprintf(dir, sizeof(dir), "%s/%s", sp_test_tmpdir(), name);
+	char cmd[1100];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	return dir;
+}
+
+/* Starts push_server.py in the background; returns its port. */
+static int start_server(const char *dir, const char *args)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd),
+	         "python3 '%s/tests/profile/push_server.py' '%s' %s >'%s/server.out' 2>&1 &",
+	         sp_test_source_root(), dir, args, dir);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/port", dir);
+	for (int i = 0; i < 200; i++) {
+		char *port = sp_test_read_file(path, NULL);
+		if (port) {
+			int p = atoi(port);
+			free(port);
+			REQUIRE(p > 0);
+			return p;
+		}
+		usleep(50000);
+	}
+	snprintf(path, sizeof(path), "%s/server.out", dir);
+	char *out = sp_test_read_file(path, NULL);
+	sp_test_fail(__FILE__, __LINE__, "push server did not start: %s", out ? out : "");
+	free(out);
+	sp_test_abort();
+}
+
+/* The server's summary of the last decoded body (waits for it). */
+static char *summary(const char *dir)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/summary", dir);
+	for (int i = 0; i < 1200; i++) {
+		char *s = sp_test_read_file(path, NULL);
+		if (s)
+			return s;
+		usleep(50000);
+	}
+	sp_test_fail(__FILE__, __LINE__, "no summary in %s", dir);
+	sp_test_abort();
+}
+
+/* 1 when @p text has the line @p line. */
+static int has_line(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+	for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+		if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+#define CHECK_LINE(text, line)                                                                     \
+	do {                                                                                       \
+		if (!has_line((text), (line)))                                                     \
+			sp_test_fail(__FILE__, __LINE__, "no line \"%s\" in:\n%s", (line),         \
+			             (text));                                                      \
+	} while (0)
+
+static char *log_of(const char *dir)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/log", dir);
+	return sp_test_read_file(path, NULL);
+}
+
+static int count_lines(const char *text)
+{
+	int n = 0;
+	for (const char *p = text; p && *p; p++)
+		n += *p == '\n';
+	return n;
+}
+
+static const char *const labels[] = { "env=test", "region=eu-1" };
+
+static stackpulse_push_opts push_opts(int port, enum stackpulse_push_protocol proto)
+{
+	static char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", port);
+	stackpulse_push_opts o = STACKPULSE_PUSH_OPTS;
+	o.protocol = proto;
+	o.url = url;
+	o.app = "app1";
+	o.labels = labels;
+	o.nlabels = 2;
+	o.timeout_ms = 5000;
+	o.backoff_ms = 50;
+	return o;
+}
+
+/* The synthetic profile: 15 samples at 100 Hz, 11 on thread "ladder"
+ * (native and kernel frames), 4 on "worker" (Python fib under <module>). */
+static stackpulse_profile *fixture(sp_buf *mem)
+{
+	stackpulse_spool *s = syn_spool(mem, NULL);
+	stackpulse_profile *p = syn_profile(s, 0, STACKPULSE_VIEW_MIXED);
+	stackpulse_spool_close(s);
+	return p;
+}
+
+#ifndef SP_HAVE_CURL
+
+SP_TEST(push_without_curl_says_so)
+{
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	stackpulse_push_opts o = push_opts(9, STACKPULSE_PUSH_OTLP);
+	CHECK_EQ(stackpulse_push(p, &o), STACKPULSE_EUNSUPPORTED);
+	CHECK(strstr(stackpulse_last_error(), "-Dcurl=true") != NULL);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+#else
+
+SP_TEST(otlp_push_decodes_with_opentelemetry_proto)
+{
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	const char *dir = server_dir("otlp");
+	int port = start_server(dir, "");
+	stackpulse_push_opts o = push_opts(port, STACKPULSE_PUSH_OTLP);
+	REQUIRE_OK(stackpulse_push(p, &o));
+	char *s = summary(dir);
+	CHECK(strstr(s, "error ") == NULL);
+	CHECK_LINE(s, "total 15");
+	CHECK_LINE(s, "incl fib 4");
+	CHECK_LINE(s, "incl <module> 4");
+	CHECK_LINE(s, "self fib 4");
+	CHECK_LINE(s, "incl do_syscall_64 1");
+	CHECK_LINE(s, "self do_syscall_64 1");
+	CHECK_LINE(s, "incl entry_SYSCALL_64 1");
+	CHECK_LINE(s, "thread ladder 11");
+	CHECK_LINE(s, "thread worker 4");
+	CHECK_LINE(s, "attr service.name app1");
+	CHECK_LINE(s, "attr env test");
+	CHECK_LINE(s, "attr region eu-1");
+	CHECK_LINE(s, "attr host.name testhost");
+	CHECK_LINE(s, "scope stackpulse");
+	CHECK_LINE(s, "sample_type samples/count");
+	CHECK_LINE(s, "period_type cpu/nanoseconds");
+	CHECK_LINE(s, "period 10000000");
+	CHECK_LINE(s, "time 1700000000000000000");
+	/* 15 samples 10 ms apart: 140 ms from first to last. */
+	CHECK_LINE(s, "duration 140000000");
+	char *log = log_of(dir);
+	REQUIRE(log != NULL);
+	CHECK(strstr(log, "POST /v1development/profiles application/x-protobuf 200") != NULL);
+	free(log);
+	free(s);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+SP_TEST(pyroscope_push_decodes_with_go_tool_pprof)
+{
+	if (!sp_test_have_program("go"))
+		sp_test_skip("go is not installed (Debian golang-go provides `go tool pprof`)");
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	const char *dir = server_dir("pyroscope");
+	int port = start_server(dir, "--deadline 120");
+	stackpulse_push_opts o = push_opts(port, STACKPULSE_PUSH_PYROSCOPE);
+	REQUIRE_OK(stackpulse_push(p, &o));
+	char *s = summary(dir);
+	CHECK(strstr(s, "error ") == NULL);
+	CHECK_LINE(s, "total 15");
+	CHECK_LINE(s, "incl fib 4");
+	CHECK_LINE(s, "incl <module> 4");
+	CHECK_LINE(s, "self do_syscall_64 1");
+	CHECK_LINE(s, "period_type cpu/nanoseconds");
+	CHECK_LINE(s, "query name app1.cpu{env=test,region=eu-1}");
+	CHECK_LINE(s, "query format pprof");
+	CHECK_LINE(s, "query sampleRate 100");
+	/* Recording started at 1700000000 s; the samples span 0.14 s. */
+	CHECK_LINE(s, "query from 1700000000");
+	CHECK_LINE(s, "query until 1700000001");
+	char *log = log_of(dir);
+	REQUIRE(log != NULL);
+	CHECK(strstr(log, " application/octet-stream 200") != NULL);
+	free(log);
+	free(s);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+SP_TEST(push_retries_a_5xx_then_succeeds)
+{
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	const char *dir = server_dir("retry");
+	int port = start_server(dir, "--script 500,503,200 --requests 3");
+	stackpulse_push_opts o = push_opts(port, STACKPULSE_PUSH_OTLP);
+	REQUIRE_OK(stackpulse_push(p, &o));
+	char *s = summary(dir);
+	CHECK_LINE(s, "total 15");
+	char *log = log_of(dir);
+	REQUIRE(log != NULL);
+	CHECK_EQ(count_lines(log), 3);
+	CHECK(strstr(log, " 500\n") != NULL && strstr(log, " 503\n") != NULL);
+	free(log);
+	free(s);
+
+	/* Retries used up: the last 5xx is the error. */
+	dir = server_dir("retry_out");
+	port = start_server(dir, "--script 502 --requests 2");
+	o = push_opts(port, STACKPULSE_PUSH_OTLP);
+	o.retries = 1;
+	CHECK_EQ(stackpulse_push(p, &o), -EPROTO);
+	CHECK(strstr(stackpulse_last_error(), "HTTP 502") != NULL);
+	CHECK(strstr(stackpulse_last_error(), "after every retry") != NULL);
+	log = log_of(dir);
+	CHECK(log && count_lines(log) == 2);
+	free(log);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+SP_TEST(push_fails_clearly_on_4xx_without_retrying)
+{
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	const char *dir = server_dir("bad_request");
+	int port = start_server(dir, "--script 400 --deadline 5");
+	stackpulse_push_opts o = push_opts(port, STACKPULSE_PUSH_PYROSCOPE);
+	CHECK_EQ(stackpulse_push(p, &o), -EPROTO);
+	CHECK(strstr(stackpulse_last_error(), "HTTP 400") != NULL);
+	CHECK(strstr(stackpulse_last_error(), "refused with 400") != NULL);
+	char *log = log_of(dir);
+	CHECK(log && count_lines(log) == 1);
+	free(log);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+SP_TEST(push_times_out_on_a_server_that_never_answers)
+{
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	const char *dir = server_dir("hang");
+	int port = start_server(dir, "--hang --deadline 10");
+	stackpulse_push_opts o = push_opts(port, STACKPULSE_PUSH_OTLP);
+	o.timeout_ms = 700;
+	double t0 = now_s();
+	CHECK_EQ(stackpulse_push(p, &o), -ETIMEDOUT);
+	double took = now_s() - t0;
+	/* One attempt only: a timeout is not retried. A loose bound, the
+	 * point is that the call returns. */
+	CHECK(took < 8.0);
+	CHECK(strstr(stackpulse_last_error(), "did not answer in time") != NULL);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+SP_TEST(push_reports_a_refused_connection)
+{
+	/* A port that was free a moment ago: bind, read it, close. */
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	REQUIRE(fd >= 0);
+	struct sockaddr_in a;
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	socklen_t len = sizeof(a);
+	REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+	close(fd);
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	stackpulse_push_opts o = push_opts(ntohs(a.sin_port), STACKPULSE_PUSH_PYROSCOPE);
+	CHECK_EQ(stackpulse_push(p, &o), -ECONNREFUSED);
+	CHECK(strstr(stackpulse_last_error(), "cannot connect") != NULL);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+#endif
+
+SP_TEST(push_rejects_bad_options)
+{
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	stackpulse_push_opts o = push_opts(9, STACKPULSE_PUSH_OTLP);
+	o.url = "ftp://127.0.0.1/";
+	CHECK_EQ(stackpulse_push(p, &o), -EINVAL);
+	o = push_opts(9, STACKPULSE_PUSH_OTLP);
+	o.app = "app name";
+	CHECK_EQ(stackpulse_push(p, &o), -EINVAL);
+	static const char *const bad[] = { "novalue" };
+	o = push_opts(9, STACKPULSE_PUSH_OTLP);
+	o.labels = bad;
+	o.nlabels = 1;
+	CHECK_EQ(stackpulse_push(p, &o), -EINVAL);
+	CHECK(strstr(stackpulse_last_error(), "novalue") != NULL);
+	o = push_opts(9, STACKPULSE_PUSH_OTLP);
+	o.protocol = (enum stackpulse_push_protocol)7;
+	CHECK_EQ(stackpulse_push(p, &o), -EINVAL);
+	CHECK_EQ(stackpulse_push(p, NULL), -EINVAL);
+	CHECK_EQ(stackpulse_push(NULL, &o), -EINVAL);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+#ifdef SP_HAVE_CURL
+/* The examples end to end: record a busy shell loop, then `report --otlp`
+ * and `report --push`; a refused push exits 1 and leaves the spool as it
+ * was. */
+SP_TEST(report_example_pushes_a_recording)
+{
+	const char *bin = getenv("SP_BIN_DIR");
+	if (!bin || !*bin)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	const char *tmp = sp_test_tmpdir();
+	char spool[512], cmd[4096], out[600];
+	snprintf(spool, sizeof(spool), "%s/busy.spool", tmp);
+	snprintf(cmd, sizeof(cmd),
+	         "%s/record -F 499 --kernel=off -o %s -- sh -c 'i=0; while [ $i -lt 400000 ]; do "
+	         "i=$((i+1)); done' >%s.log 2>&1",
+	         bin, spool, spool);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+
+	/* The sample count report sees, from its folded output. */
+	snprintf(out, sizeof(out), "%s/busy.folded", tmp);
+	snprintf(cmd, sizeof(cmd), "%s/report %s --folded >%s", bin, spool, out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *folded = sp_test_read_file(out, NULL);
+	REQUIRE(folded != NULL);
+	long long total = 0;
+	for (char *l = strtok(folded, "\n"); l; l = strtok(NULL, "\n")) {
+		char *sp = strrchr(l, ' ');
+		if (sp)
+			total += strtoll(sp + 1, NULL, 10);
+	}
+	free(folded);
+	REQUIRE(total > 20);
+
+	const char *dir = server_dir("report_otlp");
+	int port = start_server(dir, "");
+	snprintf(cmd, sizeof(cmd),
+	         "%s/report %s --otlp http://127.0.0.1:%d --app busy --label host=ci >%s/out 2>&1",
+	         bin, spool, port, dir);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *s = summary(dir);
+	char want[64];
+	snprintf(want, sizeof(want), "total %lld", total);
+	CHECK_LINE(s, want);
+	CHECK_LINE(s, "attr service.name busy");
+	CHECK_LINE(s, "attr host ci");
+	CHECK(strstr(s, "error ") == NULL);
+	CHECK(strstr(s, "\nthread sh ") != NULL);
+	free(s);
+
+	/* A 400: exit status 1, a message naming it, the spool untouched. */
+	size_t before_len = 0, after_len = 0;
+	char *before = sp_test_read_file(spool, &before_len);
+	REQUIRE(before != NULL);
+	dir = server_dir("report_400");
+	port = start_server(dir, "--script 400 --deadline 5");
+	snprintf(cmd, sizeof(cmd),
+	         "%s/report %s --push http://127.0.0.1:%d --app busy >%s/out 2>&1", bin, spool,
+	         port, dir);
+	CHECK_EQ(sp_test_run(cmd), 1);
+	snprintf(out, sizeof(out), "%s/out", dir);
+	char *msg = sp_test_read_file(out, NULL);
+	CHECK(msg && strstr(msg, "HTTP 400") != NULL);
+	free(msg);
+	char *after = sp_test_read_file(spool, &after_len);
+	CHECK(after && after_len == before_len && memcmp(before, after, before_len) == 0);
+	free(before);
+	free(after);
+}
+#endif
