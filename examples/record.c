@@ -2,7 +2,7 @@
  *
  *   record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]
  *          [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]
- *          -o FILE (-p PID | -- COMMAND [ARG...])
+ *          [--attach=stop|live] -o FILE (-p PID | -- COMMAND [ARG...])
  *
  * Records until the duration ends or every followed process has exited.
  * SIGINT (Ctrl-C) or SIGTERM finish the spool cleanly. On a terminal a
@@ -35,7 +35,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]\n"
 	        "              [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]\n"
-	        "              -o FILE\n"
+	        "              [--attach=stop|live] -o FILE\n"
 	        "              (-p PID | -- COMMAND [ARG...])\n"
 	        "  -F HZ           samples per second per thread (default 99)\n"
 	        "  -s BYTES        user stack bytes copied per sample (default 32768, max 65528)\n"
@@ -45,6 +45,8 @@ static void usage(FILE *f)
 	        "  --realtime=MODE wait at SCHED_FIFO: auto (default: for CPython targets), off,\n"
 	        "                  on (fail if refused)\n"
 	        "  --no-children   do not follow forked or executed children\n"
+	        "  --attach=MODE   with -p: stop (default: stop every thread while attaching,\n"
+	        "                  nothing is missed) or live (never stop the target)\n"
 	        "  -o FILE         spool file to write\n"
 	        "  -p PID          attach to a running process\n");
 }
@@ -90,13 +92,17 @@ static void human_size(uint64_t b, char *buf, size_t n)
 		snprintf(buf, n, "%" PRIu64 " B", b);
 }
 
+/* "record: WHAT: ERROR (DETAIL)", with ERROR left out when the detail says
+ * it already or when it is the generic "invalid argument". */
 static void fail(const char *what, int rc)
 {
-	fprintf(stderr, "record: %s: %s", what, stackpulse_strerror(rc));
-	const char *detail = stackpulse_last_error();
-	if (detail && *detail)
-		fprintf(stderr, " (%s)", detail);
-	fputc('\n', stderr);
+	const char *detail = stackpulse_last_error(), *err = stackpulse_strerror(rc);
+	if (detail && *detail && (rc == -EINVAL || strstr(detail, err)))
+		fprintf(stderr, "record: %s: %s\n", what, detail);
+	else if (detail && *detail)
+		fprintf(stderr, "record: %s: %s (%s)\n", what, err, detail);
+	else
+		fprintf(stderr, "record: %s: %s\n", what, err);
 }
 
 int main(int argc, char **argv)
@@ -105,11 +111,14 @@ int main(int argc, char **argv)
 	const char *out = NULL;
 	long pid = 0;
 	double duration = 0;
+	enum stackpulse_attach_mode attach_mode = STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
+	int attach_given = 0;
 	enum {
 		OPT_KERNEL = 256,
 		OPT_PYTHON,
 		OPT_REALTIME,
 		OPT_NO_CHILDREN,
+		OPT_ATTACH,
 		OPT_HELP
 	};
 	static const struct option longopts[] = {
@@ -117,6 +126,7 @@ int main(int argc, char **argv)
 		{ "python", required_argument, NULL, OPT_PYTHON },
 		{ "realtime", required_argument, NULL, OPT_REALTIME },
 		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
+		{ "attach", required_argument, NULL, OPT_ATTACH },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -187,6 +197,16 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_NO_CHILDREN: opts.children = 0; break;
+		case OPT_ATTACH:
+			if (strcmp(optarg, "stop") != 0 && strcmp(optarg, "live") != 0) {
+				fprintf(stderr, "record: --attach wants stop or live, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			attach_mode = optarg[0] == 'l' ? STACKPULSE_ATTACH_LIVE
+			                               : STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
+			attach_given = 1;
+			break;
 		case 'h':
 		case OPT_HELP: usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -204,6 +224,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (attach_given && !pid) {
+		fprintf(stderr, "record: --attach applies to -p PID only; a COMMAND is recorded "
+		                "from its first instruction\n");
+		return 2;
+	}
 
 	/* No SA_RESTART: the wait returns -EINTR and the loop sees the flag. */
 	struct sigaction sa;
@@ -217,8 +242,7 @@ int main(int argc, char **argv)
 	pid_t child = 0;
 	int rc;
 	if (pid) {
-		rc = stackpulse_recorder_attach((pid_t)pid, out,
-		                                STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &opts, &rec);
+		rc = stackpulse_recorder_attach((pid_t)pid, out, attach_mode, &opts, &rec);
 		if (rc) {
 			fail("attach", rc);
 			return 1;
@@ -278,6 +302,8 @@ int main(int argc, char **argv)
 	memset(&st, 0, sizeof(st));
 	st.sz = sizeof(st);
 	int have_stats = stackpulse_recorder_stats(rec, &st) == 0;
+	char python_note[400] = ""; /* The note lives until finish. */
+	snprintf(python_note, sizeof(python_note), "%s", stackpulse_recorder_python_note(rec));
 	rc = stackpulse_recorder_finish(rec);
 	if (rc) {
 		fail("finish", rc);
@@ -325,6 +351,9 @@ int main(int argc, char **argv)
 		        st.kernel_frames ? ", kernel frames" : "",
 		        st.python_frames ? ", Python frames" : "", out, size);
 	}
+	if (*python_note)
+		fprintf(stderr, "record: warning: recorded without Python frames: %s\n",
+		        python_note);
 	if (child > 0 && child_status != -1 && WIFEXITED(child_status) && WEXITSTATUS(child_status))
 		fprintf(stderr, "record: command exited with status %d\n",
 		        WEXITSTATUS(child_status));

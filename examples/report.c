@@ -1,16 +1,22 @@
 /* report: read a spool and print or export it.
  *
- *   report FILE [--folded | --top N | --pprof OUT | --firefox OUT | --svg OUT
- *                | --otlp-file OUT | --push URL | --otlp URL]
- *               [--pid] [--tid] [--thread-names] [--no-inline] [--lines]
+ *   report FILE [--folded | --top N | --threads | --pprof OUT | --firefox OUT
+ *               | --svg OUT | --otlp-file OUT | --push URL | --otlp URL]
+ *               [--pid] [--tid] [--thread-names] [--lines]
+ *               [--no-inline] [--python-only] [--addresses]
  *               [--app NAME] [--label KEY=VALUE]...
  *
  * Default: the hottest stacks and functions as a table with self and total
  * percentages. --folded prints folded stacks to stdout; --top N prints the
- * N hottest functions; --pprof/--firefox/--svg/--otlp-file write a file;
- * --push sends the profile to a Pyroscope server and --otlp to an
- * OpenTelemetry collector (docs/continuous.md). Exit codes:
- * 0 done, 1 failed, 2 bad usage. */
+ * N hottest functions; --threads prints one row per thread; --pprof,
+ * --firefox, --svg and --otlp-file write a file; --push sends the profile
+ * to a Pyroscope server and --otlp to an OpenTelemetry collector
+ * (docs/continuous.md). --pid, --tid and --thread-names split
+ * stacks and functions by process or thread (the table, --top, --folded,
+ * --svg and --pprof); --lines splits them by source line. Unnamed code of
+ * a binary without symbols is summed as "BINARY [unresolved]" unless
+ * --addresses is given. Exit codes: 0 done, 1 failed (also for a spool
+ * without a readable sample), 2 bad usage. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -25,6 +31,7 @@ enum mode {
 	M_TABLE,
 	M_FOLDED,
 	M_TOP,
+	M_THREADS,
 	M_PPROF,
 	M_FIREFOX,
 	M_SVG,
@@ -33,37 +40,59 @@ enum mode {
 	M_PUSH_OTLP
 };
 
-#define MAX_LABELS 32
+#define UNRESOLVED_TAG " [unresolved]"
+#define MAX_LABELS     32
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: report FILE [--folded | --top N | --pprof OUT | --firefox OUT | --svg "
-	           "OUT]\n"
-	           "                   [--pid] [--tid] [--thread-names] [--no-inline] [--lines]\n"
-	           "  (default)       hottest stacks and functions, with self and total %%\n"
-	           "  --folded        folded stacks (flamegraph.pl input) on stdout\n"
-	           "  --top N         the N hottest functions\n"
-	           "  --pprof OUT     gzip'd profile.proto for `go tool pprof`\n"
-	           "  --firefox OUT   JSON for https://profiler.firefox.com\n"
-	           "  --svg OUT       interactive SVG flame graph\n"
-	           "  --otlp-file OUT OTLP profiles request (protobuf) in a file\n"
-	           "  --push URL      send to a Pyroscope server (URL/ingest)\n"
-	           "  --otlp URL      send to an OTLP/HTTP collector (URL/v1development/profiles)\n"
-	           "  --app NAME      application name for --push/--otlp/--otlp-file\n"
-	           "  --label K=V     a label for --push/--otlp/--otlp-file (repeatable)\n"
-	           "  --pid, --tid    name roots process-PID / process/TID\n"
-	           "  --thread-names  root stacks at thread names instead of process names\n"
-	           "  --no-inline     merge inlined functions into their callers\n"
-	           "  --lines         add source lines to frame names\n");
+	fprintf(f,
+	        "usage: report FILE [--folded | --top N | --threads | --pprof OUT | --firefox OUT "
+	        "| --svg OUT\n"
+	        "                   | --otlp-file OUT | --push URL | --otlp URL]\n"
+	        "                   [--pid] [--tid] [--thread-names] [--lines] [--no-inline]\n"
+	        "                   [--python-only] [--addresses] [--app NAME] [--label K=V]...\n"
+	        "  (default)       hottest stacks and functions, with self and total %%\n"
+	        "  --folded        folded stacks (flamegraph.pl input) on stdout\n"
+	        "  --top N         the N hottest functions\n"
+	        "  --threads       one row per thread: samples, share, hottest function\n"
+	        "  --pprof OUT     gzip'd profile.proto for `go tool pprof`\n"
+	        "  --firefox OUT   JSON for https://profiler.firefox.com\n"
+	        "  --svg OUT       interactive SVG flame graph\n"
+	        "  --otlp-file OUT OTLP profiles request (protobuf) in a file\n"
+	        "  --push URL      send to a Pyroscope server (URL/ingest)\n"
+	        "  --otlp URL      send to an OTLP/HTTP collector (URL/v1development/profiles)\n"
+	        "  --app NAME      application name for --push/--otlp/--otlp-file\n"
+	        "  --label K=V     a label for --push/--otlp/--otlp-file (repeatable)\n"
+	        "  --pid, --tid    split by process (name-PID) / thread (name/TID)\n"
+	        "  --thread-names  split by thread name instead of process name\n"
+	        "  --lines         split functions by source line (name:line)\n"
+	        "  --no-inline     merge inlined functions into their callers\n"
+	        "  --python-only   keep only Python frames\n"
+	        "  --addresses     list unnamed code per address, not per binary\n");
 }
 
+/* Prints "report: WHAT: ERROR (DETAIL)", saying each thing once: the
+ * detail's own leading "WHAT: " is dropped; a detail that names WHAT
+ * itself (a path) replaces "WHAT: ERROR", keeping ERROR only when it adds
+ * to it; for -EINVAL the detail replaces the generic "invalid argument". */
 static void fail(const char *what, int rc)
 {
-	fprintf(stderr, "report: %s: %s", what, stackpulse_strerror(rc));
-	const char *detail = stackpulse_last_error();
-	if (detail && *detail)
-		fprintf(stderr, " (%s)", detail);
-	fputc('\n', stderr);
+	const char *detail = stackpulse_last_error(), *err = stackpulse_strerror(rc);
+	size_t wl = strlen(what);
+	if (detail && strncmp(detail, what, wl) == 0 && detail[wl] == ':' && detail[wl + 1] == ' ')
+		detail += wl + 2;
+	if (!detail || !*detail) {
+		fprintf(stderr, "report: %s: %s\n", what, err);
+		return;
+	}
+	int add_err = rc != -EINVAL && !strstr(detail, err);
+	if (strstr(detail, what))
+		fprintf(stderr, "report: %s%s%s%s\n", detail, add_err ? " (" : "",
+		        add_err ? err : "", add_err ? ")" : "");
+	else if (add_err)
+		fprintf(stderr, "report: %s: %s (%s)\n", what, err, detail);
+	else
+		fprintf(stderr, "report: %s: %s\n", what, detail);
 }
 
 static int write_stdout(void *ctx, const void *data, size_t len)
@@ -86,14 +115,107 @@ static const char *kind_tag(int kind)
 	}
 }
 
-static void print_functions(const stackpulse_profile *p, const struct sp_top *top, size_t limit)
+/* Thread groups for --pid/--tid/--thread-names: threads whose root label
+ * (as in --folded: name[-PID][/TID]) is the same share a group. */
+struct groups {
+	uint32_t *of_thread; /* Group per profile thread. */
+	char **label;        /* Per group. */
+	uint32_t n;
+};
+
+static void groups_free(struct groups *g)
 {
-	printf("%8s %7s %8s %7s  %s\n", "self", "self%", "total", "total%", "function");
+	for (uint32_t i = 0; i < g->n; i++)
+		free(g->label[i]);
+	free(g->label);
+	free(g->of_thread);
+	memset(g, 0, sizeof(*g));
+}
+
+struct labelled {
+	char *label;
+	uint32_t thread;
+};
+
+static int cmp_labelled(const void *a, const void *b)
+{
+	const struct labelled *x = a, *y = b;
+	int c = strcmp(x->label, y->label);
+	return c ? c : (x->thread > y->thread) - (x->thread < y->thread);
+}
+
+static int groups_build(const stackpulse_profile *p, uint32_t flags, struct groups *g)
+{
+	memset(g, 0, sizeof(*g));
+	uint32_t nt = stackpulse_profile_thread_count(p);
+	struct labelled *l = calloc(nt ? nt : 1, sizeof(*l));
+	g->of_thread = calloc(nt ? nt : 1, sizeof(uint32_t));
+	g->label = calloc(nt ? nt : 1, sizeof(char *));
+	int rc = -1;
+	if (!l || !g->of_thread || !g->label)
+		goto out;
+	for (uint32_t t = 0; t < nt; t++) {
+		const struct stackpulse_profile_thread *th = stackpulse_profile_thread(p, t);
+		const struct stackpulse_profile_process *pr =
+		        th ? stackpulse_profile_process(p, th->process) : NULL;
+		const char *name = (flags & STACKPULSE_EXPORT_THREAD_NAMES)
+		                           ? (th ? stackpulse_profile_string(p, th->name) : NULL)
+		                           : (pr ? stackpulse_profile_string(p, pr->name) : NULL);
+		char buf[512], num[48];
+		snprintf(buf, sizeof(buf), "%s", name && *name ? name : "[unknown]");
+		if (flags & STACKPULSE_EXPORT_PID) {
+			snprintf(num, sizeof(num), "-%ld", pr ? (long)pr->pid : -1L);
+			strncat(buf, num, sizeof(buf) - strlen(buf) - 1);
+		}
+		if (flags & STACKPULSE_EXPORT_TID) {
+			snprintf(num, sizeof(num), "/%ld", th ? (long)th->tid : -1L);
+			strncat(buf, num, sizeof(buf) - strlen(buf) - 1);
+		}
+		l[t].label = strdup(buf);
+		l[t].thread = t;
+		if (!l[t].label)
+			goto out;
+	}
+	qsort(l, nt, sizeof(*l), cmp_labelled);
+	for (uint32_t i = 0; i < nt; i++) {
+		if (i == 0 || strcmp(l[i].label, g->label[g->n - 1]) != 0) {
+			g->label[g->n++] = l[i].label;
+			l[i].label = NULL;
+		}
+		g->of_thread[l[i].thread] = g->n - 1;
+	}
+	rc = 0;
+out:
+	for (uint32_t t = 0; l && t < nt; t++)
+		free(l[t].label);
+	free(l);
+	if (rc)
+		groups_free(g);
+	return rc;
+}
+
+/* "name:line" when @p line is known and lines are asked for. */
+static void print_name(const stackpulse_profile *p, uint32_t name, uint32_t line, int kind)
+{
+	printf("%s", stackpulse_profile_string(p, name));
+	if (line)
+		printf(":%" PRIu32, line);
+	printf("%s", kind_tag(kind));
+}
+
+static void print_functions(const stackpulse_profile *p, const struct sp_top *top, size_t limit,
+                            const struct groups *g)
+{
+	printf("%8s %7s %8s %7s  %s%s\n", "self", "self%", "total", "total%",
+	       g->n ? "thread/process                  " : "", "function");
 	for (size_t i = 0; i < top->n && i < limit; i++) {
 		const struct sp_top_row *r = &top->rows[i];
-		printf("%8" PRIu64 " %6.2f%% %8" PRIu64 " %6.2f%%  %s%s\n", r->self,
-		       pct(r->self, top->total), r->total, pct(r->total, top->total),
-		       stackpulse_profile_string(p, r->name), kind_tag(r->kind));
+		printf("%8" PRIu64 " %6.2f%% %8" PRIu64 " %6.2f%%  ", r->self,
+		       pct(r->self, top->total), r->total, pct(r->total, top->total));
+		if (g->n)
+			printf("%-31s ", r->group < g->n ? g->label[r->group] : "?");
+		print_name(p, r->name, r->line, r->kind);
+		printf("\n");
 	}
 }
 
@@ -105,109 +227,263 @@ static int cmp_weight_desc(const void *a, const void *b)
 	return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-/* Stacks by function names: profile nodes that differ only in lines or
- * addresses share one "name path" (parent path, function name). */
-struct name_paths {
-	uint32_t *parent, *name, *func; /* Per path; path 0 is the root. */
-	uint32_t n;
-	uint32_t *slots; /* Open addressing over paths, UINT32_MAX empty. */
-	uint32_t cap;    /* Slots, a power of two. */
-};
+#define LABEL_NODE UINT32_MAX /* Func of a path node that is a group's root label. */
 
-static uint32_t path_intern(struct name_paths *np, uint32_t parent, uint32_t name, uint32_t func)
+/* The hottest distinct stacks, leaf first. Stacks are compared by function
+ * names (and lines with @p lines), under their group's root label when
+ * @p g has groups. Paths are entries of a map (parent path + 1, name,
+ * line); entry data d is the function (LABEL_NODE for a label) and x the
+ * weight. */
+static int print_stacks(const stackpulse_profile *p, uint64_t total, size_t limit,
+                        const struct groups *g, int lines)
 {
-	uint64_t h = ((uint64_t)parent * 0x9e3779b97f4a7c15ull) ^
-	             ((uint64_t)name * 0xc2b2ae3d27d4eb4full);
-	h ^= h >> 29;
-	for (uint32_t i = (uint32_t)h & (np->cap - 1);; i = (i + 1) & (np->cap - 1)) {
-		uint32_t v = np->slots[i];
-		if (v == UINT32_MAX) {
-			np->slots[i] = np->n;
-			np->parent[np->n] = parent;
-			np->name[np->n] = name;
-			np->func[np->n] = func;
-			return np->n++;
-		}
-		if (np->parent[v] == parent && np->name[v] == name)
-			return v;
-	}
-}
-
-/* The hottest distinct stacks by function names, leaf first. */
-static int print_stacks(const stackpulse_profile *p, uint64_t total, size_t limit)
-{
-	uint32_t n = stackpulse_profile_stack_count(p);
-	struct name_paths np = { 0 };
-	np.cap = 16;
-	while (np.cap < 2 * (size_t)n + 2)
-		np.cap *= 2;
-	uint32_t *of_node = calloc(n ? n : 1, sizeof(uint32_t));
-	np.parent = calloc((size_t)n + 1, sizeof(uint32_t));
-	np.name = calloc((size_t)n + 1, sizeof(uint32_t));
-	np.func = calloc((size_t)n + 1, sizeof(uint32_t));
-	np.slots = malloc(np.cap * sizeof(uint32_t));
-	uint64_t *w = calloc((size_t)n + 1, sizeof(uint64_t));
-	uint64_t *pairs = calloc(2 * ((size_t)n + 1), sizeof(uint64_t));
+	struct sp_tmap paths = { 0 }, memo = { 0 }; /* memo: (group, node) -> path + 1. */
+	uint32_t nstacks = stackpulse_profile_stack_count(p);
+	uint32_t nthreads = stackpulse_profile_thread_count(p);
+	uint32_t *chain = calloc(nstacks ? nstacks : 1, sizeof(uint32_t));
+	uint64_t *pairs = NULL;
 	int rc = -1;
-	if (!of_node || !np.parent || !np.name || !np.func || !np.slots || !w || !pairs)
+	if (!chain)
 		goto out;
-	memset(np.slots, 0xff, np.cap * sizeof(uint32_t));
-	np.n = 1;                          /* Path 0: no frames. */
-	for (uint32_t i = 1; i < n; i++) { /* Parents come before children. */
-		const struct stackpulse_profile_stack *st = stackpulse_profile_stack(p, i);
-		const struct stackpulse_profile_frame *fr = stackpulse_profile_frame(p, st->frame);
-		const struct stackpulse_profile_func *fn = stackpulse_profile_func(p, fr->func);
-		of_node[i] = path_intern(&np, of_node[st->parent], fn->name, fr->func);
-	}
 	for (uint64_t i = 0; i < stackpulse_profile_sample_count(p); i++) {
 		const struct stackpulse_profile_sample *s = stackpulse_profile_sample(p, i);
-		w[of_node[s->stack]] += s->weight;
+		uint32_t grp = g->n && s->thread < nthreads ? g->of_thread[s->thread] : 0;
+		uint32_t path, at; /* Path + 1, starting at the group's root. */
+		int added;
+		if (sp_tmap_get(&paths, 0, grp, 0, &at, &added) != 0)
+			goto out;
+		paths.v[at].d = LABEL_NODE;
+		paths.v[at].e = g->n == 0; /* Without groups the root has no label. */
+		path = at + 1;
+		/* Walk up to a node whose path is known, then intern downward. */
+		uint32_t depth = 0, node = s->stack < nstacks ? s->stack : 0;
+		while (node != 0 && depth < nstacks) {
+			if (sp_tmap_get(&memo, grp, node, 0, &at, &added) != 0)
+				goto out;
+			if (!added) {
+				path = memo.v[at].d;
+				break;
+			}
+			chain[depth++] = node;
+			const struct stackpulse_profile_stack *st =
+			        stackpulse_profile_stack(p, node);
+			node = st ? st->parent : 0;
+		}
+		while (depth > 0) {
+			node = chain[--depth];
+			const struct stackpulse_profile_stack *st =
+			        stackpulse_profile_stack(p, node);
+			const struct stackpulse_profile_frame *fr =
+			        st ? stackpulse_profile_frame(p, st->frame) : NULL;
+			const struct stackpulse_profile_func *fn =
+			        fr ? stackpulse_profile_func(p, fr->func) : NULL;
+			if (!fn)
+				break;
+			if (sp_tmap_get(&paths, path, fn->name, lines ? fr->line : 0, &at, &added))
+				goto out;
+			if (added)
+				paths.v[at].d = fr->func;
+			path = at + 1;
+			if (sp_tmap_get(&memo, grp, node, 0, &at, NULL) != 0)
+				goto out;
+			memo.v[at].d = path;
+		}
+		paths.v[path - 1].x += s->weight;
 	}
+	pairs = calloc(2 * ((size_t)paths.n + 1), sizeof(uint64_t));
+	if (!pairs)
+		goto out;
 	size_t k = 0;
-	for (uint32_t i = 0; i < np.n; i++)
-		if (w[i]) {
-			pairs[2 * k] = w[i];
+	for (uint32_t i = 0; i < paths.n; i++)
+		if (paths.v[i].x) {
+			pairs[2 * k] = paths.v[i].x;
 			pairs[2 * k + 1] = i;
 			k++;
 		}
 	qsort(pairs, k, 2 * sizeof(uint64_t), cmp_weight_desc);
 	for (size_t i = 0; i < k && i < limit; i++) {
 		printf("%6.2f%% (%" PRIu64 " samples)\n", pct(pairs[2 * i], total), pairs[2 * i]);
-		uint32_t path = (uint32_t)pairs[2 * i + 1];
-		if (path == 0)
+		const struct sp_tmap_entry *e = &paths.v[pairs[2 * i + 1]];
+		if (e->d == LABEL_NODE)
 			printf("    [no frames]\n");
-		for (int depth = 0; path != 0; depth++, path = np.parent[path]) {
+		for (int depth = 0;; depth++) {
+			if (e->d == LABEL_NODE) {
+				if (!e->e)
+					printf("    [%s]\n", e->b < g->n ? g->label[e->b] : "?");
+				break;
+			}
 			if (depth == 24) {
 				printf("    ...\n");
 				break;
 			}
-			const struct stackpulse_profile_func *fn =
-			        stackpulse_profile_func(p, np.func[path]);
-			const char *file = stackpulse_profile_string(p, fn->file);
-			printf("    %s%s", stackpulse_profile_string(p, fn->name),
-			       kind_tag((int)fn->kind));
-			if (file && *file)
+			const struct stackpulse_profile_func *fn = stackpulse_profile_func(p, e->d);
+			const char *file = fn ? stackpulse_profile_string(p, fn->file) : NULL;
+			printf("    %s%s", fn ? stackpulse_profile_string(p, fn->name) : "?",
+			       fn ? kind_tag((int)fn->kind) : "");
+			if (file && *file && e->c)
+				printf("  (%s:%" PRIu32 ")", file, e->c);
+			else if (file && *file)
 				printf("  (%s)", file);
+			else if (e->c)
+				printf("  (line %" PRIu32 ")", e->c);
 			printf("\n");
+			if (e->a == 0)
+				break;
+			e = &paths.v[e->a - 1];
 		}
 	}
 	rc = 0;
 out:
-	free(of_node);
-	free(np.parent);
-	free(np.name);
-	free(np.func);
-	free(np.slots);
-	free(w);
+	sp_tmap_free(&paths);
+	sp_tmap_free(&memo);
+	free(chain);
 	free(pairs);
 	return rc;
+}
+
+/* --threads: samples per thread, with each thread's hottest function. */
+static int print_threads(const stackpulse_profile *p, uint32_t top_flags)
+{
+	uint32_t nt = stackpulse_profile_thread_count(p);
+	uint32_t *ident = calloc(nt ? nt : 1, sizeof(uint32_t));
+	uint64_t *w = calloc(nt ? nt : 1, sizeof(uint64_t));
+	size_t *hot = calloc(nt ? nt : 1, sizeof(size_t));
+	uint32_t *order = calloc(nt ? nt : 1, sizeof(uint32_t));
+	struct sp_top top = { 0 };
+	int rc = -1;
+	if (!ident || !w || !hot || !order)
+		goto out;
+	for (uint32_t t = 0; t < nt; t++) {
+		ident[t] = t;
+		hot[t] = SIZE_MAX;
+	}
+	if (sp_top_compute_ex(p, ident, top_flags, &top) != 0)
+		goto out;
+	for (uint64_t i = 0; i < stackpulse_profile_sample_count(p); i++) {
+		const struct stackpulse_profile_sample *s = stackpulse_profile_sample(p, i);
+		if (s->thread < nt)
+			w[s->thread] += s->weight;
+	}
+	for (size_t i = 0; i < top.n; i++) /* Sorted by self: the first is the hottest. */
+		if (top.rows[i].group < nt && hot[top.rows[i].group] == SIZE_MAX &&
+		    top.rows[i].self)
+			hot[top.rows[i].group] = i;
+	/* Heaviest thread first; insertion sort keeps ties in thread order. */
+	uint32_t n = 0;
+	for (uint32_t t = 0; t < nt; t++) {
+		if (!w[t])
+			continue;
+		uint32_t j = n++;
+		while (j > 0 && w[order[j - 1]] < w[t]) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = t;
+	}
+	printf("%8s %7s %8s %8s  %-16s %-16s %s\n", "samples", "share", "pid", "tid", "process",
+	       "thread", "hottest function (self%)");
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t t = order[i];
+		const struct stackpulse_profile_thread *th = stackpulse_profile_thread(p, t);
+		const struct stackpulse_profile_process *pr =
+		        th ? stackpulse_profile_process(p, th->process) : NULL;
+		printf("%8" PRIu64 " %6.2f%% %8ld %8ld  %-16s %-16s ", w[t], pct(w[t], top.total),
+		       pr ? (long)pr->pid : -1L, th ? (long)th->tid : -1L,
+		       pr ? stackpulse_profile_string(p, pr->name) : "?",
+		       th ? stackpulse_profile_string(p, th->name) : "?");
+		if (hot[t] != SIZE_MAX) {
+			const struct sp_top_row *r = &top.rows[hot[t]];
+			print_name(p, r->name, r->line, r->kind);
+			printf(" (%.2f%%)", pct(r->self, w[t]));
+		} else {
+			printf("[no frames]");
+		}
+		printf("\n");
+	}
+	rc = 0;
+out:
+	sp_top_free(&top);
+	free(ident);
+	free(w);
+	free(hot);
+	free(order);
+	return rc;
+}
+
+/* Says once how to get names for binaries whose code was summed as
+ * "BINARY [unresolved]". */
+static void unresolved_hint(FILE *f, const stackpulse_profile *p, const struct sp_top *top)
+{
+	char names[512] = "";
+	uint64_t self = 0;
+	int count = 0;
+	for (size_t i = 0; i < top->n; i++) {
+		const char *name = stackpulse_profile_string(p, top->rows[i].name);
+		size_t len = name ? strlen(name) : 0, tl = strlen(UNRESOLVED_TAG);
+		if (len <= tl || strcmp(name + len - tl, UNRESOLVED_TAG) != 0)
+			continue;
+		self += top->rows[i].self;
+		if (name[0] == '[')
+			continue; /* [vdso] and the like: no debug file to install. */
+		char one[128];
+		snprintf(one, sizeof(one), "%.*s", (int)(len - tl > 100 ? 100 : len - tl), name);
+		if (strstr(names, one))
+			continue; /* Already named (another line or group). */
+		if (count++ < 4)
+			snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+			         count > 1 ? ", " : "", one);
+	}
+	if (!count)
+		return; /* Only unnamed code of pseudo-modules: nothing to advise. */
+	fprintf(f,
+	        "\nnote: %.2f%% of samples are in code without symbols in %s%s.\n"
+	        "  For names, install the debug symbols (Debian: the -dbgsym or -dbg package;\n"
+	        "  Fedora: debuginfo-install), point STACKPULSE_DEBUG_DIRS at a directory of\n"
+	        "  debug files, or set DEBUGINFOD_URLS; --addresses lists the raw addresses.\n",
+	        pct(self, top->total), names, count > 4 ? " and others" : "");
+}
+
+/* Why a spool has no sample to report: the open's own words. */
+static void no_samples(const char *path, const struct stackpulse_spool_meta *m)
+{
+	if (m->damaged)
+		fprintf(stderr, "report: %s: no readable sample: %s\n", path, m->damage);
+	else if (m->truncated)
+		fprintf(stderr,
+		        "report: %s: no readable sample: the file was cut short before its "
+		        "first complete chunk (the recorder stopped early or the copy is "
+		        "incomplete)\n",
+		        path);
+	else
+		fprintf(stderr, "report: %s: the recording holds no samples\n", path);
+}
+
+/* Rejects flag combinations that would change nothing. */
+static int check_combination(enum mode mode, uint32_t export_flags)
+{
+	const uint32_t split =
+	        STACKPULSE_EXPORT_PID | STACKPULSE_EXPORT_TID | STACKPULSE_EXPORT_THREAD_NAMES;
+	const char *why = NULL;
+	if (mode == M_THREADS && (export_flags & split))
+		why = "--threads lists every process and thread already; --pid, --tid and "
+		      "--thread-names have no meaning with it";
+	else if (mode == M_FIREFOX && (export_flags & (split | STACKPULSE_EXPORT_LINES)))
+		why = "--firefox keeps threads and lines apart by itself; --pid, --tid, "
+		      "--thread-names and --lines have no meaning with it";
+	else if (mode == M_PPROF && (export_flags & STACKPULSE_EXPORT_LINES))
+		why = "--pprof always carries lines (see `go tool pprof -lines`); --lines has no "
+		      "meaning with it";
+	if (!why)
+		return 0;
+	fprintf(stderr, "report: %s\n", why);
+	return -1;
 }
 
 int main(int argc, char **argv)
 {
 	const char *spool_path = NULL, *out_path = NULL;
 	enum mode mode = M_TABLE;
-	int modes = 0;
+	int modes = 0, python_only = 0, addresses = 0;
 	long top_n = 20;
 	uint32_t export_flags = 0, profile_flags = 0;
 	const char *app = NULL, *labels[MAX_LABELS];
@@ -237,8 +513,8 @@ int main(int argc, char **argv)
 			       : strcmp(a, "--otlp") == 0 ? M_PUSH_OTLP
 			                                  : M_OTLP_FILE;
 			modes++;
-		} else if (strcmp(a, "--folded") == 0) {
-			mode = M_FOLDED;
+		} else if (strcmp(a, "--folded") == 0 || strcmp(a, "--threads") == 0) {
+			mode = a[2] == 'f' ? M_FOLDED : M_THREADS;
 			modes++;
 		} else if (strcmp(a, "--top") == 0 || strcmp(a, "--pprof") == 0 ||
 		           strcmp(a, "--firefox") == 0 || strcmp(a, "--svg") == 0) {
@@ -273,6 +549,10 @@ int main(int argc, char **argv)
 			profile_flags |= STACKPULSE_PROFILE_MERGE_INLINE;
 		} else if (strcmp(a, "--lines") == 0) {
 			export_flags |= STACKPULSE_EXPORT_LINES;
+		} else if (strcmp(a, "--python-only") == 0) {
+			python_only = 1;
+		} else if (strcmp(a, "--addresses") == 0) {
+			addresses = 1;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			return 0;
@@ -293,8 +573,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (modes > 1) {
-		fprintf(stderr, "report: choose one of --folded, --top, --pprof, --firefox, --svg, "
-		                "--otlp-file, --push, --otlp\n");
+		fprintf(stderr, "report: choose one of --folded, --top, --threads, --pprof, "
+		                "--firefox, --svg, --otlp-file, --push, --otlp\n");
 		return 2;
 	}
 	if ((app || nlabels) && mode != M_PUSH_PYROSCOPE && mode != M_PUSH_OTLP &&
@@ -303,6 +583,10 @@ int main(int argc, char **argv)
 		        "report: --app and --label go with --push, --otlp or --otlp-file\n");
 		return 2;
 	}
+	if (check_combination(mode, export_flags) != 0)
+		return 2;
+	if (!addresses)
+		profile_flags |= STACKPULSE_PROFILE_GROUP_UNRESOLVED;
 
 	stackpulse_spool *spool = NULL;
 	int rc = stackpulse_spool_open(spool_path, NULL, &spool);
@@ -311,6 +595,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(spool);
+	if (meta->samples == 0) {
+		no_samples(spool_path, meta);
+		stackpulse_spool_close(spool);
+		return 1;
+	}
 	if (meta->damaged)
 		fprintf(stderr, "report: %s is damaged (%s); reading the %u chunks before it\n",
 		        spool_path, meta->damage, meta->chunks);
@@ -320,8 +609,11 @@ int main(int argc, char **argv)
 	/* Copied now: the meta belongs to the spool, closed before printing. */
 	uint64_t lost = meta->lost, duration_ns = meta->duration_ns;
 	uint32_t freq = meta->frequency;
-	char event[64];
+	int kernel_frames = meta->kernel_frames;
+	char event[64], kernel_note[256];
 	snprintf(event, sizeof(event), "%s", meta->event ? meta->event : "");
+	snprintf(kernel_note, sizeof(kernel_note), "%s",
+	         meta->kernel_note ? meta->kernel_note : "");
 	stackpulse_symbolizer *sym = NULL;
 	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
 	if (profile_flags & STACKPULSE_PROFILE_MERGE_INLINE)
@@ -334,6 +626,8 @@ int main(int argc, char **argv)
 	}
 	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
 	po.flags = profile_flags;
+	if (python_only)
+		po.view = STACKPULSE_VIEW_PYTHON_ONLY;
 	stackpulse_profile *prof = NULL;
 	rc = stackpulse_profile_build(spool, sym, &po, &prof);
 	stackpulse_symbolizer_free(sym);
@@ -343,12 +637,43 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	struct sp_top top;
+	uint32_t top_flags = (export_flags & STACKPULSE_EXPORT_LINES) ? SP_TOP_LINES : 0;
+	struct groups g = { 0 };
+	int status = 0;
+	if ((export_flags &
+	     (STACKPULSE_EXPORT_PID | STACKPULSE_EXPORT_TID | STACKPULSE_EXPORT_THREAD_NAMES)) &&
+	    groups_build(prof, export_flags, &g) != 0) {
+		fprintf(stderr, "report: out of memory\n");
+		stackpulse_profile_free(prof);
+		return 1;
+	}
+	if (sp_top_compute_ex(prof, g.n ? g.of_thread : NULL, top_flags, &top) != 0) {
+		fprintf(stderr, "report: out of memory\n");
+		groups_free(&g);
+		stackpulse_profile_free(prof);
+		return 1;
+	}
+	if (python_only) {
+		int any = 0;
+		for (size_t i = 0; i < top.n && !any; i++)
+			any = top.rows[i].kind == STACKPULSE_FRAME_PYTHON;
+		if (!any) {
+			fprintf(stderr,
+			        "report: %s: --python-only: the recording has no Python frames "
+			        "(record a CPython 3.10-3.13 target; record's summary says "
+			        "\"Python frames\" when it read them)\n",
+			        spool_path);
+			status = 1;
+			goto done;
+		}
+	}
+
 	stackpulse_export_opts eo = STACKPULSE_EXPORT_OPTS;
 	eo.flags = export_flags;
 	eo.app = app;
 	eo.labels = labels;
 	eo.nlabels = nlabels;
-	int status = 0;
 	switch (mode) {
 	case M_PUSH_PYROSCOPE:
 	case M_PUSH_OTLP: {
@@ -396,32 +721,34 @@ int main(int argc, char **argv)
 		}
 		break;
 	}
-	case M_TOP:
-	case M_TABLE: {
-		struct sp_top top;
-		if (sp_top_compute(prof, &top) != 0) {
+	case M_THREADS:
+		if (print_threads(prof, top_flags) != 0) {
 			fprintf(stderr, "report: out of memory\n");
 			status = 1;
-			break;
 		}
+		break;
+	case M_TOP:
+	case M_TABLE:
 		if (mode == M_TABLE) {
-			printf("%" PRIu64 " samples, %" PRIu64 " lost, %.2f s at %u Hz (%s)\n\n",
+			printf("%" PRIu64 " samples, %" PRIu64 " lost, %.2f s at %u Hz (%s)\n",
 			       stackpulse_profile_sample_count(prof), lost,
 			       (double)duration_ns / 1e9, freq, event);
-		}
-		if (mode == M_TABLE) {
-			printf("Hottest stacks (leaf first):\n");
-			if (print_stacks(prof, top.total, 5) != 0) {
+			if (!kernel_frames && *kernel_note)
+				printf("no kernel frames: %s\n", kernel_note);
+			printf("\nHottest stacks (leaf first):\n");
+			if (print_stacks(prof, top.total, 5, &g, top_flags != 0) != 0) {
 				fprintf(stderr, "report: out of memory\n");
 				status = 1;
 			}
 			printf("\nHottest functions:\n");
 		}
-		print_functions(prof, &top, mode == M_TOP ? (size_t)top_n : 20);
-		sp_top_free(&top);
+		print_functions(prof, &top, mode == M_TOP ? (size_t)top_n : 20, &g);
 		break;
 	}
-	}
+	unresolved_hint(mode == M_TABLE || mode == M_TOP ? stdout : stderr, prof, &top);
+done:
+	sp_top_free(&top);
+	groups_free(&g);
 	stackpulse_profile_free(prof);
 	if (fflush(stdout) != 0)
 		status = 1;

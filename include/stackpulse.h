@@ -273,6 +273,11 @@ struct stackpulse_recorder_python_stats {
 	uint64_t python_early_reads;  /**< Of python_reads: made as soon as the
 	                               *   sample reached the ring, ahead of the
 	                               *   time-ordered drain. */
+	uint32_t python_unreadable;   /**< Processes running a CPython the
+	                               *   reader cannot read (for example an
+	                               *   unsupported version): recorded without
+	                               *   Python frames; see
+	                               *   ::stackpulse_recorder_python_note. */
 };
 
 /** Sets @p opts to the defaults (the values of ::STACKPULSE_RECORDER_OPTS),
@@ -373,6 +378,14 @@ STACKPULSE_API int stackpulse_recorder_stats(const stackpulse_recorder *rec,
  */
 STACKPULSE_API int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
                                                     struct stackpulse_recorder_python_stats *stats);
+
+/**
+ * Why the first CPython target that could not be read was refused (for
+ * example "pid 42: CPython 3.9 is not supported (stackpulse reads CPython
+ * 3.10 to 3.14)"), or "" when every one was read. The string lives until
+ * ::stackpulse_recorder_finish.
+ */
+STACKPULSE_API const char *stackpulse_recorder_python_note(const stackpulse_recorder *rec);
 
 /**
  * Drains the rings, writes the remaining records, the kernel symbols, the
@@ -801,6 +814,11 @@ enum stackpulse_profile_flag {
 	STACKPULSE_PROFILE_HIDE_KERNEL = 1u << 1,  /**< Drop kernel frames. */
 	STACKPULSE_PROFILE_BY_PROCESS = 1u << 2,   /**< Root stacks at their process. */
 	STACKPULSE_PROFILE_BY_THREAD = 1u << 3,    /**< Root stacks at their thread. */
+	/** Native code that no symbol covers (a stripped binary) becomes one
+	 *  function per binary, "BASENAME [unresolved]", instead of one
+	 *  "BASENAME+0xOFFSET" per address; frames keep their addresses.
+	 *  Added after 0.1.0. */
+	STACKPULSE_PROFILE_GROUP_UNRESOLVED = 1u << 4,
 };
 
 /** Profile options. Initialise with ::stackpulse_profile_opts_init or

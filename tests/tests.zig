@@ -58,6 +58,7 @@ pub const os = [_][]const u8{
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",
     "tests/profile/test_hostile.c",
+    "tests/profile/test_report_cli.c",
     "tests/reliability/test_rel_sigkill.c",
     "tests/reliability/test_rel_enospc.c",
     "tests/reliability/test_rel_target_kill.c",
@@ -66,6 +67,7 @@ pub const os = [_][]const u8{
     "tests/reliability/test_rel_perms.c",
     "tests/reliability/test_rel_load.c",
     "tests/reliability/test_rel_soak.c",
+    "tests/docs/test_docs.c",
 };
 
 /// Test support linked with the pure layers into the tests and fuzz

@@ -54,7 +54,6 @@ enum {
 	SAMPLE_STACK = 1,
 	SAMPLE_ATTRS = 2,
 	SAMPLE_VALUES = 4,
-	MAP_START = 1,
 	MAP_LIMIT = 2,
 	MAP_FILENAME = 4,
 	MAP_ATTRS = 5,
@@ -77,7 +76,7 @@ typedef struct ot {
 	sp_buf strings, mappings, locations, functions, attributes, stacks;
 	sp_buf samples; /* Repeated Profile.samples. */
 	sp_buf msg, sub, tmp;
-	uint32_t nstr, nmappings, nattrs, nstacks;
+	uint32_t nstr, nattrs, nstacks;
 	uint32_t k_bid, k_tid, k_tname, k_pid; /* Attribute key strings, 0 until used. */
 	uint32_t *str_map;                     /* Profile string -> string_table index, SP_NONE. */
 	uint32_t *map_of_str;                  /* Module string -> mapping index, 0 when none. */
@@ -145,53 +144,32 @@ static int dict_attr(ot *x, const char *key, uint32_t *kidx, const char *sval, i
 	return rc;
 }
 
-static int mapping_of(ot *x, uint32_t func)
+/* One OTLP Mapping (sp_mapping_fn); the index is its place in the table,
+ * whose entry 0 is the zero mapping. */
+static int write_mapping(void *ctx, uint32_t module, uint32_t build_id, uint32_t index)
 {
-	const struct stackpulse_profile_func *fn = &x->p->funcs[func];
-	if (fn->module == 0 ||
-	    (fn->kind != STACKPULSE_FRAME_NATIVE && fn->kind != STACKPULSE_FRAME_KERNEL &&
-	     fn->kind != STACKPULSE_FRAME_INLINE))
-		return 0;
-	return (int)x->map_of_str[fn->module];
-}
-
-static int write_mappings(ot *x)
-{
+	ot *x = ctx;
+	(void)index;
 	const struct stackpulse_profile *p = x->p;
-	for (uint32_t i = 0; i < p->nfuncs; i++) {
-		const struct stackpulse_profile_func *fn = &p->funcs[i];
-		if (fn->module == 0 || x->map_of_str[fn->module] != 0)
-			continue;
-		if (fn->kind != STACKPULSE_FRAME_NATIVE && fn->kind != STACKPULSE_FRAME_KERNEL)
-			continue;
-		uint32_t build_id = 0;
-		for (uint32_t m = 0; m < p->nmodules; m++)
-			if (p->modules[m].path == fn->module)
-				build_id = p->modules[m].build_id;
-		uint32_t sfile, bid_attr = 0;
-		int rc = str_of(x, fn->module, &sfile);
-		if (!rc && build_id) {
-			bid_attr = x->nattrs;
-			rc = dict_attr(x, "process.executable.build_id.gnu", &x->k_bid,
-			               sp_pstr(p, build_id), 0);
-		}
-		if (rc)
-			return rc;
-		x->map_of_str[fn->module] = ++x->nmappings;
-		sp_buf_reset(&x->msg);
-		sp_buf_reset(&x->sub);
-		PB(sp_pb_u64(&x->msg, MAP_LIMIT,
-		             UINT64_MAX >> 1)); /* Addresses are file offsets. */
-		PB(sp_pb_u64(&x->msg, MAP_FILENAME, sfile));
-		if (bid_attr) {
-			PB(sp_buf_varint(&x->sub, bid_attr));
-			PB(sp_pb_msg(&x->msg, MAP_ATTRS, &x->sub));
-		}
-		PB(sp_pb_msg(&x->mappings, DICT_MAPPING, &x->msg));
-		if (rc)
-			return rc;
+	uint32_t sfile, bid_attr = 0;
+	int rc = str_of(x, module, &sfile);
+	if (!rc && build_id) {
+		bid_attr = x->nattrs;
+		rc = dict_attr(x, "process.executable.build_id.gnu", &x->k_bid,
+		               sp_pstr(p, build_id), 0);
 	}
-	return 0;
+	if (rc)
+		return rc;
+	sp_buf_reset(&x->msg);
+	sp_buf_reset(&x->sub);
+	PB(sp_pb_u64(&x->msg, MAP_LIMIT, UINT64_MAX >> 1)); /* Addresses are file offsets. */
+	PB(sp_pb_u64(&x->msg, MAP_FILENAME, sfile));
+	if (bid_attr) {
+		PB(sp_buf_varint(&x->sub, bid_attr));
+		PB(sp_pb_msg(&x->msg, MAP_ATTRS, &x->sub));
+	}
+	PB(sp_pb_msg(&x->mappings, DICT_MAPPING, &x->msg));
+	return rc;
 }
 
 static int write_functions(ot *x)
@@ -226,7 +204,8 @@ static int write_locations(ot *x)
 		const struct stackpulse_profile_frame *phys = &p->frames[fr[0]];
 		int rc = 0;
 		sp_buf_reset(&x->msg);
-		PB(sp_pb_u64(&x->msg, LOC_MAPPING, (uint64_t)mapping_of(x, phys->func)));
+		PB(sp_pb_u64(&x->msg, LOC_MAPPING,
+		             sp_profile_mapping_of(p, x->map_of_str, phys->func)));
 		PB(sp_pb_u64(&x->msg, LOC_ADDRESS, phys->address));
 		for (uint32_t k = len; k > 0; k--) { /* Innermost first, the caller last. */
 			const struct stackpulse_profile_frame *f = &p->frames[fr[k - 1]];
@@ -402,7 +381,7 @@ int sp_export_otlp(const struct stackpulse_profile *p, const stackpulse_export_o
 	PB(sp_pb_bytes(&x.stacks, DICT_STACK, "", 0));
 	x.nattrs = 1;
 	PB(write_samples(&x));
-	PB(write_mappings(&x));
+	PB(sp_profile_mappings(p, x.map_of_str, write_mapping, &x));
 	PB(write_locations(&x));
 	PB(write_functions(&x));
 

@@ -25,7 +25,6 @@ typedef struct pp {
 	uint32_t nstr;        /* Strings written to the string table so far. */
 	uint32_t *str_map;    /* Profile string -> pprof string, SP_NONE. */
 	uint32_t *map_of_str; /* Module string -> mapping id, 0 when none. */
-	uint32_t nmappings;
 	sp_locs locs;
 	/* The gzip stream: out is handed over whenever it reaches a block, so
 	 * memory stays bounded by the profile, not by samples x depth. */
@@ -62,50 +61,27 @@ static int str_of(pp *x, uint32_t pstr, uint32_t *idx)
 	return 0;
 }
 
-static int mapping_of(pp *x, uint32_t func)
+/* One pprof Mapping (sp_mapping_fn). */
+static int write_mapping(void *ctx, uint32_t module, uint32_t build_id, uint32_t index)
 {
-	const struct stackpulse_profile_func *fn = &x->p->funcs[func];
-	if (fn->module == 0 ||
-	    (fn->kind != STACKPULSE_FRAME_NATIVE && fn->kind != STACKPULSE_FRAME_KERNEL &&
-	     fn->kind != STACKPULSE_FRAME_INLINE))
-		return 0;
-	return (int)x->map_of_str[fn->module];
-}
-
-static int write_mappings(pp *x)
-{
-	const struct stackpulse_profile *p = x->p;
-	for (uint32_t i = 0; i < p->nfuncs; i++) {
-		const struct stackpulse_profile_func *fn = &p->funcs[i];
-		if (fn->module == 0 || x->map_of_str[fn->module] != 0)
-			continue;
-		if (fn->kind != STACKPULSE_FRAME_NATIVE && fn->kind != STACKPULSE_FRAME_KERNEL)
-			continue;
-		uint32_t build_id = 0;
-		for (uint32_t m = 0; m < p->nmodules; m++)
-			if (p->modules[m].path == fn->module)
-				build_id = p->modules[m].build_id;
-		uint32_t sfile, sbid;
-		int rc = str_of(x, fn->module, &sfile);
-		if (!rc)
-			rc = str_of(x, build_id, &sbid);
-		if (rc)
-			return rc;
-		x->map_of_str[fn->module] = ++x->nmappings;
-		sp_buf_reset(&x->msg);
-		PB(sp_pb_u64(&x->msg, 1, x->nmappings));
-		PB(sp_pb_u64(&x->msg, 3, UINT64_MAX >> 1)); /* Addresses are file offsets. */
-		PB(sp_pb_u64(&x->msg, 5, sfile));
-		PB(sp_pb_u64(&x->msg, 6, sbid));
-		PB(sp_pb_u64(&x->msg, 7, 1)); /* has_functions: nothing left to symbolize. */
-		PB(sp_pb_u64(&x->msg, 8, 1));
-		PB(sp_pb_u64(&x->msg, 9, 1));
-		PB(sp_pb_u64(&x->msg, 10, 1));
-		PB(sp_pb_msg(&x->out, 3, &x->msg));
-		if (rc)
-			return rc;
-	}
-	return 0;
+	pp *x = ctx;
+	uint32_t sfile, sbid;
+	int rc = str_of(x, module, &sfile);
+	if (!rc)
+		rc = str_of(x, build_id, &sbid);
+	if (rc)
+		return rc;
+	sp_buf_reset(&x->msg);
+	PB(sp_pb_u64(&x->msg, 1, index));
+	PB(sp_pb_u64(&x->msg, 3, UINT64_MAX >> 1)); /* Addresses are file offsets. */
+	PB(sp_pb_u64(&x->msg, 5, sfile));
+	PB(sp_pb_u64(&x->msg, 6, sbid));
+	PB(sp_pb_u64(&x->msg, 7, 1)); /* has_functions: nothing left to symbolize. */
+	PB(sp_pb_u64(&x->msg, 8, 1));
+	PB(sp_pb_u64(&x->msg, 9, 1));
+	PB(sp_pb_u64(&x->msg, 10, 1));
+	PB(sp_pb_msg(&x->out, 3, &x->msg));
+	return rc;
 }
 
 static int write_locations(pp *x)
@@ -119,7 +95,7 @@ static int write_locations(pp *x)
 		int rc = 0;
 		sp_buf_reset(&x->msg);
 		PB(sp_pb_u64(&x->msg, 1, id));
-		PB(sp_pb_u64(&x->msg, 2, (uint64_t)mapping_of(x, phys->func)));
+		PB(sp_pb_u64(&x->msg, 2, sp_profile_mapping_of(p, x->map_of_str, phys->func)));
 		PB(sp_pb_u64(&x->msg, 3, phys->address));
 		for (uint32_t k = len; k > 0; k--) { /* Innermost first. */
 			const struct stackpulse_profile_frame *f = &p->frames[fr[k - 1]];
@@ -328,7 +304,7 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 	if (!rc)
 		rc = write_samples(&x, o->flags, k_pid, k_tid, k_thread);
 	if (!rc)
-		rc = write_mappings(&x);
+		rc = sp_profile_mappings(p, x.map_of_str, write_mapping, &x);
 	if (!rc)
 		rc = write_locations(&x);
 	if (!rc)

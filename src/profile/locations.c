@@ -108,3 +108,46 @@ void sp_locs_frames(const sp_locs *l, uint32_t id, const uint32_t **frames, uint
 	*frames = &l->seq[l->start[id - 1]];
 	*len = l->len[id - 1];
 }
+
+int sp_profile_mappings(const struct stackpulse_profile *p, uint32_t *map_of_str, sp_mapping_fn fn,
+                        void *ctx)
+{
+	const uint32_t USED = UINT32_MAX; /* Marked until numbered. */
+	for (uint32_t i = 0; i < p->nfuncs; i++) {
+		const struct stackpulse_profile_func *f = &p->funcs[i];
+		if (f->module != 0 && f->module < p->nstrings &&
+		    (f->kind == STACKPULSE_FRAME_NATIVE || f->kind == STACKPULSE_FRAME_KERNEL))
+			map_of_str[f->module] = USED;
+	}
+	uint32_t n = 0;
+	for (uint32_t m = 0; m < p->nmodules; m++) {
+		uint32_t path = p->modules[m].path;
+		if (path != 0 && path < p->nstrings && map_of_str[path] == USED) {
+			map_of_str[path] = ++n;
+			int rc = fn(ctx, path, p->modules[m].build_id, n);
+			if (rc)
+				return rc;
+		}
+	}
+	for (uint32_t i = 0; i < p->nfuncs; i++) {
+		uint32_t module = p->funcs[i].module;
+		if (module != 0 && module < p->nstrings && map_of_str[module] == USED) {
+			map_of_str[module] = ++n;
+			int rc = fn(ctx, module, 0, n);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+uint32_t sp_profile_mapping_of(const struct stackpulse_profile *p, const uint32_t *map_of_str,
+                               uint32_t func)
+{
+	const struct stackpulse_profile_func *f = &p->funcs[func];
+	if (f->module == 0 || f->module >= p->nstrings ||
+	    (f->kind != STACKPULSE_FRAME_NATIVE && f->kind != STACKPULSE_FRAME_KERNEL &&
+	     f->kind != STACKPULSE_FRAME_INLINE))
+		return 0;
+	return map_of_str[f->module];
+}

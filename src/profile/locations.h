@@ -29,4 +29,21 @@ int sp_locs_stack(sp_locs *l, uint32_t node, uint32_t *n_out);
  * indices, physical first. */
 void sp_locs_frames(const sp_locs *l, uint32_t id, const uint32_t **frames, uint32_t *len);
 
+/* Receives one mapping: module string @p module with build-id string
+ * @p build_id (0 when none) becomes mapping @p index (1-based). */
+typedef int (*sp_mapping_fn)(void *ctx, uint32_t module, uint32_t build_id, uint32_t index);
+
+/* Numbers the modules that native and kernel functions name, once each,
+ * into @p map_of_str (indexed by string, zeroed by the caller, receiving
+ * 1-based mapping indices) and calls @p fn for each in order. pprof takes
+ * the first mapping for the main binary (`File:` in `go tool pprof`), so
+ * the order is the spool's module order, in which the recorder meets the
+ * target's executable first; modules only functions name (kernel ones)
+ * follow in function order. Returns 0, or the first error of @p fn. */
+int sp_profile_mappings(const struct stackpulse_profile *p, uint32_t *map_of_str, sp_mapping_fn fn,
+                        void *ctx);
+/* The mapping index of function @p func's module (0: none). */
+uint32_t sp_profile_mapping_of(const struct stackpulse_profile *p, const uint32_t *map_of_str,
+                               uint32_t func);
+
 #endif

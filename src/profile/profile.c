@@ -203,6 +203,27 @@ static int pool_push(builder *b, uint32_t v)
 	return 0;
 }
 
+/* With STACKPULSE_PROFILE_GROUP_UNRESOLVED: when @p name is the
+ * "BASENAME+0xOFFSET" of an address no symbol covers (as the symbolizer
+ * and add_raw spell it), writes "BASENAME [unresolved]" to @p out and
+ * returns 1: one function per stripped binary instead of one per address. */
+static int unresolved_name(const char *name, const char *module, uint64_t offset, char *out,
+                           size_t n)
+{
+	const char *base = module && *module ? sp_basename(module) : "[unknown]";
+	char expect[160];
+	const char *plus = strstr(name, "+0x");
+	if (!plus)
+		return 0;
+	snprintf(expect, sizeof(expect), "+0x%" PRIx64, offset);
+	size_t bl = (size_t)(plus - name);
+	if (strcmp(plus, expect) != 0 || strncmp(name, base, bl) != 0 ||
+	    (base[bl] != '\0' && bl != 60)) /* add_raw cuts the basename at 60 bytes. */
+		return 0;
+	snprintf(out, n, "%.200s [unresolved]", base);
+	return 1;
+}
+
 /* Adds one resolved frame (leaf-first order) to the pool when kept. */
 static int add_frame(builder *b, enum stackpulse_frame_kind kind, const char *name,
                      const char *file, const char *module, uint32_t line, uint64_t address,
@@ -212,6 +233,11 @@ static int add_frame(builder *b, enum stackpulse_frame_kind kind, const char *na
 		kind = STACKPULSE_FRAME_NATIVE; /* Inlining is a frame property, not a function's. */
 	if (!keep_kind(b, (int)kind, depth))
 		return 0;
+	char grouped[232];
+	if ((b->opts.flags & STACKPULSE_PROFILE_GROUP_UNRESOLVED) &&
+	    kind == STACKPULSE_FRAME_NATIVE && depth == 0 && name && (!file || !*file) &&
+	    unresolved_name(name, module, address, grouped, sizeof(grouped)))
+		name = grouped;
 	struct stackpulse_profile *p = b->p;
 	uint32_t sn, sf, sm, fn, fr;
 	int rc = sp_profile_intern(p, name && *name ? name : "[unknown]", &sn);
@@ -712,7 +738,7 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 	if ((int)b.opts.view < STACKPULSE_VIEW_MIXED ||
 	    (int)b.opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
 		return sp_error(-EINVAL, "profile_build: unknown view %d", (int)b.opts.view);
-	if (b.opts.flags & ~0xfu)
+	if (b.opts.flags & ~0x1fu)
 		return sp_error(-EINVAL, "profile_build: unknown flags 0x%x", b.opts.flags);
 	if (b.opts.end_ns && b.opts.end_ns <= b.opts.start_ns)
 		return sp_error(-EINVAL, "profile_build: empty time range");

@@ -227,28 +227,99 @@ static int thread_gone(pid_t pid, pid_t tid)
 	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
 }
 
+/* The number after @p key in the small /proc file @p path, or @p dflt. */
+static long proc_field(const char *path, const char *key, int base, long dflt)
+{
+	char buf[4096];
+	if (sp_proc_read_small(path, buf, sizeof(buf)) <= 0)
+		return dflt;
+	const char *t = strstr(buf, key);
+	if (!t)
+		return dflt;
+	char *end;
+	long v = strtol(t + strlen(key), &end, base);
+	return end == t + strlen(key) ? dflt : v;
+}
+
+/* Why the kernel refused to let us trace @p pid, most specific first: an
+ * existing tracer, Yama, a seccomp filter, uids without CAP_SYS_PTRACE, a
+ * user namespace, a non-dumpable target, and else a security module. Only
+ * what was checked is said. */
 static int permission_error(pid_t pid, int code, const char *what)
 {
-	char hint[320], buf[128];
-	uid_t uid = (uid_t)-1;
-	char st;
-	sp_proc_state(pid, &st, &uid);
-	long tracer = 0;
-	char path[64];
+	char path[64], mine[64] = "", theirs[64] = "", ctx[128] = "";
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	char status[4096];
-	if (sp_proc_read_small(path, status, sizeof(status)) > 0) {
-		char *t = strstr(status, "TracerPid:");
-		if (t)
-			tracer = strtol(t + 10, NULL, 10);
-	}
+	long tracer = proc_field(path, "TracerPid:", 10, 0);
 	if (tracer > 0)
 		return sp_error(code, "%s pid %d refused: it is already traced by pid %ld", what,
 		                (int)pid, tracer);
-	sp_perf_permission_hint(hint, sizeof(hint));
-	snprintf(buf, sizeof(buf), "pid %d belongs to uid %d and we run as uid %d", (int)pid,
+	uid_t uid = (uid_t)-1;
+	char st;
+	sp_proc_state(pid, &st, &uid);
+	long yama = -1;
+	char buf[64];
+	if (sp_proc_read_small("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof(buf)) > 0)
+		yama = strtol(buf, NULL, 10);
+	/* CAP_SYS_PTRACE is bit 19 of the effective set. */
+	long capeff = proc_field("/proc/self/status", "CapEff:", 16, 0);
+	int cap = (capeff >> 19) & 1;
+	long seccomp = proc_field("/proc/self/status", "Seccomp:", 10, 0);
+	int same_uid = uid == geteuid();
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	ssize_t nt = readlink(path, theirs, sizeof(theirs) - 1);
+	ssize_t nm = readlink("/proc/self/ns/user", mine, sizeof(mine) - 1);
+	theirs[nt > 0 ? nt : 0] = '\0';
+	mine[nm > 0 ? nm : 0] = '\0';
+	if (sp_proc_read_small("/proc/self/attr/current", ctx, sizeof(ctx)) > 0)
+		ctx[strcspn(ctx, "\n")] = '\0';
+	char who[96];
+	snprintf(who, sizeof(who), "pid %d belongs to uid %d and we run as uid %d", (int)pid,
 	         (int)uid, (int)geteuid());
-	return sp_error(code, "%s pid %d refused: %s; %s", what, (int)pid, buf, hint);
+	const char *cap_s = cap ? "with CAP_SYS_PTRACE" : "without CAP_SYS_PTRACE";
+	if (yama == 3)
+		return sp_error(code,
+		                "%s pid %d refused: kernel.yama.ptrace_scope is 3, which forbids "
+		                "ptrace for everyone until reboot",
+		                what, (int)pid);
+	if (yama == 2 && !cap)
+		return sp_error(code,
+		                "%s pid %d refused: kernel.yama.ptrace_scope is 2: only a process "
+		                "with CAP_SYS_PTRACE may attach (run as root)",
+		                what, (int)pid);
+	if (yama == 1 && !cap)
+		return sp_error(code,
+		                "%s pid %d refused: kernel.yama.ptrace_scope is 1: only a parent "
+		                "may attach to its descendants without CAP_SYS_PTRACE (start the "
+		                "program under record, run as root, or set "
+		                "kernel.yama.ptrace_scope=0)",
+		                what, (int)pid);
+	if (seccomp == 2)
+		return sp_error(code,
+		                "%s pid %d refused: a seccomp filter is on this process (Seccomp: "
+		                "2 in /proc/self/status) and may deny ptrace; in a container, "
+		                "allow it (docker: --cap-add SYS_PTRACE, or a seccomp profile "
+		                "that permits ptrace)",
+		                what, (int)pid);
+	if (!same_uid && !cap)
+		return sp_error(code, "%s pid %d refused: %s %s: run as that user or as root", what,
+		                (int)pid, who, cap_s);
+	if (*mine && *theirs && strcmp(mine, theirs) != 0)
+		return sp_error(code,
+		                "%s pid %d refused: it runs in another user namespace (%s, ours "
+		                "%s), where our capabilities do not count; record from that "
+		                "namespace",
+		                what, (int)pid, theirs, mine);
+	if (!cap && same_uid)
+		return sp_error(code,
+		                "%s pid %d refused: %s, but it is not dumpable (a setuid program "
+		                "or prctl(PR_SET_DUMPABLE, 0)), which needs CAP_SYS_PTRACE",
+		                what, (int)pid, who);
+	return sp_error(code,
+	                "%s pid %d refused although %s %s: a security module refused it (a "
+	                "Landlock sandbox lets a process trace only processes inside it; "
+	                "AppArmor, SELinux and BPF LSM policies can deny ptrace)%s%s%s",
+	                what, (int)pid, who, cap_s, *ctx ? "; our LSM context is " : "", ctx,
+	                *theirs ? "" : "; even its /proc/PID/ns links are closed to us");
 }
 
 /* PTRACE_SEIZE of thread @p tid: 0 seized, 1 the thread is gone (skip it),

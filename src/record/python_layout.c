@@ -5,6 +5,7 @@
  * with offsetof() against the installed headers (see docs/python.md). */
 #include "record/python_layout.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/bytes.h"
@@ -70,6 +71,19 @@ static const sp_py_layout tables[] = {
 	},
 };
 /* clang-format on */
+
+int sp_py_unsupported(const char *where, uint32_t hexversion)
+{
+	char ver[32];
+	if (hexversion)
+		snprintf(ver, sizeof(ver), "%u.%u", hexversion >> 24, (hexversion >> 16) & 0xff);
+	else
+		snprintf(ver, sizeof(ver), "of unknown version");
+	return sp_error(STACKPULSE_EUNSUPPORTED,
+	                "%s%sCPython %s is not supported (stackpulse reads CPython 3.%d to 3.%d)",
+	                where ? where : "", where ? ": " : "", ver, SP_PY_MIN_MINOR,
+	                SP_PY_MAX_MINOR);
+}
 
 int sp_py_layout_from_table(uint32_t hexversion, sp_py_layout *l)
 {
@@ -165,8 +179,7 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 	uint64_t version = sp_le64(buf + 8), free_threaded = sp_le64(buf + 16);
 	uint32_t major = (uint32_t)(version >> 24) & 0xff, minor = (uint32_t)(version >> 16) & 0xff;
 	if (major != 3 || minor < 13 || version > 0xffffffffu)
-		return sp_error(STACKPULSE_EUNSUPPORTED, "debug offsets of version 0x%llx",
-		                (unsigned long long)version);
+		return sp_py_unsupported("debug offsets", (uint32_t)version);
 	if (free_threaded != 0)
 		return sp_error(STACKPULSE_EUNSUPPORTED, "free-threaded CPython is not supported");
 	const dbg_map *m = &dbg_maps[sizeof(dbg_maps) / sizeof(dbg_maps[0]) - 1];

@@ -86,6 +86,17 @@ typedef struct sp_py_layout {
  * plausible. */
 uint32_t sp_py_frame_words(const sp_py_layout *l, const uint8_t *hdr);
 
+/* The CPython minors the reader knows: 3.10-3.12 from tables, 3.13+ from
+ * _Py_DebugOffsets (a newer minor is read with the newest layout). */
+#define SP_PY_MIN_MINOR 10
+#define SP_PY_MAX_MINOR 14
+
+/* Records and returns STACKPULSE_EUNSUPPORTED for CPython @p hexversion
+ * (PY_VERSION_HEX; 0 when unknown) found in @p where (a path, or NULL):
+ * "WHERE: CPython 3.9 is not supported (stackpulse reads CPython 3.10 to
+ * 3.14)". */
+int sp_py_unsupported(const char *where, uint32_t hexversion);
+
 /* Fills @p out for 3.10, 3.11 or 3.12 (only major.minor of @p hexversion
  * matter). Returns 0 or STACKPULSE_EUNSUPPORTED. */
 int sp_py_layout_from_table(uint32_t hexversion, sp_py_layout *out);

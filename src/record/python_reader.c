@@ -327,9 +327,8 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 		version = (uint32_t)sp_le64(dbg + 8);
 	if (!version)
 		version = version_from_name(path);
-	if ((version >> 24) != 3 || ((version >> 16) & 0xff) < 10)
-		return sp_error(STACKPULSE_EUNSUPPORTED,
-		                "%s: CPython version 0x%x is not supported", path, version);
+	if ((version >> 24) != 3 || ((version >> 16) & 0xff) < SP_PY_MIN_MINOR)
+		return sp_py_unsupported(path, version);
 	if (((version >> 16) & 0xff) >= 13)
 		rc = sp_py_layout_from_debug(dbg, dlen, &py->layout);
 	else

@@ -887,8 +887,15 @@ int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
 	s.python_delay_ns = ps->delay_ns;
 	s.python_delay_max_ns = ps->delay_max_ns;
 	s.python_early_reads = rec->python_early;
+	s.python_unreadable = rec->python_unreadable;
 	memcpy(stats, &s, s.sz);
 	return 0;
+}
+
+const char *stackpulse_recorder_python_note(const stackpulse_recorder *rec)
+{
+	SP_API_ENTRY();
+	return rec ? rec->python_note : "";
 }
 
 int stackpulse_recorder_finish(stackpulse_recorder *rec)

@@ -87,6 +87,8 @@ struct stackpulse_recorder {
 
 	uint64_t python_samples;          /* Samples that carry Python frames. */
 	int python_found;                 /* A CPython target was found. */
+	uint32_t python_unreadable;       /* CPython processes the reader refused. */
+	char python_note[320];            /* Why the first of them was refused. */
 	int realtime;                     /* SCHED_FIFO while waiting: 1 yes, -1 refused. */
 	sp_python_stats python_stats;     /* Python reading costs, summed over processes. */
 	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */

@@ -2,6 +2,7 @@
  * bounds-checked cursor over the record; a malformed record is counted and
  * skipped, never trusted. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,8 +189,15 @@ static sp_python *python_for(stackpulse_recorder *rec, sp_process *proc)
 		return NULL;
 	if (!proc->py_probed) {
 		proc->py_probed = 1;
-		if (sp_python_probe(proc->pid, &proc->py) != 0) {
+		int rc = sp_python_probe(proc->pid, &proc->py);
+		if (rc != 0) {
 			proc->py = NULL;
+			/* A CPython found but not readable (an unsupported version):
+			 * recorded without Python frames, and said in the stats. */
+			if (rc != STACKPULSE_ENOTFOUND && rc != -ESRCH && rc != -ENOMEM &&
+			    rec->python_unreadable++ == 0)
+				snprintf(rec->python_note, sizeof(rec->python_note), "pid %d: %s",
+				         (int)proc->pid, stackpulse_last_error());
 		} else {
 			rec->python_found = 1;
 			proc->py_serial = ++rec->py_serials;

@@ -74,6 +74,20 @@ SP_TEST(layout_tables_match_measured_offsets)
 	CHECK_EQ(sp_py_layout_from_table(0x030d0000, &l), STACKPULSE_EUNSUPPORTED);
 }
 
+/* The version is said as "3.9" with the range that is read, never as hex. */
+SP_TEST(unsupported_version_message)
+{
+	CHECK_EQ(sp_py_unsupported("/usr/lib/libpython3.9.so.1.0", 0x030912f0),
+	         STACKPULSE_EUNSUPPORTED);
+	CHECK_STR(stackpulse_last_error(), "/usr/lib/libpython3.9.so.1.0: CPython 3.9 is not "
+	                                   "supported (stackpulse reads CPython 3.10 to 3.14)");
+	CHECK_EQ(sp_py_unsupported(NULL, 0x02070000), STACKPULSE_EUNSUPPORTED);
+	CHECK_STR(stackpulse_last_error(),
+	          "CPython 2.7 is not supported (stackpulse reads CPython 3.10 to 3.14)");
+	sp_py_unsupported("x", 0);
+	CHECK(strstr(stackpulse_last_error(), "CPython of unknown version") != NULL);
+}
+
 SP_TEST(debug_offsets_313_and_314)
 {
 	uint8_t d[1024];
@@ -119,6 +133,8 @@ SP_TEST(debug_offsets_313_and_314)
 	n = img_debug_offsets(d, 13);
 	sp_put_le64(d + 8, 0x030c01f0);
 	CHECK_EQ(sp_py_layout_from_debug(d, n, &l), STACKPULSE_EUNSUPPORTED);
+	CHECK_STR(stackpulse_last_error(), "debug offsets: CPython 3.12 is not supported "
+	                                   "(stackpulse reads CPython 3.10 to 3.14)");
 	n = img_debug_offsets(d, 13);
 	sp_put_le64(d + 224 + 8, 80); /* frame.previous == frame size */
 	CHECK_EQ(sp_py_layout_from_debug(d, n, &l), STACKPULSE_EFORMAT);
