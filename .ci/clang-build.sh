@@ -303,7 +303,10 @@ fuzz_smoke() {
 		mkdir -p "$runs/lf-$name" "$seeds"
 		echo "fuzz-smoke: libFuzzer $name for ${secs}s"
 		# New inputs go to the scratch dir; corpus/ is only read.
-		if "$lf/$name" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+		# The exporters must stay bounded by the profile: a tighter memory cap.
+		local rss=2048
+		[[ $name == profile_export ]] && rss=512
+		if "$lf/$name" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb="$rss" \
 			-artifact_prefix="$runs/$name-" "${dict[@]}" "$runs/lf-$name" "$seeds" >"$log" 2>&1; then
 			grep -E 'stat::number_of_executed_units|stat::peak_rss_mb|cov:' "$log" | tail -n 3 | sed 's/^/  /'
 		else

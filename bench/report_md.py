@@ -554,6 +554,46 @@ def render(d, bench):
         w(NM + (": " + rd if isinstance(rd, str) else "."))
     w("")
 
+    hs = P.get("hostile")
+    if isinstance(hs, dict) and (hs.get("flood") or hs.get("amplify")):
+        w("## Hostile spools")
+        w("")
+        w("`bench/flood.c`, one case per process, CPU seconds (the machine is shared), medians "
+          "of %d runs, peak RSS from `/usr/bin/time -f %%M`." % bench.runs)
+        w("")
+        w("**Hash flooding.** N kernel frames (one stack and one sample each) whose addresses "
+          "all hash into N/16 neighbouring slots under the unseeded form of the frame hash "
+          "(`tests/format/hostile.h`), against random addresses. Such keys put an unseeded "
+          "linear-probing table into one probe run (quadratic time); with the per-process seed "
+          "they cost what random keys cost, and both grow linearly.")
+        w("")
+        w("| frames | open random s | open crafted s | profile random s | profile crafted s | peak RSS crafted |")
+        w("|---|---|---|---|---|---|")
+        fl = hs.get("flood", {})
+        for n in sorted({int(k.split()[0]) for k in fl}):
+            ra, cr = fl.get("%d random" % n, []), fl.get("%d crafted" % n, [])
+            w("| %s | %s | %s | %s | %s | %s MiB |" % (
+                "{:,}".format(n), f(med([x["open_s"] for x in ra]), "%.3f"),
+                f(med([x["open_s"] for x in cr]), "%.3f"),
+                f(med([x["profile_s"] for x in ra]), "%.3f"),
+                f(med([x["profile_s"] for x in cr]), "%.3f"),
+                f(med([x["maxrss_kb"] for x in cr]) and med([x["maxrss_kb"] for x in cr]) / 1024, "%.1f")))
+        w("")
+        w("**Report amplification.** Folded export of 8 lines that recurse DEPTH frames deep "
+          "through 60 KB names, into a counting sink. Output grows with depth; time follows "
+          "the output; memory stays flat.")
+        w("")
+        w("| depth | spool bytes | folded bytes | export s | peak RSS |")
+        w("|---|---|---|---|---|")
+        for dep, rs in sorted(hs.get("amplify", {}).items(), key=lambda kv: int(kv[0])):
+            if not rs:
+                continue
+            w("| %s | %s | %s | %s | %s MiB |" % (
+                dep, "{:,}".format(rs[0]["spool"]), "{:,}".format(rs[0]["out"]),
+                f(med([x["export_s"] for x in rs]), "%.3f"),
+                f(med([x["maxrss_kb"] for x in rs]) and med([x["maxrss_kb"] for x in rs]) / 1024, "%.1f")))
+        w("")
+
     uw = P.get("unwind")
     if uw:
         w("## The unwinder alone")

@@ -232,6 +232,15 @@ class Bench:
             self.reader = exe if r3.returncode == 0 else None
             if r3.returncode:
                 self.data["notes"].append("reader_throughput build failed: " + r3.stderr[-300:])
+            exe = os.path.join(self.tmp, "out", "flood")
+            r4 = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE",
+                                 "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src"),
+                                 "-I", os.path.join(ROOT, "tests"),
+                                 "-o", exe, os.path.join(ROOT, "bench", "flood.c"),
+                                 self.lib] + libs, capture_output=True, text=True)
+            self.flood = exe if r4.returncode == 0 else None
+            if r4.returncode:
+                self.data["notes"].append("flood build failed: " + r4.stderr[-300:])
         else:
             self.reader = None
         # A recorder driver without embedded symbol tables (symbolization timing).
@@ -604,6 +613,43 @@ class Bench:
             os.unlink(path)
         self.write_doc()
 
+    def phase_hostile(self):
+        """Hash-flood and amplification spools (bench/flood.c): CPU time and
+        peak RSS against input size, each case in its own process."""
+        if not getattr(self, "flood", None):
+            self.data["phases"]["hostile"] = "flood not built: library missing"
+            return
+        P = self.data["phases"].setdefault("hostile", {"flood": {}, "amplify": {}})
+        d = os.path.join(self.tmp, "run")
+        outp = os.path.join(d, "flood.out")
+        sizes = [16384, 32768, 65536] if self.quick else [16384, 32768, 65536, 131072]
+        for n in sizes:
+            for kind in ("random", "crafted"):
+                log("hostile: flood %d %s" % (n, kind))
+                rows = []
+                for _ in range(self.runs):
+                    r = measure([self.flood, "flood", n, kind], stdout=outp, timeout=600)
+                    if r.rc:
+                        self.error("flood %d %s" % (n, kind), RuntimeError("rc %d" % r.rc))
+                        break
+                    x = open(outp).read().split()
+                    rows.append({"open_s": float(x[3]), "profile_s": float(x[4]),
+                                 "maxrss_kb": r.maxrss_kb})
+                P["flood"]["%d %s" % (n, kind)] = rows
+        for depth in [128, 256, 512, 1023]:
+            log("hostile: amplify depth %d" % depth)
+            rows = []
+            for _ in range(self.runs):
+                r = measure([self.flood, "amplify", depth], stdout=outp, timeout=600)
+                if r.rc:
+                    self.error("amplify %d" % depth, RuntimeError("rc %d" % r.rc))
+                    break
+                x = open(outp).read().split()
+                rows.append({"spool": int(x[2]), "out": int(x[3]), "export_s": float(x[4]),
+                             "rc": int(x[6]), "maxrss_kb": r.maxrss_kb})
+            P["amplify"][str(depth)] = rows
+        self.write_doc()
+
     def phase_selfprofile(self):
         """F: where our recorder's CPU goes. perf 6.1 cannot do it here (perf
         record/report abort in util/build-id.c on a process that maps perf
@@ -855,7 +901,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 runs, half the work, fewer sizes (~3 min)")
     ap.add_argument("--runs", type=int, default=0, help="runs per configuration (default 5, quick 3)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,unwind,self,load")
+    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,hostile,unwind,self,load")
     ap.add_argument("--base-record", default="",
                     help="a second record binary (e.g. built from main) run beside ours in the load phase")
     ap.add_argument("--render", action="store_true",
@@ -897,7 +943,8 @@ def main():
                                   ", ".join(sorted(only)), b.data["env"].get("git", "?")))
     b.write_doc()
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
-              ("python", b.phase_python), ("reader", b.phase_reader), ("unwind", b.phase_unwind),
+              ("python", b.phase_python), ("reader", b.phase_reader), ("hostile", b.phase_hostile),
+              ("unwind", b.phase_unwind),
               ("self", b.phase_selfprofile), ("load", b.phase_load)]
     for name, fn in phases:
         if only and name not in only:

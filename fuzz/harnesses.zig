@@ -16,4 +16,5 @@ pub const names = [_][]const u8{
 /// (files, /proc of their own process) and build only for the host.
 pub const os_names = [_][]const u8{
     "unwind_oracle",
+    "profile_export",
 };

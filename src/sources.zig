@@ -15,10 +15,12 @@ pub const common = [_][]const u8{
     "src/common/cursor.c",
     "src/common/buf.c",
     "src/common/checksum.c",
+    "src/common/hash.c",
+    "src/common/htab.c",
+    "src/common/grow.c",
 };
 
 pub const format = [_][]const u8{
-    "src/format/intern.c",
     "src/format/spool_writer.c",
     "src/format/spool_reader.c",
     "src/format/spool_records.c",
@@ -81,7 +83,6 @@ pub const symbolize = [_][]const u8{
 };
 
 pub const profile = [_][]const u8{
-    "src/profile/itab.c",
     "src/profile/profile.c",
     "src/profile/profile_counts.c",
     "src/profile/export.c",

@@ -9,6 +9,7 @@ pub const pure = [_][]const u8{
     "tests/common/test_buf.c",
     "tests/common/test_bytes.c",
     "tests/common/test_checksum.c",
+    "tests/common/test_containers.c",
     "tests/common/test_cursor.c",
     "tests/common/test_error.c",
     "tests/format/test_spool_reject.c",
@@ -19,6 +20,7 @@ pub const pure = [_][]const u8{
     "tests/format/test_spool_source.c",
     "tests/format/test_spool_writer_faults.c",
     "tests/format/test_spool_tables.c",
+    "tests/format/test_spool_flood.c",
     "tests/symcache/test_symcache.c",
 };
 
@@ -56,6 +58,7 @@ pub const os = [_][]const u8{
     "tests/profile/test_push.c",
     "tests/profile/test_export.c",
     "tests/profile/test_ladder.c",
+    "tests/profile/test_hostile.c",
     "tests/profile/test_report_cli.c",
     "tests/reliability/test_rel_sigkill.c",
     "tests/reliability/test_rel_enospc.c",

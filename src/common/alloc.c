@@ -5,6 +5,7 @@
 
 static _Thread_local long fail_after = -1;
 static _Thread_local uint64_t alloc_count;
+static _Thread_local uint64_t alloc_bytes;
 
 void sp_alloc_fail_after(long n)
 {
@@ -16,9 +17,15 @@ uint64_t sp_alloc_count(void)
 	return alloc_count;
 }
 
+uint64_t sp_alloc_bytes(void)
+{
+	return alloc_bytes;
+}
+
 void sp_alloc_reset_count(void)
 {
 	alloc_count = 0;
+	alloc_bytes = 0;
 }
 
 static int injected_failure(void)
@@ -36,6 +43,7 @@ void *sp_malloc(size_t size)
 {
 	if (injected_failure())
 		return NULL;
+	alloc_bytes += size;
 	return malloc(size ? size : 1);
 }
 
@@ -45,6 +53,8 @@ void *sp_calloc(size_t count, size_t size)
 		return NULL;
 	if (count == 0 || size == 0)
 		return calloc(1, 1);
+	if (count <= SIZE_MAX / size)
+		alloc_bytes += count * size;
 	return calloc(count, size);
 }
 
@@ -56,6 +66,7 @@ void *sp_realloc_array(void *ptr, size_t count, size_t size)
 	if (injected_failure())
 		return NULL;
 	size_t bytes = count * size;
+	alloc_bytes += bytes;
 	return realloc(ptr, bytes ? bytes : 1);
 }
 

@@ -22,6 +22,9 @@ char *sp_strndup(const char *s, size_t len);
 void sp_alloc_fail_after(long n);
 /* Allocations made on this thread since the counter was last reset. */
 uint64_t sp_alloc_count(void);
+/* Bytes requested on this thread since the counter was last reset (a
+ * realloc counts its new size): an upper bound of the peak. */
+uint64_t sp_alloc_bytes(void);
 void sp_alloc_reset_count(void);
 
 #endif

@@ -5,6 +5,7 @@
 #include "common/alloc.h"
 #include "common/cursor.h"
 #include "common/error.h"
+#include "common/search.h"
 #include "format/spool_format.h"
 #include "format/spool_internal.h"
 #include "format/spool_reader.h"
@@ -191,14 +192,8 @@ int stackpulse_spool_ksym_lookup(const stackpulse_spool *s, uint64_t addr, const
 {
 	SP_API_ENTRY();
 	/* The last symbol starting at or below addr. */
-	uint32_t lo = 0, hi = s->nksyms;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (s->ksyms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, s->nksyms, mid, s->ksyms[mid].addr <= addr);
 	if (lo == 0)
 		return STACKPULSE_ENOTFOUND;
 	const struct sp_ksym *k = &s->ksyms[lo - 1];
@@ -236,15 +231,11 @@ int sp_spool_jitsym_lookup(const stackpulse_spool *s, uint32_t process, uint64_t
                            const char **name, uint64_t *start)
 {
 	/* The last symbol of the process starting at or below addr. */
-	uint32_t lo = 0, hi = s->njitsyms;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const struct sp_jitsym *j = &s->jitsyms[mid];
-		if (j->process < process || (j->process == process && j->start <= addr))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(
+	        lo, s->njitsyms, mid,
+	        s->jitsyms[mid].process < process ||
+	                (s->jitsyms[mid].process == process && s->jitsyms[mid].start <= addr));
 	if (lo == 0)
 		return STACKPULSE_ENOTFOUND;
 	const struct sp_jitsym *j = &s->jitsyms[lo - 1];

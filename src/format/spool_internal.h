@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format/intern.h"
+#include "common/htab.h"
 #include "format/spool_reader.h"
 
 /* Where a complete chunk lies, so the iterator can read it again. */
@@ -84,7 +84,7 @@ struct stackpulse_spool {
 	char **strings;
 	uint32_t nstrings, strings_cap;
 
-	sp_intern module_ix, frame_ix, stack_ix;
+	sp_htab module_ix, frame_ix, stack_ix;
 
 	uint64_t footer_at;   /* Offset of a valid footer ending the file, or UINT64_MAX. */
 	uint32_t chunk_limit; /* Read no chunk from this index on (UINT32_MAX: all). */

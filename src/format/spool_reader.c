@@ -434,9 +434,9 @@ static int open_pass(const sp_source *src, uint32_t limit, struct damage *d, sta
 	s->meta.hostname = s->meta.kernel_note = s->meta.damage = "";
 	s->raw_cap = cap_for(src->size, SP_RAW_TOTAL_FLOOR, SP_RAW_TOTAL_RATIO);
 	s->mem_cap = cap_for(src->size, SP_TABLE_BYTES_FLOOR, SP_TABLE_BYTES_RATIO);
-	sp_intern_init(&s->module_ix);
-	sp_intern_init(&s->frame_ix);
-	sp_intern_init(&s->stack_ix);
+	sp_htab_init(&s->module_ix);
+	sp_htab_init(&s->frame_ix);
+	sp_htab_init(&s->stack_ix);
 	int rc = SP_SPOOL_GROW(s, s->stacks, s->stacks_cap, 1, "stack nodes");
 	if (rc)
 		return rc;
@@ -530,8 +530,8 @@ void stackpulse_spool_close(stackpulse_spool *s)
 	sp_free(s->jitsyms);
 	sp_free(s->stats);
 	sp_free(s->chunks);
-	sp_intern_free(&s->module_ix);
-	sp_intern_free(&s->frame_ix);
-	sp_intern_free(&s->stack_ix);
+	sp_htab_free(&s->module_ix);
+	sp_htab_free(&s->frame_ix);
+	sp_htab_free(&s->stack_ix);
 	sp_free(s);
 }

@@ -7,6 +7,7 @@
 #include "common/alloc.h"
 #include "common/cursor.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "format/spool_format.h"
 #include "format/spool_internal.h"
 #include "format/spool_keys.h"
@@ -26,31 +27,20 @@ int sp_spool_charge(stackpulse_spool *s, uint64_t bytes)
 int sp_spool_grow(stackpulse_spool *s, void **arr, uint32_t *cap, uint32_t need, size_t elem,
                   const char *what)
 {
-	if (need <= *cap)
-		return 0;
-	if (need > SP_TABLE_MAX)
-		return sp_error(STACKPULSE_ELIMIT, "more than %u %s", SP_TABLE_MAX, what);
-	uint32_t ncap = *cap ? *cap : 8;
-	while (ncap < need)
-		ncap = ncap > SP_TABLE_MAX / 2 ? SP_TABLE_MAX : ncap * 2;
+	if (need <= *cap || need > SP_TABLE_MAX)
+		return sp_grow(arr, cap, need, elem, SP_TABLE_MAX, what);
+	uint32_t ncap = sp_grow_cap(*cap, need, SP_TABLE_MAX);
 	int rc = sp_spool_charge(s, (uint64_t)(ncap - *cap) * elem);
-	if (rc)
-		return rc;
-	void *p = sp_realloc_array(*arr, ncap, elem);
-	if (!p)
-		return sp_error(-ENOMEM, "cannot grow the %s table to %u entries", what, ncap);
-	*arr = p;
-	*cap = ncap;
-	return 0;
+	return rc ? rc : sp_grow(arr, cap, need, elem, SP_TABLE_MAX, what);
 }
 
-static int reserve_ix(stackpulse_spool *s, sp_intern *t)
+static int reserve_ix(stackpulse_spool *s, sp_htab *t)
 {
-	size_t before = sp_intern_bytes(t);
-	int rc = sp_intern_reserve(t);
+	size_t before = sp_htab_bytes(t);
+	int rc = sp_htab_reserve(t);
 	if (rc)
 		return rc;
-	return sp_spool_charge(s, sp_intern_bytes(t) - before);
+	return sp_spool_charge(s, sp_htab_bytes(t) - before);
 }
 
 /* Copies @p n bytes into the string pool; "" costs nothing. */
@@ -323,7 +313,7 @@ static int rec_module(stackpulse_spool *s, sp_cursor *c)
 		return sp_error(STACKPULSE_EFORMAT, "module path at byte %zu contains a NUL", at);
 	sp_module_key key = { (const char *)path, path_len, bid, bid_len };
 	uint64_t h = sp_module_hash((const char *)path, path_len, bid, bid_len);
-	if (sp_intern_find(&s->module_ix, h, module_eq, s, &key) != UINT32_MAX)
+	if (sp_htab_find(&s->module_ix, h, module_eq, s, &key) != SP_HTAB_NONE)
 		return sp_error(STACKPULSE_EFORMAT, "module defined twice");
 	struct stackpulse_module m = { 0 };
 	const char *kept_bid = NULL;
@@ -337,7 +327,7 @@ static int rec_module(stackpulse_spool *s, sp_cursor *c)
 	m.build_id_len = (uint32_t)bid_len;
 	s->modules[s->nmodules] = m;
 	memset(&s->symtabs[s->nmodules], 0, sizeof(s->symtabs[0]));
-	sp_intern_insert(&s->module_ix, h, s->nmodules);
+	sp_htab_add(&s->module_ix, h, s->nmodules);
 	s->nmodules++;
 	return 0;
 }
@@ -418,13 +408,13 @@ static int rec_frame(stackpulse_spool *s, sp_cursor *c)
 		return rc;
 	f.kind = (enum stackpulse_frame_kind)kind;
 	uint64_t h = sp_frame_hash(&f);
-	if (sp_intern_find(&s->frame_ix, h, frame_eq, s, &f) != UINT32_MAX)
+	if (sp_htab_find(&s->frame_ix, h, frame_eq, s, &f) != SP_HTAB_NONE)
 		return sp_error(STACKPULSE_EFORMAT, "frame defined twice");
 	if ((rc = SP_SPOOL_GROW(s, s->frames, s->frames_cap, s->nframes + 1, "frames")) ||
 	    (rc = reserve_ix(s, &s->frame_ix)))
 		return rc;
 	s->frames[s->nframes] = f;
-	sp_intern_insert(&s->frame_ix, h, s->nframes);
+	sp_htab_add(&s->frame_ix, h, s->nframes);
 	s->nframes++;
 	return 0;
 }
@@ -452,13 +442,13 @@ static int rec_stack(stackpulse_spool *s, sp_cursor *c)
 		return sp_error(STACKPULSE_ELIMIT, "stack deeper than %u frames",
 		                SP_STACK_DEPTH_MAX);
 	uint64_t h = sp_stack_hash(k.parent, k.frame);
-	if (sp_intern_find(&s->stack_ix, h, stack_eq, s, &k) != UINT32_MAX)
+	if (sp_htab_find(&s->stack_ix, h, stack_eq, s, &k) != SP_HTAB_NONE)
 		return sp_error(STACKPULSE_EFORMAT, "stack node defined twice");
 	if ((rc = SP_SPOOL_GROW(s, s->stacks, s->stacks_cap, s->nstacks + 1, "stack nodes")) ||
 	    (rc = reserve_ix(s, &s->stack_ix)))
 		return rc;
 	s->stacks[s->nstacks] = (struct sp_stack_node){ k.parent, k.frame, depth };
-	sp_intern_insert(&s->stack_ix, h, s->nstacks);
+	sp_htab_add(&s->stack_ix, h, s->nstacks);
 	s->nstacks++;
 	return 0;
 }

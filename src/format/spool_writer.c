@@ -13,7 +13,8 @@
 #include "common/bytes.h"
 #include "common/checksum.h"
 #include "common/error.h"
-#include "format/intern.h"
+#include "common/grow.h"
+#include "common/htab.h"
 #include "format/spool_format.h"
 #include "format/spool_keys.h"
 
@@ -62,25 +63,12 @@ struct sp_writer {
 	uint32_t frames_cap;
 	struct w_stack *stacks; /* stacks[0] is the empty stack. */
 	uint32_t stacks_cap;
-	sp_intern module_ix, frame_ix, stack_ix;
+	sp_htab module_ix, frame_ix, stack_ix;
 };
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {
-	if (need <= *cap)
-		return 0;
-	if (need > SP_TABLE_MAX)
-		return sp_error(STACKPULSE_ELIMIT, "more than %u entries in a spool table",
-		                SP_TABLE_MAX);
-	uint32_t ncap = *cap ? *cap : 16;
-	while (ncap < need)
-		ncap *= 2;
-	void *p = sp_realloc_array(*arr, ncap, elem);
-	if (!p)
-		return sp_error(-ENOMEM, "cannot grow a writer table to %u entries", ncap);
-	*arr = p;
-	*cap = ncap;
-	return 0;
+	return sp_grow(arr, cap, need, elem, SP_TABLE_MAX, "spool table entries");
 }
 
 static size_t chunk_raw_len(const sp_writer *w)
@@ -238,9 +226,9 @@ int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, s
 	sp_buf_init(&w->out);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_init(&w->cols[i]);
-	sp_intern_init(&w->module_ix);
-	sp_intern_init(&w->frame_ix);
-	sp_intern_init(&w->stack_ix);
+	sp_htab_init(&w->module_ix);
+	sp_htab_init(&w->frame_ix);
+	sp_htab_init(&w->stack_ix);
 	int rc = grow((void **)&w->stacks, &w->stacks_cap, 1, sizeof(*w->stacks));
 	if (rc)
 		goto fail;
@@ -285,9 +273,9 @@ void sp_writer_free(sp_writer *w)
 	sp_free(w->modules);
 	sp_free(w->frames);
 	sp_free(w->stacks);
-	sp_intern_free(&w->module_ix);
-	sp_intern_free(&w->frame_ix);
-	sp_intern_free(&w->stack_ix);
+	sp_htab_free(&w->module_ix);
+	sp_htab_free(&w->frame_ix);
+	sp_htab_free(&w->stack_ix);
 	sp_free(w);
 }
 
@@ -460,7 +448,7 @@ int sp_writer_module(sp_writer *w, const char *path, const uint8_t *build_id, ui
 		path_len = SP_PATH_MAX;
 	sp_module_key key = { path, path_len, build_id, build_id_len };
 	uint64_t h = sp_module_hash(path, path_len, build_id, build_id_len);
-	uint32_t id = sp_intern_find(&w->module_ix, h, module_eq, w, &key);
+	uint32_t id = sp_htab_find(&w->module_ix, h, module_eq, w, &key);
 	if (id != UINT32_MAX) {
 		if (index)
 			*index = id;
@@ -468,7 +456,7 @@ int sp_writer_module(sp_writer *w, const char *path, const uint8_t *build_id, ui
 	}
 	id = w->counts.modules;
 	if ((rc = grow((void **)&w->modules, &w->modules_cap, id + 1, sizeof(*w->modules))) ||
-	    (rc = sp_intern_reserve(&w->module_ix)))
+	    (rc = sp_htab_reserve(&w->module_ix)))
 		return rc;
 	char *copy = sp_strndup(path, path_len);
 	if (!copy)
@@ -485,7 +473,7 @@ int sp_writer_module(sp_writer *w, const char *path, const uint8_t *build_id, ui
 		memcpy(m->build_id, build_id, build_id_len);
 	m->build_id_len = build_id_len;
 	m->has_symtab = 0;
-	sp_intern_insert(&w->module_ix, h, id);
+	sp_htab_add(&w->module_ix, h, id);
 	w->counts.modules++;
 	if (index)
 		*index = id;
@@ -550,14 +538,14 @@ int sp_writer_frame(sp_writer *w, const struct stackpulse_raw_frame *frame, uint
 	if (f.kind == STACKPULSE_FRAME_PYTHON && f.pycode >= w->counts.pycodes)
 		return bad_ref("Python code", f.pycode, w->counts.pycodes);
 	uint64_t h = sp_frame_hash(&f);
-	uint32_t id = sp_intern_find(&w->frame_ix, h, frame_eq, w, &f);
+	uint32_t id = sp_htab_find(&w->frame_ix, h, frame_eq, w, &f);
 	if (id != UINT32_MAX) {
 		*id_out = id;
 		return 0;
 	}
 	id = w->counts.frames;
 	if ((rc = grow((void **)&w->frames, &w->frames_cap, id + 1, sizeof(*w->frames))) ||
-	    (rc = sp_intern_reserve(&w->frame_ix)))
+	    (rc = sp_htab_reserve(&w->frame_ix)))
 		return rc;
 	sp_buf *b = &w->body;
 	rc = sp_buf_varint(b, (uint64_t)f.kind);
@@ -587,7 +575,7 @@ int sp_writer_frame(sp_writer *w, const struct stackpulse_raw_frame *frame, uint
 	if (rc)
 		return rc;
 	w->frames[id] = f;
-	sp_intern_insert(&w->frame_ix, h, id);
+	sp_htab_add(&w->frame_ix, h, id);
 	w->counts.frames++;
 	*id_out = id;
 	return 0;
@@ -615,7 +603,7 @@ int sp_writer_stack(sp_writer *w, uint32_t parent, uint32_t frame, uint32_t *id_
 		return bad_ref("frame", frame, w->counts.frames);
 	struct stack_key k = { parent, frame };
 	uint64_t h = sp_stack_hash(parent, frame);
-	uint32_t id = sp_intern_find(&w->stack_ix, h, stack_eq, w, &k);
+	uint32_t id = sp_htab_find(&w->stack_ix, h, stack_eq, w, &k);
 	if (id != UINT32_MAX) {
 		*id_out = id;
 		return 0;
@@ -626,14 +614,14 @@ int sp_writer_stack(sp_writer *w, uint32_t parent, uint32_t frame, uint32_t *id_
 		                SP_STACK_DEPTH_MAX);
 	id = w->counts.stacks;
 	if ((rc = grow((void **)&w->stacks, &w->stacks_cap, id + 1, sizeof(*w->stacks))) ||
-	    (rc = sp_intern_reserve(&w->stack_ix)))
+	    (rc = sp_htab_reserve(&w->stack_ix)))
 		return rc;
 	sp_buf *b = &w->body;
 	if ((rc = sp_buf_varint(b, parent)) || (rc = sp_buf_varint(b, frame)) ||
 	    (rc = commit(w, SP_REC_STACK)))
 		return rc;
 	w->stacks[id] = (struct w_stack){ parent, frame, depth };
-	sp_intern_insert(&w->stack_ix, h, id);
+	sp_htab_add(&w->stack_ix, h, id);
 	w->counts.stacks++;
 	*id_out = id;
 	return 0;

@@ -27,6 +27,13 @@ int sp_out_flush(sp_out *o)
 int sp_out_write(sp_out *o, const void *p, size_t n)
 {
 	const uint8_t *s = p;
+	if (!o->err && n > o->limit - o->total) {
+		o->err = sp_error(STACKPULSE_ELIMIT,
+		                  "export: output exceeds the %llu-byte cap for this format",
+		                  (unsigned long long)o->limit);
+		return o->err;
+	}
+	o->total += n;
 	while (n > 0) {
 		if (o->err)
 			return o->err;
@@ -210,6 +217,8 @@ int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format
 	out->ctx = ctx;
 	out->err = 0;
 	out->len = 0;
+	out->total = 0;
+	out->limit = format == STACKPULSE_EXPORT_SVG ? SP_SVG_MAX_BYTES : SP_EXPORT_MAX_BYTES;
 	switch (format) {
 	case STACKPULSE_EXPORT_FOLDED: rc = sp_export_folded(p, &o, out); break;
 	case STACKPULSE_EXPORT_PPROF: rc = sp_export_pprof(p, &o, out); break;

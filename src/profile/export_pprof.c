@@ -26,7 +26,15 @@ typedef struct pp {
 	uint32_t *str_map;    /* Profile string -> pprof string, SP_NONE. */
 	uint32_t *map_of_str; /* Module string -> mapping id, 0 when none. */
 	sp_locs locs;
+	/* The gzip stream: out is handed over whenever it reaches a block, so
+	 * memory stays bounded by the profile, not by samples x depth. */
+	z_stream z;
+	int zinit;
+	uint8_t *zblock;
+	sp_out *sink;
 } pp;
+
+static int gz_feed(pp *x, int finish);
 
 /* Appends a string to the pprof string table and returns its index. */
 static int add_string(pp *x, const char *s, uint32_t *idx)
@@ -188,6 +196,8 @@ static int write_samples(pp *x, uint32_t flags, uint32_t k_pid, uint32_t k_tid, 
 			PB(label(x, k_thread, sname, 0));
 		}
 		PB(sp_pb_msg(&x->out, 2, &x->msg));
+		if (!rc && x->out.len >= SP_OUT_BLOCK)
+			rc = gz_feed(x, 0);
 	}
 	sp_agg_free(&a);
 	return rc;
@@ -205,49 +215,51 @@ static void z_free(voidpf opaque, voidpf ptr)
 	sp_free(ptr);
 }
 
-/* Streams @p len bytes through gzip into @p out. */
-static int gzip_out(const uint8_t *data, size_t len, sp_out *out)
+/* Compresses what x->out holds into the sink and empties it; @p finish
+ * ends the gzip stream. */
+static int gz_feed(pp *x, int finish)
 {
-	z_stream z;
-	memset(&z, 0, sizeof(z));
-	z.zalloc = z_alloc;
-	z.zfree = z_free;
-	/* windowBits 15 + 16 selects the gzip container. */
-	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return sp_error(STACKPULSE_ECOMPRESS, "pprof: deflateInit2 failed");
-	uint8_t *block = sp_malloc(SP_OUT_BLOCK);
-	if (!block) {
-		deflateEnd(&z);
-		return sp_error(-ENOMEM, "pprof: gzip block");
+	if (!x->zinit) {
+		x->z.zalloc = z_alloc;
+		x->z.zfree = z_free;
+		/* windowBits 15 + 16 selects the gzip container. */
+		if (deflateInit2(&x->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+			return sp_error(STACKPULSE_ECOMPRESS, "pprof: deflateInit2 failed");
+		x->zinit = 1;
+		x->zblock = sp_malloc(SP_OUT_BLOCK);
+		if (!x->zblock)
+			return sp_error(-ENOMEM, "pprof: gzip block");
 	}
+	z_stream *z = &x->z;
 	int rc = 0, zr = Z_OK;
-	size_t off = 0;
-	while (!rc && zr != Z_STREAM_END) {
+	size_t off = 0, len = x->out.len;
+	for (;;) {
 		size_t in = len - off;
 		if (in > (1u << 30))
 			in = 1u << 30;
-		z.next_in = data + off;
-		z.avail_in = (uInt)in;
-		int flush = off + in == len ? Z_FINISH : Z_NO_FLUSH;
+		z->next_in = x->out.data + off;
+		z->avail_in = (uInt)in;
+		int flush = finish && off + in == len ? Z_FINISH : Z_NO_FLUSH;
 		do {
-			z.next_out = block;
-			z.avail_out = SP_OUT_BLOCK;
-			zr = deflate(&z, flush);
-			if (zr == Z_STREAM_ERROR) {
-				rc = sp_error(STACKPULSE_ECOMPRESS, "pprof: deflate failed");
-				break;
-			}
-			size_t have = SP_OUT_BLOCK - z.avail_out;
+			z->next_out = x->zblock;
+			z->avail_out = SP_OUT_BLOCK;
+			zr = deflate(z, flush);
+			if (zr == Z_STREAM_ERROR)
+				return sp_error(STACKPULSE_ECOMPRESS, "pprof: deflate failed");
+			size_t have = SP_OUT_BLOCK - z->avail_out;
 			if (have)
-				rc = sp_out_write(out, block, have);
-		} while (!rc && z.avail_out == 0);
-		off += in - z.avail_in;
-		if (flush != Z_FINISH && z.avail_in != 0 && !rc)
-			rc = sp_error(STACKPULSE_ECOMPRESS, "pprof: deflate stalled");
+				rc = sp_out_write(x->sink, x->zblock, have);
+		} while (!rc && z->avail_out == 0);
+		if (rc)
+			return rc;
+		off += in - z->avail_in;
+		if (z->avail_in != 0 && flush != Z_FINISH)
+			return sp_error(STACKPULSE_ECOMPRESS, "pprof: deflate stalled");
+		if (off == len && (!finish || zr == Z_STREAM_END))
+			break;
 	}
-	deflateEnd(&z);
-	sp_free(block);
-	return rc;
+	sp_buf_reset(&x->out);
+	return 0;
 }
 
 int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
@@ -256,6 +268,7 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 	pp x;
 	memset(&x, 0, sizeof(x));
 	x.p = p;
+	x.sink = out;
 	sp_locs_init(&x.locs, p);
 	sp_buf_init(&x.out);
 	sp_buf_init(&x.msg);
@@ -306,8 +319,11 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 	if (!rc)
 		rc = sp_pb_u64(&x.out, 14, s_samples);
 	if (!rc)
-		rc = gzip_out(x.out.data, x.out.len, out);
+		rc = gz_feed(&x, 1);
 done:
+	if (x.zinit)
+		deflateEnd(&x.z);
+	sp_free(x.zblock);
 	sp_buf_free(&x.out);
 	sp_buf_free(&x.msg);
 	sp_buf_free(&x.sub);

@@ -24,8 +24,8 @@
 #define SVG_MIN_W  0.1
 
 typedef struct open_frame {
-	const char *name; /* Frame text, starting at its kind byte. */
-	size_t len;
+	uint32_t id; /* Label rank at depth 0, else canonical node. */
+	uint32_t thread;
 	uint64_t start; /* In samples. */
 } open_frame;
 
@@ -37,19 +37,20 @@ typedef struct svg_ctx {
 	uint32_t height;
 } svg_ctx;
 
-static uint32_t name_hash(const char *s, size_t n)
+static uint32_t name_hash(const sp_name *nm)
 {
 	uint32_t h = 2166136261u;
+	size_t n = sp_name_len(nm);
 	for (size_t i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
+		h ^= sp_name_at(nm, i);
 		h *= 16777619u;
 	}
 	return h;
 }
 
-static void colour(int kind_byte, const char *name, size_t n, int rgb[3])
+static void colour(int kind_byte, const sp_name *nm, int rgb[3])
 {
-	uint32_t h = name_hash(name, n);
+	uint32_t h = name_hash(nm);
 	double v1 = (double)(h & 0xff) / 255.0, v2 = (double)((h >> 8) & 0xff) / 255.0,
 	       v3 = (double)((h >> 16) & 0xff) / 255.0;
 	double r, g, b;
@@ -75,26 +76,47 @@ static void colour(int kind_byte, const char *name, size_t n, int rgb[3])
 	rgb[2] = (int)b;
 }
 
-/* Emits one frame rectangle: @p name starts with its kind byte. */
-static int emit_frame(svg_ctx *c, const char *name, size_t len, uint32_t depth, uint64_t start,
+/* XML text of the cleaned name's first @p max bytes. */
+static int name_xml(sp_out *o, const sp_name *nm, size_t max)
+{
+	char tmp[256];
+	size_t done = 0;
+	for (int k = 0; k < nm->k && done < max; k++) {
+		size_t n = nm->n[k] < max - done ? nm->n[k] : max - done;
+		for (size_t off = 0; off < n;) {
+			size_t m = n - off < sizeof(tmp) ? n - off : sizeof(tmp);
+			/* Cut between UTF-8 sequences so each chunk stays valid. */
+			if (off + m < n)
+				while (m > 1 && ((unsigned char)nm->s[k][off + m] & 0xc0) == 0x80)
+					m--;
+			for (size_t i = 0; i < m; i++)
+				tmp[i] = (char)sp_name_clean((unsigned char)nm->s[k][off + i]);
+			sp_out_xml(o, tmp, m);
+			off += m;
+		}
+		done += n;
+	}
+	return o->err;
+}
+
+/* Emits one frame rectangle. */
+static int emit_frame(svg_ctx *c, int kb, const sp_name *nm, uint32_t depth, uint64_t start,
                       uint64_t count)
 {
 	double w = (double)count * c->scale;
 	if (w < SVG_MIN_W)
 		return c->out->err;
-	int kb = len ? (unsigned char)name[0] : 0;
-	const char *text = len ? name + 1 : name;
-	size_t tlen = len ? len - 1 : 0;
+	size_t tlen = sp_name_len(nm);
 	double x = SVG_PAD + (double)start * c->scale;
 	double y = (double)c->height - SVG_BOTTOM - (double)(depth + 1) * SVG_FH;
 	int rgb[3];
-	colour(kb, text, tlen, rgb);
+	colour(kb, nm, rgb);
 	sp_out *o = c->out;
 	sp_out_printf(o,
 	              "<g class=\"f\" data-s=\"%" PRIu64 "\" data-n=\"%" PRIu64
 	              "\" data-d=\"%u\"><title>",
 	              start, count, depth);
-	sp_out_xml(o, text, tlen);
+	name_xml(o, nm, tlen);
 	sp_out_printf(o, " (%" PRIu64 " sample%s, %.2f%%)</title>", count, count == 1 ? "" : "s",
 	              c->total ? 100.0 * (double)count / (double)c->total : 0.0);
 	sp_out_printf(o,
@@ -107,12 +129,12 @@ static int emit_frame(svg_ctx *c, const char *name, size_t len, uint32_t depth, 
 	if (fit >= 3) {
 		size_t maxc = (size_t)fit;
 		if (tlen <= maxc) {
-			sp_out_xml(o, text, tlen);
+			name_xml(o, nm, tlen);
 		} else {
 			size_t cut = maxc - 2;
-			while (cut > 0 && ((unsigned char)text[cut] & 0xc0) == 0x80)
+			while (cut > 0 && (sp_name_at(nm, cut) & 0xc0) == 0x80)
 				cut--; /* Do not split a UTF-8 sequence. */
-			sp_out_xml(o, text, cut);
+			name_xml(o, nm, cut);
 			sp_out_str(o, "..");
 		}
 	}
@@ -244,6 +266,22 @@ static int emit_header(svg_ctx *c, const char *title)
 	return o->err;
 }
 
+/* Emits open frame @p d (depth d + 1; frame 0 is the root label). */
+static int close_frame(svg_ctx *c, const struct stackpulse_profile *p, const sp_folded *f,
+                       uint32_t flags, const open_frame *of, uint32_t d, uint64_t x)
+{
+	sp_name nm;
+	int kb;
+	if (d == 0) {
+		sp_name_label(p, of->thread, flags, &nm);
+		kb = SP_KIND_ROOT;
+	} else {
+		sp_name_frame(p, f->cframe[of->id], flags, &nm);
+		kb = (unsigned char)sp_folded_kind(p, f, of->id);
+	}
+	return emit_frame(c, kb, &nm, d + 1, of->start, x - of->start);
+}
+
 int sp_export_svg(const struct stackpulse_profile *p, const stackpulse_export_opts *opts,
                   sp_out *out)
 {
@@ -260,7 +298,10 @@ int sp_export_svg(const struct stackpulse_profile *p, const stackpulse_export_op
 	c.height = SVG_TOP + SVG_BOTTOM + c.levels * SVG_FH;
 	c.scale = f.total ? (double)(SVG_W - 2 * SVG_PAD) / (double)f.total : 0;
 	open_frame *st = sp_calloc(f.max_depth + 1, sizeof(*st));
-	if (!st) {
+	uint32_t *path = sp_calloc(f.max_depth + 1, sizeof(uint32_t));
+	if (!st || !path) {
+		sp_free(st);
+		sp_free(path);
 		sp_folded_free(&f);
 		return sp_error(-ENOMEM, "svg frame stack");
 	}
@@ -268,55 +309,37 @@ int sp_export_svg(const struct stackpulse_profile *p, const stackpulse_export_op
 	uint32_t nopen = 0;
 	uint64_t x = 0;
 	for (size_t i = 0; i < f.n && !rc; i++) {
-		const char *s = f.lines[i].text;
-		size_t len = f.lines[i].len, pos = 0;
+		const sp_folded_line *l = &f.lines[i];
+		uint32_t depth = sp_folded_path(&f, i, path);
+		/* Frames shared with the open ones stay open. */
 		uint32_t d = 0;
-		int same = 1;
-		while (pos < len && !rc) {
-			const char *semi = memchr(s + pos, ';', len - pos);
-			size_t flen = semi ? (size_t)(semi - (s + pos)) : len - pos;
-			const char *fr = s + pos;
-			if (same && d < nopen &&
-			    sp_folded_cmp(st[d].name, st[d].len, fr, flen) == 0) {
+		if (nopen > 0 && st[0].id == l->label) {
+			d = 1;
+			while (d < nopen && d <= depth && st[d].id == path[d - 1])
 				d++;
-			} else {
-				if (same) {
-					/* Close everything deeper than the shared prefix. */
-					while (nopen > d && !rc) {
-						nopen--;
-						rc = emit_frame(&c, st[nopen].name, st[nopen].len,
-						                nopen + 1, st[nopen].start,
-						                x - st[nopen].start);
-					}
-					same = 0;
-				}
-				st[nopen++] = (open_frame){ fr, flen, x };
-				d++;
-			}
-			pos += flen + 1;
 		}
-		if (same) {
-			while (nopen > d && !rc) {
-				nopen--;
-				rc = emit_frame(&c, st[nopen].name, st[nopen].len, nopen + 1,
-				                st[nopen].start, x - st[nopen].start);
-			}
+		while (nopen > d && !rc) {
+			nopen--;
+			rc = close_frame(&c, p, &f, opts->flags, &st[nopen], nopen, x);
 		}
-		x += f.lines[i].count;
+		if (nopen == 0)
+			st[nopen++] = (open_frame){ l->label, l->thread, x };
+		for (; nopen <= depth; nopen++)
+			st[nopen] = (open_frame){ path[nopen - 1], l->thread, x };
+		x += l->count;
 	}
 	while (nopen > 0 && !rc) {
 		nopen--;
-		rc = emit_frame(&c, st[nopen].name, st[nopen].len, nopen + 1, st[nopen].start,
-		                x - st[nopen].start);
+		rc = close_frame(&c, p, &f, opts->flags, &st[nopen], nopen, x);
 	}
 	if (!rc) {
-		const char all[] = "\x08"
-		                   "all";
-		rc = emit_frame(&c, all, sizeof(all) - 1, 0, 0, f.total);
+		sp_name all = { .s = { "all" }, .n = { 3 }, .k = 1 };
+		rc = emit_frame(&c, SP_KIND_ROOT, &all, 0, 0, f.total);
 	}
 	if (!rc)
 		rc = sp_out_str(out, "</svg>\n");
 	sp_free(st);
+	sp_free(path);
 	sp_folded_free(&f);
 	return rc;
 }

@@ -4,25 +4,13 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/hash.h"
 #include "profile/locations.h"
 
 static int grow32(uint32_t **arr, uint32_t *cap, uint32_t need)
 {
-	if (need <= *cap)
-		return 0;
-	uint32_t ncap = *cap ? *cap : 64;
-	while (ncap < need) {
-		if (ncap > (1u << 29))
-			return sp_error(STACKPULSE_ELIMIT, "location table too large");
-		ncap *= 2;
-	}
-	uint32_t *n = sp_realloc_array(*arr, ncap, sizeof(uint32_t));
-	if (!n)
-		return sp_error(-ENOMEM, "location table of %u", ncap);
-	*arr = n;
-	*cap = ncap;
-	return 0;
+	return sp_grow((void **)arr, cap, need, sizeof(uint32_t), SP_HTAB_MAX_IDS, "locations");
 }
 
 void sp_locs_init(sp_locs *l, const struct stackpulse_profile *p)
@@ -36,7 +24,7 @@ void sp_locs_free(sp_locs *l)
 	sp_free(l->seq);
 	sp_free(l->start);
 	sp_free(l->len);
-	sp_itab_free(&l->tab);
+	sp_htab_free(&l->tab);
 	sp_free(l->ids);
 	memset(l, 0, sizeof(*l));
 }
@@ -47,13 +35,13 @@ static int intern(sp_locs *l, uint32_t start, uint32_t len, uint32_t *id)
 	uint64_t h = sp_hash64(len);
 	for (uint32_t i = 0; i < len; i++)
 		h = sp_hash_combine(h, l->seq[start + i]);
-	int rc = sp_itab_reserve(&l->tab);
+	int rc = sp_htab_reserve(&l->tab);
 	if (rc)
 		return rc;
-	sp_itab_probe pr;
-	sp_itab_probe_start(&l->tab, h, &pr);
+	sp_htab_probe pr;
+	sp_htab_probe_start(&l->tab, h, &pr);
 	uint32_t c;
-	while ((c = sp_itab_probe_next(&l->tab, &pr)) != SP_NONE) {
+	while ((c = sp_htab_probe_next(&l->tab, &pr)) != SP_NONE) {
 		if (l->len[c] == len &&
 		    memcmp(&l->seq[l->start[c]], &l->seq[start], len * sizeof(uint32_t)) == 0) {
 			l->nseq = start; /* Already known: drop the copy. */
@@ -72,7 +60,7 @@ static int intern(sp_locs *l, uint32_t start, uint32_t len, uint32_t *id)
 	l->cap = cap;
 	l->start[l->n] = start;
 	l->len[l->n] = len;
-	sp_itab_insert(&l->tab, &pr, l->n);
+	sp_htab_insert(&l->tab, &pr, l->n);
 	*id = ++l->n;
 	return 0;
 }

@@ -15,7 +15,7 @@ typedef struct sp_locs {
 	uint32_t nseq, cap_seq;
 	uint32_t *start, *len; /* Per location: its slice of seq. */
 	uint32_t n, cap;       /* Locations; ids are 1..n. */
-	sp_itab tab;
+	sp_htab tab;
 	uint32_t *ids; /* Location ids of the last stack, leaf first. */
 	uint32_t cap_ids;
 } sp_locs;

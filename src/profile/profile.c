@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/hash.h"
 #include "format/spool_reader.h"
 #include "profile/profile_internal.h"
@@ -20,19 +21,7 @@
 /* Grows a dynamic array so it holds at least @p need elements. */
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {
-	if (need <= *cap)
-		return 0;
-	if (need > (1u << 29))
-		return sp_error(STACKPULSE_ELIMIT, "profile table exceeds %u entries", 1u << 29);
-	uint32_t ncap = *cap ? *cap : 16;
-	while (ncap < need)
-		ncap *= 2;
-	void *n = sp_realloc_array(*arr, ncap, elem);
-	if (!n)
-		return sp_error(-ENOMEM, "profile table of %u entries", ncap);
-	*arr = n;
-	*cap = ncap;
-	return 0;
+	return sp_grow(arr, cap, need, elem, SP_HTAB_MAX_IDS, "profile table entries");
 }
 
 const char *sp_basename(const char *path)
@@ -50,13 +39,13 @@ int sp_profile_intern_n(struct stackpulse_profile *p, const char *s, size_t len,
 		len = 0;
 	}
 	uint64_t h = sp_hash_bytes(s, len);
-	int rc = sp_itab_reserve(&p->string_tab);
+	int rc = sp_htab_reserve(&p->string_tab);
 	if (rc)
 		return rc;
-	sp_itab_probe pr;
-	sp_itab_probe_start(&p->string_tab, h, &pr);
+	sp_htab_probe pr;
+	sp_htab_probe_start(&p->string_tab, h, &pr);
 	uint32_t cand;
-	while ((cand = sp_itab_probe_next(&p->string_tab, &pr)) != SP_NONE) {
+	while ((cand = sp_htab_probe_next(&p->string_tab, &pr)) != SP_NONE) {
 		const char *c = p->strings[cand];
 		if (strncmp(c, s, len) == 0 && c[len] == '\0') {
 			*out = cand;
@@ -70,7 +59,7 @@ int sp_profile_intern_n(struct stackpulse_profile *p, const char *s, size_t len,
 	if (!copy)
 		return sp_error(-ENOMEM, "profile string of %zu bytes", len);
 	p->strings[p->nstrings] = copy;
-	sp_itab_insert(&p->string_tab, &pr, p->nstrings);
+	sp_htab_insert(&p->string_tab, &pr, p->nstrings);
 	*out = p->nstrings++;
 	return 0;
 }
@@ -85,13 +74,13 @@ static int intern_func(struct stackpulse_profile *p, uint32_t name, uint32_t fil
 {
 	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(name), file),
 	                             sp_hash_combine(module, (uint64_t)(uint32_t)kind));
-	int rc = sp_itab_reserve(&p->func_tab);
+	int rc = sp_htab_reserve(&p->func_tab);
 	if (rc)
 		return rc;
-	sp_itab_probe pr;
-	sp_itab_probe_start(&p->func_tab, h, &pr);
+	sp_htab_probe pr;
+	sp_htab_probe_start(&p->func_tab, h, &pr);
 	uint32_t cand;
-	while ((cand = sp_itab_probe_next(&p->func_tab, &pr)) != SP_NONE) {
+	while ((cand = sp_htab_probe_next(&p->func_tab, &pr)) != SP_NONE) {
 		const struct stackpulse_profile_func *f = &p->funcs[cand];
 		if (f->name == name && f->file == file && f->module == module && f->kind == kind) {
 			*out = cand;
@@ -102,7 +91,7 @@ static int intern_func(struct stackpulse_profile *p, uint32_t name, uint32_t fil
 	if (rc)
 		return rc;
 	p->funcs[p->nfuncs] = (struct stackpulse_profile_func){ name, file, module, kind };
-	sp_itab_insert(&p->func_tab, &pr, p->nfuncs);
+	sp_htab_insert(&p->func_tab, &pr, p->nfuncs);
 	*out = p->nfuncs++;
 	return 0;
 }
@@ -112,13 +101,13 @@ static int intern_frame(struct stackpulse_profile *p, uint32_t func, uint32_t li
 {
 	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(func), line),
 	                             sp_hash_combine(address, depth));
-	int rc = sp_itab_reserve(&p->frame_tab);
+	int rc = sp_htab_reserve(&p->frame_tab);
 	if (rc)
 		return rc;
-	sp_itab_probe pr;
-	sp_itab_probe_start(&p->frame_tab, h, &pr);
+	sp_htab_probe pr;
+	sp_htab_probe_start(&p->frame_tab, h, &pr);
 	uint32_t cand;
-	while ((cand = sp_itab_probe_next(&p->frame_tab, &pr)) != SP_NONE) {
+	while ((cand = sp_htab_probe_next(&p->frame_tab, &pr)) != SP_NONE) {
 		const struct stackpulse_profile_frame *f = &p->frames[cand];
 		if (f->func == func && f->line == line && f->address == address &&
 		    f->inline_depth == depth) {
@@ -130,7 +119,7 @@ static int intern_frame(struct stackpulse_profile *p, uint32_t func, uint32_t li
 	if (rc)
 		return rc;
 	p->frames[p->nframes] = (struct stackpulse_profile_frame){ func, line, address, depth };
-	sp_itab_insert(&p->frame_tab, &pr, p->nframes);
+	sp_htab_insert(&p->frame_tab, &pr, p->nframes);
 	*out = p->nframes++;
 	return 0;
 }
@@ -139,13 +128,13 @@ static int intern_stack(struct stackpulse_profile *p, uint32_t parent, uint32_t 
                         uint32_t *out)
 {
 	uint64_t h = sp_hash_combine(sp_hash64(parent), frame);
-	int rc = sp_itab_reserve(&p->stack_tab);
+	int rc = sp_htab_reserve(&p->stack_tab);
 	if (rc)
 		return rc;
-	sp_itab_probe pr;
-	sp_itab_probe_start(&p->stack_tab, h, &pr);
+	sp_htab_probe pr;
+	sp_htab_probe_start(&p->stack_tab, h, &pr);
 	uint32_t cand;
-	while ((cand = sp_itab_probe_next(&p->stack_tab, &pr)) != SP_NONE) {
+	while ((cand = sp_htab_probe_next(&p->stack_tab, &pr)) != SP_NONE) {
 		const struct stackpulse_profile_stack *s = &p->stacks[cand];
 		if (cand != 0 && s->parent == parent && s->frame == frame) {
 			*out = cand;
@@ -156,7 +145,7 @@ static int intern_stack(struct stackpulse_profile *p, uint32_t parent, uint32_t 
 	if (rc)
 		return rc;
 	p->stacks[p->nstacks] = (struct stackpulse_profile_stack){ parent, frame };
-	sp_itab_insert(&p->stack_tab, &pr, p->nstacks);
+	sp_htab_insert(&p->stack_tab, &pr, p->nstacks);
 	*out = p->nstacks++;
 	return 0;
 }
@@ -179,7 +168,7 @@ typedef struct builder {
 	/* (root node | role, spool stack, process) -> profile node. */
 	uint32_t *c_root, *c_stack, *c_proc, *c_node;
 	uint32_t ncache, cap_cache;
-	sp_itab cache_tab;
+	sp_htab cache_tab;
 
 	/* Scratch: spool stacks walked toward the root. */
 	uint32_t *walk_stack, *walk_frame;
@@ -384,15 +373,15 @@ static int expand(builder *b, uint32_t id, int leaf, uint32_t process, uint32_t 
 #define SP_AS_SAMPLE (1u << 31)
 
 static int cache_lookup(builder *b, uint32_t root, uint32_t stack, uint32_t process, uint32_t *node,
-                        sp_itab_probe *pr)
+                        sp_htab_probe *pr)
 {
-	int rc = sp_itab_reserve(&b->cache_tab);
+	int rc = sp_htab_reserve(&b->cache_tab);
 	if (rc)
 		return rc;
 	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(root), stack), process);
-	sp_itab_probe_start(&b->cache_tab, h, pr);
+	sp_htab_probe_start(&b->cache_tab, h, pr);
 	uint32_t cand;
-	while ((cand = sp_itab_probe_next(&b->cache_tab, pr)) != SP_NONE) {
+	while ((cand = sp_htab_probe_next(&b->cache_tab, pr)) != SP_NONE) {
 		if (b->c_root[cand] == root && b->c_stack[cand] == stack &&
 		    b->c_proc[cand] == process) {
 			*node = b->c_node[cand];
@@ -404,7 +393,7 @@ static int cache_lookup(builder *b, uint32_t root, uint32_t stack, uint32_t proc
 
 static int cache_insert(builder *b, uint32_t root, uint32_t stack, uint32_t process, uint32_t node)
 {
-	sp_itab_probe pr;
+	sp_htab_probe pr;
 	uint32_t dummy;
 	int rc = cache_lookup(b, root, stack, process, &dummy, &pr);
 	if (rc != 0)
@@ -430,7 +419,7 @@ static int cache_insert(builder *b, uint32_t root, uint32_t stack, uint32_t proc
 	b->c_stack[b->ncache] = stack;
 	b->c_proc[b->ncache] = process;
 	b->c_node[b->ncache] = node;
-	sp_itab_insert(&b->cache_tab, &pr, b->ncache++);
+	sp_htab_insert(&b->cache_tab, &pr, b->ncache++);
 	return 0;
 }
 
@@ -468,7 +457,7 @@ static int translate_prefix(builder *b, uint32_t root, uint32_t stack, uint32_t 
 {
 	uint32_t n = 0, node = root, cur = stack;
 	uint32_t limit = stackpulse_spool_stack_count(b->spool);
-	sp_itab_probe pr;
+	sp_htab_probe pr;
 	while (cur != 0) {
 		int hit = cache_lookup(b, root, cur, process, &node, &pr);
 		if (hit < 0)
@@ -503,7 +492,7 @@ static int translate_prefix(builder *b, uint32_t root, uint32_t stack, uint32_t 
  * everything further up as a return address. */
 static int translate(builder *b, uint32_t root, uint32_t stack, uint32_t process, uint32_t *out)
 {
-	sp_itab_probe pr;
+	sp_htab_probe pr;
 	uint32_t node = root;
 	if (stack == 0) {
 		*out = root;
@@ -650,7 +639,7 @@ static void builder_free(builder *b)
 	sp_free(b->c_stack);
 	sp_free(b->c_proc);
 	sp_free(b->c_node);
-	sp_itab_free(&b->cache_tab);
+	sp_htab_free(&b->cache_tab);
 	sp_free(b->walk_stack);
 	sp_free(b->walk_frame);
 	sp_free(b->thread_root);
@@ -813,13 +802,13 @@ void stackpulse_profile_free(stackpulse_profile *p)
 	for (uint32_t i = 0; i < p->nstrings; i++)
 		sp_free(p->strings[i]);
 	sp_free(p->strings);
-	sp_itab_free(&p->string_tab);
+	sp_htab_free(&p->string_tab);
 	sp_free(p->funcs);
-	sp_itab_free(&p->func_tab);
+	sp_htab_free(&p->func_tab);
 	sp_free(p->frames);
-	sp_itab_free(&p->frame_tab);
+	sp_htab_free(&p->frame_tab);
 	sp_free(p->stacks);
-	sp_itab_free(&p->stack_tab);
+	sp_htab_free(&p->stack_tab);
 	sp_free(p->samples);
 	sp_free(p->threads);
 	sp_free(p->processes);

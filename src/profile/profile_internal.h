@@ -9,32 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/htab.h"
 #include "stackpulse.h"
 
 #define SP_NONE UINT32_MAX
-
-/* Open-addressing index set: slots hold indices into a caller's array; the
- * caller compares entries. Hashes are cached so probes rarely touch entries. */
-typedef struct sp_itab {
-	uint32_t *idx;  /* Entry index per slot, SP_NONE when empty. */
-	uint32_t *hash; /* Low 32 bits of the entry's hash. */
-	uint32_t cap;   /* Power of two, or 0 before first insert. */
-	uint32_t count; /* Occupied slots. */
-} sp_itab;
-
-/* Probe state: call sp_itab_probe_start, then sp_itab_probe_next until it
- * returns SP_NONE (absent: insert at *slot) or a candidate to compare. */
-typedef struct sp_itab_probe {
-	uint32_t pos, h, slot;
-} sp_itab_probe;
-
-void sp_itab_free(sp_itab *t);
-/* Makes room for one more entry (rehashing). 0 or -ENOMEM / ELIMIT. */
-int sp_itab_reserve(sp_itab *t);
-void sp_itab_probe_start(const sp_itab *t, uint64_t hash, sp_itab_probe *pr);
-uint32_t sp_itab_probe_next(const sp_itab *t, sp_itab_probe *pr);
-/* Stores @p index in the empty slot the last probe ended at. */
-void sp_itab_insert(sp_itab *t, const sp_itab_probe *pr, uint32_t index);
 
 /* Module info kept for pprof mappings. */
 struct sp_profile_module {
@@ -45,21 +23,21 @@ struct sp_profile_module {
 struct stackpulse_profile {
 	char **strings; /* Owned NUL-terminated strings; strings[0] = "". */
 	uint32_t nstrings, cap_strings;
-	sp_itab string_tab;
+	sp_htab string_tab;
 
 	struct stackpulse_profile_func *funcs;
 	uint32_t nfuncs, cap_funcs;
-	sp_itab func_tab;
+	sp_htab func_tab;
 
 	struct stackpulse_profile_frame *frames;
 	uint32_t nframes, cap_frames;
-	sp_itab frame_tab;
+	sp_htab frame_tab;
 
 	/* Prefix tree; node 0 is the root. Parents are always created before
 	 * their children, so parent < child for every node but the root. */
 	struct stackpulse_profile_stack *stacks;
 	uint32_t nstacks, cap_stacks;
-	sp_itab stack_tab;
+	sp_htab stack_tab;
 
 	struct stackpulse_profile_sample *samples;
 	uint64_t nsamples, cap_samples;

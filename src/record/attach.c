@@ -16,6 +16,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/search.h"
 #include "record/perf_events.h"
 #include "record/proc_scan.h"
 
@@ -75,14 +76,8 @@ static long now_ms(void)
 /* Index of @p tid in the sorted stopped set, or -1. */
 static long stopped_find(const sp_stopped *s, pid_t tid)
 {
-	size_t lo = 0, hi = s->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->t[mid].tid < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, s->n, mid, s->t[mid].tid < tid);
 	return lo < s->n && s->t[lo].tid == tid ? (long)lo : -1;
 }
 

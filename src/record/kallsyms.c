@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/search.h"
 #include "io/file.h"
 
 #define LINE_MAX_BYTES 1024 /* KSYM_NAME_LEN is 512, plus address and module. */
@@ -150,14 +151,8 @@ static int pass_fn(void *ctx, uint32_t lineno, ksym_line *l)
 	if (p->n == 0 || !is_text(l->type) || l->addr == 0 || l->addr > p->addrs[p->n - 1])
 		return 0;
 	/* First address >= this symbol's start. */
-	size_t lo = 0, hi = p->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->addrs[mid] < l->addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, p->n, mid, p->addrs[mid] < l->addr);
 	gap *g = &p->gaps[lo];
 	if (g->line && g->start >= l->addr)
 		return 0;

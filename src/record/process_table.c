@@ -10,6 +10,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/search.h"
 #include "record/build_id.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
@@ -421,14 +422,8 @@ static int is_anonymous(const char *path)
 /* Index of the first mapping of @p p whose end is above @p addr. */
 static size_t maps_first_ending_after(const sp_process *p, uint64_t addr)
 {
-	size_t lo = 0, hi = p->nmaps;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->maps[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, p->nmaps, mid, p->maps[mid].end <= addr);
 	return lo;
 }
 

@@ -10,6 +10,7 @@
 #include "common/cursor.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/search.h"
 #include "record/kallsyms.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
@@ -80,27 +81,15 @@ static int read_sample_id(const uint8_t *p, size_t len, sample_id *s)
 
 static const sp_event_id *id_owner(const stackpulse_recorder *rec, uint64_t id)
 {
-	size_t lo = 0, hi = rec->nids;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (rec->ids[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, rec->nids, mid, rec->ids[mid].id < id);
 	return lo < rec->nids && rec->ids[lo].id == id ? &rec->ids[lo] : NULL;
 }
 
 static int is_direct(const stackpulse_recorder *rec, pid_t tid)
 {
-	size_t lo = 0, hi = rec->ndirect;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (rec->direct[mid] < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, rec->ndirect, mid, rec->direct[mid] < tid);
 	return lo < rec->ndirect && rec->direct[lo] == tid;
 }
 

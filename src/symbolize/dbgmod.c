@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/search.h"
 #include "symbolize/dbgrange.h"
 #include "symbolize/demangle.h"
 #include "io/elf.h"
@@ -264,14 +265,8 @@ static int build_syms(sp_dbgmod *m)
 
 static const char *sym_lookup(sp_dbgmod *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->nsyms;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, m->nsyms, mid, m->syms[mid].addr <= addr);
 	if (lo == 0)
 		return NULL;
 	const sym *s = &m->syms[lo - 1];
@@ -327,14 +322,8 @@ done:
 
 static Dwarf_Die *cu_index_find(sp_dbgmod *m, uint64_t a)
 {
-	size_t lo = 0, hi = m->ncus;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->cus[mid].lo <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, m->ncus, mid, m->cus[mid].lo <= a);
 	/* Ranges of different CUs may nest (rare): look back a little. */
 	for (size_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++)
 		if (a < m->cus[i - 1].hi)
@@ -387,14 +376,8 @@ static int cu_tops(sp_dbgmod *m, Dwarf_Die *cudie, const top_cu **out)
 {
 	*out = NULL;
 	Dwarf_Off cu_off = dwarf_dieoffset(cudie);
-	size_t lo = 0, hi = m->ntopcus;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->topcus[mid].cu_off < cu_off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, m->ntopcus, mid, m->topcus[mid].cu_off < cu_off);
 	if (lo < m->ntopcus && m->topcus[lo].cu_off == cu_off) {
 		*out = &m->topcus[lo];
 		return 0;
@@ -480,14 +463,8 @@ static int fast_innermost(sp_dbgmod *m, const top_cu *c, uint64_t da, Dwarf_Die 
 	if (!c || !c->usable)
 		return -1;
 	const top_range *seg = m->tops + c->first;
-	size_t lo = 0, hi = c->count;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (seg[mid].lo <= da)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, c->count, mid, seg[mid].lo <= da);
 	const top_range *best = NULL;
 	for (size_t i = lo; i > 0 && seg[i - 1].max_hi > da; i--) {
 		const top_range *t = &seg[i - 1];

@@ -10,6 +10,8 @@
 #include "common/checksum.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/htab.h"
+#include "common/search.h"
 
 static const uint8_t magic[4] = { 'S', 'P', 'S', 'C' };
 
@@ -163,20 +165,15 @@ uint32_t sp_symcache_lookup(const sp_symcache *t, uint64_t off, sp_symcache_fram
                             uint32_t max, uint64_t *start, uint32_t *range_len)
 {
 	/* Find the last range starting at or before off. */
-	uint32_t lo = 0, hi = t->range_count;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (sp_le64(t->ranges + (size_t)mid * SP_SYMCACHE_RANGE_SIZE) <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, t->range_count, mid,
+	                   sp_le64(t->ranges + mid * SP_SYMCACHE_RANGE_SIZE) <= off);
 	if (lo == 0)
 		return 0;
 	const uint8_t *r = t->ranges + (size_t)(lo - 1) * SP_SYMCACHE_RANGE_SIZE;
 	if (off - sp_le64(r) >= sp_le32(r + 8))
 		return 0;
-	return sp_symcache_range(t, lo - 1, frames, max, start, range_len);
+	return sp_symcache_range(t, (uint32_t)(lo - 1), frames, max, start, range_len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -193,44 +190,17 @@ typedef struct binline {
 	uint32_t name, file, line, parent;
 } binline;
 
-/* Open-addressing set of uint32 ids; slot value 0 is empty, else id + 1. */
-typedef struct idmap {
-	uint32_t *slots;
-	size_t cap; /* Power of two. */
-	size_t used;
-} idmap;
-
 struct sp_symcache_builder {
 	uint8_t build_id[SP_SYMCACHE_MAX_BUILD_ID];
 	uint32_t build_id_len;
-	sp_buf strings; /* Concatenated NUL-terminated strings. */
-	idmap str_map;  /* String offsets, keyed by content. */
-	binline *inl;   /* Inline records, parents first. */
+	sp_buf strings;  /* Concatenated NUL-terminated strings. */
+	sp_htab str_map; /* String offsets, keyed by content. */
+	binline *inl;    /* Inline records, parents first. */
 	size_t ninl, inl_cap;
-	idmap inl_map;
+	sp_htab inl_map;
 	bentry *ent;
 	size_t nent, ent_cap;
 };
-
-static int idmap_grow(idmap *m)
-{
-	size_t ncap = m->cap ? m->cap * 2 : 256;
-	uint32_t *ns = sp_calloc(ncap, sizeof(uint32_t));
-	if (!ns)
-		return sp_error(-ENOMEM, "symcache: out of memory");
-	/* Rehash needs the hash of each id; callers rebuild through re-insert,
-	 * so keep the old slots and let the caller reinsert. */
-	sp_free(m->slots);
-	m->slots = ns;
-	m->cap = ncap;
-	m->used = 0;
-	return 0;
-}
-
-static uint64_t str_hash(const char *s)
-{
-	return sp_hash_bytes(s, strlen(s));
-}
 
 static uint64_t inl_hash(const binline *r)
 {
@@ -238,27 +208,6 @@ static uint64_t inl_hash(const binline *r)
 	h = sp_hash_combine(h, r->file);
 	h = sp_hash_combine(h, r->line);
 	return sp_hash_combine(h, r->parent);
-}
-
-static void str_map_put(sp_symcache_builder *b, uint32_t off)
-{
-	const char *s = (const char *)b->strings.data + off;
-	size_t mask = b->str_map.cap - 1;
-	size_t i = (size_t)str_hash(s) & mask;
-	while (b->str_map.slots[i])
-		i = (i + 1) & mask;
-	b->str_map.slots[i] = off + 1;
-	b->str_map.used++;
-}
-
-static void inl_map_put(sp_symcache_builder *b, uint32_t idx)
-{
-	size_t mask = b->inl_map.cap - 1;
-	size_t i = (size_t)inl_hash(&b->inl[idx]) & mask;
-	while (b->inl_map.slots[i])
-		i = (i + 1) & mask;
-	b->inl_map.slots[i] = idx + 1;
-	b->inl_map.used++;
 }
 
 /* Interns @p s, returning its offset in *off (NONE for NULL). */
@@ -269,53 +218,42 @@ static int intern_str(sp_symcache_builder *b, const char *s, uint32_t *off)
 		return 0;
 	}
 	size_t n = strlen(s);
-	if (b->str_map.cap) {
-		size_t mask = b->str_map.cap - 1;
-		size_t i = (size_t)str_hash(s) & mask;
-		while (b->str_map.slots[i]) {
-			uint32_t o = b->str_map.slots[i] - 1;
-			if (strcmp((const char *)b->strings.data + o, s) == 0) {
-				*off = o;
-				return 0;
-			}
-			i = (i + 1) & mask;
+	int rc = sp_htab_reserve(&b->str_map);
+	if (rc)
+		return rc;
+	sp_htab_probe pr;
+	sp_htab_probe_start(&b->str_map, sp_hash_bytes(s, n), &pr);
+	uint32_t o;
+	while ((o = sp_htab_probe_next(&b->str_map, &pr)) != SP_HTAB_NONE) {
+		if (strcmp((const char *)b->strings.data + o, s) == 0) {
+			*off = o;
+			return 0;
 		}
 	}
 	if (b->strings.len + n + 1 > SP_SYMCACHE_MAX_STRINGS)
 		return sp_error(STACKPULSE_ELIMIT, "symcache: string table over %u bytes",
 		                SP_SYMCACHE_MAX_STRINGS);
-	if ((b->str_map.used + 1) * 2 > b->str_map.cap) {
-		int rc = idmap_grow(&b->str_map);
-		if (rc)
-			return rc;
-		/* Reinsert every string already stored. */
-		size_t o = 0;
-		while (o < b->strings.len) {
-			str_map_put(b, (uint32_t)o);
-			o += strlen((const char *)b->strings.data + o) + 1;
-		}
-	}
 	uint32_t at = (uint32_t)b->strings.len;
-	int rc = sp_buf_append(&b->strings, s, n + 1);
+	rc = sp_buf_append(&b->strings, s, n + 1);
 	if (rc)
 		return rc;
-	str_map_put(b, at);
+	sp_htab_insert(&b->str_map, &pr, at);
 	*off = at;
 	return 0;
 }
 
 static int intern_inline(sp_symcache_builder *b, const binline *r, uint32_t *idx)
 {
-	if (b->inl_map.cap) {
-		size_t mask = b->inl_map.cap - 1;
-		size_t i = (size_t)inl_hash(r) & mask;
-		while (b->inl_map.slots[i]) {
-			uint32_t k = b->inl_map.slots[i] - 1;
-			if (memcmp(&b->inl[k], r, sizeof(*r)) == 0) {
-				*idx = k;
-				return 0;
-			}
-			i = (i + 1) & mask;
+	int rc = sp_htab_reserve(&b->inl_map);
+	if (rc)
+		return rc;
+	sp_htab_probe pr;
+	sp_htab_probe_start(&b->inl_map, inl_hash(r), &pr);
+	uint32_t k;
+	while ((k = sp_htab_probe_next(&b->inl_map, &pr)) != SP_HTAB_NONE) {
+		if (memcmp(&b->inl[k], r, sizeof(*r)) == 0) {
+			*idx = k;
+			return 0;
 		}
 	}
 	if (b->ninl >= SP_SYMCACHE_MAX_INLINES)
@@ -329,16 +267,9 @@ static int intern_inline(sp_symcache_builder *b, const binline *r, uint32_t *idx
 		b->inl = n;
 		b->inl_cap = ncap;
 	}
-	if ((b->inl_map.used + 1) * 2 > b->inl_map.cap) {
-		int rc = idmap_grow(&b->inl_map);
-		if (rc)
-			return rc;
-		for (size_t k = 0; k < b->ninl; k++)
-			inl_map_put(b, (uint32_t)k);
-	}
 	b->inl[b->ninl] = *r;
 	*idx = (uint32_t)b->ninl;
-	inl_map_put(b, (uint32_t)b->ninl);
+	sp_htab_insert(&b->inl_map, &pr, (uint32_t)b->ninl);
 	b->ninl++;
 	return 0;
 }
@@ -364,8 +295,8 @@ void sp_symcache_builder_free(sp_symcache_builder *b)
 	if (!b)
 		return;
 	sp_buf_free(&b->strings);
-	sp_free(b->str_map.slots);
-	sp_free(b->inl_map.slots);
+	sp_htab_free(&b->str_map);
+	sp_htab_free(&b->inl_map);
 	sp_free(b->inl);
 	sp_free(b->ent);
 	sp_free(b);

@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/search.h"
 #include "unwind/unwind_internal.h"
 
 int sp_unwinder_new(sp_unwinder **out)
@@ -86,14 +87,8 @@ void sp_unwind_space_clear(sp_unwind_space *s)
 /* Index of the first mapping whose end is above @p addr. */
 static size_t first_ending_after(const sp_unwind_space *s, uint64_t addr)
 {
-	size_t lo = 0, hi = s->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (s->maps[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo;
+	SP_PARTITION_POINT(lo, s->n, mid, s->maps[mid].end <= addr);
 	return lo;
 }
 

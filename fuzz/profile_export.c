@@ -1,0 +1,76 @@
+/* Fuzz target: untrusted spool bytes -> decode -> profile (no symbolizer) ->
+ * every exporter into a counting sink. Exports may fail (ELIMIT, a full
+ * sink); they must not crash, and their memory must stay bounded by the
+ * profile (fuzz-smoke runs this with -rss_limit_mb). Links the full library:
+ * the exporters live in src/profile. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spool_fixup.h"
+#include "stackpulse.h"
+
+#define ENSURE(cond)                                                                               \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			__builtin_trap();                                                          \
+	} while (0)
+
+/* The sink refuses past this, so one input cannot write for seconds. */
+#define SINK_MAX (16u << 20)
+
+typedef struct sink {
+	uint64_t bytes;
+} sink;
+
+static int count(void *ctx, const void *data, size_t len)
+{
+	sink *s = ctx;
+	ENSURE(data != NULL || len == 0);
+	ENSURE(len <= 65536); /* Exporters hand over blocks, never whole files. */
+	s->bytes += len;
+	return s->bytes > SINK_MAX ? -28 /* -ENOSPC */ : 0;
+}
+
+static void export_one(const uint8_t *data, size_t size)
+{
+	stackpulse_spool *spool = NULL;
+	stackpulse_spool_open_opts so = STACKPULSE_SPOOL_OPEN_OPTS;
+	so.buf = data;
+	so.len = size;
+	if (stackpulse_spool_open(NULL, &so, &spool) != 0)
+		return;
+	/* The last byte picks export flags and the view, so every path runs. */
+	uint8_t sel = size ? data[size - 1] : 0;
+	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
+	po.view = (sel >> 4) % 3;
+	stackpulse_profile *p = NULL;
+	if (stackpulse_profile_build(spool, NULL, &po, &p) == 0) {
+		for (int fmt = STACKPULSE_EXPORT_FOLDED; fmt <= STACKPULSE_EXPORT_SVG; fmt++) {
+			stackpulse_export_opts eo = STACKPULSE_EXPORT_OPTS;
+			eo.flags = sel & 0xfu;
+			sink s = { 0 };
+			int rc = stackpulse_export(p, (enum stackpulse_export_format)fmt, &eo,
+			                           count, &s);
+			ENSURE(rc <= 0);
+			/* Only folded output may be empty (a profile without samples). */
+			ENSURE(rc != 0 || s.bytes > 0 || fmt == STACKPULSE_EXPORT_FOLDED);
+		}
+		stackpulse_profile_free(p);
+	}
+	stackpulse_spool_close(spool);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	export_one(data, size);
+	uint8_t *fixed = sp_fuzz_fix_checksums(data, size);
+	if (fixed) {
+		export_one(fixed, size);
+		free(fixed);
+	}
+	return 0;
+}
