@@ -46,10 +46,10 @@ pub const record = [_][]const u8{
     "src/record/proc_scan.c",
     "src/record/process_table.c",
     "src/record/recorder.c",
-    "src/record/liveness.c",
-    "src/record/realtime_wait.c",
+    "src/record/event_set.c",
     "src/record/ring.c",
     "src/record/sample.c",
+    "src/record/kernel_symbols.c",
     "src/record/embed_symbols.c",
     "src/record/perfmap_names.c",
     "src/record/python_layout.c",
@@ -60,6 +60,7 @@ pub const record = [_][]const u8{
     "src/record/python_perfmap.c",
     "src/record/python_reader.c",
     "src/record/python_early.c",
+    "src/record/python_frames.c",
 };
 
 pub const unwind = [_][]const u8{

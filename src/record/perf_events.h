@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* PERF_SAMPLE_* bits of every sampling event; the parser in recorder.c
+/* PERF_SAMPLE_* bits of every sampling event; the parser in sample.c
  * depends on this exact set. */
 #define SP_PERF_SAMPLE_TYPE                                                                        \
 	(PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |            \

@@ -1,9 +1,9 @@
 /* Internal state of a recording, shared by recorder.c (public API, event
- * loop) and sample.c (perf records -> spool). */
+ * loop), event_set.c (rings and perf events), sample.c (perf records ->
+ * spool) and the files that serve them. */
 #ifndef SP_RECORD_RECORDER_H
 #define SP_RECORD_RECORDER_H
 
-#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -55,7 +55,7 @@ typedef struct sp_thread_loss {
 	uint64_t lost;
 } sp_thread_loss;
 
-/* Stack copies sized to need (sample.c learns, recorder.c re-opens). */
+/* Stack copies sized to need (sample.c learns, event_set.c re-opens). */
 #define SP_COPY_MIN        1024u /* Smallest stack copy asked for. */
 #define SP_COPY_LEARN      64u   /* Complete unwinds seen before shrinking. */
 #define SP_COPY_MAX_RESIZE 64u   /* Re-opens per recording. */
@@ -143,6 +143,19 @@ struct stackpulse_recorder {
 	uint32_t embed_fds; /* Descriptors held in embed_files. */
 };
 
+/* The rings and perf events of a recording (event_set.c). */
+/* Maps one ring per CPU that has one and adds it to the epoll set. */
+int sp_recorder_open_rings(stackpulse_recorder *rec);
+/* Opens events on every thread of the target; with @p rescan, repeats
+ * until a pass finds no new thread (live attach). */
+int sp_recorder_open_all_threads(stackpulse_recorder *rec, int rescan);
+int sp_recorder_enable_all(stackpulse_recorder *rec);
+/* Adds the lost-sample counters of fds[from..to) to their threads. */
+int sp_recorder_read_loss(stackpulse_recorder *rec, size_t from, size_t to);
+/* One step of re-opening every event with the stack copy size sampling
+ * asked for (rec->copy_want); called from the drain. */
+int sp_recorder_reopen_step(stackpulse_recorder *rec);
+
 /* Handles one ring record; returns 0 or a writer error. */
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
                        const uint8_t *p, size_t len);
@@ -166,23 +179,13 @@ int sp_recorder_python_take(stackpulse_recorder *rec, const sp_process *proc, pi
                             uint64_t time, uint32_t *n, int *truncated, int *rc);
 void sp_recorder_python_early_free(stackpulse_recorder *rec);
 
-/* 1 when @p pid lives (a zombie leader with live threads does). */
-int sp_recorder_pid_alive(pid_t pid);
-/* 1 while the target lives; remembers its end. */
-int sp_recorder_target_alive(stackpulse_recorder *rec);
-/* 1 while the target or a followed child lives. */
-int sp_recorder_any_alive(stackpulse_recorder *rec);
-
-/* The waiting thread's scheduling, saved while it runs at SCHED_FIFO. */
-typedef struct sp_sched_saved {
-	int policy;
-	struct sched_param param;
-} sp_sched_saved;
-/* Raises the calling thread to SCHED_FIFO 1 for one wait when opts.realtime
- * asks for it (sets rec->realtime); 1 when raised, then call
- * sp_recorder_realtime_end with @p saved. */
-int sp_recorder_realtime_begin(stackpulse_recorder *rec, sp_sched_saved *saved);
-void sp_recorder_realtime_end(const sp_sched_saved *saved);
+/* The CPython reader of @p proc, probing once per image; NULL when it runs
+ * none or opts.python is off (python_frames.c). */
+sp_python *sp_recorder_python_for(stackpulse_recorder *rec, sp_process *proc);
+/* The spool frame of Python frame @p f into *id (its code object interned
+ * once); *skip set for frames that get none (synthetic or unknown code). */
+int sp_recorder_python_frame(stackpulse_recorder *rec, sp_python *py, const struct sp_py_frame *f,
+                             uint32_t *id, int *skip);
 
 /* The perf timestamp of a record (0 when it has none). */
 uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p, size_t len);
@@ -205,6 +208,9 @@ void sp_recorder_embed_release(stackpulse_recorder *rec);
 /* Copies the perf maps of every process seen into the spool (JIT names). */
 int sp_recorder_write_perfmaps(stackpulse_recorder *rec);
 
+/* Remembers kernel pc @p a for the symbols written at finish
+ * (kernel_symbols.c); past SP_MAX_KADDRS new pcs are not remembered. */
+int sp_recorder_kaddr_add(stackpulse_recorder *rec, uint64_t a);
 /* Writes the kernel symbols of every kernel address seen. */
 int sp_recorder_write_ksyms(stackpulse_recorder *rec);
 

@@ -2,16 +2,12 @@
  * bounds-checked cursor over the record; a malformed record is counted and
  * skipped, never trusted. */
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/cursor.h"
 #include "common/error.h"
-#include "common/hash.h"
 #include "common/search.h"
-#include "record/kallsyms.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
 #include "record/recorder.h"
@@ -142,90 +138,12 @@ static int process_for(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_pr
 	return 0;
 }
 
-static int kaddr_add(stackpulse_recorder *rec, uint64_t a)
-{
-	if (a == 0)
-		return 0;
-	if ((rec->kused + 1) * 2 > rec->kcap) {
-		if (rec->kused >= SP_MAX_KADDRS)
-			return 0; /* Beyond the cap the frames stay unnamed. */
-		size_t nc = rec->kcap ? rec->kcap * 2 : 1024;
-		uint64_t *nk = sp_calloc(nc, sizeof(*nk));
-		if (!nk)
-			return -ENOMEM;
-		for (size_t i = 0; i < rec->kcap; i++) {
-			if (!rec->kaddrs[i])
-				continue;
-			size_t j = (size_t)sp_hash64(rec->kaddrs[i]) & (nc - 1);
-			while (nk[j])
-				j = (j + 1) & (nc - 1);
-			nk[j] = rec->kaddrs[i];
-		}
-		sp_free(rec->kaddrs);
-		rec->kaddrs = nk;
-		rec->kcap = nc;
-	}
-	size_t j = (size_t)sp_hash64(a) & (rec->kcap - 1);
-	while (rec->kaddrs[j]) {
-		if (rec->kaddrs[j] == a)
-			return 0;
-		j = (j + 1) & (rec->kcap - 1);
-	}
-	rec->kaddrs[j] = a;
-	rec->kused++;
-	return 0;
-}
-
 static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t module,
                      uint64_t offset)
 {
 	struct stackpulse_raw_frame f = { (enum stackpulse_frame_kind)kind, module, offset, SP_NONE,
 		                          0 };
 	return sp_recorder_frame(rec, &f, &rec->frames[(*n)++]);
-}
-
-/* The CPython reader of @p proc, probing once per image. */
-static sp_python *python_for(stackpulse_recorder *rec, sp_process *proc)
-{
-	if (rec->opts.python == STACKPULSE_FEATURE_OFF)
-		return NULL;
-	if (!proc->py_probed) {
-		proc->py_probed = 1;
-		int rc = sp_python_probe(proc->pid, &proc->py);
-		if (rc != 0) {
-			proc->py = NULL;
-			/* A CPython found but not readable (an unsupported version):
-			 * recorded without Python frames, and said in the stats. */
-			if (rc != STACKPULSE_ENOTFOUND && rc != -ESRCH && rc != -ENOMEM &&
-			    rec->python_unreadable++ == 0)
-				snprintf(rec->python_note, sizeof(rec->python_note), "pid %d: %s",
-				         (int)proc->pid, stackpulse_last_error());
-		} else {
-			rec->python_found = 1;
-			proc->py_serial = ++rec->py_serials;
-			sp_python_set_totals(proc->py, &rec->python_stats);
-		}
-	}
-	return proc->py;
-}
-
-/* The spool frame of Python frame @p f (its code object interned once). */
-static int python_frame(stackpulse_recorder *rec, sp_python *py, const sp_py_frame *f, uint32_t *id,
-                        int *skip)
-{
-	sp_py_code *code = sp_python_code(py, f->code);
-	*skip = !code || code->synthetic;
-	if (*skip)
-		return 0;
-	if (code->user == UINT32_MAX) {
-		int rc = sp_writer_pycode(rec->w, code->qualname, code->filename, code->first_line,
-		                          &code->user);
-		if (rc)
-			return rc;
-	}
-	struct stackpulse_raw_frame rf = { STACKPULSE_FRAME_PYTHON, SP_NONE, f->offset, code->user,
-		                           f->line };
-	return sp_recorder_frame(rec, &rf, id);
 }
 
 /* Appends the user part: native pcs merged with the Python stack when the
@@ -235,7 +153,7 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
                        uint64_t sp, uint64_t time, uint32_t *n)
 {
 	int rc;
-	sp_python *py = python_for(rec, proc);
+	sp_python *py = sp_recorder_python_for(rec, proc);
 	uint32_t npy = 0;
 	int py_trunc = 0;
 	int early_rc = 0;
@@ -269,8 +187,9 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 					rc = sp_recorder_frame(rec, &f, &rec->frames[(*n)++]);
 				} else if (it->kind == SP_PY_MERGE_PYTHON && it->index < npy) {
 					int skip;
-					rc = python_frame(rec, py, &rec->pyframes[it->index],
-					                  &rec->frames[*n], &skip);
+					rc = sp_recorder_python_frame(rec, py,
+					                              &rec->pyframes[it->index],
+					                              &rec->frames[*n], &skip);
 					if (!skip)
 						(*n)++;
 				} else {
@@ -416,7 +335,7 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 			continue;
 		if ((rc = add_frame(rec, &n, STACKPULSE_FRAME_KERNEL, SP_NONE, a)) != 0)
 			return rc;
-		if ((rc = kaddr_add(rec, a)) != 0)
+		if ((rc = sp_recorder_kaddr_add(rec, a)) != 0)
 			return rc;
 	}
 	/* User part from the online unwinder. */
@@ -634,35 +553,4 @@ int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header 
 	case PERF_RECORD_LOST_SAMPLES: return handle_lost(rec, p, len, 1);
 	default: return 0; /* THROTTLE, MMAP (mmap2 supersedes it), ... */
 	}
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
-static int emit_ksym(void *ctx, uint64_t start, const char *name, const char *module)
-{
-	return sp_writer_ksym(ctx, start, name, module);
-}
-
-int sp_recorder_write_ksyms(stackpulse_recorder *rec)
-{
-	if (rec->kused == 0)
-		return 0;
-	size_t n = 0;
-	for (size_t i = 0; i < rec->kcap; i++)
-		if (rec->kaddrs[i])
-			rec->kaddrs[n++] = rec->kaddrs[i]; /* Compact in place. */
-	qsort(rec->kaddrs, n, sizeof(uint64_t), cmp_u64);
-	rec->kused = 0;
-	int zeroed = 0;
-	char *dir = sp_recorder_cache_dir(rec);
-	int rc = sp_kallsyms_resolve_cached(dir, rec->kaddrs, n, emit_ksym, rec->w, &zeroed);
-	sp_free(dir);
-	memset(rec->kaddrs, 0, rec->kcap * sizeof(uint64_t));
-	if (zeroed)
-		rec->kptr_zeroed = 1;
-	return rc == -EACCES || rc == -ENOENT ? 0 : rc;
 }
