@@ -81,8 +81,15 @@ pub fn build(b: *std.Build) void {
     // stackpulse.pc links the shared library; stackpulse-static.pc names
     // libstackpulse.a by path, since -lstackpulse picks the .so wherever
     // both are installed. System libraries come as pkg-config modules.
-    const requires = std.mem.join(b.allocator, " ", pkgModules(ctx, .full)) catch @panic("OOM");
-    const cxx = if (hasSystemLibstdcxx(ctx)) "-lstdc++" else "";
+    // libcurl is named as -lcurl, not as a module: `pkg-config --static`
+    // would pull in its private libraries (nghttp2, ssh2, ldap, ...), whose
+    // development files Debian's libcurl4-openssl-dev does not bring.
+    var req_list: std.ArrayList([]const u8) = .empty;
+    for (pkgModules(ctx, .full)) |m| {
+        if (!std.mem.eql(u8, m, "libcurl")) req_list.append(b.allocator, m) catch @panic("OOM");
+    }
+    const requires = std.mem.join(b.allocator, " ", req_list.items) catch @panic("OOM");
+    const cxx = b.fmt("{s}{s}", .{ if (ctx.curl) "-lcurl " else "", if (hasSystemLibstdcxx(ctx)) "-lstdc++" else "" });
     const pc_files = [_]struct { name: []const u8, desc: []const u8, libs: []const u8, requires: []const u8, private: []const u8 }{
         .{ .name = "stackpulse", .desc = "", .libs = "-L${libdir} -lstackpulse", .requires = "Requires.private", .private = cxx },
         .{ .name = "stackpulse-static", .desc = " (static library)", .libs = b.fmt("${{libdir}}/libstackpulse.a {s}", .{cxx}), .requires = "Requires", .private = "" },

@@ -125,7 +125,7 @@ struct groups {
 
 static void groups_free(struct groups *g)
 {
-	for (uint32_t i = 0; i < g->n; i++)
+	for (uint32_t i = 0; g->label && i < g->n; i++)
 		free(g->label[i]);
 	free(g->label);
 	free(g->of_thread);

@@ -149,7 +149,7 @@ static int pyroscope_url(CURL *c, const stackpulse_profile *p, const stackpulse_
 	         from, until, p->frequency ? p->frequency : 100);
 	if (!rc)
 		rc = sp_buf_append(url, "/ingest?name=", 13);
-	if (!rc)
+	if (!rc && esc)
 		rc = sp_buf_append(url, esc, strlen(esc));
 	if (!rc)
 		rc = sp_buf_append(url, q, strlen(q));
@@ -257,8 +257,8 @@ int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opt
 		return sp_error(-EINVAL, "push: profile is NULL");
 	stackpulse_push_opts o;
 	int rc = push_opts(opts, &o);
-	if (rc)
-		return rc;
+	if (rc || !o.url) /* push_opts refused a NULL URL already. */
+		return rc ? rc : -EINVAL;
 	sp_buf body, url;
 	sp_buf_init(&body);
 	sp_buf_init(&url);

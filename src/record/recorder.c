@@ -767,10 +767,16 @@ int stackpulse_recorder_fd(const stackpulse_recorder *rec)
  * size_t sz (read through @p sz) at least covers sz itself. */
 static int stats_args(const stackpulse_recorder *rec, const size_t *sz)
 {
-	if (!rec || !sz)
-		return sp_error(-EINVAL, "NULL argument");
-	if (*sz < sizeof(size_t))
-		return sp_error(-EINVAL, "stats->sz is %zu", *sz);
+	/* -EINVAL stated after sp_error, so the analyzer sees the NULL path
+	 * end here. */
+	if (!rec || !sz) {
+		sp_error(-EINVAL, "NULL argument");
+		return -EINVAL;
+	}
+	if (*sz < sizeof(size_t)) {
+		sp_error(-EINVAL, "stats->sz is %zu", *sz);
+		return -EINVAL;
+	}
 	return 0;
 }
 

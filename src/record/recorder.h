@@ -81,9 +81,9 @@ struct stackpulse_recorder {
 	sp_perf_setup setup;
 
 	int ncpu;
-	sp_ring *rings; /* One per CPU; fd -1 when the CPU is absent. */
 	int epfd;
-	int *fds; /* Sampling events (threads x CPUs). */
+	sp_ring *rings; /* One per CPU; fd -1 when the CPU is absent. */
+	int *fds;       /* Sampling events (threads x CPUs). */
 	size_t nfds, capfds;
 	sp_event_id *ids; /* Sorted by id after setup; grows on rescans. */
 	size_t nids, capids;
@@ -99,6 +99,7 @@ struct stackpulse_recorder {
 	uint32_t copy_resizes; /* Re-opens done. */
 	int copy_stop;         /* Sizing gave up (a re-open was refused). */
 	uint32_t reopen_size;  /* Copy size of a re-open under way; 0: none. */
+	int kptr_zeroed;
 	size_t reopen_old;     /* fds[0..reopen_old) are the old events then. */
 	uint64_t copy_cut;     /* Unwinds cut by the end of a shrunk copy. */
 	uint64_t ring_bytes;   /* Data bytes of all rings. */
@@ -107,13 +108,11 @@ struct stackpulse_recorder {
 
 	uint64_t *kaddrs; /* Open-addressing set of kernel pcs; 0 = empty. */
 	size_t kcap, kused;
-	int kptr_zeroed;
 
 	uint64_t lost;
 	uint64_t truncated;
 	uint64_t dropped;       /* Samples of unfollowed or duplicate events. */
 	uint64_t corrupt;       /* Malformed records skipped. */
-	int error;              /* First error of a drain (sticky). */
 	uint64_t last_flush_ns; /* CLOCK_MONOTONIC of the last chunk flush. */
 
 	uint64_t python_samples;          /* Samples that carry Python frames. */
@@ -121,6 +120,7 @@ struct stackpulse_recorder {
 	uint32_t python_unreadable;       /* CPython processes the reader refused. */
 	char python_note[320];            /* Why the first of them was refused. */
 	int realtime;                     /* SCHED_FIFO while waiting: 1 yes, -1 refused. */
+	int error;                        /* First error of a drain (sticky). */
 	sp_python_stats python_stats;     /* Python reading costs, summed over processes. */
 	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */
 	sp_early_py *early;               /* SP_EARLY_PY slots once Python is found. */
@@ -136,11 +136,11 @@ struct stackpulse_recorder {
 	struct sp_native_frame *native;
 	size_t nnative, capnative;
 	uint32_t frames_seen; /* Frame ids below this were already handed out. */
+	uint32_t embed_fds;   /* Descriptors held in embed_files. */
 	/* Per module: its file, opened while a process mapping it lived
 	 * (embed_symbols.c). */
 	struct sp_embed_file *embed_files;
 	size_t nembed_files;
-	uint32_t embed_fds; /* Descriptors held in embed_files. */
 };
 
 /* The rings and perf events of a recording (event_set.c). */
