@@ -92,7 +92,7 @@ pub const profile = [_][]const u8{
     "src/profile/export_pprof.c",
     "src/profile/export_firefox.c",
     "src/profile/proto.c",
-    "src/profile/locations.c",
+    "src/profile/proto_tables.c",
     "src/profile/export_otlp.c",
     "src/profile/push.c",
 };

@@ -13,7 +13,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "profile/export_internal.h"
-#include "profile/locations.h"
+#include "profile/proto_tables.h"
 #include "profile/proto.h"
 
 #define SP_STR_(x) #x
@@ -76,38 +76,14 @@ typedef struct ot {
 	sp_buf strings, mappings, locations, functions, attributes, stacks;
 	sp_buf samples; /* Repeated Profile.samples. */
 	sp_buf msg, sub, tmp;
-	uint32_t nstr, nattrs, nstacks;
+	uint32_t nattrs, nstacks;
 	uint32_t k_bid, k_tid, k_tname, k_pid; /* Attribute key strings, 0 until used. */
-	uint32_t *str_map;                     /* Profile string -> string_table index, SP_NONE. */
+	sp_pbstrings strs;                     /* The string_table. */
 	uint32_t *map_of_str;                  /* Module string -> mapping index, 0 when none. */
 	uint32_t *stack_of;                    /* Profile stack node -> stack_table index, 0. */
 	uint32_t *thread_attr;                 /* Thread -> first of its 3 attributes, 0. */
 	sp_locs locs;
 } ot;
-
-static int add_string(ot *x, const char *s, uint32_t *idx)
-{
-	int rc = sp_pb_str(&x->strings, DICT_STRING, s);
-	if (rc)
-		return rc;
-	*idx = x->nstr++;
-	return 0;
-}
-
-static int str_of(ot *x, uint32_t pstr, uint32_t *idx)
-{
-	if (pstr == 0) {
-		*idx = 0;
-		return 0;
-	}
-	if (x->str_map[pstr] == SP_NONE) {
-		int rc = add_string(x, sp_pstr(x->p, pstr), &x->str_map[pstr]);
-		if (rc)
-			return rc;
-	}
-	*idx = x->str_map[pstr];
-	return 0;
-}
 
 /* A KeyValue with a string value (resource attributes). */
 static int resource_attr(sp_buf *out, sp_buf *kv, sp_buf *any, const char *key, const char *val,
@@ -128,7 +104,7 @@ static int resource_attr(sp_buf *out, sp_buf *kv, sp_buf *any, const char *key, 
  * index (0 until first use). */
 static int dict_attr(ot *x, const char *key, uint32_t *kidx, const char *sval, int64_t ival)
 {
-	int rc = *kidx ? 0 : add_string(x, key, kidx);
+	int rc = *kidx ? 0 : sp_pbstrings_add(&x->strs, key, kidx);
 	uint32_t k = *kidx;
 	sp_buf_reset(&x->sub);
 	sp_buf_reset(&x->tmp);
@@ -152,7 +128,7 @@ static int write_mapping(void *ctx, uint32_t module, uint32_t build_id, uint32_t
 	(void)index;
 	const struct stackpulse_profile *p = x->p;
 	uint32_t sfile, bid_attr = 0;
-	int rc = str_of(x, module, &sfile);
+	int rc = sp_pbstrings_of(&x->strs, module, &sfile);
 	if (!rc && build_id) {
 		bid_attr = x->nattrs;
 		rc = dict_attr(x, "process.executable.build_id.gnu", &x->k_bid,
@@ -178,9 +154,9 @@ static int write_functions(ot *x)
 	for (uint32_t i = 0; i < p->nfuncs; i++) {
 		const struct stackpulse_profile_func *fn = &p->funcs[i];
 		uint32_t name, file;
-		int rc = str_of(x, fn->name, &name);
+		int rc = sp_pbstrings_of(&x->strs, fn->name, &name);
 		if (!rc)
-			rc = str_of(x, fn->file, &file);
+			rc = sp_pbstrings_of(&x->strs, fn->file, &file);
 		if (rc)
 			return rc;
 		sp_buf_reset(&x->msg);
@@ -307,8 +283,8 @@ static int write_samples(ot *x)
 static int value_type(ot *x, sp_buf *out, uint32_t field, const char *type, const char *unit)
 {
 	uint32_t t, u;
-	int rc = add_string(x, type, &t);
-	PB(add_string(x, unit, &u));
+	int rc = sp_pbstrings_add(&x->strs, type, &t);
+	PB(sp_pbstrings_add(&x->strs, unit, &u));
 	sp_buf_reset(&x->tmp);
 	PB(sp_pb_u64(&x->tmp, VT_TYPE, t));
 	PB(sp_pb_u64(&x->tmp, VT_UNIT, u));
@@ -362,18 +338,15 @@ int sp_export_otlp(const struct stackpulse_profile *p, const stackpulse_export_o
 	sp_buf_init(&top);
 	int rc = 0;
 	size_t ns = p->nstrings ? p->nstrings : 1;
-	x.str_map = sp_malloc(ns * sizeof(uint32_t));
 	x.map_of_str = sp_calloc(ns, sizeof(uint32_t));
 	x.stack_of = sp_calloc(p->nstacks ? p->nstacks : 1, sizeof(uint32_t));
 	x.thread_attr = sp_calloc(p->nthreads ? p->nthreads : 1, sizeof(uint32_t));
-	if (!x.str_map || !x.map_of_str || !x.stack_of || !x.thread_attr) {
+	if (!x.map_of_str || !x.stack_of || !x.thread_attr) {
 		rc = sp_error(-ENOMEM, "otlp tables");
 		goto done;
 	}
-	memset(x.str_map, 0xff, ns * sizeof(uint32_t));
-	uint32_t s_empty;
 	/* The zero entry of every table. */
-	PB(add_string(&x, "", &s_empty));
+	PB(sp_pbstrings_init(&x.strs, p, &x.strings, DICT_STRING));
 	PB(sp_pb_bytes(&x.mappings, DICT_MAPPING, "", 0));
 	PB(sp_pb_bytes(&x.locations, DICT_LOCATION, "", 0));
 	PB(sp_pb_bytes(&x.functions, DICT_FUNCTION, "", 0));
@@ -422,7 +395,7 @@ done:
 	sp_buf_free(&scope);
 	sp_buf_free(&res);
 	sp_buf_free(&top);
-	sp_free(x.str_map);
+	sp_pbstrings_free(&x.strs);
 	sp_free(x.map_of_str);
 	sp_free(x.stack_of);
 	sp_free(x.thread_attr);

@@ -14,7 +14,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "profile/export_internal.h"
-#include "profile/locations.h"
+#include "profile/proto_tables.h"
 #include "profile/proto.h"
 
 typedef struct pp {
@@ -22,8 +22,7 @@ typedef struct pp {
 	sp_buf out;           /* The encoded Profile message. */
 	sp_buf msg;           /* Scratch for one sub-message. */
 	sp_buf sub;           /* Scratch for a sub-sub-message or packed field. */
-	uint32_t nstr;        /* Strings written to the string table so far. */
-	uint32_t *str_map;    /* Profile string -> pprof string, SP_NONE. */
+	sp_pbstrings strs;    /* Field 6 of the Profile. */
 	uint32_t *map_of_str; /* Module string -> mapping id, 0 when none. */
 	sp_locs locs;
 	/* The gzip stream: out is handed over whenever it reaches a block, so
@@ -36,39 +35,14 @@ typedef struct pp {
 
 static int gz_feed(pp *x, int finish);
 
-/* Appends a string to the pprof string table and returns its index. */
-static int add_string(pp *x, const char *s, uint32_t *idx)
-{
-	int rc = sp_pb_str(&x->out, 6, s);
-	if (rc)
-		return rc;
-	*idx = x->nstr++;
-	return 0;
-}
-
-static int str_of(pp *x, uint32_t pstr, uint32_t *idx)
-{
-	if (pstr == 0) {
-		*idx = 0;
-		return 0;
-	}
-	if (x->str_map[pstr] == SP_NONE) {
-		int rc = add_string(x, sp_pstr(x->p, pstr), &x->str_map[pstr]);
-		if (rc)
-			return rc;
-	}
-	*idx = x->str_map[pstr];
-	return 0;
-}
-
 /* One pprof Mapping (sp_mapping_fn). */
 static int write_mapping(void *ctx, uint32_t module, uint32_t build_id, uint32_t index)
 {
 	pp *x = ctx;
 	uint32_t sfile, sbid;
-	int rc = str_of(x, module, &sfile);
+	int rc = sp_pbstrings_of(&x->strs, module, &sfile);
 	if (!rc)
-		rc = str_of(x, build_id, &sbid);
+		rc = sp_pbstrings_of(&x->strs, build_id, &sbid);
 	if (rc)
 		return rc;
 	sp_buf_reset(&x->msg);
@@ -117,9 +91,9 @@ static int write_functions(pp *x)
 	for (uint32_t i = 0; i < p->nfuncs; i++) {
 		const struct stackpulse_profile_func *fn = &p->funcs[i];
 		uint32_t name, file;
-		int rc = str_of(x, fn->name, &name);
+		int rc = sp_pbstrings_of(&x->strs, fn->name, &name);
 		if (!rc)
-			rc = str_of(x, fn->file, &file);
+			rc = sp_pbstrings_of(&x->strs, fn->file, &file);
 		if (rc)
 			return rc;
 		sp_buf_reset(&x->msg);
@@ -192,7 +166,7 @@ static int write_samples(pp *x, uint32_t flags, uint32_t k_pid, uint32_t k_tid, 
 			PB(label(x, k_tid, 0, t->tid));
 		if (t && (flags & STACKPULSE_EXPORT_THREAD_NAMES)) {
 			uint32_t sname = 0;
-			PB(str_of(x, t->name, &sname));
+			PB(sp_pbstrings_of(&x->strs, t->name, &sname));
 			PB(label(x, k_thread, sname, 0));
 		}
 		PB(sp_pb_msg(&x->out, 2, &x->msg));
@@ -274,29 +248,27 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 	sp_buf_init(&x.msg);
 	sp_buf_init(&x.sub);
 	int rc = 0;
-	x.str_map = sp_malloc((size_t)(p->nstrings ? p->nstrings : 1) * sizeof(uint32_t));
 	x.map_of_str = sp_calloc(p->nstrings ? p->nstrings : 1, sizeof(uint32_t));
-	if (!x.str_map || !x.map_of_str) {
+	if (!x.map_of_str) {
 		rc = sp_error(-ENOMEM, "pprof string map");
 		goto done;
 	}
-	memset(x.str_map, 0xff, (size_t)(p->nstrings ? p->nstrings : 1) * sizeof(uint32_t));
-	uint32_t s_empty, s_samples, s_count, s_cpu, s_ns, k_pid, k_tid, k_thread;
-	rc = add_string(&x, "", &s_empty);
+	uint32_t s_samples, s_count, s_cpu, s_ns, k_pid, k_tid, k_thread;
+	rc = sp_pbstrings_init(&x.strs, p, &x.out, 6);
 	if (!rc)
-		rc = add_string(&x, "samples", &s_samples);
+		rc = sp_pbstrings_add(&x.strs, "samples", &s_samples);
 	if (!rc)
-		rc = add_string(&x, "count", &s_count);
+		rc = sp_pbstrings_add(&x.strs, "count", &s_count);
 	if (!rc)
-		rc = add_string(&x, "cpu", &s_cpu);
+		rc = sp_pbstrings_add(&x.strs, "cpu", &s_cpu);
 	if (!rc)
-		rc = add_string(&x, "nanoseconds", &s_ns);
+		rc = sp_pbstrings_add(&x.strs, "nanoseconds", &s_ns);
 	if (!rc)
-		rc = add_string(&x, "pid", &k_pid);
+		rc = sp_pbstrings_add(&x.strs, "pid", &k_pid);
 	if (!rc)
-		rc = add_string(&x, "tid", &k_tid);
+		rc = sp_pbstrings_add(&x.strs, "tid", &k_tid);
 	if (!rc)
-		rc = add_string(&x, "thread", &k_thread);
+		rc = sp_pbstrings_add(&x.strs, "thread", &k_thread);
 	if (!rc)
 		rc = value_type(&x, 1, s_samples, s_count);
 	if (!rc)
@@ -327,7 +299,7 @@ done:
 	sp_buf_free(&x.out);
 	sp_buf_free(&x.msg);
 	sp_buf_free(&x.sub);
-	sp_free(x.str_map);
+	sp_pbstrings_free(&x.strs);
 	sp_free(x.map_of_str);
 	sp_locs_free(&x.locs);
 	return rc;

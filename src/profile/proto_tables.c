@@ -1,4 +1,4 @@
-/* Location interning for the protobuf exporters (see locations.h). */
+/* Tables the protobuf exporters share (see proto_tables.h). */
 #include <errno.h>
 #include <string.h>
 
@@ -6,7 +6,8 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "common/hash.h"
-#include "profile/locations.h"
+#include "profile/proto_tables.h"
+#include "profile/proto.h"
 
 static int grow32(uint32_t **arr, uint32_t *cap, uint32_t need)
 {
@@ -150,4 +151,50 @@ uint32_t sp_profile_mapping_of(const struct stackpulse_profile *p, const uint32_
 	     f->kind != STACKPULSE_FRAME_INLINE))
 		return 0;
 	return map_of_str[f->module];
+}
+
+int sp_pbstrings_init(sp_pbstrings *t, const struct stackpulse_profile *p, sp_buf *out,
+                      uint32_t field)
+{
+	size_t n = p->nstrings ? p->nstrings : 1;
+	t->p = p;
+	t->out = out;
+	t->field = field;
+	t->n = 0;
+	t->map = sp_malloc(n * sizeof(uint32_t));
+	if (!t->map)
+		return sp_error(-ENOMEM, "string table map of %zu", n);
+	memset(t->map, 0xff, n * sizeof(uint32_t));
+	uint32_t empty;
+	return sp_pbstrings_add(t, "", &empty);
+}
+
+void sp_pbstrings_free(sp_pbstrings *t)
+{
+	sp_free(t->map);
+	t->map = NULL;
+}
+
+int sp_pbstrings_add(sp_pbstrings *t, const char *s, uint32_t *idx)
+{
+	int rc = sp_pb_str(t->out, t->field, s);
+	if (rc)
+		return rc;
+	*idx = t->n++;
+	return 0;
+}
+
+int sp_pbstrings_of(sp_pbstrings *t, uint32_t pstr, uint32_t *idx)
+{
+	if (pstr == 0 || pstr >= t->p->nstrings) {
+		*idx = 0;
+		return 0;
+	}
+	if (t->map[pstr] == SP_NONE) {
+		int rc = sp_pbstrings_add(t, sp_pstr(t->p, pstr), &t->map[pstr]);
+		if (rc)
+			return rc;
+	}
+	*idx = t->map[pstr];
+	return 0;
 }

@@ -1,10 +1,12 @@
-/* Locations shared by the pprof and OTLP exporters: a physical frame with
- * the frames inlined into it, interned so each sequence gets one id. */
-#ifndef SP_PROFILE_LOCATIONS_H
-#define SP_PROFILE_LOCATIONS_H
+/* Tables the protobuf exporters (pprof, OTLP) share: locations (a physical
+ * frame with the frames inlined into it, interned so each sequence gets
+ * one id), the string table, and the order of the mappings. */
+#ifndef SP_PROFILE_PROTO_TABLES_H
+#define SP_PROFILE_PROTO_TABLES_H
 
 #include <stdint.h>
 
+#include "common/buf.h"
 #include "profile/profile_internal.h"
 
 typedef struct sp_locs {
@@ -28,6 +30,26 @@ int sp_locs_stack(sp_locs *l, uint32_t node, uint32_t *n_out);
 /* Frames of location @p id (1-based): *frames points at *len frame
  * indices, physical first. */
 void sp_locs_frames(const sp_locs *l, uint32_t id, const uint32_t **frames, uint32_t *len);
+
+/* The string table of a protobuf exporter: strings are appended to *out as
+ * repeated field @c field, index 0 being "", and each profile string is
+ * written once. */
+typedef struct sp_pbstrings {
+	const struct stackpulse_profile *p;
+	sp_buf *out;
+	uint32_t field;
+	uint32_t n;    /* Strings written so far. */
+	uint32_t *map; /* Profile string -> table index, SP_NONE until written. */
+} sp_pbstrings;
+
+/* Writes "" as string 0. 0, -ENOMEM or a buffer error. */
+int sp_pbstrings_init(sp_pbstrings *t, const struct stackpulse_profile *p, sp_buf *out,
+                      uint32_t field);
+void sp_pbstrings_free(sp_pbstrings *t);
+/* Appends @p s (not deduplicated); *idx receives its index. */
+int sp_pbstrings_add(sp_pbstrings *t, const char *s, uint32_t *idx);
+/* The index of profile string @p pstr, written on first use (0 for 0). */
+int sp_pbstrings_of(sp_pbstrings *t, uint32_t pstr, uint32_t *idx);
 
 /* Receives one mapping: module string @p module with build-id string
  * @p build_id (0 when none) becomes mapping @p index (1-based). */
