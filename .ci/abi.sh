@@ -15,8 +15,10 @@ for tool in abidw abidiff; do
 		exit 1
 	fi
 done
-# Only the public header's types; no path of this build in the XML.
-dump() { abidw --headers-dir include --no-corpus-path --drop-undefined-syms "$lib" --out-file "$1"; }
+# Only the public header's types (types private to the library, such as
+# the struct behind an opaque handle, are dropped: their layout is not ABI);
+# no path of this build in the XML.
+dump() { abidw --headers-dir include --drop-private-types --no-corpus-path --drop-undefined-syms "$lib" --out-file "$1"; }
 case $mode in
 update)
 	mkdir -p abi
