@@ -194,6 +194,9 @@ static int build_table(collector *c, uint8_t **data, size_t *len, const uint8_t 
 	int rc = sp_symcache_builder_new(key, KEY_LEN, &b);
 	if (rc)
 		return rc;
+	/* A symbol's start is part of the answer, and neighbours can share a
+	 * name (arm64: gic_handle_irq at _stext and again 0x90 later). */
+	sp_symcache_builder_keep_starts(b);
 	for (size_t i = 0; i < c->n && rc == 0; i++) {
 		const ksym *k = &c->v[i];
 		if (k->addr < c->stext || k->addr >= c->etext || (i && c->v[i - 1].addr == k->addr))

@@ -200,6 +200,7 @@ struct sp_symcache_builder {
 	sp_htab inl_map;
 	bentry *ent;
 	size_t nent, ent_cap;
+	int keep_starts; /* No joining of equal neighbours. */
 };
 
 static uint64_t inl_hash(const binline *r)
@@ -302,6 +303,11 @@ void sp_symcache_builder_free(sp_symcache_builder *b)
 	sp_free(b);
 }
 
+void sp_symcache_builder_keep_starts(sp_symcache_builder *b)
+{
+	b->keep_starts = 1;
+}
+
 size_t sp_symcache_builder_count(const sp_symcache_builder *b)
 {
 	return b->nent;
@@ -392,7 +398,7 @@ int sp_symcache_builder_finish(sp_symcache_builder *b, uint8_t **data, size_t *l
 		bentry *last = kept ? &b->ent[kept - 1] : NULL;
 		const bentry *e = &b->ent[i];
 		/* Adjacent ranges with the same answer become one. */
-		if (last && e->start == prev_end && e->name == last->name &&
+		if (last && !b->keep_starts && e->start == prev_end && e->name == last->name &&
 		    e->file == last->file && e->line == last->line && e->chain == last->chain &&
 		    e->len <= UINT32_MAX - last->len) {
 			last->len += e->len;

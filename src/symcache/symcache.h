@@ -80,6 +80,10 @@ int sp_symcache_builder_add(sp_symcache_builder *b, uint64_t start, uint32_t len
                             const sp_symcache_frame *frames, uint32_t n);
 /* Adds every range of validated table @p t (entries added later win). */
 int sp_symcache_builder_merge(sp_symcache_builder *b, const sp_symcache *t);
+/* Keeps every start that was added: adjacent ranges with the same answer
+ * stay apart, for tables whose starts are answers themselves (kernel
+ * symbols, where two neighbouring functions may share a name). */
+void sp_symcache_builder_keep_starts(sp_symcache_builder *b);
 /* Number of entries added so far. */
 size_t sp_symcache_builder_count(const sp_symcache_builder *b);
 /* Serialises into a fresh allocation (free with sp_free). */

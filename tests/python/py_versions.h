@@ -5,6 +5,7 @@
 #define SP_TEST_PY_VERSIONS_H
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ typedef struct py_versions {
 
 static inline void py_versions_add(py_versions *v, const char *p)
 {
-	char real[256];
+	char real[PATH_MAX]; /* realpath's buffer must hold PATH_MAX. */
 	if (v->n >= PY_MAX_VERSIONS || access(p, X_OK) != 0 || !realpath(p, real))
 		return;
 	for (int i = 0; i < v->n; i++)

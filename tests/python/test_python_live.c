@@ -3,6 +3,7 @@
  * right files and lines, threads mapped to their own tids, subprocesses,
  * non-Python processes, a target recursing fast under the reader, line
  * tables against co_lines(), and perf maps. Needs root (or ptrace rights). */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -194,26 +195,50 @@ static int check_demo_stack(sp_python *py, const char *script, const sp_py_frame
 	return (int)i - 3;
 }
 
+/* The stopped thread's registers in perf order (x86_64: AX BX CX DX SI DI
+ * BP SP IP, then R8..R15; aarch64: X0..X30, SP, PC). Returns the count,
+ * 0 on failure; *sp is the stack pointer. */
+static uint32_t thread_regs(pid_t pid, uint64_t v[40], uint64_t *sp)
+{
+#if defined(__x86_64__)
+	struct user_regs_struct r;
+	if (ptrace(PTRACE_GETREGS, pid, NULL, &r) != 0)
+		return 0;
+	const uint64_t x[17] = { r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.rsp, r.rip,
+		                 r.r8,  r.r9,  r.r10, r.r11, r.r12, r.r13, r.r14, r.r15 };
+	memcpy(v, x, sizeof(x));
+	*sp = r.rsp;
+	return 17;
+#elif defined(__aarch64__)
+	struct user_regs_struct r;
+	struct iovec io = { &r, sizeof(r) };
+	if (ptrace(PTRACE_GETREGSET, pid, (void *)(uintptr_t)NT_PRSTATUS, &io) != 0)
+		return 0;
+	memcpy(v, r.regs, sizeof(r.regs));
+	v[31] = r.sp;
+	v[32] = r.pc;
+	*sp = r.sp;
+	return 33;
+#else
+	(void)pid, (void)v, (void)sp;
+	return 0;
+#endif
+}
+
 /* Copies the stopped thread's stack from its stack pointer, as a perf
  * sample would. Returns the copy length, 0 on failure. */
 static size_t copy_stack(pid_t pid, uint8_t *buf, size_t cap, uint64_t *sp)
 {
-#if defined(__x86_64__)
-	struct user_regs_struct regs;
-	if (ptrace(PTRACE_GETREGS, pid, NULL, &regs) != 0)
+	uint64_t v[40];
+	if (thread_regs(pid, v, sp) == 0)
 		return 0;
-	*sp = regs.rsp;
-	struct iovec l = { buf, cap }, r = { (void *)(uintptr_t)regs.rsp, cap };
+	struct iovec l = { buf, cap }, r = { (void *)(uintptr_t)*sp, cap };
 	ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
 	for (size_t len = cap; got <= 0 && len >= 4096; len /= 2) {
 		l.iov_len = r.iov_len = len;
 		got = process_vm_readv(pid, &l, 1, &r, 1, 0);
 	}
 	return got > 0 ? (size_t)got : 0;
-#else
-	(void)pid, (void)buf, (void)cap, (void)sp;
-	return 0;
-#endif
 }
 
 SP_TEST(demo_stacks_every_version)
@@ -818,20 +843,6 @@ SP_TEST(perfmap_from_python_x_perf)
 
 #include "unwind/unwind.h"
 
-#if defined(__x86_64__)
-/* The sampled registers in perf order for sp_unwind_regs_mask() on x86_64:
- * AX BX CX DX SI DI BP SP IP, then R8..R15. */
-static void regs_from_ptrace(const struct user_regs_struct *r, sp_regs *out)
-{
-	const uint64_t v[17] = { r->rax, r->rbx, r->rcx, r->rdx, r->rsi, r->rdi,
-		                 r->rbp, r->rsp, r->rip, r->r8,  r->r9,  r->r10,
-		                 r->r11, r->r12, r->r13, r->r14, r->r15 };
-	memset(out, 0, sizeof(*out));
-	out->abi = 2; /* PERF_SAMPLE_REGS_ABI_64 */
-	out->count = 17;
-	memcpy(out->value, v, sizeof(v));
-}
-
 static void map_all(sp_unwind_space *s, pid_t pid)
 {
 	char path[64], line[4400];
@@ -852,12 +863,11 @@ static void map_all(sp_unwind_space *s, pid_t pid)
 	}
 	fclose(f);
 }
-#endif
 
 SP_TEST(merge_with_unwound_native_stack)
 {
-#if !defined(__x86_64__)
-	sp_test_skip_env("x86_64 only");
+#if !defined(__x86_64__) && !defined(__aarch64__)
+	sp_test_skip_env("x86_64 and aarch64 only");
 #else
 	if (find_pythons() == 0)
 		sp_test_skip("no CPython 3.10+ installed");
@@ -892,13 +902,12 @@ SP_TEST(merge_with_unwound_native_stack)
 			REQUIRE(ptrace(PTRACE_ATTACH, c.pid, NULL, NULL) == 0);
 			int st;
 			waitpid(c.pid, &st, 0);
-			struct user_regs_struct r;
 			uint64_t sp = 0;
-			size_t len = ptrace(PTRACE_GETREGS, c.pid, NULL, &r) == 0
-			                     ? copy_stack(c.pid, stack, sizeof(stack), &sp)
-			                     : 0;
 			sp_regs regs;
-			regs_from_ptrace(&r, &regs);
+			memset(&regs, 0, sizeof(regs));
+			regs.abi = 2; /* PERF_SAMPLE_REGS_ABI_64 */
+			regs.count = thread_regs(c.pid, regs.value, &sp);
+			size_t len = regs.count ? copy_stack(c.pid, stack, sizeof(stack), &sp) : 0;
 			uint64_t pcs[256];
 			sp_unwind_result ur = { 0, 0, 0, 0 };
 			sp_py_frame f[SP_PY_MAX_DEPTH];

@@ -172,6 +172,7 @@ static void plant(const char *dir, const char *file, uint64_t from)
 	REQUIRE_OK(sp_cacheio_read(dir, key, 20, &old, &t));
 	sp_symcache_builder *b;
 	REQUIRE_OK(sp_symcache_builder_new(key, 20, &b));
+	sp_symcache_builder_keep_starts(b); /* As the library builds it. */
 	for (uint32_t i = 0; i < t.range_count; i++) {
 		sp_symcache_frame f;
 		uint64_t start;

@@ -114,6 +114,24 @@ SP_TEST(symcache_later_entries_win_and_adjacent_merge)
 	REQUIRE_OK(sp_symcache_validate(data, len, &t));
 	CHECK_EQ(t.range_count, 2);
 	sp_free(data);
+
+	/* Unless the starts are answers (two kernel functions of one name):
+	 * each keeps its own range and start. */
+	REQUIRE_OK(sp_symcache_builder_new(NULL, 0, &b));
+	sp_symcache_builder_keep_starts(b);
+	REQUIRE_OK(sp_symcache_builder_add(b, 200, 1, f2, 1));
+	REQUIRE_OK(sp_symcache_builder_add(b, 199, 1, f2, 1));
+	REQUIRE_OK(sp_symcache_builder_add(b, 201, 1, f1, 1));
+	REQUIRE_OK(sp_symcache_builder_finish(b, &data, &len));
+	sp_symcache_builder_free(b);
+	REQUIRE_OK(sp_symcache_validate(data, len, &t));
+	CHECK_EQ(t.range_count, 3);
+	uint64_t start;
+	REQUIRE_EQ(sp_symcache_lookup(&t, 200, fr, 4, &start, &rlen), 1);
+	CHECK_STR(fr[0].name, "new");
+	CHECK_EQ(start, 200);
+	CHECK_EQ(rlen, 1);
+	sp_free(data);
 }
 
 SP_TEST(symcache_rejects_every_corruption)
