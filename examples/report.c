@@ -53,7 +53,8 @@ enum mode {
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: report FILE [--follow] [--folded | --top N | --threads | --pprof OUT | --firefox OUT "
+	        "usage: report FILE [--follow] [--folded | --top N | --threads | --pprof OUT | "
+	        "--firefox OUT "
 	        "| --svg OUT\n"
 	        "                   | --otlp-file OUT | --push URL | --otlp URL]\n"
 	        "                   [--pid] [--tid] [--thread-names] [--lines] [--no-inline]\n"

@@ -29,8 +29,8 @@ struct follow_fn {
 
 struct follow {
 	stackpulse_symbolizer *sym;
-	uint64_t *all;  /* Weight per stack id since the start. */
-	uint64_t *win;  /* Weight per stack id in the current window. */
+	uint64_t *all; /* Weight per stack id since the start. */
+	uint64_t *win; /* Weight per stack id in the current window. */
 	uint32_t nstacks;
 	uint64_t samples, win_samples;
 	struct follow_fn *fns;
@@ -132,7 +132,9 @@ static inline int follow_frame(const stackpulse_frame *fr, void *ctx)
 		const char *mod = stackpulse_frame_module(fr);
 		const char *base = mod ? strrchr(mod, '/') : NULL;
 		snprintf(buf, sizeof(buf), "%s [unresolved]",
-		         base ? base + 1 : mod && *mod ? mod : "[unknown]");
+		         base          ? base + 1
+		         : mod && *mod ? mod
+		                       : "[unknown]");
 		name = buf;
 	}
 	uint32_t i = follow_fn_get(f, name);
@@ -203,7 +205,9 @@ static inline int follow_table(struct follow *f, FILE *out, int tty, double secs
 	qsort(order, n, sizeof(*order), follow_cmp);
 	if (tty)
 		fputs("\033[H\033[2J", out); /* Home, clear: redraw in place. */
-	fprintf(out, "%" PRIu64 " samples after %.1f s (following; the table is redrawn every second)\n\n",
+	fprintf(out,
+	        "%" PRIu64
+	        " samples after %.1f s (following; the table is redrawn every second)\n\n",
 	        f->samples, secs);
 	fprintf(out, "%8s %7s %8s %7s  %s\n", "self", "self%", "total", "total%", "function");
 	for (uint32_t i = 0; i < n && i < FOLLOW_ROWS; i++) {
@@ -329,7 +333,8 @@ static inline int follow_run(const char *path, int folded, double wait_s,
 		double now = follow_now();
 		if (now >= next) {
 			next = now + 1.0;
-			rc = folded ? follow_folded(&f, stdout) : follow_table(&f, stdout, tty, now - t0);
+			rc = folded ? follow_folded(&f, stdout)
+			            : follow_table(&f, stdout, tty, now - t0);
 		}
 		usleep(100000);
 	}

@@ -6,6 +6,7 @@
 #include <sys/file.h>
 
 #include "../format/spool_fixture.h"
+#include "../profile/example_tools.h"
 #include "common/alloc.h"
 #include "rel_util.h"
 
@@ -388,4 +389,89 @@ SP_TEST(long_spool_is_tailed_in_flat_memory)
 	CHECK_EQ(allocs_late, 0);
 	stackpulse_spool_tail_close(t);
 	memsink_free(&f);
+}
+
+/* Sum of the sample weights of a finished spool. */
+static uint64_t weight_of(const char *path)
+{
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(stackpulse_spool_open(path, NULL, &s));
+	stackpulse_sample_iter *it = NULL;
+	REQUIRE_OK(stackpulse_sample_iter_new(s, &it));
+	const struct stackpulse_sample *smp;
+	uint64_t w = 0;
+	while (stackpulse_sample_iter_next(it, &smp) == 1)
+		w += smp->weight;
+	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(s);
+	return w;
+}
+
+/* Runs `record spin 1 3` in the background and `report SPOOL ARGS` on the
+ * spool it writes; returns report's output. */
+static char *follow_cli(const char *name, const char *args)
+{
+	char record[512], report[512], spool[600], out[700], cmd[4096];
+	tools(record, report, sizeof(record));
+	const char *spin = rel_target("spin");
+	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), name);
+	snprintf(out, sizeof(out), "%s.out", spool);
+	unlink(spool);
+	snprintf(cmd, sizeof(cmd),
+	         "%s -F 499 --kernel=off -o %s -- %s 1 3 >%s.log 2>&1 & "
+	         "%s %s --follow %s >%s 2>&1; rc=$?; wait; exit $rc",
+	         record, spool, spin, spool, report, spool, args, out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	return text;
+}
+
+SP_TEST(report_follow_redraws_then_prints_the_final_table)
+{
+	char *text = follow_cli("follow-table", "");
+	int live = 0;
+	for (const char *p = text; (p = strstr(p, "(following;")); p++)
+		live++;
+	/* About 3 s of recording: live tables every second before the end. */
+	CHECK(live >= 2);
+	const char *first = strstr(text, "(following;");
+	const char *final = strstr(text, "Hottest functions:");
+	CHECK(first && final && first < final);
+	CHECK(first && strstr(first, "spin_leaf") && strstr(first, "spin_leaf") < final);
+	CHECK(final && strstr(final, "spin_leaf"));
+	free(text);
+}
+
+SP_TEST(report_follow_folded_writes_one_window_per_second)
+{
+	char *text = follow_cli("follow-folded", "--folded");
+	char spool[600];
+	snprintf(spool, sizeof(spool), "%s/follow-folded.spool", sp_test_tmpdir());
+	int windows = 0, lines = 0, bad = 0;
+	uint64_t sum = 0;
+	for (char *p = text; *p;) {
+		char *nl = strchr(p, '\n');
+		REQUIRE(nl != NULL); /* Every line and window is ended. */
+		*nl = 0;
+		if (!*p) {
+			windows += lines > 0;
+			lines = 0;
+		} else {
+			const char *sp = strrchr(p, ' ');
+			if (!sp || !strstr(p, ";main;"))
+				bad++;
+			else
+				sum += strtoull(sp + 1, NULL, 10);
+			lines++;
+		}
+		p = nl + 1;
+	}
+	free(text);
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(lines, 0); /* The last window is ended too. */
+	/* About 3 s: a window per second. */
+	CHECK(windows >= 2);
+	/* Every sample lands in exactly one window. */
+	CHECK_EQ(sum, weight_of(spool));
 }
