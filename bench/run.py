@@ -19,6 +19,8 @@ Measures (see docs/benchmarks.md for the definitions):
   F  where our recorder's CPU goes (perf on the recorder itself)
   G  load: 4/16/64 busy threads x 999/4000 Hz, samples kept and lost, as
      root and as nobody (perf_event_mlock_kb rings)
+  H  tail reader: sample-to-visible latency while recording, memory over
+     long recordings
 """
 import argparse
 import datetime
@@ -234,6 +236,16 @@ class Bench:
                 self.data["notes"].append("reader_throughput build failed: " + r3.stderr[-300:])
         else:
             self.reader = None
+        self.tailb = None
+        if self.lib:
+            exe = os.path.join(self.tmp, "out", "tail_latency")
+            r6 = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE",
+                                 "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src"),
+                                 "-o", exe, os.path.join(ROOT, "bench", "tail_latency.c"),
+                                 self.lib] + libs, capture_output=True, text=True)
+            self.tailb = exe if r6.returncode == 0 else None
+            if r6.returncode:
+                self.data["notes"].append("tail_latency build failed: " + r6.stderr[-300:])
         # A recorder driver without embedded symbol tables (symbolization timing).
         self.noembed = None
         if self.lib:
@@ -604,6 +616,41 @@ class Bench:
             os.unlink(path)
         self.write_doc()
 
+    def phase_tail(self):
+        """H: the tail reader. Latency: `busy 2` recorded at 999 Hz for 10 s
+        by the recorder API in one process, tailed every 10 ms from another;
+        per chunk size, medians over the runs of each run's p50/p99. Memory:
+        synthetic recordings of 10 and 60 minutes tailed while written."""
+        if not self.tailb:
+            self.data["phases"]["tail"] = "tail_latency not built: library missing"
+            return
+        P = self.data["phases"].setdefault("tail", {"latency": {}, "memory": {}})
+        busy = self.wl["busy"][0]
+        d = os.path.join(self.tmp, "run")
+        outp = os.path.join(d, "tail.out")
+        for chunk in (1048576, 16384):
+            rows = []
+            for _ in range(self.runs):
+                log("tail latency: chunk_bytes %d" % chunk)
+                r = measure([self.tailb, "live", "10", chunk, busy, "2", "12"], stdout=outp,
+                            stderr=outp + ".err", timeout=120)
+                if r.rc:
+                    self.error("tail live %d" % chunk, RuntimeError(tail(outp + ".err")))
+                    break
+                rows.append(dict(x.split("=") for x in open(outp).read().split()))
+            P["latency"][str(chunk)] = rows
+        for minutes in ((10,) if self.quick else (10, 60)):
+            log("tail memory: %d minutes" % minutes)
+            r = measure([self.tailb, "memory", minutes], stdout=outp, stderr=outp + ".err",
+                        timeout=900)
+            if r.rc:
+                self.error("tail memory %d" % minutes, RuntimeError(tail(outp + ".err")))
+                continue
+            kv = dict(x.split("=") for x in open(outp).read().split())
+            kv["maxrss_kb"] = r.maxrss_kb
+            P["memory"][str(minutes)] = kv
+        self.write_doc()
+
     def phase_selfprofile(self):
         """F: where our recorder's CPU goes. perf 6.1 cannot do it here (perf
         record/report abort in util/build-id.c on a process that maps perf
@@ -855,7 +902,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 runs, half the work, fewer sizes (~3 min)")
     ap.add_argument("--runs", type=int, default=0, help="runs per configuration (default 5, quick 3)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,unwind,self,load")
+    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,tail,unwind,self,load")
     ap.add_argument("--base-record", default="",
                     help="a second record binary (e.g. built from main) run beside ours in the load phase")
     ap.add_argument("--render", action="store_true",
@@ -897,7 +944,8 @@ def main():
                                   ", ".join(sorted(only)), b.data["env"].get("git", "?")))
     b.write_doc()
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
-              ("python", b.phase_python), ("reader", b.phase_reader), ("unwind", b.phase_unwind),
+              ("python", b.phase_python), ("reader", b.phase_reader), ("tail", b.phase_tail),
+              ("unwind", b.phase_unwind),
               ("self", b.phase_selfprofile), ("load", b.phase_load)]
     for name, fn in phases:
         if only and name not in only:
