@@ -205,9 +205,13 @@ class Bench:
                 "-lpthread", "-lstdc++"]
         pc = os.path.join(prefix, "lib", "pkgconfig", "stackpulse.pc")
         if os.path.exists(pc):
-            m = re.search(r"^Libs.private:(.*)$", open(pc).read(), re.M)
+            text = open(pc).read()
+            m = re.search(r"^Libs.private:(.*)$", text, re.M)
             if m:
-                libs = m.group(1).split() + ["-lpthread", "-lstdc++"]
+                # The system libraries are in Requires.private (pkg-config
+                # names), not in Libs.private: keep the -l list for them.
+                req = re.search(r"^Requires.private:(.*)$", text, re.M)
+                libs = m.group(1).split() + (libs if req else ["-lpthread", "-lstdc++"])
         for tool in ("record", "report"):
             exe = os.path.join(prefix, "bin", tool)
             how = "zig build examples (ReleaseFast)"
@@ -225,27 +229,20 @@ class Bench:
             if exe and os.path.exists(exe):
                 setattr(self, "rec" if tool == "record" else "rep", exe)
                 self.data.setdefault("tools", {})[tool] = how
-        if self.lib:
-            exe = os.path.join(self.tmp, "out", "reader_throughput")
-            r3 = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE",
-                                 "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src"),
-                                 "-o", exe, os.path.join(ROOT, "bench", "reader_throughput.c"),
-                                 self.lib] + libs, capture_output=True, text=True)
-            self.reader = exe if r3.returncode == 0 else None
-            if r3.returncode:
-                self.data["notes"].append("reader_throughput build failed: " + r3.stderr[-300:])
-        else:
-            self.reader = None
-        self.tailb = None
-        if self.lib:
-            exe = os.path.join(self.tmp, "out", "tail_latency")
-            r6 = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE",
-                                 "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src"),
-                                 "-o", exe, os.path.join(ROOT, "bench", "tail_latency.c"),
-                                 self.lib] + libs, capture_output=True, text=True)
-            self.tailb = exe if r6.returncode == 0 else None
-            if r6.returncode:
-                self.data["notes"].append("tail_latency build failed: " + r6.stderr[-300:])
+        def build_bench(name):
+            """bench/NAME.c against the library (internal headers too), or None."""
+            if not self.lib:
+                return None
+            exe = os.path.join(self.tmp, "out", name)
+            r = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE",
+                                "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src"),
+                                "-o", exe, os.path.join(ROOT, "bench", name + ".c"),
+                                self.lib] + libs, capture_output=True, text=True)
+            if r.returncode:
+                self.data["notes"].append(name + " build failed: " + r.stderr[-300:])
+            return exe if r.returncode == 0 else None
+        self.reader = build_bench("reader_throughput")
+        self.tailb = build_bench("tail_latency")
         # A recorder driver without embedded symbol tables (symbolization timing).
         self.noembed = None
         if self.lib:
@@ -624,7 +621,7 @@ class Bench:
         if not self.tailb:
             self.data["phases"]["tail"] = "tail_latency not built: library missing"
             return
-        P = self.data["phases"].setdefault("tail", {"latency": {}, "memory": {}})
+        P = self.data["phases"]["tail"] = {"latency": {}, "memory": {}}
         busy = self.wl["busy"][0]
         d = os.path.join(self.tmp, "run")
         outp = os.path.join(d, "tail.out")

@@ -384,6 +384,21 @@ static int cmp_stat(const void *a, const void *b)
 	return cmp_u64(((const struct sp_stat *)a)->key, ((const struct sp_stat *)b)->key);
 }
 
+/* What the lookups need: sorted keyed tables, latest names, counts. */
+static int order_tables(stackpulse_spool *s)
+{
+	int rc;
+	if ((rc = stable_sort(s->events, s->nevents, sizeof(*s->events), cmp_event)) ||
+	    (rc = stable_sort(s->ksyms, s->nksyms, sizeof(*s->ksyms), cmp_ksym)) ||
+	    (rc = stable_sort(s->jitsyms, s->njitsyms, sizeof(*s->jitsyms), cmp_jitsym)) ||
+	    (rc = stable_sort(s->stats, s->nstats, sizeof(*s->stats), cmp_stat)))
+		return rc;
+	sp_spool_apply_names(s);
+	s->meta.chunks = s->nchunks;
+	s->meta.duration_ns = s->meta.samples ? s->last_time - s->first_time : 0;
+	return 0;
+}
+
 static int finish_tables(stackpulse_spool *s)
 {
 	for (uint32_t i = 0; i < s->nmodules; i++) {
@@ -399,16 +414,7 @@ static int finish_tables(stackpulse_spool *s)
 			memset(t, 0, sizeof(*t));
 		}
 	}
-	int rc;
-	if ((rc = stable_sort(s->events, s->nevents, sizeof(*s->events), cmp_event)) ||
-	    (rc = stable_sort(s->ksyms, s->nksyms, sizeof(*s->ksyms), cmp_ksym)) ||
-	    (rc = stable_sort(s->jitsyms, s->njitsyms, sizeof(*s->jitsyms), cmp_jitsym)) ||
-	    (rc = stable_sort(s->stats, s->nstats, sizeof(*s->stats), cmp_stat)))
-		return rc;
-	sp_spool_apply_names(s);
-	s->meta.chunks = s->nchunks;
-	s->meta.duration_ns = s->meta.samples ? s->last_time - s->first_time : 0;
-	return 0;
+	return order_tables(s);
 }
 
 static uint64_t cap_for(uint64_t size, uint64_t floor, uint64_t ratio)
@@ -539,22 +545,6 @@ int sp_spool_tail_new(const sp_source *src, unsigned flags, stackpulse_spool **o
 	return 0;
 }
 
-/* What the lookups need after new records: sorted keyed tables, latest
- * names, counts. Half-received symbol tables are kept for the next parts. */
-static int tail_refresh(stackpulse_spool *s)
-{
-	int rc;
-	if ((rc = stable_sort(s->events, s->nevents, sizeof(*s->events), cmp_event)) ||
-	    (rc = stable_sort(s->ksyms, s->nksyms, sizeof(*s->ksyms), cmp_ksym)) ||
-	    (rc = stable_sort(s->jitsyms, s->njitsyms, sizeof(*s->jitsyms), cmp_jitsym)) ||
-	    (rc = stable_sort(s->stats, s->nstats, sizeof(*s->stats), cmp_stat)))
-		return rc;
-	sp_spool_apply_names(s);
-	s->meta.chunks = s->nchunks;
-	s->meta.duration_ns = s->meta.samples ? s->last_time - s->first_time : 0;
-	return 0;
-}
-
 /* One chunk (or the footer) at s->tail_off: 1 when it is not all there
  * yet, 2 at a valid footer, 0 after a chunk, or an error. */
 static int tail_chunk(stackpulse_spool *s, stackpulse_sample_fn fn, void *ctx, int *decoded)
@@ -647,7 +637,8 @@ int sp_spool_tail_step(stackpulse_spool *s, uint64_t size, int final, stackpulse
 		rc = detail ? mark_damaged(s, &d, code, detail)
 		            : sp_error(-ENOMEM, "cannot copy the damage detail");
 	}
-	int rc2 = tail_refresh(s);
+	/* Half-received symbol tables are kept for their next parts. */
+	int rc2 = order_tables(s);
 	if (damaged && s->tail_strict) {
 		s->tail_state = *state = STACKPULSE_TAIL_TRUNCATED;
 		s->tail_done = 1;
