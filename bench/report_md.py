@@ -571,7 +571,7 @@ def render(d, bench):
             if not rs:
                 continue
             w("| %s | %s | %s ms | %s ms | %s ms |" % (
-                "{:,}".format(int(chunk)), f(med([float(x["samples"]) for x in rs]), "%.0f"),
+                "{:,}".format(int(chunk)), "{:,}".format(int(med([float(x["samples"]) for x in rs]))),
                 f(med([float(x["p50_ms"]) for x in rs]), "%.0f"),
                 f(med([float(x["p99_ms"]) for x in rs]), "%.0f"),
                 f(med([float(x["max_ms"]) for x in rs]), "%.0f")))
@@ -586,8 +586,8 @@ def render(d, bench):
             w("`bench/tail_latency.c memory`: a synthetic recording (8 threads at 999 Hz, 4,000 "
               "frames, ~20,000 stacks 6–40 deep) written by a child process that holds the "
               "writer's lock, tailed every 10 ms. Heap is `mallinfo2` (in use plus mmapped "
-              "blocks) of the tailing process once 10%% and once 100%% of the samples were "
-              "delivered; peak RSS from `/usr/bin/time -f %%M`.")
+              "blocks) of the tailing process once 10% and once 100% of the samples were "
+              "delivered; peak RSS from `/usr/bin/time -f %M`.")
             w("")
             w("| recording | samples | spool bytes | chunks | heap at 10% | heap at 100% | peak RSS |")
             w("|---|---|---|---|---|---|---|")
