@@ -766,7 +766,8 @@ STACKPULSE_API int stackpulse_spool_tail_poll(stackpulse_spool_tail *tail, stack
                                               void *ctx, enum stackpulse_tail_state *state);
 
 /**
- * The spool read so far: its tables and metadata (`samples`, `chunks`,
+ * The spool read so far, owned by @p tail (do not close it): its tables
+ * and metadata (`samples`, `chunks`,
  * `truncated` and the damage fields count what was delivered). Pass it to
  * ::stackpulse_symbolizer_new once: the symbolizer picks up the modules
  * and symbol tables that later polls add. Pointers it returns (process,

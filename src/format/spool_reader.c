@@ -430,8 +430,10 @@ static int spool_init(const sp_source *src, uint32_t limit, stackpulse_spool **o
 {
 	stackpulse_spool *s = sp_calloc(1, sizeof(*s));
 	*out = s;
-	if (!s)
-		return sp_error(-ENOMEM, "cannot allocate a spool");
+	if (!s) {
+		(void)sp_error(-ENOMEM, "cannot allocate a spool");
+		return -ENOMEM; /* Spelled out for the static analyzer. */
+	}
 	s->src = *src;
 	s->src.close = NULL;
 	s->chunk_limit = limit;

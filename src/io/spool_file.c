@@ -106,14 +106,15 @@ int stackpulse_spool_tail_open(const char *path, const stackpulse_spool_tail_opt
 	int fd = -1;
 	uint64_t size = 0;
 	int rc = sp_file_open_regular(path, 0, 0, &fd, &size);
-	struct fd_source *f = NULL;
-	if (!rc && !(f = sp_malloc(sizeof(*f)))) {
-		close(fd);
-		rc = sp_error(-ENOMEM, "cannot allocate a file source");
-	}
 	if (rc) {
 		sp_free(t);
 		return rc;
+	}
+	struct fd_source *f = sp_malloc(sizeof(*f));
+	if (!f) {
+		close(fd);
+		sp_free(t);
+		return sp_error(-ENOMEM, "cannot allocate a file source");
 	}
 	f->fd = fd;
 	/* Size 0: the first poll sets the size it reads up to. */
