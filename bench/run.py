@@ -19,6 +19,8 @@ Measures (see docs/benchmarks.md for the definitions):
   F  where our recorder's CPU goes (perf on the recorder itself)
   G  load: 4/16/64 busy threads x 999/4000 Hz, samples kept and lost, as
      root and as nobody (perf_event_mlock_kb rings)
+  H  tail reader: sample-to-visible latency while recording, memory over
+     long recordings
 """
 import argparse
 import datetime
@@ -203,9 +205,13 @@ class Bench:
                 "-lpthread", "-lstdc++"]
         pc = os.path.join(prefix, "lib", "pkgconfig", "stackpulse.pc")
         if os.path.exists(pc):
-            m = re.search(r"^Libs.private:(.*)$", open(pc).read(), re.M)
+            text = open(pc).read()
+            m = re.search(r"^Libs.private:(.*)$", text, re.M)
             if m:
-                libs = m.group(1).split() + ["-lpthread", "-lstdc++"]
+                # The system libraries are in Requires.private (pkg-config
+                # names), not in Libs.private: keep the -l list for them.
+                req = re.search(r"^Requires.private:(.*)$", text, re.M)
+                libs = m.group(1).split() + (libs if req else ["-lpthread", "-lstdc++"])
         for tool in ("record", "report"):
             exe = os.path.join(prefix, "bin", tool)
             how = "zig build examples (ReleaseFast)"
@@ -223,26 +229,22 @@ class Bench:
             if exe and os.path.exists(exe):
                 setattr(self, "rec" if tool == "record" else "rep", exe)
                 self.data.setdefault("tools", {})[tool] = how
-        if self.lib:
-            exe = os.path.join(self.tmp, "out", "reader_throughput")
-            r3 = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE",
-                                 "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src"),
-                                 "-o", exe, os.path.join(ROOT, "bench", "reader_throughput.c"),
-                                 self.lib] + libs, capture_output=True, text=True)
-            self.reader = exe if r3.returncode == 0 else None
-            if r3.returncode:
-                self.data["notes"].append("reader_throughput build failed: " + r3.stderr[-300:])
-            exe = os.path.join(self.tmp, "out", "flood")
-            r4 = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE",
-                                 "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src"),
-                                 "-I", os.path.join(ROOT, "tests"),
-                                 "-o", exe, os.path.join(ROOT, "bench", "flood.c"),
-                                 self.lib] + libs, capture_output=True, text=True)
-            self.flood = exe if r4.returncode == 0 else None
-            if r4.returncode:
-                self.data["notes"].append("flood build failed: " + r4.stderr[-300:])
-        else:
-            self.reader = None
+        def build_bench(name, extra=()):
+            """bench/NAME.c against the library (internal headers too), or None."""
+            if not self.lib:
+                return None
+            exe = os.path.join(self.tmp, "out", name)
+            r = subprocess.run(["gcc", "-O2", "-std=c17", "-D_GNU_SOURCE",
+                                "-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src")]
+                               + list(extra) +
+                               ["-o", exe, os.path.join(ROOT, "bench", name + ".c"),
+                                self.lib] + libs, capture_output=True, text=True)
+            if r.returncode:
+                self.data["notes"].append(name + " build failed: " + r.stderr[-300:])
+            return exe if r.returncode == 0 else None
+        self.reader = build_bench("reader_throughput")
+        self.flood = build_bench("flood", ("-I", os.path.join(ROOT, "tests")))
+        self.tailb = build_bench("tail_latency")
         # A recorder driver without embedded symbol tables (symbolization timing).
         self.noembed = None
         if self.lib:
@@ -648,6 +650,39 @@ class Bench:
                 rows.append({"spool": int(x[2]), "out": int(x[3]), "export_s": float(x[4]),
                              "rc": int(x[6]), "maxrss_kb": r.maxrss_kb})
             P["amplify"][str(depth)] = rows
+    def phase_tail(self):
+        """H: the tail reader. Latency: `busy 2` recorded at 999 Hz for 10 s
+        by the recorder API in one process, tailed every 10 ms from another;
+        per chunk size, medians over the runs of each run's p50/p99. Memory:
+        synthetic recordings of 10 and 60 minutes tailed while written."""
+        if not self.tailb:
+            self.data["phases"]["tail"] = "tail_latency not built: library missing"
+            return
+        P = self.data["phases"]["tail"] = {"latency": {}, "memory": {}}
+        busy = self.wl["busy"][0]
+        d = os.path.join(self.tmp, "run")
+        outp = os.path.join(d, "tail.out")
+        for chunk in (1048576, 16384):
+            rows = []
+            for _ in range(self.runs):
+                log("tail latency: chunk_bytes %d" % chunk)
+                r = measure([self.tailb, "live", "10", chunk, busy, "2", "12"], stdout=outp,
+                            stderr=outp + ".err", timeout=120)
+                if r.rc:
+                    self.error("tail live %d" % chunk, RuntimeError(tail(outp + ".err")))
+                    break
+                rows.append(dict(x.split("=") for x in open(outp).read().split()))
+            P["latency"][str(chunk)] = rows
+        for minutes in ((10,) if self.quick else (10, 60)):
+            log("tail memory: %d minutes" % minutes)
+            r = measure([self.tailb, "memory", minutes], stdout=outp, stderr=outp + ".err",
+                        timeout=900)
+            if r.rc:
+                self.error("tail memory %d" % minutes, RuntimeError(tail(outp + ".err")))
+                continue
+            kv = dict(x.split("=") for x in open(outp).read().split())
+            kv["maxrss_kb"] = r.maxrss_kb
+            P["memory"][str(minutes)] = kv
         self.write_doc()
 
     def phase_selfprofile(self):
@@ -901,7 +936,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 runs, half the work, fewer sizes (~3 min)")
     ap.add_argument("--runs", type=int, default=0, help="runs per configuration (default 5, quick 3)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,hostile,unwind,self,load")
+    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,hostile,tail,unwind,self,load")
     ap.add_argument("--base-record", default="",
                     help="a second record binary (e.g. built from main) run beside ours in the load phase")
     ap.add_argument("--render", action="store_true",
@@ -944,6 +979,7 @@ def main():
     b.write_doc()
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
               ("python", b.phase_python), ("reader", b.phase_reader), ("hostile", b.phase_hostile),
+              ("tail", b.phase_tail),
               ("unwind", b.phase_unwind),
               ("self", b.phase_selfprofile), ("load", b.phase_load)]
     for name, fn in phases:

@@ -1,6 +1,6 @@
 /* report: read a spool and print or export it.
  *
- *   report FILE [--folded | --top N | --threads | --pprof OUT | --firefox OUT
+ *   report FILE [--follow] [--folded | --top N | --threads | --pprof OUT | --firefox OUT
  *               | --svg OUT | --otlp-file OUT | --push URL | --otlp URL]
  *               [--pid] [--tid] [--thread-names] [--lines]
  *               [--no-inline] [--python-only] [--addresses]
@@ -16,7 +16,13 @@
  * --svg and --pprof); --lines splits them by source line. Unnamed code of
  * a binary without symbols is summed as "BINARY [unresolved]" unless
  * --addresses is given. Exit codes: 0 done, 1 failed (also for a spool
- * without a readable sample), 2 bad usage. */
+ * without a readable sample), 2 bad usage.
+ *
+ * --follow reads a spool that a recorder is still writing: the hottest
+ * functions are redrawn about once a second until the recording ends,
+ * then the final table (or --top) is printed; with --folded, the folded
+ * stacks of each second are written, one window after another, each
+ * ended by an empty line. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -24,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report_follow.h"
 #include "report_top.h"
 #include "stackpulse.h"
 
@@ -46,12 +53,15 @@ enum mode {
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: report FILE [--folded | --top N | --threads | --pprof OUT | --firefox OUT "
+	        "usage: report FILE [--follow] [--folded | --top N | --threads | --pprof OUT | "
+	        "--firefox OUT "
 	        "| --svg OUT\n"
 	        "                   | --otlp-file OUT | --push URL | --otlp URL]\n"
 	        "                   [--pid] [--tid] [--thread-names] [--lines] [--no-inline]\n"
 	        "                   [--python-only] [--addresses] [--app NAME] [--label K=V]...\n"
 	        "  (default)       hottest stacks and functions, with self and total %%\n"
+	        "  --follow        live view of a spool still being written: the table\n"
+	        "                  (or --folded windows) every second, then the final one\n"
 	        "  --folded        folded stacks (flamegraph.pl input) on stdout\n"
 	        "  --top N         the N hottest functions\n"
 	        "  --threads       one row per thread: samples, share, hottest function\n"
@@ -483,7 +493,7 @@ int main(int argc, char **argv)
 {
 	const char *spool_path = NULL, *out_path = NULL;
 	enum mode mode = M_TABLE;
-	int modes = 0, python_only = 0, addresses = 0;
+	int modes = 0, python_only = 0, addresses = 0, follow = 0;
 	long top_n = 20;
 	uint32_t export_flags = 0, profile_flags = 0;
 	const char *app = NULL, *labels[MAX_LABELS];
@@ -549,6 +559,8 @@ int main(int argc, char **argv)
 			profile_flags |= STACKPULSE_PROFILE_MERGE_INLINE;
 		} else if (strcmp(a, "--lines") == 0) {
 			export_flags |= STACKPULSE_EXPORT_LINES;
+		} else if (strcmp(a, "--follow") == 0) {
+			follow = 1;
 		} else if (strcmp(a, "--python-only") == 0) {
 			python_only = 1;
 		} else if (strcmp(a, "--addresses") == 0) {
@@ -585,6 +597,23 @@ int main(int argc, char **argv)
 	}
 	if (check_combination(mode, export_flags) != 0)
 		return 2;
+	if (follow && (mode != M_TABLE && mode != M_TOP && mode != M_FOLDED)) {
+		fprintf(stderr, "report: --follow goes with the table, --top or --folded\n");
+		return 2;
+	}
+	if (follow) {
+		enum stackpulse_tail_state end = STACKPULSE_TAIL_GROWING;
+		int frc = follow_run(spool_path, mode == M_FOLDED, 30.0, &end);
+		if (frc) {
+			fail(spool_path, frc);
+			return 1;
+		}
+		if (mode == M_FOLDED)
+			return end == STACKPULSE_TAIL_COMPLETE ? 0 : 1;
+		if (isatty(STDOUT_FILENO))
+			fputs("\033[H\033[2J", stdout);
+		/* The final table: the whole spool, as without --follow. */
+	}
 	if (!addresses)
 		profile_flags |= STACKPULSE_PROFILE_GROUP_UNRESOLVED;
 

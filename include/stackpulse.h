@@ -685,6 +685,101 @@ STACKPULSE_API int stackpulse_sample_iter_next(stackpulse_sample_iter *it,
                                                const struct stackpulse_sample **sample);
 /** Frees @p it. NULL is ignored. */
 STACKPULSE_API void stackpulse_sample_iter_free(stackpulse_sample_iter *it);
+
+/** A spool being tailed while it is written (::stackpulse_spool_tail_open). */
+typedef struct stackpulse_spool_tail stackpulse_spool_tail;
+
+/** Where a tailed spool stands after ::stackpulse_spool_tail_poll. */
+enum stackpulse_tail_state {
+	/** The writer is still at work: poll again later. */
+	STACKPULSE_TAIL_GROWING = 0,
+	/** The footer was read: every sample has been delivered. */
+	STACKPULSE_TAIL_COMPLETE = 1,
+	/** The writer is gone without a footer (killed, crashed) or the file is
+	 *  damaged (`damaged` in ::stackpulse_spool_meta): every complete chunk
+	 *  before the end or the damage has been delivered. */
+	STACKPULSE_TAIL_TRUNCATED = 2,
+};
+
+/** Called with each new sample; nonzero stops the poll and is returned
+ * (the rest of that chunk's samples are not delivered). @p sample is valid
+ * during the call only. */
+typedef int (*stackpulse_sample_fn)(const struct stackpulse_sample *sample, void *ctx);
+
+/** Tail options. Initialise with ::stackpulse_spool_tail_opts_init or
+ * ::STACKPULSE_SPOOL_TAIL_OPTS. */
+typedef struct stackpulse_spool_tail_opts {
+	size_t sz;      /**< sizeof(struct stackpulse_spool_tail_opts). */
+	uint32_t flags; /**< ::stackpulse_spool_open_flags bits: with
+	                 *   ::STACKPULSE_SPOOL_STRICT a damaged chunk fails the
+	                 *   poll instead of ending the tail as truncated. */
+} stackpulse_spool_tail_opts;
+
+/** Default tail options. */
+#define STACKPULSE_SPOOL_TAIL_OPTS                                                                 \
+	((stackpulse_spool_tail_opts){                                                             \
+	        .sz = sizeof(stackpulse_spool_tail_opts),                                          \
+	        .flags = 0,                                                                        \
+	})
+
+/** Sets @p opts to the defaults (::STACKPULSE_SPOOL_TAIL_OPTS). */
+STACKPULSE_API void stackpulse_spool_tail_opts_init(stackpulse_spool_tail_opts *opts);
+
+/**
+ * Opens the spool file at @p path to read it while a recorder is still
+ * writing it. Nothing is read yet: each ::stackpulse_spool_tail_poll reads
+ * the chunks that have landed since the last one, with the checks of
+ * ::stackpulse_spool_open. The file may be empty still.
+ *
+ * The writer is known alive by the flock(LOCK_EX) a recorder holds on its
+ * spool until it closes it (the kernel releases it when the recorder dies).
+ * A spool nobody holds is read to its end by the first poll.
+ *
+ * @return 0, -ENOENT (a recorder creates its spool under a temporary name
+ *         and gives it @p path once recording has started), another errno
+ *         code, or -EINVAL for unknown flags.
+ */
+STACKPULSE_API int stackpulse_spool_tail_open(const char *path,
+                                              const stackpulse_spool_tail_opts *opts,
+                                              stackpulse_spool_tail **out);
+
+/**
+ * Reads every chunk completed since the last poll, adds its records to the
+ * tables and calls @p fn (may be NULL) with each of its samples, in file
+ * order. A chunk not fully written yet is left for a later poll; a
+ * complete chunk that fails its checksum while the writer is alive is read
+ * again at the next poll before it counts as damage (a write in progress).
+ * Never blocks: call it about as often as the view should change.
+ *
+ * @param state Receives ::STACKPULSE_TAIL_GROWING, or, once the footer was
+ *        read or the writer is gone, COMPLETE or TRUNCATED; later polls
+ *        read nothing and say the same.
+ * @return 0, an errno code for I/O, or @p fn's nonzero return. The file
+ *         header's format codes (::STACKPULSE_EFORMAT, ...) as in
+ *         ::stackpulse_spool_open.
+ *
+ * Memory: the tables grow with new processes, threads, modules, frames and
+ * stacks only; no sample and no chunk is kept, so a long recording of the
+ * same code stays flat.
+ */
+STACKPULSE_API int stackpulse_spool_tail_poll(stackpulse_spool_tail *tail, stackpulse_sample_fn fn,
+                                              void *ctx, enum stackpulse_tail_state *state);
+
+/**
+ * The spool read so far, owned by @p tail (do not close it): its tables
+ * and metadata (`samples`, `chunks`,
+ * `truncated` and the damage fields count what was delivered). Pass it to
+ * ::stackpulse_symbolizer_new once: the symbolizer picks up the modules
+ * and symbol tables that later polls add. Pointers it returns (process,
+ * frame, ...) are valid until the next poll; names stay valid until the
+ * tail is closed. It has no sample iterator (samples come by the poll).
+ */
+STACKPULSE_API const stackpulse_spool *stackpulse_spool_tail_spool(
+        const stackpulse_spool_tail *tail);
+
+/** Closes @p tail; symbolizers made from its spool must be freed first.
+ * NULL is ignored. */
+STACKPULSE_API void stackpulse_spool_tail_close(stackpulse_spool_tail *tail);
 /**@}*/
 
 /* ------------------------------------------------------------------ */

@@ -61,6 +61,7 @@ pub const os = [_][]const u8{
     "tests/profile/test_hostile.c",
     "tests/profile/test_report_cli.c",
     "tests/reliability/test_rel_sigkill.c",
+    "tests/reliability/test_rel_tail.c",
     "tests/reliability/test_rel_enospc.c",
     "tests/reliability/test_rel_target_kill.c",
     "tests/reliability/test_rel_alloc.c",
@@ -119,6 +120,7 @@ pub const arm64_vm_skip = [_][]const u8{
     "tests/profile/test_ladder.c", // Go (pprof)
     "tests/profile/test_report_cli.c", // cc for its workloads, Go (pprof), pyenv
     "tests/reliability/test_rel_sigkill.c", // gcc
+    "tests/reliability/test_rel_tail.c", // gcc (its targets), cc for report --follow
     "tests/reliability/test_rel_enospc.c", // gcc
     "tests/reliability/test_rel_target_kill.c", // gcc
     "tests/reliability/test_rel_hostile.c", // gcc

@@ -328,6 +328,9 @@ int stackpulse_sample_iter_new(const stackpulse_spool *s, stackpulse_sample_iter
 	*out = NULL;
 	if (!s)
 		return sp_error(-EINVAL, "no spool");
+	if (s->tail)
+		return sp_error(-EINVAL, "a tailed spool delivers its samples by "
+		                         "stackpulse_spool_tail_poll, not by an iterator");
 	stackpulse_sample_iter *it = sp_calloc(1, sizeof(*it));
 	if (!it)
 		return sp_error(-ENOMEM, "cannot allocate a sample iterator");
@@ -442,6 +445,24 @@ static int iter_step(stackpulse_sample_iter *it, const struct stackpulse_sample 
 		it->base_time = ref->base_time;
 		it->has_prev = 0;
 	}
+}
+
+int sp_spool_chunk_samples(const stackpulse_spool *s, const struct sp_chunk_ref *ref,
+                           const uint8_t *raw, stackpulse_sample_fn fn, void *ctx)
+{
+	/* An iterator over this one chunk: no next chunk to load. */
+	stackpulse_sample_iter it;
+	memset(&it, 0, sizeof(it));
+	it.s = s;
+	it.next_chunk = UINT32_MAX;
+	it.cur = sp_cursor_make(raw, ref->raw_len);
+	it.base_time = ref->base_time;
+	const struct stackpulse_sample *sample;
+	int rc;
+	while ((rc = iter_step(&it, &sample)) == 1)
+		if ((rc = fn(sample, ctx)) != 0)
+			return rc;
+	return rc == STACKPULSE_ETRUNCATED ? STACKPULSE_EFORMAT : rc;
 }
 
 int stackpulse_sample_iter_next(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)

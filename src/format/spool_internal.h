@@ -89,6 +89,16 @@ struct stackpulse_spool {
 	uint64_t footer_at;   /* Offset of a valid footer ending the file, or UINT64_MAX. */
 	uint32_t chunk_limit; /* Read no chunk from this index on (UINT32_MAX: all). */
 
+	/* Tailing (sp_spool_tail_step): chunks are decoded as they land and
+	 * not remembered (chunks stays empty, nchunks counts them). */
+	int tail;
+	int tail_strict; /* STACKPULSE_SPOOL_STRICT: damage fails the poll. */
+	int tail_done;   /* Footer seen or writer gone: no more polls read. */
+	enum stackpulse_tail_state tail_state;
+	uint64_t tail_off;     /* Next chunk (or footer) offset; 0 before the header. */
+	uint64_t tail_suspect; /* Offset that failed a check once, or UINT64_MAX. */
+	struct sp_chunk_scratch *tail_sc;
+
 	uint64_t raw_used; /* Decompressed bytes so far. */
 	uint64_t raw_cap;
 	uint64_t mem_used; /* Table bytes so far. */
@@ -125,5 +135,11 @@ struct sp_chunk_scratch {
 int sp_chunk_load(const sp_source *src, uint32_t index, const struct sp_chunk_ref *ref,
                   struct sp_chunk_scratch *scratch, const uint8_t **payload);
 void sp_chunk_scratch_free(struct sp_chunk_scratch *scratch);
+
+/* Calls @p fn with each sample of the decoded chunk @p ref (payload @p raw),
+ * whose records are already in the tables: 0, the first nonzero return of
+ * @p fn, or a format error. */
+int sp_spool_chunk_samples(const stackpulse_spool *s, const struct sp_chunk_ref *ref,
+                           const uint8_t *raw, stackpulse_sample_fn fn, void *ctx);
 
 #endif

@@ -384,6 +384,21 @@ static int cmp_stat(const void *a, const void *b)
 	return cmp_u64(((const struct sp_stat *)a)->key, ((const struct sp_stat *)b)->key);
 }
 
+/* What the lookups need: sorted keyed tables, latest names, counts. */
+static int order_tables(stackpulse_spool *s)
+{
+	int rc;
+	if ((rc = stable_sort(s->events, s->nevents, sizeof(*s->events), cmp_event)) ||
+	    (rc = stable_sort(s->ksyms, s->nksyms, sizeof(*s->ksyms), cmp_ksym)) ||
+	    (rc = stable_sort(s->jitsyms, s->njitsyms, sizeof(*s->jitsyms), cmp_jitsym)) ||
+	    (rc = stable_sort(s->stats, s->nstats, sizeof(*s->stats), cmp_stat)))
+		return rc;
+	sp_spool_apply_names(s);
+	s->meta.chunks = s->nchunks;
+	s->meta.duration_ns = s->meta.samples ? s->last_time - s->first_time : 0;
+	return 0;
+}
+
 static int finish_tables(stackpulse_spool *s)
 {
 	for (uint32_t i = 0; i < s->nmodules; i++) {
@@ -399,16 +414,7 @@ static int finish_tables(stackpulse_spool *s)
 			memset(t, 0, sizeof(*t));
 		}
 	}
-	int rc;
-	if ((rc = stable_sort(s->events, s->nevents, sizeof(*s->events), cmp_event)) ||
-	    (rc = stable_sort(s->ksyms, s->nksyms, sizeof(*s->ksyms), cmp_ksym)) ||
-	    (rc = stable_sort(s->jitsyms, s->njitsyms, sizeof(*s->jitsyms), cmp_jitsym)) ||
-	    (rc = stable_sort(s->stats, s->nstats, sizeof(*s->stats), cmp_stat)))
-		return rc;
-	sp_spool_apply_names(s);
-	s->meta.chunks = s->nchunks;
-	s->meta.duration_ns = s->meta.samples ? s->last_time - s->first_time : 0;
-	return 0;
+	return order_tables(s);
 }
 
 static uint64_t cap_for(uint64_t size, uint64_t floor, uint64_t ratio)
@@ -420,12 +426,14 @@ static uint64_t cap_for(uint64_t size, uint64_t floor, uint64_t ratio)
 
 /* One pass over the file, reading at most @p limit chunks. The spool is
  * left in *out, also on failure, and does not own the source yet. */
-static int open_pass(const sp_source *src, uint32_t limit, struct damage *d, stackpulse_spool **out)
+static int spool_init(const sp_source *src, uint32_t limit, stackpulse_spool **out)
 {
 	stackpulse_spool *s = sp_calloc(1, sizeof(*s));
 	*out = s;
-	if (!s)
-		return sp_error(-ENOMEM, "cannot allocate a spool");
+	if (!s) {
+		(void)sp_error(-ENOMEM, "cannot allocate a spool");
+		return -ENOMEM; /* Spelled out for the static analyzer. */
+	}
 	s->src = *src;
 	s->src.close = NULL;
 	s->chunk_limit = limit;
@@ -442,9 +450,15 @@ static int open_pass(const sp_source *src, uint32_t limit, struct damage *d, sta
 		return rc;
 	s->stacks[0] = (struct sp_stack_node){ 0, UINT32_MAX, 0 };
 	s->nstacks = 1;
-	if ((rc = check_header(s)) || (rc = probe_footer(s)))
+	return 0;
+}
+
+static int open_pass(const sp_source *src, uint32_t limit, struct damage *d, stackpulse_spool **out)
+{
+	int rc = spool_init(src, limit, out);
+	if (rc || (rc = check_header(*out)) || (rc = probe_footer(*out)))
 		return rc;
-	return read_chunks(s, d);
+	return read_chunks(*out, d);
 }
 
 /* Records the damage in the metadata; takes @p detail. */
@@ -506,10 +520,153 @@ int sp_spool_open_source(const sp_source *src, stackpulse_spool **out)
 	return sp_spool_open_source_ex(src, 0, out);
 }
 
+/* ------------------------------------------------------------------ */
+/* Tailing: the walk of read_chunks, resumed at each poll over a file that
+ * grows. */
+
+int sp_spool_tail_new(const sp_source *src, unsigned flags, stackpulse_spool **out)
+{
+	*out = NULL;
+	stackpulse_spool *s = NULL;
+	int rc = spool_init(src, UINT32_MAX, &s);
+	if (!rc && !(s->tail_sc = sp_calloc(1, sizeof(*s->tail_sc))))
+		rc = sp_error(-ENOMEM, "cannot allocate chunk buffers");
+	if (rc) {
+		stackpulse_spool_close(s);
+		if (src->close)
+			src->close(src->ctx);
+		return rc;
+	}
+	s->src.close = src->close;
+	s->tail = 1;
+	s->tail_strict = (flags & STACKPULSE_SPOOL_STRICT) != 0;
+	s->tail_suspect = UINT64_MAX;
+	s->footer_at = UINT64_MAX;
+	s->meta.truncated = 1;
+	*out = s;
+	return 0;
+}
+
+/* One chunk (or the footer) at s->tail_off: 1 when it is not all there
+ * yet, 2 at a valid footer, 0 after a chunk, or an error. */
+static int tail_chunk(stackpulse_spool *s, stackpulse_sample_fn fn, void *ctx, int *decoded)
+{
+	uint64_t off = s->tail_off;
+	uint64_t left = s->src.size - off;
+	uint8_t m[4];
+	if (left < sizeof(m))
+		return 1;
+	int rc = read_at(s, off, m, sizeof(m));
+	if (rc)
+		return rc;
+	uint32_t magic = sp_le32(m);
+	if (magic == SP_FOOTER_MAGIC) {
+		if (left < SP_FOOTER_LEN)
+			return 1;
+		return (rc = check_footer(s, off)) ? rc : 2;
+	}
+	if (magic != SP_CHUNK_MAGIC)
+		return sp_error(STACKPULSE_EFORMAT, "chunk %u at offset %llu: bad magic %08x",
+		                s->nchunks, (unsigned long long)off, magic);
+	struct sp_chunk_ref ref;
+	if ((rc = chunk_header(s, off, &ref)) != 0)
+		return rc;
+	const uint8_t *raw = NULL;
+	if ((rc = sp_chunk_load(&s->src, s->nchunks, &ref, s->tail_sc, &raw))) {
+		s->raw_used -= ref.raw_len; /* Charged again when read again. */
+		return rc;
+	}
+	*decoded = 1;
+	if ((rc = sp_spool_decode_chunk(s, s->nchunks, &ref, raw)))
+		return rc;
+	s->nchunks++;
+	s->tail_off = off + SP_CHUNK_HEADER_LEN + (uint64_t)ref.stored_len;
+	s->tail_suspect = UINT64_MAX;
+	return fn ? sp_spool_chunk_samples(s, &ref, raw, fn, ctx) : 0;
+}
+
+int sp_spool_tail_step(stackpulse_spool *s, uint64_t size, int final, stackpulse_sample_fn fn,
+                       void *ctx, enum stackpulse_tail_state *state)
+{
+	*state = s->tail_state;
+	if (s->tail_done)
+		return 0;
+	if (size < s->src.size)
+		return sp_error(STACKPULSE_EFORMAT, "spool shrank from %llu to %llu bytes",
+		                (unsigned long long)s->src.size, (unsigned long long)size);
+	s->src.size = size;
+	/* The budgets scale with the file, as for a whole open. */
+	s->raw_cap = cap_for(size, SP_RAW_TOTAL_FLOOR, SP_RAW_TOTAL_RATIO);
+	s->mem_cap = cap_for(size, SP_TABLE_BYTES_FLOOR, SP_TABLE_BYTES_RATIO);
+	int rc = 0, complete = 0;
+	if (s->tail_off == 0) {
+		if (size >= SP_FILE_HEADER_LEN || final) {
+			if ((rc = check_header(s)))
+				return rc; /* Not a spool: nothing to tail. */
+			s->tail_off = SP_FILE_HEADER_LEN;
+		}
+	}
+	while (s->tail_off) {
+		int decoded = 0;
+		rc = tail_chunk(s, fn, ctx, &decoded);
+		if (rc == 1) {
+			rc = 0;
+			break;
+		}
+		if (rc == 2) {
+			rc = 0;
+			complete = 1;
+			break;
+		}
+		if (rc == 0)
+			continue;
+		if (!is_damage(rc) || decoded)
+			break; /* I/O, memory, the callback, or damage behind a good checksum. */
+		/* A chunk that fails its checks may still be being written: look
+		 * again next poll; a second failure, or one after the writer is
+		 * gone, is damage. */
+		if (!final && s->tail_suspect != s->tail_off) {
+			s->tail_suspect = s->tail_off;
+			rc = 0;
+		}
+		break;
+	}
+	int damaged = rc && is_damage(rc);
+	if (damaged && !s->tail_strict) {
+		struct damage d = { 1, 0, s->nchunks, s->tail_off };
+		char *detail = sp_strdup(stackpulse_last_error());
+		int code = rc;
+		rc = detail ? mark_damaged(s, &d, code, detail)
+		            : sp_error(-ENOMEM, "cannot copy the damage detail");
+	}
+	/* Half-received symbol tables are kept for their next parts. */
+	int rc2 = order_tables(s);
+	if (damaged && s->tail_strict) {
+		s->tail_state = *state = STACKPULSE_TAIL_TRUNCATED;
+		s->tail_done = 1;
+	}
+	if (rc || (rc = rc2))
+		return rc;
+	if (complete) {
+		s->meta.truncated = 0;
+		s->tail_state = STACKPULSE_TAIL_COMPLETE;
+		s->tail_done = 1;
+	} else if (final || damaged) {
+		s->tail_state = STACKPULSE_TAIL_TRUNCATED;
+		s->tail_done = 1;
+	}
+	*state = s->tail_state;
+	return 0;
+}
+
 void stackpulse_spool_close(stackpulse_spool *s)
 {
 	if (!s)
 		return;
+	if (s->tail_sc) {
+		sp_chunk_scratch_free(s->tail_sc);
+		sp_free(s->tail_sc);
+	}
 	if (s->src.close)
 		s->src.close(s->src.ctx);
 	for (uint32_t i = 0; i < s->nstrings; i++)

@@ -29,6 +29,18 @@ int sp_spool_open_memory(const void *buf, size_t len, unsigned flags, stackpulse
 /* sp_spool_open_source_ex without flags. */
 int sp_spool_open_source(const sp_source *src, stackpulse_spool **out);
 
+/* A spool to tail over @p src, whose size grows: nothing is read yet.
+ * Takes ownership of @p src (its close runs on failure too). */
+int sp_spool_tail_new(const sp_source *src, unsigned flags, stackpulse_spool **out);
+/* Reads the chunks that are complete in the first @p size bytes (the file
+ * size now) and calls @p fn (may be NULL) with each of their samples.
+ * @p final: the writer is gone, so @p size is the last size and a chunk
+ * that fails its checks now is damaged (else it is read again next time:
+ * it may be a write in progress). Sets *state. 0 or a negative code (I/O,
+ * memory, @p fn's nonzero return; damage only with STACKPULSE_SPOOL_STRICT). */
+int sp_spool_tail_step(stackpulse_spool *s, uint64_t size, int final, stackpulse_sample_fn fn,
+                       void *ctx, enum stackpulse_tail_state *state);
+
 /* The embedded symbol-cache table of @p module, if any: 0 or
  * STACKPULSE_ENOTFOUND. The bytes are owned by the spool. */
 int sp_spool_module_symtab(const stackpulse_spool *spool, uint32_t module, const uint8_t **table,

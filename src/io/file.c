@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -417,6 +418,11 @@ int sp_file_sink_open(sp_file_sink *sink, const char *path, unsigned mode)
 		sp_file_sink_close(sink);
 		return sp_error(-EINVAL, "%s: the new file changed under us", path);
 	}
+	/* Held until the descriptor closes (the kernel drops it when the
+	 * writer dies): a tail reader tells a live writer from a dead one by
+	 * it. Nobody else has the new file open, so it cannot fail but for
+	 * lack of kernel memory, and then the writer only looks dead early. */
+	(void)flock(fd, LOCK_EX | LOCK_NB);
 	return 0;
 }
 
@@ -497,5 +503,13 @@ int sp_file_sink_close(sp_file_sink *sink)
 	sink->path = NULL;
 	if (rc)
 		return sp_error(rc, "spool file: %s", stackpulse_strerror(rc));
+	return 0;
+}
+
+int sp_file_writer_alive(int fd)
+{
+	if (flock(fd, LOCK_SH | LOCK_NB) != 0)
+		return errno == EWOULDBLOCK ? 1 : -errno;
+	(void)flock(fd, LOCK_UN);
 	return 0;
 }

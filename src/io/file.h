@@ -108,7 +108,8 @@ typedef struct sp_file_sink {
 
 /* Creates a new file ".NAME.XXXXXX" in the directory of @p path (O_EXCL,
  * O_NOFOLLOW, @p mode before the umask) and checks it is a regular file
- * with one link. Refuses a @p path that is a directory (-EISDIR) or a
+ * with one link, and holds flock(LOCK_EX) on it until it is closed (see
+ * sp_file_writer_alive). Refuses a @p path that is a directory (-EISDIR) or a
  * special file (-EINVAL: FIFOs, devices and sockets are not replaced),
  * unless SP_FILE_DEVICE_OK allows writing into a device or FIFO. */
 int sp_file_sink_open(sp_file_sink *sink, const char *path, unsigned mode);
@@ -120,6 +121,11 @@ int sp_file_sink_commit(sp_file_sink *sink);
 int sp_file_sink_write(void *sink, const void *data, size_t len);
 /* fsync()s the file: 0 or -errno. */
 int sp_file_sink_sync(sp_file_sink *sink);
+/* Whether a sink (of this or another process) still has the file open on
+ * @p fd open for writing: sp_file_sink_open takes flock(LOCK_EX) on the
+ * files it creates, held until the writer closes them or dies. 1 when it
+ * is held, 0 when not, or -errno. */
+int sp_file_writer_alive(int fd);
 /* Closes the descriptor and unlinks the temporary file when it was never
  * committed; returns the first error seen (write or close). */
 int sp_file_sink_close(sp_file_sink *sink);

@@ -37,6 +37,7 @@ typedef struct symmod {
 	const struct stackpulse_module *info;
 	const char *base; /* Basename of the path, for "base+0xOFF". */
 	int has_emb;      /* A valid table is embedded in the spool. */
+	int emb_tried;    /* The embedded table (complete) was looked at. */
 	sp_symcache emb;
 	int has_disk; /* A valid table came from the cache dir. */
 	sp_symcache disk;
@@ -151,6 +152,8 @@ void stackpulse_symbolizer_free(stackpulse_symbolizer *s)
 		return;
 	for (uint32_t i = 0; s->mods && i < s->nmods; i++) {
 		symmod *m = &s->mods[i];
+		if (m->inited) /* The table may have moved (a tailed spool). */
+			m->info = stackpulse_spool_module(s->spool, i);
 		write_back(s, m);
 		sp_symcache_builder_free(m->fresh);
 		sp_dbgmod_free(m->dbg);
@@ -177,9 +180,45 @@ static int same_bid(const sp_symcache *t, const struct stackpulse_module *info)
 	        memcmp(t->build_id, info->build_id, info->build_id_len) == 0);
 }
 
+/* A tailed spool grows between calls: modules appear, its module table
+ * moves, and an embedded table may complete after the module was first
+ * used. Then the cached answers are dropped so they are made again. */
+static int mods_refresh(stackpulse_symbolizer *s, uint32_t index)
+{
+	uint32_t n = stackpulse_spool_module_count(s->spool);
+	if (index >= n)
+		return 0;
+	if (index >= s->nmods) {
+		symmod *nm = sp_realloc_array(s->mods, n, sizeof(symmod));
+		if (!nm)
+			return 0;
+		memset(nm + s->nmods, 0, (size_t)(n - s->nmods) * sizeof(symmod));
+		s->mods = nm;
+		s->nmods = n;
+	}
+	symmod *m = &s->mods[index];
+	if (!m->inited)
+		return 1;
+	m->info = stackpulse_spool_module(s->spool, index);
+	const uint8_t *t;
+	size_t len;
+	if (!m->emb_tried && m->info->has_symbols) {
+		m->emb_tried = 1;
+		if (sp_spool_module_symtab(s->spool, index, &t, &len) == 0 &&
+		    sp_symcache_validate(t, len, &m->emb) == 0 && same_bid(&m->emb, m->info)) {
+			m->has_emb = 1;
+			if (s->cap)
+				memset(s->slots, 0, s->cap * sizeof(*s->slots));
+			s->used = 0;
+			s->nrf = 0;
+		}
+	}
+	return 1;
+}
+
 static symmod *module_get(stackpulse_symbolizer *s, uint32_t index)
 {
-	if (index >= s->nmods)
+	if (!mods_refresh(s, index))
 		return NULL;
 	symmod *m = &s->mods[index];
 	if (m->inited)
@@ -193,6 +232,7 @@ static symmod *module_get(stackpulse_symbolizer *s, uint32_t index)
 	m->base = slash && slash[1] ? slash + 1 : path;
 	const uint8_t *t;
 	size_t len;
+	m->emb_tried = m->info->has_symbols;
 	if (sp_spool_module_symtab(s->spool, index, &t, &len) == 0 &&
 	    sp_symcache_validate(t, len, &m->emb) == 0 && same_bid(&m->emb, m->info))
 		m->has_emb = 1;
@@ -332,6 +372,9 @@ static int remember_fresh(symmod *m, uint64_t at, uint32_t span, const sp_symcac
 static int resolve_native(stackpulse_symbolizer *s, uint32_t module, uint64_t off, int leaf,
                           rslot **out)
 {
+	if (!mods_refresh(s, module))
+		return sp_error(STACKPULSE_ENOTFOUND, "symbolizer: module %u not in the spool",
+		                module);
 	rslot *r = slot_find(s, module, off, leaf);
 	if (r && r->used_leaf) {
 		s->counters.result_hits++;
