@@ -39,7 +39,6 @@ pub const io = [_][]const u8{
 
 pub const record = [_][]const u8{
     "src/record/attach.c",
-    "src/record/build_id.c",
     "src/record/kallsyms.c",
     "src/record/kallsyms_cache.c",
     "src/record/perf_events.c",

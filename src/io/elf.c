@@ -305,3 +305,16 @@ void sp_hex(const uint8_t *p, size_t n, char *out)
 	}
 	out[2 * n] = '\0';
 }
+
+int sp_elf_build_id_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path,
+                           uint64_t inode, uint8_t out[64], uint32_t *len)
+{
+	*len = 0;
+	uint64_t size = 0;
+	int fd = sp_elf_open_mapped(pid, start, end, path, inode, &size);
+	if (fd < 0)
+		return fd;
+	int rc = sp_elf_build_id_fd(fd, out, len);
+	close(fd);
+	return rc;
+}

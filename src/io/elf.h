@@ -49,6 +49,13 @@ int sp_elf_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path
  * note, or STACKPULSE_EFORMAT / -errno. */
 int sp_elf_build_id_fd(int fd, uint8_t out[64], uint32_t *len);
 
+/* The build-id of the file mapped at [start, end) by @p pid, read as the
+ * target sees it (sp_elf_open_mapped: never blocking, regular files only,
+ * @p inode checked when nonzero). 0, STACKPULSE_ENOTFOUND when the file
+ * has no note, or another code. */
+int sp_elf_build_id_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path,
+                           uint64_t inode, uint8_t out[64], uint32_t *len);
+
 /* Reads the ELF header, the PT_LOAD segments and the GNU build-id note
  * (PT_NOTE segments, then SHT_NOTE sections) of @p fd (@p size bytes).
  * Returns 0 or STACKPULSE_EFORMAT (not ELF, bad lengths) / -EIO. */

@@ -26,7 +26,7 @@
 #include "common/error.h"
 #include "io/elf.h"
 #include "io/file.h"
-#include "record/build_id.h"
+#include "format/spool_format.h"
 #include "record/proc_scan.h"
 #include "record/recorder.h"
 #include "symbolize/cacheio.h"

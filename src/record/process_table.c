@@ -11,7 +11,8 @@
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/search.h"
-#include "record/build_id.h"
+#include "format/spool_format.h"
+#include "io/elf.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
 
@@ -380,7 +381,7 @@ static int module_for(sp_ptable *t, pid_t pid, uint64_t start, uint64_t end, con
 	if (!bid || bid_len == 0) {
 		bid_len = 0;
 		if (path[0] == '/' &&
-		    sp_build_id_for_mapping(pid, start, end, path, inode, buf, &bid_len) == 0)
+		    sp_elf_build_id_mapped(pid, start, end, path, inode, buf, &bid_len) == 0)
 			bid = buf;
 		else
 			bid_len = 0;

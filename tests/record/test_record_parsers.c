@@ -9,7 +9,6 @@
 #include "format/spool_writer.h"
 #include "rec_util.h"
 #include "io/elf.h"
-#include "record/build_id.h"
 #include "record/kallsyms.h"
 #include "record/proc_scan.h"
 #include "record/process_table.h"
@@ -145,8 +144,8 @@ SP_TEST(build_id_matches_readelf)
 		line[strcspn(line, "\n")] = '\0';
 		sp_proc_map m;
 		if (sp_proc_parse_map_line(line, &m) == 0 && m.exec && strcmp(m.path, self) == 0) {
-			int rc = sp_build_id_for_mapping(getpid(), m.start, m.end, m.path, m.inode,
-			                                 got, &len);
+			int rc = sp_elf_build_id_mapped(getpid(), m.start, m.end, m.path, m.inode,
+			                                got, &len);
 			if (wn) {
 				CHECK_OK(rc);
 				CHECK(len == (uint32_t)wn && memcmp(got, want, len) == 0);
