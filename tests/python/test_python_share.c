@@ -51,18 +51,7 @@ static py_versions vs;
 /* At most 1 in this many samples may hold a Python function out of place:
  * 2%, or 3% in ASan builds, whose slower recorder reads 3.10's heap frames
  * later (16-19 of 753 seen there, 6-12 in plain builds). */
-#if defined(__SANITIZE_ADDRESS__)
-#define SP_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SP_ASAN 1
-#endif
-#endif
-#ifdef SP_ASAN
-static const long long misplaced_per = 33;
-#else
-static const long long misplaced_per = 50;
-#endif
+static const long long misplaced_per = SP_TEST_ASAN ? 33 : 50;
 
 static double now_s(void)
 {

@@ -59,6 +59,20 @@ static inline int sp_test_open_memory(const void *buf, size_t len, stackpulse_sp
 	return stackpulse_spool_open(NULL, &o, out);
 }
 
+/* SP_TEST_ASAN is 1 in AddressSanitizer builds (zig build sanitize): the
+ * recorder runs several times slower there, so it reads target memory
+ * later, which a few timing-bound checks allow for. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SP_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SP_TEST_ASAN 1
+#endif
+#endif
+#ifndef SP_TEST_ASAN
+#define SP_TEST_ASAN 0
+#endif
+
 #define SP_TEST(name)                                                                              \
 	static void name(void);                                                                    \
 	__attribute__((constructor)) static void sp_register_##name(void)                          \
