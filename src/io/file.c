@@ -322,7 +322,7 @@ static int output_path_check(const char *path)
 	return 0;
 }
 
-/* Creates "DIR/.BASE.XXXXXXXX" with O_EXCL; fills *tmp_out (sp_free it). */
+/* Creates "DIR/.BASE.<8 random characters>" with O_EXCL; fills *tmp_out (sp_free it). */
 static int output_create_tmp(const char *path, unsigned mode, char **tmp_out, int *fd_out)
 {
 	static _Atomic unsigned counter;

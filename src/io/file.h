@@ -106,7 +106,7 @@ typedef struct sp_file_sink {
  * sockets are still refused. For exports, never for spools. */
 #define SP_FILE_DEVICE_OK 0x10000u
 
-/* Creates a new file ".NAME.XXXXXX" in the directory of @p path (O_EXCL,
+/* Creates a new file ".NAME.<random suffix>" in the directory of @p path (O_EXCL,
  * O_NOFOLLOW, @p mode before the umask) and checks it is a regular file
  * with one link, and holds flock(LOCK_EX) on it until it is closed (see
  * sp_file_writer_alive). Refuses a @p path that is a directory (-EISDIR) or a
