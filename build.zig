@@ -199,6 +199,8 @@ pub fn build(b: *std.Build) void {
         run.addArgs(cs.args);
         run.has_side_effects = true;
         run.stdio = .inherit;
+        // The test trees link the installed lib/ for the docs check.
+        run.step.dependOn(b.getInstallStep());
         b.step(cs.name, cs.desc).dependOn(&run.step);
     }
 

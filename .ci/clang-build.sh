@@ -61,6 +61,11 @@ build_tree() {
 	local out=$1 src
 	rm -rf "$out"
 	mkdir -p "$out/obj" "$out/tests" "$out/bin"
+	# The tree also stands in for the install prefix (the docs check builds
+	# against $bin/../lib and ../include): the headers, and the zig-installed
+	# library and pkg-config files (build.zig makes these steps install first).
+	ln -s "$prefix/lib" "$out/lib"
+	ln -s "$root/include" "$out/include"
 	local common=("${SP_CFLAGS[@]}" "${SP_DEFINES[@]}" -Iinclude -Isrc -Itests/support "${CFLAGS_X[@]}")
 	for src in "${SP_PURE_SRCS[@]}" "${SP_TEST_SUPPORT[@]}" "${SP_OS_SRCS[@]}" tests/support/harness.c; do
 		add_job "$CC" "${common[@]}" -c "$src" -o "$out/obj/$(obj_name "$src")"
