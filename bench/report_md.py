@@ -21,6 +21,10 @@ def pct(x, none="—"):
     return none if x is None else "%+.1f%%" % (100 * x)
 
 
+def fshare(x, none="—"):
+    return none if x is None else "%.1f%%" % (100 * x)
+
+
 def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
@@ -521,6 +525,49 @@ def render(d, bench):
     else:
         w(NM + ".")
     w("")
+
+    # ---------------------------------------------------- python shapes
+    ps = P.get("pyshapes")
+    if isinstance(ps, dict) and ps:
+        w("## Python stack shapes (pyshapes.py: generators, asyncio, C calls)")
+        w("")
+        w("`bench/workloads/pyshapes.py` runs three phases of about a third of the work each: a "
+          "generator pipeline `sum(evens(numbers(n)))` (generators resumed from C by `sum`), four "
+          "coroutines under `asyncio.gather` (resumed by the event loop) and a "
+          "`json.dumps`/`json.loads` loop (time in C functions called from Python). "
+          "`py-spy record -r HZ -f raw` and `record -F HZ --python=on` run it in turn on every "
+          "CPython here. *Complete* is the share of all samples whose outermost Python frame is "
+          "`<module>` in a stack that was not cut; *in a phase* the share that names a phase "
+          "function. Phase shares are over the samples in a phase; *max Δ* is the largest "
+          "difference from py-spy's share of any innermost Python function (≥ 2%% in either). "
+          "Medians over the runs.")
+        w("")
+        w("| CPython | Hz | tool | samples | complete | in a phase | gen | async | json | max Δ | recorder CPU/1k samples |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|")
+        for label, E in ps.items():
+            for hz in ("199", "999"):
+                spy = E.get("pyspy@" + hz) or []
+                for tool in ("pyspy", "sp"):
+                    xs = E.get("%s@%s" % (tool, hz)) or []
+                    if not xs:
+                        continue
+                    sh = [x["shapes"] for x in xs]
+                    dmax = None
+                    if tool == "sp" and spy:
+                        a = {k: med([y["shapes"]["leaf_share"].get(k, 0) for y in spy])
+                             for y0 in spy for k in y0["shapes"]["leaf_share"]}
+                        b_ = {k: med([y["leaf_share"].get(k, 0) for y in sh])
+                              for y0 in sh for k in y0["leaf_share"]}
+                        keys = [k for k in set(a) | set(b_) if max(a.get(k, 0), b_.get(k, 0)) >= 0.02]
+                        dmax = max((abs(a.get(k, 0) - b_.get(k, 0)) for k in keys), default=None)
+                    cpu1k = med([x["rec_cpu"] * 1000 / x["samples"] for x in xs if x.get("samples")])
+                    w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                        label, hz, TOOLNAME.get(tool, tool), f(med([x["samples"] for x in xs]), "%.0f"),
+                        fshare(med([y["complete"] for y in sh])), fshare(med([y["in_phase"] for y in sh])),
+                        *[f(med([y["phase_share"][k] for y in sh]), "%.3f")
+                          for k in ("phase_gen", "phase_async", "phase_json")],
+                        f(dmax, "%.3f"), f(cpu1k and cpu1k * 1000, "%.0f ms")))
+        w("")
 
     # ---------------------------------------------------------- reader
     w("## Reader throughput and memory")
