@@ -47,10 +47,13 @@
 
 #define MAX_STACK_SIZE 65528u /* perf's limit: u16 record size minus headers. */
 #define WAIT_SLICE_MS  100    /* Liveness re-check period inside wait(). */
-/* Polling period once a CPython target is found: its stacks are read when
- * the ring is drained, not at sample time, so drain soon after samples
- * arrive instead of at the wakeup watermark (ring/4). */
+/* Polling period once a CPython target is found: its stacks are read after
+ * the sample, when the recorder sees it, so look soon after samples arrive
+ * instead of at the wakeup watermark (ring/4): every 200 us while samples
+ * keep coming, else every millisecond. */
 #define PY_WAIT_SLICE_MS 1
+#define PY_WAIT_SLICE_US 200
+#define PY_BUSY_NS       20000000ull /* "while samples keep coming" */
 
 static uint64_t clock_ns(clockid_t c)
 {
@@ -595,7 +598,8 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 {
 	uint64_t start = clock_ns(CLOCK_MONOTONIC);
 	for (;;) {
-		sp_recorder_python_early(rec);
+		if (sp_recorder_python_early(rec) > 0)
+			rec->py_busy_until_ns = clock_ns(CLOCK_MONOTONIC) + PY_BUSY_NS;
 		int st = rings_state(rec);
 		if (st == 2)
 			return STACKPULSE_WAIT_READY;
@@ -611,7 +615,19 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 				slice = (int)((uint64_t)timeout_ms - spent);
 		}
 		struct epoll_event ev[8];
-		int n = epoll_wait(rec->epfd, ev, 8, slice);
+		int n;
+		if (rec->python_found && slice > 0 &&
+		    clock_ns(CLOCK_MONOTONIC) < rec->py_busy_until_ns) {
+			/* A busy CPython target: its next sample is due soon, and
+			 * every 100 us of delay costs whole chains (its frames
+			 * move on under a late read). */
+			struct timespec ts = { 0, PY_WAIT_SLICE_US * 1000 };
+			n = epoll_pwait2(rec->epfd, ev, 8, &ts, NULL);
+			if (n < 0 && errno == ENOSYS) /* Linux < 5.11 */
+				n = epoll_wait(rec->epfd, ev, 8, slice);
+		} else {
+			n = epoll_wait(rec->epfd, ev, 8, slice);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				return -EINTR;

@@ -126,6 +126,7 @@ struct stackpulse_recorder {
 	sp_early_py *early;               /* SP_EARLY_PY slots once Python is found. */
 	uint64_t py_serials;              /* Last sp_process.py_serial handed out. */
 	uint64_t python_early;            /* Python reads taken from early slots. */
+	uint64_t py_busy_until_ns;        /* Poll fast until then (CLOCK_MONOTONIC). */
 	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
 	uint64_t *pcs;                    /* Scratch: unwound pcs. */
 	uint32_t *frames;                 /* Scratch: frame ids of one stack. */
@@ -171,7 +172,7 @@ int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, s
 /* Reads the Python stacks of the samples that arrived in the rings since
  * the last call, before the time-ordered drain reaches them: the target
  * moves on while they wait (python_early.c). */
-void sp_recorder_python_early(stackpulse_recorder *rec);
+uint32_t sp_recorder_python_early(stackpulse_recorder *rec); /* stacks read */
 /* The early read of the sample (@p tid, @p time) of @p proc into
  * rec->pyframes: 1 with *n, *truncated and *rc set, 0 when there is none.
  * Drops reads of samples older than @p time (never to be asked for). */
