@@ -779,6 +779,47 @@ SP_TEST(deleted_mark_in_module_path)
 	fx_spool_free(&sp);
 }
 
+/* PLT stubs have no symbols: they are named "callee@plt", as perf names
+ * them, not after the symbol before them (_init). objdump finds the stub. */
+SP_TEST(plt_stubs_are_named_after_their_callee)
+{
+	static const char src[] = "#include <stdio.h>\n#include <string.h>\n"
+	                          "int main(int argc, char **argv)\n"
+	                          "{ puts(argv[0]); return (int)strlen(argv[0]) + argc; }\n";
+	const char *bin = build("gcc", "-O2 -g", "prog_plt", src, "c");
+	if (!fx_have("objdump"))
+		sp_test_skip("objdump not installed");
+	char out[600], cmd[1400];
+	fx_path(out, sizeof(out), "plt_addr");
+	snprintf(cmd, sizeof(cmd),
+	         "objdump -d -j .plt -j .plt.sec '%s' | awk '/<puts@plt>:/ {print $1}' | tail -1 "
+	         ">'%s'",
+	         bin, out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	uint64_t stub = strtoull(text, NULL, 16);
+	free(text);
+	REQUIRE(stub != 0);
+	uint8_t bid[64];
+	uint32_t bid_len;
+	fx_build_id(bin, bid, &bid_len);
+	fx_spool sp;
+	fx_spool_begin(&sp);
+	uint32_t mod = fx_module(&sp, bin, bid, bid_len);
+	uint32_t f = fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, fx_offset(bin, stub + 4));
+	fx_spool_open(&sp);
+	stackpulse_symbolizer_opts o = no_cache_opts();
+	stackpulse_symbolizer *sym;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
+	fx_frames c = { .n = 0 };
+	REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, f, fx_collect, &c));
+	REQUIRE(c.n >= 1);
+	CHECK_STR(c.f[0].name, "puts@plt");
+	stackpulse_symbolizer_free(sym);
+	fx_spool_free(&sp);
+}
+
 /* More binaries than the symbolizer keeps open: descriptors stay bounded
  * and every frame still resolves (closed binaries reopen on demand). */
 SP_TEST(many_modules_keep_descriptors_bounded)
