@@ -418,3 +418,178 @@ SP_TEST(report_example_pushes_a_recording)
 	free(after);
 }
 #endif
+
+#ifdef SP_HAVE_CURL
+/* Builds tests/record/targets/ladder.c (leaf <- middle <- entry <- main)
+ * with -g into the test directory; returns its path. */
+static const char *ladder_target(void)
+{
+	static char bin[600];
+	if (!bin[0]) {
+		char cmd[1600];
+		snprintf(bin, sizeof(bin), "%s/push_ladder", sp_test_tmpdir());
+		snprintf(cmd, sizeof(cmd),
+		         "gcc -O2 -g -fomit-frame-pointer -o '%s' "
+		         "'%s/tests/record/targets/ladder.c'",
+		         bin, sp_test_source_root());
+		REQUIRE_EQ(sp_test_run(cmd), 0);
+	}
+	return bin;
+}
+
+/* The value of the first line of @p text that starts with @p key ("total "),
+ * or -1. */
+static long long line_value(const char *text, const char *key)
+{
+	size_t n = strlen(key);
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, n) == 0)
+			return strtoll(p + n, NULL, 10);
+	return -1;
+}
+
+/* Samples in spool @p path, or -1 when it does not open. */
+static long long spool_samples(const char *path)
+{
+	stackpulse_spool *sp = NULL;
+	if (stackpulse_spool_open(path, NULL, &sp) != 0)
+		return -1;
+	long long n = (long long)stackpulse_spool_meta(sp)->samples;
+	stackpulse_spool_close(sp);
+	return n;
+}
+
+/* `record --rotate --push`, the minimal agent: one Pyroscope push per
+ * window with samples, in window order, each decoded by `go tool pprof`
+ * with the window's own total and the ladder's names; windows stay on
+ * disk. */
+SP_TEST(record_rotate_pushes_each_window)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	if (!sp_test_have_program("go"))
+		sp_test_skip("go is not installed (Debian golang-go provides `go tool pprof`)");
+	const char *bin = ladder_target();
+	const char *dir = server_dir("rotate_push");
+	int port = start_server(dir, "--requests 1000 --deadline 300");
+	char cmd[4096], path[700];
+	snprintf(cmd, sizeof(cmd),
+	         "%s/record -F 499 --rotate 1 --push http://127.0.0.1:%d --app rot --label env=ci "
+	         "-o %s/w.spool -- %s 3.2 >%s/record.out 2>&1",
+	         bindir, port, dir, bin, dir);
+	int rc = sp_test_run(cmd);
+	snprintf(path, sizeof(path), "%s/stop", dir);
+	FILE *f = fopen(path, "w");
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "%s/record.out", dir);
+	char *out = sp_test_read_file(path, NULL);
+	REQUIRE(out != NULL);
+	fprintf(stderr, "%s", out);
+	CHECK_EQ(rc, 0);
+	CHECK(strstr(out, " failed") == NULL || strstr(out, ", 0 failed") != NULL);
+
+	/* Window files in order; each one with samples was pushed once. */
+	int windows = 0, pushed = 0;
+	long long total = 0, leaf = 0, prev_from = -1;
+	for (int i = 1; i < 100; i++) {
+		snprintf(path, sizeof(path), "%s/w.spool.%04d", dir, i);
+		long long n = spool_samples(path);
+		if (n < 0)
+			break;
+		windows++;
+		if (n == 0)
+			continue;
+		char sp[600];
+		snprintf(sp, sizeof(sp), "%s/summary-%d", dir, pushed);
+		char *s = sp_test_read_file(sp, NULL);
+		if (!s) {
+			sp_test_fail(__FILE__, __LINE__, "window %d (%lld samples): no push %d", i,
+			             n, pushed);
+			break;
+		}
+		pushed++;
+		CHECK(strstr(s, "error ") == NULL);
+		CHECK_EQ(line_value(s, "total "), n);
+		CHECK_LINE(s, "query name rot.cpu{env=ci}");
+		CHECK_LINE(s, "query format pprof");
+		CHECK_LINE(s, "query sampleRate 499");
+		/* Each window starts later than the one before. */
+		long long from = line_value(s, "query from ");
+		CHECK(from > prev_from);
+		prev_from = from;
+		long long l = line_value(s, "incl leaf ");
+		if (l > 0)
+			leaf += l;
+		total += n;
+		free(s);
+	}
+	fprintf(stderr, "    %d windows, %d pushed, %lld samples, %lld in leaf\n", windows, pushed,
+	        total, leaf);
+	CHECK(windows >= 3);
+	char *log = log_of(dir);
+	REQUIRE(log != NULL);
+	CHECK_EQ(count_lines(log), pushed);
+	free(log);
+	char want[64];
+	snprintf(want, sizeof(want), "%d pushed, 0 failed", pushed);
+	CHECK(strstr(out, want) != NULL);
+	free(out);
+	CHECK(total >= 200);
+	CHECK(leaf * 100 >= total * 90);
+}
+
+/* A backend that refuses every push (400) or is not there: each window's
+ * push fails with a message, recording goes on to the end, every window
+ * file stays complete, and record exits 1. */
+SP_TEST(record_rotate_keeps_windows_when_pushes_fail)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	const char *bin = ladder_target();
+	const char *dir = server_dir("rotate_400");
+	int port = start_server(dir, "--script 400 --requests 1000 --deadline 120");
+	char cmd[4096], path[700];
+	snprintf(cmd, sizeof(cmd),
+	         "%s/record -F 499 --rotate 0.5 --otlp http://127.0.0.1:%d -o %s/w.spool -- %s 2 "
+	         ">%s/record.out 2>&1",
+	         bindir, port, dir, bin, dir);
+	int rc = sp_test_run(cmd);
+	snprintf(path, sizeof(path), "%s/stop", dir);
+	FILE *f = fopen(path, "w");
+	if (f)
+		fclose(f);
+	CHECK_EQ(rc, 1);
+	snprintf(path, sizeof(path), "%s/record.out", dir);
+	char *out = sp_test_read_file(path, NULL);
+	REQUIRE(out != NULL);
+	fprintf(stderr, "%s", out);
+	int windows = 0, nonempty = 0;
+	long long total = 0;
+	for (int i = 1; i < 100; i++) {
+		snprintf(path, sizeof(path), "%s/w.spool.%04d", dir, i);
+		long long n = spool_samples(path);
+		if (n < 0)
+			break;
+		windows++;
+		nonempty += n > 0;
+		total += n;
+		char want[128];
+		snprintf(want, sizeof(want), "push of window %d (%s kept)", i, path);
+		if (n > 0 && strstr(out, want) == NULL)
+			sp_test_fail(__FILE__, __LINE__, "no failed push of window %d", i);
+	}
+	CHECK(windows >= 3);
+	CHECK(total >= 100);
+	CHECK(strstr(out, "HTTP 400") != NULL);
+	char want[64];
+	snprintf(want, sizeof(want), "0 pushed, %d failed", nonempty);
+	CHECK(strstr(out, want) != NULL);
+	/* Recording went on for the whole run: the summary counts every window. */
+	snprintf(want, sizeof(want), "-> %d windows", windows);
+	CHECK(strstr(out, want) != NULL);
+	free(out);
+}
+#endif
