@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "spool_profile.h"
 #include "stackpulse.h"
 
 #define MAX_LABELS 32
@@ -189,15 +190,11 @@ static int push_window(const char *path, const stackpulse_push_opts *pu, uint64_
 		fail(path, rc);
 		return rc;
 	}
-	stackpulse_symbolizer *sym = NULL;
-	if (stackpulse_symbolizer_new(spool, NULL, &sym) != 0)
-		sym = NULL; /* Frames then read module+offset. */
+	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
 	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
-	po.flags = STACKPULSE_PROFILE_GROUP_UNRESOLVED;
+	po.flags = STACKPULSE_PROFILE_GROUP_UNRESOLVED; /* As report without --addresses. */
 	stackpulse_profile *prof = NULL;
-	rc = stackpulse_profile_build(spool, sym, &po, &prof);
-	stackpulse_symbolizer_free(sym);
-	stackpulse_spool_close(spool);
+	rc = spool_profile(spool, &so, &po, fail, &prof);
 	if (rc) {
 		fail("building the profile", rc);
 		return rc;
@@ -555,48 +552,48 @@ int main(int argc, char **argv)
 		if (w != child)
 			child_status = -1;
 	}
-	if (have_stats && rotate > 0) {
-		char size[32];
-		human_size(ws.bytes, size, sizeof(size));
-		fprintf(stderr,
-		        "record: %" PRIu64 " samples (%" PRIu64
-		        " lost) from %u process%s, %u thread%s "
-		        "in %.1fs%s%s -> %u window%s %s.0001..%s.%04u (%s)",
-		        ws.samples, ws.lost, st.processes, st.processes == 1 ? "" : "es",
-		        st.threads, st.threads == 1 ? "" : "s", elapsed,
-		        st.kernel_frames ? ", kernel frames" : "",
-		        st.python_frames ? ", Python frames" : "", ws.count,
-		        ws.count == 1 ? "" : "s", out, out, ws.count, size);
-		if (ws.push)
-			fprintf(stderr, ", %u pushed, %u failed", ws.pushed, ws.push_failed);
-		fputc('\n', stderr);
-	} else if (have_stats) {
-		/* finish() wrote more: the file itself has the final counts. */
-		FILE *f = fopen(out, "rb");
-		if (f && fseek(f, 0, SEEK_END) == 0) {
-			long sz = ftell(f);
-			if (sz >= 0)
-				st.bytes_written = (uint64_t)sz;
-		}
-		if (f)
-			fclose(f);
-		stackpulse_spool *spool = NULL;
-		if (stackpulse_spool_open(out, NULL, &spool) == 0) {
-			const struct stackpulse_spool_meta *m = stackpulse_spool_meta(spool);
-			st.samples = m->samples;
-			st.lost = m->lost;
-			stackpulse_spool_close(spool);
+	if (have_stats) {
+		char dest[1200];
+		if (rotate > 0) {
+			/* The windows' own counts, as their callbacks gave them. */
+			st.samples = ws.samples;
+			st.lost = ws.lost;
+			st.bytes_written = ws.bytes;
+			snprintf(dest, sizeof(dest), "%u window%s %s.0001..%s.%04u", ws.count,
+			         ws.count == 1 ? "" : "s", out, out, ws.count);
+		} else {
+			/* finish() wrote more: the file itself has the final counts. */
+			FILE *f = fopen(out, "rb");
+			if (f && fseek(f, 0, SEEK_END) == 0) {
+				long sz = ftell(f);
+				if (sz >= 0)
+					st.bytes_written = (uint64_t)sz;
+			}
+			if (f)
+				fclose(f);
+			stackpulse_spool *spool = NULL;
+			if (stackpulse_spool_open(out, NULL, &spool) == 0) {
+				const struct stackpulse_spool_meta *m =
+				        stackpulse_spool_meta(spool);
+				st.samples = m->samples;
+				st.lost = m->lost;
+				stackpulse_spool_close(spool);
+			}
+			snprintf(dest, sizeof(dest), "%s", out);
 		}
 		char size[32];
 		human_size(st.bytes_written, size, sizeof(size));
 		fprintf(stderr,
 		        "record: %" PRIu64 " samples (%" PRIu64
 		        " lost) from %u process%s, %u thread%s "
-		        "in %.1fs%s%s -> %s (%s)\n",
+		        "in %.1fs%s%s -> %s (%s)",
 		        st.samples, st.lost, st.processes, st.processes == 1 ? "" : "es",
 		        st.threads, st.threads == 1 ? "" : "s", elapsed,
 		        st.kernel_frames ? ", kernel frames" : "",
-		        st.python_frames ? ", Python frames" : "", out, size);
+		        st.python_frames ? ", Python frames" : "", dest, size);
+		if (ws.push)
+			fprintf(stderr, ", %u pushed, %u failed", ws.pushed, ws.push_failed);
+		fputc('\n', stderr);
 	}
 	if (*python_note)
 		fprintf(stderr, "record: warning: recorded without Python frames: %s\n",

@@ -459,6 +459,26 @@ static long long spool_samples(const char *path)
 	return n;
 }
 
+/* Runs `record ARGS -o DIR/w.spool -- ladder SECONDS` against the server of
+ * @p dir, then stops the server; returns record's output (printed) and
+ * its exit status in *rc. */
+static char *record_rotating(const char *dir, const char *args, const char *seconds, int *rc)
+{
+	char cmd[4096], path[700];
+	snprintf(cmd, sizeof(cmd), "%s/record %s -o %s/w.spool -- %s %s >%s/record.out 2>&1",
+	         getenv("SP_BIN_DIR"), args, dir, ladder_target(), seconds, dir);
+	*rc = sp_test_run(cmd);
+	snprintf(path, sizeof(path), "%s/stop", dir);
+	FILE *f = fopen(path, "w");
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "%s/record.out", dir);
+	char *out = sp_test_read_file(path, NULL);
+	REQUIRE(out != NULL);
+	fprintf(stderr, "%s", out);
+	return out;
+}
+
 /* `record --rotate --push`, the minimal agent: one Pyroscope push per
  * window with samples, in window order, each decoded by `go tool pprof`
  * with the window's own total and the ladder's names; windows stay on
@@ -470,23 +490,13 @@ SP_TEST(record_rotate_pushes_each_window)
 		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
 	if (!sp_test_have_program("go"))
 		sp_test_skip("go is not installed (Debian golang-go provides `go tool pprof`)");
-	const char *bin = ladder_target();
 	const char *dir = server_dir("rotate_push");
 	int port = start_server(dir, "--requests 1000 --deadline 300");
-	char cmd[4096], path[700];
-	snprintf(cmd, sizeof(cmd),
-	         "%s/record -F 499 --rotate 1 --push http://127.0.0.1:%d --app rot --label env=ci "
-	         "-o %s/w.spool -- %s 3.2 >%s/record.out 2>&1",
-	         bindir, port, dir, bin, dir);
-	int rc = sp_test_run(cmd);
-	snprintf(path, sizeof(path), "%s/stop", dir);
-	FILE *f = fopen(path, "w");
-	if (f)
-		fclose(f);
-	snprintf(path, sizeof(path), "%s/record.out", dir);
-	char *out = sp_test_read_file(path, NULL);
-	REQUIRE(out != NULL);
-	fprintf(stderr, "%s", out);
+	char args[256], path[700];
+	snprintf(args, sizeof(args),
+	         "-F 499 --rotate 1 --push http://127.0.0.1:%d --app rot --label env=ci", port);
+	int rc = 0;
+	char *out = record_rotating(dir, args, "3.2", &rc);
 	CHECK_EQ(rc, 0);
 	CHECK(strstr(out, " failed") == NULL || strstr(out, ", 0 failed") != NULL);
 
@@ -548,24 +558,13 @@ SP_TEST(record_rotate_keeps_windows_when_pushes_fail)
 	const char *bindir = getenv("SP_BIN_DIR");
 	if (!bindir || !*bindir)
 		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
-	const char *bin = ladder_target();
 	const char *dir = server_dir("rotate_400");
 	int port = start_server(dir, "--script 400 --requests 1000 --deadline 120");
-	char cmd[4096], path[700];
-	snprintf(cmd, sizeof(cmd),
-	         "%s/record -F 499 --rotate 0.5 --otlp http://127.0.0.1:%d -o %s/w.spool -- %s 2 "
-	         ">%s/record.out 2>&1",
-	         bindir, port, dir, bin, dir);
-	int rc = sp_test_run(cmd);
-	snprintf(path, sizeof(path), "%s/stop", dir);
-	FILE *f = fopen(path, "w");
-	if (f)
-		fclose(f);
+	char args[256], path[700];
+	snprintf(args, sizeof(args), "-F 499 --rotate 0.5 --otlp http://127.0.0.1:%d", port);
+	int rc = 0;
+	char *out = record_rotating(dir, args, "2", &rc);
 	CHECK_EQ(rc, 1);
-	snprintf(path, sizeof(path), "%s/record.out", dir);
-	char *out = sp_test_read_file(path, NULL);
-	REQUIRE(out != NULL);
-	fprintf(stderr, "%s", out);
 	int windows = 0, nonempty = 0;
 	long long total = 0;
 	for (int i = 1; i < 100; i++) {
