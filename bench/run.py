@@ -689,27 +689,31 @@ class Bench:
         self.write_doc()
 
     def phase_push(self):
-        """I: push cost per window. `busy 4` recorded by the recorder API
-        with 10 s windows at 99 and 999 Hz; each window read back,
-        symbolized and pushed as Pyroscope and as OTLP to a loopback sink
-        (bench/push_cost.c). The last window (cut by finish) is left out."""
+        """I: push cost per window. `busy 4` at 99 and 999 Hz and
+        pyshares.py (Python frames) at 999 Hz, recorded by the recorder API
+        with 10 s windows; each window read back, symbolized and pushed as
+        Pyroscope and as OTLP to a loopback sink (bench/push_cost.c). The
+        last window (cut by finish) is left out."""
         if not self.pushb:
             self.data["phases"]["push"] = "push_cost not built: library missing"
             return
         P = self.data["phases"]["push"] = {}
         secs = 30 if self.quick else 60
-        busy = self.wl["busy"][0]
         d = os.path.join(self.tmp, "run")
         outp = os.path.join(d, "push.out")
-        for hz in (99, 999):
-            log("push cost: %d Hz, %d s in 10 s windows" % (hz, secs))
-            r = measure([self.pushb, secs, 10, hz, busy, "4", secs + 5], stdout=outp,
+        configs = (("busy 4", 99, [self.wl["busy"][0], "4", secs + 5]),
+                   ("busy 4", 999, [self.wl["busy"][0], "4", secs + 5]),
+                   ("pyshares.py", 999, [PY, os.path.join(WL_DIR, "pyshares.py"), "100000"]))
+        for i, (name, hz, cmd) in enumerate(configs):
+            log("push cost: %s at %d Hz, %d s in 10 s windows" % (name, hz, secs))
+            r = measure([self.pushb, secs, 10, hz] + cmd, stdout=outp,
                         stderr=outp + ".err", timeout=secs + 120)
             if r.rc:
-                self.error("push %d" % hz, RuntimeError(tail(outp + ".err")))
+                self.error("push %s %d" % (name, hz), RuntimeError(tail(outp + ".err")))
                 continue
             rows = [dict(x.split("=") for x in ln.split()) for ln in open(outp) if ln.startswith("window=")]
-            P[str(hz)] = {"windows": rows[:-1] if len(rows) > 1 else rows, "secs": secs}
+            P[str(i)] = {"workload": name, "hz": hz, "secs": secs,
+                         "windows": rows[:-1] if len(rows) > 1 else rows}
         self.write_doc()
 
     def phase_selfprofile(self):
