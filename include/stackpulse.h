@@ -350,7 +350,9 @@ STACKPULSE_API void stackpulse_recorder_opts_init(stackpulse_recorder_opts *opts
  *              temporary name beside @p path and renamed onto @p path only
  *              once recording has started: on failure an existing file
  *              stays untouched and none is created. A symlink at @p path
- *              is replaced, not followed (docs/recording.md).
+ *              is replaced, not followed (docs/recording.md). With
+ *              `opts.rotate_ns`, the base name of the window files
+ *              `PATH.0001`, ..., each renamed onto its name once complete.
  * @param mode  How to join the process.
  * @param opts  Options, or NULL for the defaults.
  * @param out   Receives the recorder.
@@ -399,15 +401,17 @@ enum stackpulse_wait_result {
  * ::STACKPULSE_WAIT_EXITED; data ready wins over exit, so a loop that
  * consumes after READY and stops at EXITED reads everything), or a negative
  * code. -EINTR is returned when a signal interrupts the wait, so callers
- * can react to SIGINT.
+ * can react to SIGINT. With `opts.rotate_ns`, a window whose end has
+ * passed also counts as ready data.
  */
 STACKPULSE_API int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms);
 
 /**
  * Drains every ring without blocking: unwinds the samples and appends them
- * to the spool. Completed chunks reach the file. Returns 0 or an error
- * (for example -ENOSPC); after an error the spool still holds every chunk
- * completed before it.
+ * to the spool. Completed chunks reach the file. With `opts.rotate_ns`, it
+ * also closes each window whose end has passed (calling `opts.on_window`)
+ * and starts the next. Returns 0 or an error (for example -ENOSPC); after
+ * an error the spool still holds every chunk completed before it.
  */
 STACKPULSE_API int stackpulse_recorder_consume_available(stackpulse_recorder *rec);
 
@@ -448,7 +452,8 @@ STACKPULSE_API const char *stackpulse_recorder_python_note(const stackpulse_reco
 /**
  * Drains the rings, writes the remaining records, the kernel symbols, the
  * embedded symbol tables (when self_contained) and the footer, closes the
- * file, and frees @p rec (also on error). Detaches from the target, which
+ * file (with `opts.rotate_ns`: completes the last window and calls
+ * `opts.on_window` for it), and frees @p rec (also on error). Detaches from the target, which
  * keeps running. Returns 0 or the first error met.
  */
 STACKPULSE_API int stackpulse_recorder_finish(stackpulse_recorder *rec);
