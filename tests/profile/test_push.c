@@ -546,7 +546,7 @@ SP_TEST(record_rotate_pushes_each_window)
 	snprintf(want, sizeof(want), "%d pushed, 0 failed", pushed);
 	CHECK(strstr(out, want) != NULL);
 	free(out);
-	CHECK(total >= 200);
+	CHECK(total >= 150);
 	CHECK(leaf * 100 >= total * 90);
 }
 
