@@ -197,7 +197,9 @@ SP_TEST(rotation_puts_every_sample_in_exactly_one_window)
 	 * the count of the recorder before finish is a lower bound. */
 	CHECK(sum >= rs.samples);
 	CHECK_EQ(sum, log.w[log.n - 1].total_samples);
-	CHECK(sum >= 150); /* Enough to cross every boundary many times. */
+	/* Enough to cross every boundary many times (an ASan build samples
+	 * less of a loaded machine). */
+	CHECK(sum >= (SP_TEST_ASAN ? 40 : 150));
 	/* Nothing twice: no (time, thread) in two windows or twice in one. */
 	REQUIRE_EQ(nstamps, (size_t)sum);
 	qsort(stamps, nstamps, sizeof(stamps[0]), cmp_stamp);
@@ -207,7 +209,7 @@ SP_TEST(rotation_puts_every_sample_in_exactly_one_window)
 	CHECK_EQ(dup, (size_t)0);
 	fprintf(stderr, "    %d of %d user stacks named offline from each window alone\n", named,
 	        user);
-	CHECK(user >= 150);
+	CHECK(user >= (SP_TEST_ASAN ? 40 : 150));
 	CHECK(named * 100 >= user * 95);
 }
 
