@@ -206,7 +206,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: push_cost SECONDS WINDOW_SECONDS HZ WORKLOAD [ARGS...]\n");
 		return 2;
 	}
-	double secs = atof(argv[1]), win = atof(argv[2]);
+	double secs = strtod(argv[1], NULL), win = strtod(argv[2], NULL);
 	sink_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a;
 	memset(&a, 0, sizeof(a));
@@ -228,7 +228,7 @@ int main(int argc, char **argv)
 	close(tfd);
 	unlink(spool);
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
-	o.frequency = (uint32_t)atoi(argv[3]);
+	o.frequency = (uint32_t)strtoul(argv[3], NULL, 10);
 	o.rotate_ns = (uint64_t)(win * 1e9);
 	o.on_window = on_window;
 	stackpulse_recorder *rec = NULL;

@@ -253,6 +253,7 @@ int main(int argc, char **argv)
 	double rotate = 0;
 	const char *push_url = NULL, *app = NULL, *labels[MAX_LABELS];
 	size_t nlabels = 0;
+	int npush = 0;
 	enum stackpulse_push_protocol protocol = STACKPULSE_PUSH_PYROSCOPE;
 	enum {
 		OPT_KERNEL = 256,
@@ -370,7 +371,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PUSH:
 		case OPT_OTLP:
-			if (push_url) {
+			/* Counted, not tested through push_url: the analyzer would
+			 * then take optarg for NULL in later iterations. */
+			if (npush++) {
 				fprintf(stderr, "record: give one of --push and --otlp\n");
 				return 2;
 			}
@@ -436,6 +439,7 @@ int main(int argc, char **argv)
 		opts.window_ctx = &ws;
 	}
 	pthread_t pusher;
+	memset(&pusher, 0, sizeof(pusher));
 	if (ws.push) {
 		/* Before any signal handler: the thread keeps SIGINT/SIGTERM
 		 * blocked, so they interrupt the recording loop's wait. */
