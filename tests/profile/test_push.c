@@ -479,30 +479,15 @@ static char *record_rotating(const char *dir, const char *args, const char *seco
 	return out;
 }
 
-/* `record --rotate --push`, the minimal agent: one Pyroscope push per
- * window with samples, in window order, each decoded by `go tool pprof`
- * with the window's own total and the ladder's names; windows stay on
- * disk. */
-SP_TEST(record_rotate_pushes_each_window)
+/* The pushes a `record --rotate` run in @p dir made (record's output
+ * @p out): one per window with samples, in window order, each decoded with
+ * the window's own total, the app name and label, the ladder's names, and
+ * a start later than the window before. */
+static void check_window_pushes(const char *dir, const char *out, int pyroscope)
 {
-	const char *bindir = getenv("SP_BIN_DIR");
-	if (!bindir || !*bindir)
-		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
-	if (!sp_test_have_program("go"))
-		sp_test_skip("go is not installed (Debian golang-go provides `go tool pprof`)");
-	const char *dir = server_dir("rotate_push");
-	int port = start_server(dir, "--requests 1000 --deadline 300");
-	char args[256], path[700];
-	snprintf(args, sizeof(args),
-	         "-F 499 --rotate 1 --push http://127.0.0.1:%d --app rot --label env=ci", port);
-	int rc = 0;
-	char *out = record_rotating(dir, args, "3.2", &rc);
-	CHECK_EQ(rc, 0);
-	CHECK(strstr(out, " failed") == NULL || strstr(out, ", 0 failed") != NULL);
-
-	/* Window files in order; each one with samples was pushed once. */
 	int windows = 0, pushed = 0;
-	long long total = 0, leaf = 0, prev_from = -1;
+	long long total = 0, leaf = 0, prev_start = -1;
+	char path[700];
 	for (int i = 1; i < 100; i++) {
 		snprintf(path, sizeof(path), "%s/w.spool.%04d", dir, i);
 		long long n = spool_samples(path);
@@ -522,13 +507,17 @@ SP_TEST(record_rotate_pushes_each_window)
 		pushed++;
 		CHECK(strstr(s, "error ") == NULL);
 		CHECK_EQ(line_value(s, "total "), n);
-		CHECK_LINE(s, "query name rot.cpu{env=ci}");
-		CHECK_LINE(s, "query format pprof");
-		CHECK_LINE(s, "query sampleRate 499");
-		/* Each window starts later than the one before. */
-		long long from = line_value(s, "query from ");
-		CHECK(from > prev_from);
-		prev_from = from;
+		if (pyroscope) {
+			CHECK_LINE(s, "query name rot.cpu{env=ci}");
+			CHECK_LINE(s, "query format pprof");
+			CHECK_LINE(s, "query sampleRate 499");
+		} else {
+			CHECK_LINE(s, "attr service.name rot");
+			CHECK_LINE(s, "attr env ci");
+		}
+		long long start = line_value(s, pyroscope ? "query from " : "time ");
+		CHECK(start > prev_start);
+		prev_start = start;
 		long long l = line_value(s, "incl leaf ");
 		if (l > 0)
 			leaf += l;
@@ -545,9 +534,52 @@ SP_TEST(record_rotate_pushes_each_window)
 	char want[64];
 	snprintf(want, sizeof(want), "%d pushed, 0 failed", pushed);
 	CHECK(strstr(out, want) != NULL);
-	free(out);
 	CHECK(total >= 150);
 	CHECK(leaf * 100 >= total * 90);
+}
+
+/* `record --rotate --push`, the minimal agent: one Pyroscope push per
+ * window with samples, each decoded by `go tool pprof`; windows stay on
+ * disk. */
+SP_TEST(record_rotate_pushes_each_window)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	if (!sp_test_have_program("go"))
+		sp_test_skip("go is not installed (Debian golang-go provides `go tool pprof`)");
+	const char *dir = server_dir("rotate_push");
+	int port = start_server(dir, "--requests 1000 --deadline 300");
+	char args[256];
+	snprintf(args, sizeof(args),
+	         "-F 499 --rotate 1 --push http://127.0.0.1:%d --app rot --label env=ci", port);
+	int rc = 0;
+	char *out = record_rotating(dir, args, "3.2", &rc);
+	CHECK_EQ(rc, 0);
+	check_window_pushes(dir, out, 1);
+	free(out);
+}
+
+/* The same with `--otlp`: each window's ExportProfilesServiceRequest
+ * parsed by opentelemetry-proto. */
+SP_TEST(record_rotate_otlp_pushes_each_window)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	const char *dir = server_dir("rotate_otlp");
+	int port = start_server(dir, "--requests 1000 --deadline 300");
+	char args[256];
+	snprintf(args, sizeof(args),
+	         "-F 499 --rotate 0.7 --otlp http://127.0.0.1:%d --app rot --label env=ci", port);
+	int rc = 0;
+	char *out = record_rotating(dir, args, "2.5", &rc);
+	CHECK_EQ(rc, 0);
+	check_window_pushes(dir, out, 0);
+	free(out);
 }
 
 /* A backend that refuses every push (400) or is not there: each window's
