@@ -234,10 +234,8 @@ fail:
  * failure before this leaves that untouched and no file behind. */
 static int start_output(stackpulse_recorder *rec)
 {
-	if (rec->opts.rotate_ns) {
-		sp_recorder_rotate_start(rec, clock_ns(CLOCK_MONOTONIC));
-		return 0;
-	}
+	if (rec->opts.rotate_ns)
+		return 0; /* Each window is renamed onto its name once complete. */
 	int rc = sp_file_sink_commit(&rec->sink);
 	return rc ? sp_error_context(rc, "cannot create the spool file") : 0;
 }
@@ -277,7 +275,13 @@ int sp_recorder_write_meta(stackpulse_recorder *rec, uint64_t wall_ns, uint64_t 
 		.kernel_frames = rec->setup.kernel_frames,
 		.kernel_note = rec->kernel_note,
 	};
-	return next_file ? sp_writer_next_file(rec->w, &m) : sp_writer_meta(rec->w, &m);
+	if (next_file)
+		return sp_writer_next_file(rec->w, &m);
+	/* Written before any event is enabled: every sample is later, so the
+	 * first window starts here. */
+	if (rec->opts.rotate_ns)
+		sp_recorder_rotate_start(rec, mono_ns);
+	return sp_writer_meta(rec->w, &m);
 }
 
 static int write_meta(stackpulse_recorder *rec)

@@ -233,7 +233,7 @@ int sp_recorder_seal(stackpulse_recorder *rec);
 /* Rotation (rotate.c). The window file for the first window, in
  * rec->base_path and the path to create (sp_free it). */
 int sp_recorder_rotate_init(stackpulse_recorder *rec, const char *path, char **first);
-/* Recording starts at @p mono_ns: the first window begins. */
+/* The first window begins at @p mono_ns (the META's start). */
 void sp_recorder_rotate_start(stackpulse_recorder *rec, uint64_t mono_ns);
 /* 1 when a record of time @p t belongs to a later window. */
 int sp_recorder_rotate_due(const stackpulse_recorder *rec, uint64_t t);
