@@ -115,5 +115,11 @@ int sp_recorder_rotate_to(stackpulse_recorder *rec, uint64_t t)
 	/* The wall clock at the window's start, through the monotonic one. */
 	uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = clock_ns(CLOCK_REALTIME);
 	uint64_t back = mono > start ? mono - start : 0;
-	return sp_recorder_write_meta(rec, wall > back ? wall - back : wall, start, 1);
+	rc = sp_recorder_write_meta(rec, wall > back ? wall - back : wall, start, 1);
+	/* Out at once: a recorder killed during this window leaves a cut spool
+	 * that has its definitions. */
+	if (rc == 0)
+		rc = sp_writer_flush(rec->w);
+	rec->last_flush_ns = mono;
+	return rc;
 }

@@ -290,3 +290,60 @@ SP_TEST(record_example_rotates)
 	CHECK_EQ(total, recorded);
 	CHECK(total >= 100);
 }
+
+/* A recorder killed mid-window: the finished windows are complete, and
+ * the window under way is left under its temporary name as a cut spool
+ * that opens (its definitions went out when it started). */
+SP_TEST(killed_rotation_leaves_complete_windows_and_a_cut_one)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	const char *bin = rec_target("ladder", "-g");
+	char dir[512], cmd[4096];
+	snprintf(dir, sizeof(dir), "%s/rot_kill", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	/* The target outlives the recorder and ends on its own. */
+	snprintf(cmd, sizeof(cmd),
+	         "%s/record -F 499 --rotate 0.3 -o %s/w.spool -- %s 3 >/dev/null 2>&1 & "
+	         "rp=$!; sleep 1.6; { kill -9 $rp; wait $rp; } 2>/dev/null; true",
+	         bindir, dir, bin);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	DIR *d = opendir(dir);
+	REQUIRE(d != NULL);
+	int complete = 0, cut = 0;
+	uint32_t last = 0, cut_index = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char path[1100];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		stackpulse_spool_open_opts oo = STACKPULSE_SPOOL_OPEN_OPTS;
+		stackpulse_spool *sp = NULL;
+		if (strncmp(e->d_name, "w.spool.", 8) == 0) {
+			complete++;
+			uint32_t idx = (uint32_t)strtoul(e->d_name + 8, NULL, 10);
+			last = idx > last ? idx : last;
+			oo.flags = STACKPULSE_SPOOL_STRICT;
+			CHECK_OK(stackpulse_spool_open(path, &oo, &sp));
+			if (sp)
+				CHECK_EQ(stackpulse_spool_meta(sp)->truncated, 0);
+		} else if (strncmp(e->d_name, ".w.spool.", 9) == 0) {
+			cut++;
+			cut_index = (uint32_t)strtoul(e->d_name + 9, NULL, 10);
+			CHECK_OK(stackpulse_spool_open(path, &oo, &sp));
+			if (sp) {
+				CHECK_EQ(stackpulse_spool_meta(sp)->truncated, 1);
+				CHECK(stackpulse_spool_thread_count(sp) >= 1);
+				CHECK(stackpulse_spool_frame_count(sp) >= 1);
+			}
+		}
+		stackpulse_spool_close(sp);
+	}
+	closedir(d);
+	fprintf(stderr, "    %d complete windows, %d cut (window %u)\n", complete, cut, cut_index);
+	CHECK(complete >= 2);
+	CHECK_EQ((uint32_t)complete, last);
+	CHECK_EQ(cut, 1);
+	CHECK_EQ(cut_index, last + 1);
+}
