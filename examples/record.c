@@ -32,6 +32,10 @@
 #include "stackpulse.h"
 
 #define MAX_LABELS 32
+/* Windows waiting for the push thread at most; past it the oldest is left
+ * unpushed (its file stays): a backend that is down does not grow the
+ * backlog without end. */
+#define MAX_PUSH_BACKLOG 16
 
 static volatile sig_atomic_t stop_requested;
 
@@ -135,8 +139,9 @@ struct windows {
 	pthread_mutex_t lock;
 	pthread_cond_t more;
 	struct window_item *head, **tail;
-	int done; /* Recording finished: push what is queued, then stop. */
-	int push; /* --push or --otlp given. */
+	size_t queued; /* Items in the queue. */
+	int done;      /* Recording finished: push what is queued, then stop. */
+	int push;      /* --push or --otlp given. */
 	stackpulse_push_opts pu;
 	uint32_t count;   /* Windows closed. */
 	uint64_t samples; /* Samples of the whole recording (last window's total). */
@@ -173,11 +178,25 @@ static void on_window(void *ctx, const struct stackpulse_window *win)
 	it->next = NULL;
 	it->index = win->index;
 	memcpy(it->path, win->path, n);
+	struct window_item *dropped = NULL;
 	pthread_mutex_lock(&ws->lock);
 	*ws->tail = it;
 	ws->tail = &it->next;
+	if (++ws->queued > MAX_PUSH_BACKLOG) {
+		dropped = ws->head;
+		ws->head = dropped->next;
+		ws->queued--;
+		ws->push_failed++;
+	}
 	pthread_cond_signal(&ws->more);
 	pthread_mutex_unlock(&ws->lock);
+	if (dropped) {
+		fprintf(stderr,
+		        "record: window %u (%s kept) is not pushed: %d windows wait for the "
+		        "backend\n",
+		        dropped->index, dropped->path, MAX_PUSH_BACKLOG);
+		free(dropped);
+	}
 }
 
 /* Reads a window spool back, symbolizes it and pushes it, as
@@ -215,6 +234,7 @@ static void *push_thread(void *arg)
 		struct window_item *it = ws->head;
 		if (it) {
 			ws->head = it->next;
+			ws->queued--;
 			if (!ws->head)
 				ws->tail = &ws->head;
 		}
