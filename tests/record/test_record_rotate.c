@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 
+#include "format/spool_format.h"
 #include "format/spool_reader.h"
 #include "rec_util.h"
 
@@ -67,7 +68,8 @@ static int first_user_name(const stackpulse_frame *f, void *ctx)
  * window, appends their stamps; with @p sym_check, symbolizes it offline
  * and counts samples whose first user frame is a ladder function. */
 static void check_window(const char *path, uint64_t start_ns, uint64_t end_ns, uint64_t samples,
-                         stamp *stamps, size_t *nstamps, size_t cap, int *named, int *user)
+                         uint64_t lost, stamp *stamps, size_t *nstamps, size_t cap, int *named,
+                         int *user, uint64_t *truncated)
 {
 	stackpulse_spool_open_opts oo = STACKPULSE_SPOOL_OPEN_OPTS;
 	oo.flags = STACKPULSE_SPOOL_STRICT;
@@ -77,6 +79,14 @@ static void check_window(const char *path, uint64_t start_ns, uint64_t end_ns, u
 	CHECK_EQ(m->truncated, 0);
 	CHECK_EQ(m->samples, samples);
 	CHECK_EQ(sp_spool_start_mono_ns(sp), start_ns); /* META starts the window. */
+	/* The window's own losses and counters. */
+	CHECK_EQ(m->lost, lost);
+	uint64_t v = UINT64_MAX;
+	CHECK_OK(sp_spool_stat(sp, SP_STAT_LOST, &v));
+	CHECK_EQ(v, lost);
+	CHECK_OK(sp_spool_stat(sp, SP_STAT_TRUNCATED_STACKS, &v));
+	CHECK(v <= samples);
+	*truncated += v;
 	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
 	so.flags = STACKPULSE_SYM_OFFLINE;
 	so.cache_dir = "";
@@ -180,6 +190,7 @@ SP_TEST(rotation_puts_every_sample_in_exactly_one_window)
 	size_t nstamps = 0;
 	uint64_t sum = 0;
 	int named = 0, user = 0;
+	uint64_t truncated = 0;
 	for (int i = 0; i < log.n; i++) {
 		char want[700];
 		snprintf(want, sizeof(want), "%s.%04d", base, i + 1);
@@ -198,13 +209,15 @@ SP_TEST(rotation_puts_every_sample_in_exactly_one_window)
 		if (!log.w[i].last)
 			CHECK_EQ(log.w[i].end_ns - log.w[i].start_ns, o.rotate_ns);
 		check_window(log.w[i].path, log.w[i].start_ns, log.w[i].end_ns, log.w[i].samples,
-		             stamps, &nstamps, sizeof(stamps) / sizeof(stamps[0]), &named, &user);
+		             log.w[i].lost, stamps, &nstamps, sizeof(stamps) / sizeof(stamps[0]),
+		             &named, &user, &truncated);
 		sum += log.w[i].samples;
 		CHECK_EQ(log.w[i].total_samples, sum);
 	}
 	/* The windows add up to the recording: nothing lost at a boundary, and
 	 * the count of the recorder before finish is a lower bound. */
 	CHECK(sum >= rs.samples);
+	CHECK(truncated >= rs.truncated_stacks); /* Per window, adding up. */
 	CHECK_EQ(sum, log.w[log.n - 1].total_samples);
 	/* Enough to cross every boundary many times (an ASan build samples
 	 * less of a loaded machine). */
