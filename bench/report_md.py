@@ -692,6 +692,50 @@ def render(d, bench):
         w(NM + ": " + tl)
         w("")
 
+    # ---------------------------------------------------------- push
+    pu = P.get("push")
+    if isinstance(pu, dict) and pu:
+        w("## Push cost per rotation window")
+        w("")
+        w("`bench/push_cost.c`: a workload recorded by the recorder API with `rotate_ns` = 10 s "
+          "(`busy 4`: 4 threads, 4 functions; `pyshares.py`: CPython with Python frames); "
+          "each window, as it closes, is read back, symbolized and built into a profile, then "
+          "pushed with `stackpulse_push` as Pyroscope and as OTLP to a loopback HTTP sink in "
+          "the same process, from a thread of its own, as `record --rotate --push` does. "
+          "Medians over the full windows of one run (the last, cut by finish, is left out). "
+          "*Close* is the recorder call that closed the window (drain, STATS, kernel symbols, "
+          "embedded symbol tables, footer, fsync, rename) and stalls recording (the rings take "
+          "the samples meanwhile); the first window's close builds the symbol tables that later "
+          "windows find in the symbol cache, so it is shown apart. The rest runs on the pushing "
+          "thread. CPU is that thread's (`CLOCK_THREAD_CPUTIME_ID`); bytes are "
+          "the request bodies.")
+        w("")
+        w("| workload | rate | windows | samples per window | window file | close (window 1) | read back + profile "
+          "(CPU) | Pyroscope push (CPU) | Pyroscope body | OTLP push (CPU) | OTLP body | pushing "
+          "CPU per window second |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for key, v in sorted(pu.items(), key=lambda kv: int(kv[0])):
+            rs = v.get("windows") or []
+            if not rs:
+                continue
+            def m(k):
+                return med([float(x[k]) for x in rs])
+            cpu = m("prep_cpu_ms") + m("pyroscope_cpu_ms")
+            w("| `%s` | %s Hz | %d | %s | %s B | %s ms (%s) | %s ms (%s) | %s ms (%s) | %s B | %s ms (%s) | "
+              "%s B | %s ms/s |" % (
+                  v.get("workload", "busy 4"), v.get("hz", key), len(rs), "{:,}".format(int(m("samples"))), "{:,}".format(int(m("file_bytes"))),
+                  f(m("close_ms"), "%.0f"), f(float(rs[0]["close_ms"]), "%.0f"), f(m("prep_ms"), "%.1f"), f(m("prep_cpu_ms"), "%.1f"),
+                  f(m("pyroscope_ms"), "%.1f"), f(m("pyroscope_cpu_ms"), "%.1f"),
+                  "{:,}".format(int(m("pyroscope_bytes"))),
+                  f(m("otlp_ms"), "%.1f"), f(m("otlp_cpu_ms"), "%.1f"),
+                  "{:,}".format(int(m("otlp_bytes"))), f(cpu / 10.0, "%.2f")))
+        w("")
+    elif isinstance(pu, str):
+        w("## Push cost per rotation window")
+        w("")
+        w(NM + ": " + pu)
+        w("")
+
     uw = P.get("unwind")
     if uw:
         w("## The unwinder alone")

@@ -21,6 +21,8 @@ Measures (see docs/benchmarks.md for the definitions):
      root and as nobody (perf_event_mlock_kb rings)
   H  tail reader: sample-to-visible latency while recording, memory over
      long recordings
+  I  push cost per rotation window: window close, read-back and profile,
+     Pyroscope and OTLP push (wall, CPU, bytes) to a loopback sink
 """
 import argparse
 import datetime
@@ -193,7 +195,7 @@ class Bench:
         prefix = os.path.join(self.tmp, "out")
         log("building stackpulse (ReleaseFast) into", prefix)
         r = subprocess.run([sys.executable, "-m", "ziglang", "build", "install", "examples",
-                            "-Doptimize=ReleaseFast", "-p", prefix], cwd=ROOT,
+                            "-Doptimize=ReleaseFast", "-Dcurl=true", "-p", prefix], cwd=ROOT,
                            capture_output=True, text=True, timeout=1200)
         self.data["build"] = {"rc": r.returncode, "stderr": r.stderr[-1500:]}
         if r.returncode:
@@ -246,6 +248,7 @@ class Bench:
         self.reader = build_bench("reader_throughput")
         self.flood = build_bench("flood", ("-I", os.path.join(ROOT, "tests")))
         self.tailb = build_bench("tail_latency")
+        self.pushb = build_bench("push_cost", ("-pthread",))
         # A recorder driver without embedded symbol tables (symbolization timing).
         self.noembed = None
         if self.lib:
@@ -725,6 +728,34 @@ class Bench:
             P["memory"][str(minutes)] = kv
         self.write_doc()
 
+    def phase_push(self):
+        """I: push cost per window. `busy 4` at 99 and 999 Hz and
+        pyshares.py (Python frames) at 999 Hz, recorded by the recorder API
+        with 10 s windows; each window read back, symbolized and pushed as
+        Pyroscope and as OTLP to a loopback sink (bench/push_cost.c). The
+        last window (cut by finish) is left out."""
+        if not self.pushb:
+            self.data["phases"]["push"] = "push_cost not built: library missing"
+            return
+        P = self.data["phases"]["push"] = {}
+        secs = 30 if self.quick else 60
+        d = os.path.join(self.tmp, "run")
+        outp = os.path.join(d, "push.out")
+        configs = (("busy 4", 99, [self.wl["busy"][0], "4", secs + 5]),
+                   ("busy 4", 999, [self.wl["busy"][0], "4", secs + 5]),
+                   ("pyshares.py", 999, [PY, os.path.join(WL_DIR, "pyshares.py"), "100000"]))
+        for i, (name, hz, cmd) in enumerate(configs):
+            log("push cost: %s at %d Hz, %d s in 10 s windows" % (name, hz, secs))
+            r = measure([self.pushb, secs, 10, hz] + cmd, stdout=outp,
+                        stderr=outp + ".err", timeout=secs + 120)
+            if r.rc:
+                self.error("push %s %d" % (name, hz), RuntimeError(tail(outp + ".err")))
+                continue
+            rows = [dict(x.split("=") for x in ln.split()) for ln in open(outp) if ln.startswith("window=")]
+            P[str(i)] = {"workload": name, "hz": hz, "secs": secs,
+                         "windows": rows[:-1] if len(rows) > 1 else rows}
+        self.write_doc()
+
     def phase_selfprofile(self):
         """F: where our recorder's CPU goes. perf 6.1 cannot do it here (perf
         record/report abort in util/build-id.c on a process that maps perf
@@ -1012,7 +1043,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 runs, half the work, fewer sizes (~3 min)")
     ap.add_argument("--runs", type=int, default=0, help="runs per configuration (default 5, quick 3)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,pyshapes,reader,hostile,tail,unwind,self,load")
+    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,pyshapes,reader,hostile,tail,push,unwind,self,load")
     ap.add_argument("--base-record", default="",
                     help="a second record binary (e.g. built from main) run beside ours in the load phase")
     ap.add_argument("--render", action="store_true",
@@ -1056,7 +1087,7 @@ def main():
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
               ("python", b.phase_python), ("pyshapes", b.phase_pyshapes),
               ("reader", b.phase_reader), ("hostile", b.phase_hostile),
-              ("tail", b.phase_tail),
+              ("tail", b.phase_tail), ("push", b.phase_push),
               ("unwind", b.phase_unwind),
               ("self", b.phase_selfprofile), ("load", b.phase_load)]
     for name, fn in phases:

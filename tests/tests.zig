@@ -39,6 +39,7 @@ pub const os = [_][]const u8{
     "tests/record/test_record_perfmap.c",
     "tests/record/test_record_output.c",
     "tests/record/test_record_limits.c",
+    "tests/record/test_record_rotate.c",
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
     "tests/python/test_python_shapes.c",

@@ -31,8 +31,3 @@ int sp_spool_has_meta(const stackpulse_spool *s)
 {
 	return s->has_meta;
 }
-
-uint64_t sp_spool_start_mono_ns(const stackpulse_spool *s)
-{
-	return s->start_mono_ns;
-}

@@ -13,8 +13,7 @@ int sp_spool_ksym_at(const stackpulse_spool *spool, uint32_t index, uint64_t *ad
 /* The STATS records in order: their count, and record @p index. */
 uint32_t sp_spool_stat_count(const stackpulse_spool *spool);
 int sp_spool_stat_at(const stackpulse_spool *spool, uint32_t index, uint32_t *key, uint64_t *value);
-/* 1 when the spool has a metadata record; its monotonic start time. */
+/* 1 when the spool has a metadata record. */
 int sp_spool_has_meta(const stackpulse_spool *spool);
-uint64_t sp_spool_start_mono_ns(const stackpulse_spool *spool);
 
 #endif
