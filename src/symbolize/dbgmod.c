@@ -5,6 +5,7 @@
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <gelf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -324,8 +325,7 @@ static size_t plt_syms(sp_dbgmod *m, size_t k)
 		if (!callee || used + n + 5 > names_len)
 			continue;
 		char *out = m->plt_names + used;
-		memcpy(out, callee, n);
-		memcpy(out + n, "@plt", 5);
+		snprintf(out, names_len - used, "%s@plt", callee);
 		used += n + 5;
 		m->syms[k++] = (sym){ psh.sh_addr + off + bias, 16, out, 8 };
 	}
