@@ -16,12 +16,15 @@
 #include "record/proc_scan.h"
 #include "record/recorder.h"
 
-/* Ring bytes per CPU: the caller's ring_kb; as root (CAP_IPC_LOCK lifts
- * perf_event_mlock_kb) the load-scaled budget of sp_ring_budget_bytes;
- * else our share of perf_event_mlock_kb (which the kernel grants per CPU)
- * minus the control page. sp_ring_map halves it while the kernel refuses. */
-static size_t ring_bytes(const stackpulse_recorder *rec)
+/* Ring bytes per CPU to start with: the caller's ring_kb; as root
+ * (CAP_IPC_LOCK lifts perf_event_mlock_kb) SP_RING_START_MS of samples,
+ * growing up to the SP_RING_HOLD_MS budget (rec->ring_cap) when a CPU's
+ * ring falls behind; else our share of perf_event_mlock_kb (which the
+ * kernel grants per CPU) minus the control page. sp_ring_map halves it
+ * while the kernel refuses. */
+static size_t ring_bytes(stackpulse_recorder *rec)
 {
+	rec->ring_cap = 0;
 	if (rec->opts.ring_kb)
 		return (size_t)rec->opts.ring_kb * 1024;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -32,11 +35,33 @@ static size_t ring_bytes(const stackpulse_recorder *rec)
 		 * headers. Once the copies shrink (sample.c) the same ring holds
 		 * many times more. */
 		uint64_t rec_bytes = (uint64_t)rec->opts.stack_size + 2048;
-		return (size_t)sp_ring_budget_bytes(rec->opts.frequency, rec_bytes, rec->ncpu, ram);
+		/* Mapping a ring costs the kernel its pages (about 0.3 ms of CPU
+		 * per MiB here, as much as the drain spends on 30 samples per
+		 * MiB): start small and grow only the rings that fall behind. */
+		rec->ring_cap = sp_ring_budget_bytes(rec->opts.frequency, rec_bytes,
+		                                     SP_RING_HOLD_MS, rec->ncpu, ram);
+		return (size_t)sp_ring_budget_bytes(rec->opts.frequency, rec_bytes,
+		                                    SP_RING_START_MS, rec->ncpu, ram);
 	}
 	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	size_t bytes = kb > 0 ? (size_t)kb * 1024 : 516 * 1024;
 	return bytes > page ? bytes - page : page;
+}
+
+/* Maps a ring of @p bytes for @p cpu into @p r and adds it to the epoll
+ * set; the owner's errors come back unchanged (-ENODEV: no such CPU). */
+static int map_ring(stackpulse_recorder *rec, sp_ring *r, int cpu, size_t bytes)
+{
+	int fd = sp_perf_open_ring_owner(cpu, (uint32_t)(bytes / 4));
+	if (fd < 0)
+		return fd;
+	int rc = sp_ring_map(r, fd, cpu, bytes);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)cpu };
+	if (rc == 0 && epoll_ctl(rec->epfd, EPOLL_CTL_ADD, r->fd, &ev) != 0)
+		rc = sp_error(-errno, "epoll_ctl failed");
+	if (rc)
+		sp_ring_unmap(r);
+	return rc;
 }
 
 int sp_recorder_open_rings(stackpulse_recorder *rec)
@@ -44,23 +69,102 @@ int sp_recorder_open_rings(stackpulse_recorder *rec)
 	size_t bytes = ring_bytes(rec);
 	int opened = 0;
 	for (int c = 0; c < rec->ncpu; c++) {
-		int fd = sp_perf_open_ring_owner(c, (uint32_t)(bytes / 4));
-		if (fd == -ENODEV || fd == -EINVAL)
+		int rc = map_ring(rec, &rec->rings[c], c, bytes);
+		if (rc == -ENODEV || rc == -EINVAL)
 			continue; /* Offline or absent CPU. */
-		if (fd < 0)
-			return fd;
-		int rc = sp_ring_map(&rec->rings[c], fd, c, bytes);
-		if (rc) {
-			sp_ring_unmap(&rec->rings[c]);
+		if (rc)
 			return rc;
-		}
 		rec->ring_bytes += rec->rings[c].size;
-		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)c };
-		if (epoll_ctl(rec->epfd, EPOLL_CTL_ADD, rec->rings[c].fd, &ev) != 0)
-			return sp_error(-errno, "epoll_ctl failed");
 		opened++;
 	}
 	return opened ? 0 : sp_error(-ENODEV, "no CPU accepted a perf ring");
+}
+
+/* ---- rings that grow ---- */
+
+/* 1 once the stack copy size has settled: no shrink is coming that would
+ * make room in the rings by itself. */
+static int copy_settled(const stackpulse_recorder *rec)
+{
+	return rec->copy_seen >= SP_COPY_LEARN || rec->python_found || rec->copy_stop ||
+	       rec->copy_resizes >= SP_COPY_MAX_RESIZE;
+}
+
+void sp_recorder_rings_check(stackpulse_recorder *rec)
+{
+	if (!rec->ring_cap || rec->reopen_size || !copy_settled(rec))
+		return;
+	for (int c = 0; c < rec->ncpu; c++) {
+		const sp_ring *r = &rec->rings[c];
+		if (r->meta && sp_ring_used(r) * 2 >= r->size)
+			rec->ring_state[c] |= SP_RING_BEHIND;
+	}
+}
+
+/* At the start of a re-open: maps the larger spare ring of every CPU that
+ * fell behind (the re-opened events write into it); @p shrink: the copies
+ * shrink in this re-open, which makes room by itself. Returns the number
+ * of rings that grow. A refused ring stops the growth for good. */
+static size_t rings_grow_begin(stackpulse_recorder *rec, int shrink)
+{
+	size_t n = 0;
+	for (int c = 0; c < rec->ncpu; c++) {
+		if (!(rec->ring_state[c] & SP_RING_BEHIND))
+			continue;
+		rec->ring_state[c] = 0;
+		sp_ring *r = &rec->rings[c], *spare = &rec->rings[rec->ncpu + c];
+		if (shrink || !rec->ring_cap || !r->meta || spare->fd >= 0 ||
+		    r->size >= rec->ring_cap)
+			continue;
+		uint64_t want = r->size * SP_RING_GROWTH;
+		if (want > rec->ring_cap)
+			want = rec->ring_cap;
+		if (map_ring(rec, spare, c, (size_t)want) != 0 || spare->size <= r->size) {
+			sp_ring_unmap(spare);
+			rec->ring_cap = 0; /* Refused (memory): keep the rings we have. */
+			continue;
+		}
+		rec->ring_state[c] = SP_RING_GROWING;
+		n++;
+	}
+	return n;
+}
+
+/* The ring the events of a re-open under way write into on @p cpu. */
+static int ring_out(const stackpulse_recorder *rec, int cpu)
+{
+	return rec->reopen_size && (rec->ring_state[cpu] & SP_RING_GROWING)
+	               ? rec->rings[rec->ncpu + cpu].fd
+	               : rec->rings[cpu].fd;
+}
+
+/* After a re-open: the grown rings take their CPU's place; the replaced
+ * ones stay as spares until drained. */
+static void rings_grow_end(stackpulse_recorder *rec)
+{
+	for (int c = 0; c < rec->ncpu; c++) {
+		sp_ring *r = &rec->rings[c], *spare = &rec->rings[rec->ncpu + c];
+		if (!(rec->ring_state[c] & SP_RING_GROWING))
+			continue;
+		rec->ring_state[c] = 0;
+		rec->ring_bytes += spare->size - r->size;
+		sp_ring t = *r;
+		*r = *spare;
+		*spare = t;
+	}
+}
+
+void sp_recorder_rings_retire(stackpulse_recorder *rec)
+{
+	if (rec->reopen_size)
+		return; /* Spares are the rings being moved into. */
+	for (int c = 0; c < rec->ncpu; c++) {
+		sp_ring *spare = &rec->rings[rec->ncpu + c];
+		if (spare->fd < 0 || sp_ring_used(spare) != 0)
+			continue;
+		rec->corrupt += spare->corrupt;
+		sp_ring_unmap(spare); /* Its events are closed: nothing comes any more. */
+	}
 }
 
 static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
@@ -94,7 +198,7 @@ static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
 	while (pos > 0 && rec->ids[pos - 1].id > id)
 		pos--; /* Keep sorted for lookups. */
 	memmove(&rec->ids[pos + 1], &rec->ids[pos], (rec->nids - pos) * sizeof(*rec->ids));
-	rec->ids[pos] = (sp_event_id){ id, tid, rec->copy_resizes + (rec->reopen_size ? 1u : 0u) };
+	rec->ids[pos] = (sp_event_id){ id, tid, rec->reopens + (rec->reopen_size ? 1u : 0u) };
 	rec->nids++;
 	return 0;
 }
@@ -157,7 +261,9 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 		int rc = push_fd(rec, fd, tid);
 		if (rc)
 			return rc;
-		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rec->rings[c].fd) != 0)
+		/* Only new events: redirecting one that has a ring waits for an
+		 * RCU grace period (about 15 ms here) per event. */
+		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_out(rec, c)) != 0)
 			return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", c);
 		any = 1;
 	}
@@ -372,27 +478,34 @@ static void reopen_abort(stackpulse_recorder *rec)
 	rec->setup.attr.sample_stack_user = rec->copy_size;
 	rec->reopen_size = 0;
 	rec->copy_stop = 1;
+	rec->ring_cap = 0;
+	for (int c = 0; c < rec->ncpu; c++)
+		rec->ring_state[c] = 0; /* Spares are drained, then unmapped. */
 }
 
 /* One step of re-opening every sampling event with another stack copy
- * size, run from the drain so that each step is short (a recorder that
- * competes with many busy threads loses its CPU for long after a long
- * burst, and the rings fill meanwhile). Steps: new events, disabled, on
+ * size, or into a larger ring for the CPUs whose ring fell behind, run
+ * from the drain so that each step is short (a recorder that competes
+ * with many busy threads loses its CPU for long after a long burst, and
+ * the rings fill meanwhile). Steps: new events, disabled, on
  * REOPEN_BATCH threads of the followed processes per call (listed from
  * /proc); once every listed thread has them, the old events are disabled
  * (with their inherited copies), the new ones enabled, threads born
  * meanwhile get events, and the old events are read (lost counts) and
  * closed. Between the disable and the enable (a few hundred ioctls)
- * nothing is sampled. */
+ * nothing is sampled. A grown ring replaces its CPU's ring at the end;
+ * the old one is drained and unmapped (sp_recorder_rings_retire). */
 #define REOPEN_BATCH 16
 
 int sp_recorder_reopen_step(stackpulse_recorder *rec)
 {
 	if (!rec->reopen_size) {
-		if (!rec->copy_want || rec->copy_want == rec->copy_size ||
-		    rec->copy_resizes >= SP_COPY_MAX_RESIZE || rec->copy_stop)
+		int resize = rec->copy_want && rec->copy_want != rec->copy_size &&
+		             rec->copy_resizes < SP_COPY_MAX_RESIZE && !rec->copy_stop;
+		size_t grow = rings_grow_begin(rec, resize && rec->copy_want < rec->copy_size);
+		if (!resize && !grow)
 			return 0;
-		rec->reopen_size = rec->copy_want;
+		rec->reopen_size = resize ? rec->copy_want : rec->copy_size;
 		rec->reopen_old = rec->nfds;
 		rec->setup.attr.sample_stack_user = rec->reopen_size;
 		rec->setup.attr.enable_on_exec = 0;
@@ -426,10 +539,14 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 	memmove(rec->fds, rec->fds + old, (rec->nfds - old) * sizeof(*rec->fds));
 	memmove(rec->fdtids, rec->fdtids + old, (rec->nfds - old) * sizeof(*rec->fdtids));
 	rec->nfds -= old;
-	rec->copy_size = rec->reopen_size;
+	rings_grow_end(rec);
+	if (rec->reopen_size != rec->copy_size) {
+		rec->copy_size = rec->reopen_size;
+		rec->copy_resizes++;
+		rec->copy_want = 0;
+		rec->copy_need = rec->copy_seen = 0;
+	}
+	rec->reopens++;
 	rec->reopen_size = 0;
-	rec->copy_resizes++;
-	rec->copy_want = 0;
-	rec->copy_need = rec->copy_seen = 0;
 	return lrc;
 }
