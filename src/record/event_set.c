@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -431,27 +432,42 @@ static int set_direct(stackpulse_recorder *rec, size_t from)
 	return 0;
 }
 
-/* Opens new-size events on up to @p max threads of the followed processes
- * that have none yet (@p max 0: no limit), enabling them when @p enable.
- * Sets *opened to the number of threads given events. */
-static int reopen_batch(stackpulse_recorder *rec, size_t max, int enable, size_t *opened)
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Opens new-size events on the threads of the followed processes that
+ * have none yet, enabling them when @p enable, until CLOCK_MONOTONIC
+ * passes @p deadline (0: no limit; at least one thread). Sets *opened to
+ * the number of threads given events and *more when the deadline left
+ * some for the next call. */
+static int reopen_batch(stackpulse_recorder *rec, uint64_t deadline, int enable, size_t *opened,
+                        int *more)
 {
 	pid_t *pids;
 	size_t np;
 	*opened = 0;
+	*more = 0;
 	/* Unknown children only in the final listings (enable): once per
 	 * re-open rather than once per step. */
 	int rc = followed_pids(rec, enable, &pids, &np), probe = 0;
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < np && rc == 0 && (!max || *opened < max); i++) {
+	for (size_t i = 0; i < np && rc == 0 && !*more; i++) {
 		pid_t *tids;
 		size_t nt;
 		if (sp_proc_tasks(pids[i], &tids, &nt) != 0)
 			continue;
-		for (size_t k = 0; k < nt && rc == 0 && (!max || *opened < max); k++) {
+		for (size_t k = 0; k < nt && rc == 0; k++) {
 			if (reopen_has(rec, tids[k]))
 				continue;
+			if (deadline && *opened && mono_ns() > deadline) {
+				*more = 1;
+				break;
+			}
 			size_t before = rec->nfds;
 			rc = open_thread(rec, tids[k], &probe);
 			for (size_t j = before; j < rec->nfds && rc == 0 && enable; j++)
@@ -487,15 +503,15 @@ static void reopen_abort(stackpulse_recorder *rec)
  * size, or into a larger ring for the CPUs whose ring fell behind, run
  * from the drain so that each step is short (a recorder that competes
  * with many busy threads loses its CPU for long after a long burst, and
- * the rings fill meanwhile). Steps: new events, disabled, on
- * REOPEN_BATCH threads of the followed processes per call (listed from
- * /proc); once every listed thread has them, the old events are disabled
+ * the rings fill meanwhile). Steps: new events, disabled, on the threads
+ * of the followed processes (listed from /proc) for up to REOPEN_STEP_NS
+ * per call; once every listed thread has them, the old events are disabled
  * (with their inherited copies), the new ones enabled, threads born
  * meanwhile get events, and the old events are read (lost counts) and
  * closed. Between the disable and the enable (a few hundred ioctls)
  * nothing is sampled. A grown ring replaces its CPU's ring at the end;
  * the old one is drained and unmapped (sp_recorder_rings_retire). */
-#define REOPEN_BATCH 16
+#define REOPEN_STEP_NS 2000000ull
 
 int sp_recorder_reopen_step(stackpulse_recorder *rec)
 {
@@ -512,8 +528,9 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 		rec->setup.attr.disabled = 1;
 	}
 	size_t old = rec->reopen_old, opened = 0;
-	int rc = reopen_batch(rec, REOPEN_BATCH, 0, &opened);
-	if (rc == 0 && opened == REOPEN_BATCH)
+	int more = 0;
+	int rc = reopen_batch(rec, mono_ns() + REOPEN_STEP_NS, 0, &opened, &more);
+	if (rc == 0 && more)
 		return 0; /* More threads at the next call. */
 	if (rc || rec->nfds == old) {
 		reopen_abort(rec);
@@ -526,7 +543,7 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 			rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
 	/* Threads born from threads that had only the old events. */
 	for (int round = 0; round < 100 && rc == 0; round++) {
-		if ((rc = reopen_batch(rec, 0, 1, &opened)) != 0 || opened == 0)
+		if ((rc = reopen_batch(rec, 0, 1, &opened, &more)) != 0 || opened == 0)
 			break;
 	}
 	if (rc || (rc = set_direct(rec, old)) != 0) {
