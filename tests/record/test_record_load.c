@@ -11,6 +11,15 @@
 #include "record/perf_events.h"
 #include "record/ring.h"
 
+/* 999 Hz, user frames only: the options of the stack-depth tests. */
+static stackpulse_recorder_opts user_999(void)
+{
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 999;
+	o.kernel = STACKPULSE_FEATURE_OFF;
+	return o;
+}
+
 /* Records @p argv to the end, polling the stats every 100 ms; the smallest
  * stack copy seen is returned in @p min_copy. */
 static void record_polled(char *const argv[], const char *spool, stackpulse_recorder_opts *o,
@@ -42,9 +51,7 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 {
 	const char *bin = rec_target("shallowdeep", NULL);
 	char *argv[] = { (char *)bin, "8000", "12000", NULL };
-	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
-	o.frequency = 999;
-	o.kernel = STACKPULSE_FEATURE_OFF;
+	stackpulse_recorder_opts o = user_999();
 	char spool[512];
 	snprintf(spool, sizeof(spool), "%s/shallowdeep.spool", sp_test_tmpdir());
 	struct stackpulse_recorder_stats st;
@@ -122,9 +129,7 @@ SP_TEST(rings_grow_when_the_recorder_falls_behind)
 		sp_test_skip("needs root: unprivileged rings are at the perf_event_mlock_kb limit");
 	const char *bin = rec_target("shallowdeep", NULL);
 	char *argv[] = { (char *)bin, "0", "30000", NULL };
-	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
-	o.frequency = 999;
-	o.kernel = STACKPULSE_FEATURE_OFF;
+	stackpulse_recorder_opts o = user_999();
 	char spool[512];
 	snprintf(spool, sizeof(spool), "%s/ringgrow.spool", sp_test_tmpdir());
 	stackpulse_recorder *rec;
