@@ -613,6 +613,37 @@ STACKPULSE_API void stackpulse_spool_close(stackpulse_spool *spool);
 STACKPULSE_API const struct stackpulse_spool_meta *stackpulse_spool_meta(
         const stackpulse_spool *spool);
 
+/** Recording counters a spool carries (written when the recording ends,
+ * the same values as ::stackpulse_recorder_stats gave then). */
+typedef enum stackpulse_spool_stat_key {
+	STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS = 1, /**< Stacks cut (stack copy
+	                                             *   ran out, bad CFI). */
+	STACKPULSE_SPOOL_STAT_PYTHON_SAMPLES = 2,   /**< Samples with Python
+	                                             *   frames. */
+	STACKPULSE_SPOOL_STAT_UNWIND_ERRORS = 3,    /**< Unwinds that stopped on
+	                                             *   an error. */
+	STACKPULSE_SPOOL_STAT_PERF_EVENT = 4,       /**< The ::stackpulse_perf_event
+	                                             *   used. */
+	STACKPULSE_SPOOL_STAT_PYTHON_FRAMES = 5,    /**< 1 when a CPython target
+	                                             *   was found. */
+	STACKPULSE_SPOOL_STAT_LOST = 6,             /**< Samples the kernel
+	                                             *   reported lost. */
+	STACKPULSE_SPOOL_STAT_RING_BYTES = 7,       /**< Data bytes of all perf
+	                                             *   rings. */
+	STACKPULSE_SPOOL_STAT_STACK_COPY = 8,       /**< User stack bytes copied
+	                                             *   per sample at the end. */
+	STACKPULSE_SPOOL_STAT_COPY_RESIZES = 9,     /**< Re-opens with another
+	                                             *   copy size. */
+} stackpulse_spool_stat_key;
+
+/**
+ * Reads counter @p key of the recording into @p value. Returns 0, or
+ * ::STACKPULSE_ENOTFOUND when the spool does not carry it (cut before its
+ * end, or written by a recorder that did not count it).
+ */
+STACKPULSE_API int stackpulse_spool_stat(const stackpulse_spool *spool,
+                                         stackpulse_spool_stat_key key, uint64_t *value);
+
 /** Number of processes. */
 STACKPULSE_API uint32_t stackpulse_spool_process_count(const stackpulse_spool *spool);
 /** Process @p index, or NULL when out of range. */
@@ -851,6 +882,33 @@ STACKPULSE_API int stackpulse_symbolizer_new(const stackpulse_spool *spool,
                                              stackpulse_symbolizer **out);
 /** Frees @p sym and writes any new symbol-cache entries. NULL is ignored. */
 STACKPULSE_API void stackpulse_symbolizer_free(stackpulse_symbolizer *sym);
+
+/** Where a symbolizer's answers came from and what they cost so far.
+ * Filled by ::stackpulse_symbolizer_stats. Counters only grow. */
+struct stackpulse_symbolizer_stats {
+	size_t sz;                   /**< Set by the caller to sizeof(*stats). */
+	uint64_t binaries_opened;    /**< Binaries opened, build-id verified. */
+	uint64_t build_id_mismatch;  /**< Binaries rejected for another build-id. */
+	uint64_t debug_files;        /**< Separate debug files opened. */
+	uint64_t debuginfod_queries; /**< debuginfod lookups made. */
+	uint64_t dwarf_loads;        /**< Modules whose DWARF was loaded. */
+	uint64_t dwarf_lookups;      /**< Addresses resolved through DWARF. */
+	uint64_t cache_hits;         /**< Addresses answered by the on-disk symbol
+	                              *   cache. */
+	uint64_t embedded_hits;      /**< Addresses answered by a symbol table
+	                              *   embedded in the spool. */
+	uint64_t result_hits;        /**< Addresses answered from memory (asked
+	                              *   before). */
+	uint64_t cache_writes;       /**< Symbol-cache files written. */
+};
+
+/**
+ * Copies @p sym's counters into @p stats (set `stats->sz` first): for
+ * example, to see whether a slow report went to debuginfod or to DWARF.
+ * Returns 0 or -EINVAL.
+ */
+STACKPULSE_API int stackpulse_symbolizer_stats(const stackpulse_symbolizer *sym,
+                                               struct stackpulse_symbolizer_stats *stats);
 
 /**
  * Walks the frames of @p sample's stack from leaf to root, expanding inline

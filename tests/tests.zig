@@ -135,4 +135,5 @@ pub const arm64_vm_skip = [_][]const u8{
 /// harnesses (never into the installed library).
 pub const support = [_][]const u8{
     "tests/support/spool_copy.c",
+    "tests/support/spool_peek.c",
 };

@@ -1,8 +1,11 @@
 /* Spool round trips: every record kind written by the encoder reads back
  * through the public API with the same values; re-encoding is canonical. */
+#include <errno.h>
+
 #include "spool_copy.h"
 #include "spool_fixture.h"
 #include "format/spool_reader.h"
+#include "spool_peek.h"
 
 static memsink rich_file(rich_ids *ids, const sp_writer_opts *opts)
 {
@@ -185,9 +188,11 @@ SP_TEST(every_record_kind_round_trips)
 	         STACKPULSE_ENOTFOUND);
 
 	uint64_t v;
-	REQUIRE_OK(sp_spool_stat(s, SP_STAT_TRUNCATED_STACKS, &v));
+	REQUIRE_OK(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS, &v));
 	CHECK_EQ(v, 5);
-	CHECK_EQ(sp_spool_stat(s, SP_STAT_UNWIND_ERRORS, &v), STACKPULSE_ENOTFOUND);
+	CHECK_EQ(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_UNWIND_ERRORS, &v),
+	         STACKPULSE_ENOTFOUND);
+	CHECK_EQ(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_LOST, NULL), -EINVAL);
 	/* Per-thread STATS (third field): the thread's lost samples, not a global
 	 * counter. */
 	CHECK_EQ(stackpulse_spool_thread(s, ids.thr1)->lost, 7);

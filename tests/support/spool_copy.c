@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "format/spool_format.h"
+#include "spool_peek.h"
 
 static int copy_events(const stackpulse_spool *s, sp_writer *w)
 {
