@@ -170,7 +170,7 @@ SP_TEST(rings_grow_when_the_recorder_falls_behind)
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	uint64_t v = 0;
-	REQUIRE_OK(sp_spool_stat(sp, SP_STAT_RING_BYTES, &v));
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_RING_BYTES, &v));
 	CHECK_EQ(v, st.ring_bytes);
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
