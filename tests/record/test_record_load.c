@@ -182,7 +182,8 @@ SP_TEST(rings_grow_when_the_recorder_falls_behind)
 		prev = s->time_ns;
 		const char *names[256];
 		uint32_t d = rec_stack_names(sp, s->stack, names, 256);
-		if (d == 0 || (strcmp(names[0], "deep_leaf") && strcmp(names[0], "deep_descend")))
+		if (d == 0 ||
+		    (strcmp(names[0], "deep_leaf") != 0 && strcmp(names[0], "deep_descend") != 0))
 			continue;
 		deep++;
 		deep_full += rec_has_seq(names, d, dseq, 2) ? 1u : 0u;
