@@ -295,7 +295,9 @@ struct stackpulse_recorder_stats {
 	uint64_t malformed_records; /**< Kernel ring records skipped as
 	                             *   malformed (a kernel or ring bug). */
 	/* Ring memory, stack copy sizing, loss per thread (docs/recording.md). */
-	uint64_t ring_bytes;   /**< Data bytes of all perf rings (locked memory). */
+	uint64_t ring_bytes;   /**< Data bytes of the perf rings in use (locked
+	                        *   memory; as root they grow while the
+	                        *   recorder falls behind). */
 	uint32_t stack_copy;   /**< User stack bytes the events copy now (learned,
 	                        *   at most opts.stack_size). */
 	uint32_t copy_resizes; /**< Times the events were re-opened with another

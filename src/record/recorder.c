@@ -6,10 +6,12 @@
  *
  * Memory use (docs/recording.md, "Memory use"):
  *  - one perf ring per CPU of a power-of-two data size: as root
- *    (CAP_IPC_LOCK) the rate-scaled budget of sp_ring_budget_bytes (2 to
- *    256 MiB, at most 1 GiB in all), else perf_event_mlock_kb minus one
- *    page rounded down (512 KiB by default), halved until the kernel
- *    accepts it; plus a 64 KiB copy buffer per ring;
+ *    (CAP_IPC_LOCK) 125 ms of samples at the full rate, grown fourfold at a
+ *    time while it falls behind up to the rate-scaled budget of
+ *    sp_ring_budget_bytes (2 to 256 MiB, at most 1 GiB in all; the ring
+ *    a growth replaces stays until drained), else perf_event_mlock_kb
+ *    minus one page rounded down (512 KiB by default), halved until the
+ *    kernel accepts it; plus a 64 KiB copy buffer per ring;
  *  - per event an fd and its thread; per thread with loss 16 bytes;
  *  - about 26 KiB of per-sample scratch (1024 pcs, 1537 frame ids, 256
  *    Python frames, 1024 merge slots);
@@ -127,7 +129,7 @@ static void recorder_free(stackpulse_recorder *rec)
 		return;
 	for (size_t i = 0; i < rec->nfds; i++)
 		close(rec->fds[i]);
-	for (int c = 0; rec->rings && c < rec->ncpu; c++)
+	for (int c = 0; rec->rings && c < 2 * rec->ncpu; c++)
 		sp_ring_unmap(&rec->rings[c]);
 	if (rec->epfd >= 0)
 		close(rec->epfd);
@@ -139,6 +141,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	if (rec->sink.fd >= 0)
 		sp_file_sink_close(&rec->sink);
 	sp_free(rec->rings);
+	sp_free(rec->ring_state);
 	sp_free(rec->fds);
 	sp_free(rec->fdtids);
 	sp_free(rec->tloss);
@@ -213,12 +216,13 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 	sp_ptable_init(&rec->pt, rec->w, rec->u);
 	long n = sysconf(_SC_NPROCESSORS_CONF);
 	rec->ncpu = n > 0 && n < 4096 ? (int)n : 1;
-	rec->rings = sp_calloc((size_t)rec->ncpu, sizeof(sp_ring));
-	if (!rec->rings) {
+	rec->rings = sp_calloc(2 * (size_t)rec->ncpu, sizeof(sp_ring));
+	rec->ring_state = sp_calloc((size_t)rec->ncpu, 1);
+	if (!rec->rings || !rec->ring_state) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (int c = 0; c < rec->ncpu; c++)
+	for (int c = 0; c < 2 * rec->ncpu; c++)
 		rec->rings[c].fd = -1;
 	rec->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (rec->epfd < 0) {
@@ -541,7 +545,7 @@ fail:
  * losing samples (a child seen before its FORK is adopted later). */
 static uint64_t order_slack(const stackpulse_recorder *rec)
 {
-	for (int c = 0; c < rec->ncpu; c++)
+	for (int c = 0; c < 2 * rec->ncpu; c++)
 		if (rec->rings[c].meta && sp_ring_used(&rec->rings[c]) * 2 >= rec->rings[c].size)
 			return 0;
 	return ORDER_SLACK_NS;
@@ -551,7 +555,7 @@ static int rings_state(stackpulse_recorder *rec)
 {
 	uint64_t cut = clock_ns(CLOCK_MONOTONIC) - order_slack(rec);
 	int st = 0;
-	for (int c = 0; c < rec->ncpu; c++) {
+	for (int c = 0; c < 2 * rec->ncpu; c++) {
 		struct perf_event_header h;
 		const uint8_t *p;
 		size_t l;
@@ -721,13 +725,14 @@ int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
 	return rc;
 }
 
-/* Merges the per-CPU rings by timestamp so that a fork is handled before
- * its child's first records (which may sit in another CPU's ring). Records
- * newer than @p cut stay in the rings for the next call: an older record
- * may still be being written on another CPU. */
+/* Merges the per-CPU rings (and the spares a ring growth fills or leaves)
+ * by timestamp so that a fork is handled before its child's first records
+ * (which may sit in another CPU's ring). Records newer than @p cut stay in
+ * the rings for the next call: an older record may still be being written
+ * on another CPU. A ring that lost records is noted for growth. */
 static int drain_merged(stackpulse_recorder *rec, uint64_t cut)
 {
-	int nr = rec->ncpu;
+	int nr = 2 * rec->ncpu;
 	for (;;) {
 		int best = -1;
 		uint64_t best_t = 0;
@@ -759,6 +764,9 @@ static int drain_merged(stackpulse_recorder *rec, uint64_t cut)
 		                                             : 0;
 		if (rc)
 			return rc;
+		if ((bh.type == PERF_RECORD_LOST || bh.type == PERF_RECORD_LOST_SAMPLES) &&
+		    best < rec->ncpu && rec->ring_cap && !rec->reopen_size)
+			rec->ring_state[best] |= SP_RING_BEHIND;
 		rc = sp_recorder_record(rec, &bh, bp, bl);
 		sp_ring_release(&rec->rings[best]);
 		if (rc)
@@ -773,12 +781,15 @@ static int consume(stackpulse_recorder *rec, int all)
 	uint64_t now = clock_ns(CLOCK_MONOTONIC);
 	uint64_t cut = all ? UINT64_MAX : now - order_slack(rec);
 	sp_recorder_python_early(rec);
+	if (!all)
+		sp_recorder_rings_check(rec);
 	int rc = drain_merged(rec, cut);
 	/* Everything up to cut is in: a window that ended by then is complete. */
 	if (rc == 0 && !all && sp_recorder_rotate_due(rec, cut))
 		rc = sp_recorder_rotate_to(rec, cut);
 	if (rc == 0 && !all && sp_recorder_reopen_step(rec) == -ENOMEM)
 		rc = -ENOMEM; /* Other refusals only stop the sizing. */
+	sp_recorder_rings_retire(rec);
 	/* Bound what a crash can lose on a quiet target: close the chunk
 	 * at least once per FLUSH_NS even when it is not full. */
 	if (rc == 0 && now - rec->last_flush_ns > FLUSH_NS) {
@@ -865,7 +876,7 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.mappings_dropped = rec->pt.maps_dropped;
 	s.dropped_samples = rec->dropped;
 	s.malformed_records = rec->corrupt;
-	for (int i = 0; rec->rings && i < rec->ncpu; i++)
+	for (int i = 0; rec->rings && i < 2 * rec->ncpu; i++)
 		s.malformed_records += rec->rings[i].corrupt;
 	s.ring_bytes = rec->ring_bytes;
 	s.stack_copy = rec->copy_size;

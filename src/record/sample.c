@@ -98,7 +98,7 @@ static int duplicate(const stackpulse_recorder *rec, pid_t tid, uint64_t id)
 	const sp_event_id *owner = id_owner(rec, id);
 	/* Events replaced by a re-open (stack copy sizing) no longer sample:
 	 * what they wrote before is no copy of anything. */
-	return owner && owner->tid != tid && owner->gen == rec->copy_resizes;
+	return owner && owner->tid != tid && owner->gen == rec->reopens;
 }
 
 static int followed_pid(const stackpulse_recorder *rec, pid_t pid)
