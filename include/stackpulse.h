@@ -132,6 +132,24 @@ enum stackpulse_frame_kind {
 	STACKPULSE_FRAME_TRUNCATED = 5, /**< Marker: the stack was cut here. */
 	STACKPULSE_FRAME_JIT = 6,       /**< Anonymous code named by a perf map. */
 };
+
+/** How off-CPU intervals were recorded (docs/recording.md#off-cpu-time). */
+enum stackpulse_offcpu_method {
+	STACKPULSE_OFFCPU_NONE = 0, /**< No off-CPU intervals were recorded. */
+	/** The context-switch software event sampled at period 1 (stacks at
+	 *  switch-out) and PERF_RECORD_SWITCH (switch-in times): root,
+	 *  CAP_PERFMON or perf_event_paranoid <= 1. */
+	STACKPULSE_OFFCPU_SWITCH_EVENT = 1,
+	/** PERF_RECORD_SWITCH intervals with stacks read from the stopped
+	 *  thread's saved user state (no privilege). */
+	STACKPULSE_OFFCPU_UNPRIVILEGED = 2,
+};
+
+/** Why a thread was off CPU. */
+enum stackpulse_offcpu_state {
+	STACKPULSE_OFFCPU_BLOCKED = 0,   /**< It slept or waited (not runnable). */
+	STACKPULSE_OFFCPU_PREEMPTED = 1, /**< It was runnable, waiting for a CPU. */
+};
 /**@}*/
 
 /* ------------------------------------------------------------------ */
@@ -198,6 +216,13 @@ typedef struct stackpulse_recorder_opts {
 	 * the target's CPU. OFF: never. REQUIRED: always, and wait fails with
 	 * -EPERM when it is refused. */
 	enum stackpulse_feature realtime;
+	/** Off-CPU intervals (docs/recording.md#off-cpu-time): each time a
+	 * followed thread leaves the CPU, how long it stays off, whether it
+	 * blocked or was preempted, and its stack when it left. OFF (default):
+	 * none. AUTO: when the kernel allows the context-switch event (root,
+	 * CAP_PERFMON or perf_event_paranoid <= 1). REQUIRED: fail when it is
+	 * refused. Added after 0.2.0. */
+	enum stackpulse_feature off_cpu;
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
@@ -216,6 +241,7 @@ typedef struct stackpulse_recorder_opts {
 	        .chunk_bytes = 1u << 20,                                                           \
 	        .cache_dir = NULL,                                                                 \
 	        .realtime = STACKPULSE_FEATURE_AUTO,                                               \
+	        .off_cpu = STACKPULSE_FEATURE_OFF,                                                 \
 	})
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
@@ -258,6 +284,15 @@ struct stackpulse_recorder_stats {
 	                        *   each thread's loss. */
 	uint32_t lost_threads; /**< Threads with samples lost so far (counted when
 	                        *   their events are re-opened and at finish). */
+	/* Off-CPU intervals (opts.off_cpu; docs/recording.md#off-cpu-time). */
+	/** How they are recorded; ::STACKPULSE_OFFCPU_NONE when not. */
+	enum stackpulse_offcpu_method off_cpu_method;
+	uint64_t offcpu_intervals; /**< Off-CPU intervals written. */
+	uint64_t offcpu_no_stack;  /**< Of them: written without a stack (the
+	                            *   switch-out sample was lost). */
+	uint64_t offcpu_dropped;   /**< Switch-ins not written: no switch-out
+	                            *   was seen for them (lost in a switch
+	                            *   storm, or before recording began). */
 };
 
 /** The cost and quality of reading Python stacks (CPython targets only; all
@@ -454,6 +489,10 @@ struct stackpulse_spool_meta {
 	                          *   not damaged. */
 	const char *damage;         /**< What was wrong, for example "chunk 3 at offset
 	                          *   4096: checksum mismatch (...)"; "" when not damaged. */
+	/** How off-CPU intervals were recorded; ::STACKPULSE_OFFCPU_NONE for
+	 *  spools without them (and every spool of older writers). */
+	enum stackpulse_offcpu_method off_cpu_method;
+	uint64_t offcpu_intervals; /**< Off-CPU intervals in the file. */
 };
 
 /** A process. Indexes are stable within one spool. */
@@ -685,6 +724,36 @@ STACKPULSE_API int stackpulse_sample_iter_next(stackpulse_sample_iter *it,
                                                const struct stackpulse_sample **sample);
 /** Frees @p it. NULL is ignored. */
 STACKPULSE_API void stackpulse_sample_iter_free(stackpulse_sample_iter *it);
+
+/** One off-CPU interval: a thread left the CPU at `start_ns` and ran again
+ * `duration_ns` later. Valid until the next ::stackpulse_offcpu_iter_next. */
+struct stackpulse_offcpu {
+	uint64_t start_ns;    /**< Switch-out time (perf clock), ns. */
+	uint64_t duration_ns; /**< Time until the thread ran again, ns. */
+	uint32_t thread;      /**< Thread index. */
+	uint32_t process;     /**< Process index. */
+	pid_t pid;            /**< Kernel pid. */
+	pid_t tid;            /**< Kernel tid. */
+	uint32_t stack;       /**< Stack when it left the CPU (leaf node); 0: unknown. */
+	/** Blocked or preempted. */
+	enum stackpulse_offcpu_state state;
+};
+
+/** Iterator over the off-CPU intervals, one chunk in memory at a time. */
+typedef struct stackpulse_offcpu_iter stackpulse_offcpu_iter;
+
+/** Starts an iteration over all off-CPU intervals in file order (none for
+ * spools recorded without ::stackpulse_recorder_opts `off_cpu`). */
+STACKPULSE_API int stackpulse_offcpu_iter_new(const stackpulse_spool *spool,
+                                              stackpulse_offcpu_iter **out);
+/**
+ * Advances: returns 1 and sets @p interval, 0 at the end, or a negative
+ * code (for example when the file changed on disk since it was opened).
+ */
+STACKPULSE_API int stackpulse_offcpu_iter_next(stackpulse_offcpu_iter *it,
+                                               const struct stackpulse_offcpu **interval);
+/** Frees @p it. NULL is ignored. */
+STACKPULSE_API void stackpulse_offcpu_iter_free(stackpulse_offcpu_iter *it);
 
 /** A spool being tailed while it is written (::stackpulse_spool_tail_open). */
 typedef struct stackpulse_spool_tail stackpulse_spool_tail;

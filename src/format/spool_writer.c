@@ -56,6 +56,11 @@ struct sp_writer {
 	uint32_t chunk_samples;
 	uint64_t chunk_base; /* Time of the chunk's first sample. */
 	uint64_t chunk_prev; /* Time of the chunk's latest sample. */
+	/* Off-CPU intervals of the open chunk, by column likewise (one
+	 * OFFCPU record at the end of the chunk, before SAMPLES). */
+	sp_buf ocols[SP_OFFCPU_COLUMNS];
+	uint32_t chunk_offcpu;
+	uint64_t offcpu_prev; /* Start of the chunk's latest interval. */
 	sp_writer_counts counts;
 	struct w_module *modules;
 	uint32_t modules_cap;
@@ -76,24 +81,27 @@ static size_t chunk_raw_len(const sp_writer *w)
 	size_t n = w->chunk.len;
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		n += w->cols[i].len;
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		n += w->ocols[i].len;
 	return n;
 }
 
-/* Appends the SAMPLES record built from the columns. */
-static int append_samples(sp_writer *w)
+/* Appends a SAMPLES or OFFCPU record of @p n rows built from @p ncols
+ * columns. */
+static int append_block(sp_writer *w, unsigned type, uint32_t n, const sp_buf *cols, int ncols)
 {
 	uint8_t count[SP_VARINT_MAX];
-	size_t count_len = sp_varint_put(count, w->chunk_samples);
+	size_t count_len = sp_varint_put(count, n);
 	size_t body = count_len;
-	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
-		body += w->cols[i].len;
-	int rc = sp_buf_varint(&w->chunk, SP_REC_SAMPLES);
+	for (int i = 0; i < ncols; i++)
+		body += cols[i].len;
+	int rc = sp_buf_varint(&w->chunk, type);
 	if (!rc)
 		rc = sp_buf_varint(&w->chunk, body);
 	if (!rc)
 		rc = sp_buf_append(&w->chunk, count, count_len);
-	for (int i = 0; i < SP_SAMPLE_COLUMNS && !rc; i++)
-		rc = sp_buf_append(&w->chunk, w->cols[i].data, w->cols[i].len);
+	for (int i = 0; i < ncols && !rc; i++)
+		rc = sp_buf_append(&w->chunk, cols[i].data, cols[i].len);
 	return rc;
 }
 
@@ -102,10 +110,14 @@ static int append_samples(sp_writer *w)
  * other failure leaves the chunk open, to be retried. */
 static int close_chunk(sp_writer *w)
 {
-	if (w->chunk.len == 0 && w->chunk_samples == 0)
+	if (w->chunk.len == 0 && w->chunk_samples == 0 && w->chunk_offcpu == 0)
 		return 0;
 	size_t records_len = w->chunk.len;
-	int rc = w->chunk_samples ? append_samples(w) : 0;
+	int rc = w->chunk_offcpu ? append_block(w, SP_REC_OFFCPU, w->chunk_offcpu, w->ocols,
+	                                        SP_OFFCPU_COLUMNS)
+	                         : 0;
+	if (!rc && w->chunk_samples)
+		rc = append_block(w, SP_REC_SAMPLES, w->chunk_samples, w->cols, SP_SAMPLE_COLUMNS);
 	if (!rc) {
 		sp_buf_reset(&w->out);
 		rc = sp_buf_reserve(&w->out,
@@ -154,7 +166,10 @@ static int close_chunk(sp_writer *w)
 	sp_buf_reset(&w->chunk);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_reset(&w->cols[i]);
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		sp_buf_reset(&w->ocols[i]);
 	w->chunk_samples = 0;
+	w->chunk_offcpu = 0;
 	return 0;
 }
 
@@ -226,6 +241,8 @@ int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, s
 	sp_buf_init(&w->out);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_init(&w->cols[i]);
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		sp_buf_init(&w->ocols[i]);
 	sp_htab_init(&w->module_ix);
 	sp_htab_init(&w->frame_ix);
 	sp_htab_init(&w->stack_ix);
@@ -268,6 +285,8 @@ void sp_writer_free(sp_writer *w)
 	sp_buf_free(&w->out);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_free(&w->cols[i]);
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		sp_buf_free(&w->ocols[i]);
 	for (uint32_t i = 0; i < w->counts.modules; i++)
 		sp_free(w->modules[i].path);
 	sp_free(w->modules);
@@ -280,6 +299,11 @@ void sp_writer_free(sp_writer *w)
 }
 
 int sp_writer_meta(sp_writer *w, const sp_meta *m)
+{
+	return sp_writer_meta_offcpu(w, m, 0);
+}
+
+int sp_writer_meta_offcpu(sp_writer *w, const sp_meta *m, int off_cpu_method)
 {
 	int rc = begin(w);
 	if (rc)
@@ -294,7 +318,13 @@ int sp_writer_meta(sp_writer *w, const sp_meta *m)
 	    (rc = put_str(b, m->kernel_release, SP_NAME_MAX)) ||
 	    (rc = put_str(b, m->hostname, SP_NAME_MAX)) ||
 	    (rc = sp_buf_varint(b, m->kernel_frames ? 1 : 0)) ||
-	    (rc = put_str(b, m->kernel_note, SP_NAME_MAX)) || (rc = commit(w, SP_REC_META)))
+	    (rc = put_str(b, m->kernel_note, SP_NAME_MAX)))
+		return rc;
+	/* Trailing field, only when set: spools without off-CPU data keep
+	 * the bytes of older writers. */
+	if (off_cpu_method && (rc = sp_buf_varint(b, (uint64_t)(unsigned)off_cpu_method)))
+		return rc;
+	if ((rc = commit(w, SP_REC_META)))
 		return rc;
 	w->has_meta = 1;
 	return 0;
@@ -671,6 +701,42 @@ int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t s
 		w->chunk_base = time_ns;
 	w->chunk_prev = time_ns;
 	w->counts.samples++;
+	return 0;
+}
+
+int sp_writer_offcpu(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint32_t thread,
+                     uint32_t stack, int state)
+{
+	int rc = begin(w);
+	if (rc)
+		return rc;
+	if (thread >= w->counts.threads)
+		return bad_ref("thread", thread, w->counts.threads);
+	if (stack >= w->counts.stacks)
+		return bad_ref("stack", stack, w->counts.stacks);
+	if (state != STACKPULSE_OFFCPU_BLOCKED && state != STACKPULSE_OFFCPU_PREEMPTED)
+		return sp_error(-EINVAL, "off-CPU state %d", state);
+	if (w->chunk_offcpu == UINT32_MAX)
+		return sp_error(STACKPULSE_ELIMIT, "too many off-CPU intervals in one chunk");
+	/* The chain starts from 0 in each chunk: the chunk's base time is its
+	 * first sample's, which may come after this interval. */
+	uint64_t prev = w->chunk_offcpu ? w->offcpu_prev : 0;
+	int64_t delta = (int64_t)(start_ns - prev);
+	size_t saved[SP_OFFCPU_COLUMNS];
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		saved[i] = w->ocols[i].len;
+	if ((rc = sp_buf_svarint(&w->ocols[0], delta)) ||
+	    (rc = sp_buf_varint(&w->ocols[1], thread)) ||
+	    (rc = sp_buf_varint(&w->ocols[2], stack)) ||
+	    (rc = sp_buf_varint(&w->ocols[3], duration_ns)) ||
+	    (rc = sp_buf_varint(&w->ocols[4], (uint64_t)state))) {
+		for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+			w->ocols[i].len = saved[i];
+		return rc;
+	}
+	w->chunk_offcpu++;
+	w->offcpu_prev = start_ns;
+	w->counts.offcpu++;
 	return 0;
 }
 
