@@ -2,6 +2,7 @@
  *
  *   record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]
  *          [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]
+ *          [--off-cpu[=auto|off|on]]
  *          [--attach=stop|live] -o FILE (-p PID | -- COMMAND [ARG...])
  *
  * Records until the duration ends or every followed process has exited.
@@ -35,7 +36,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]\n"
 	        "              [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]\n"
-	        "              [--attach=stop|live] -o FILE\n"
+	        "              [--attach=stop|live] [--off-cpu[=auto|off|on]] -o FILE\n"
 	        "              (-p PID | -- COMMAND [ARG...])\n"
 	        "  -F HZ           samples per second per thread (default 99)\n"
 	        "  -s BYTES        user stack bytes copied per sample (default 32768, max 65528)\n"
@@ -47,6 +48,10 @@ static void usage(FILE *f)
 	        "  --no-children   do not follow forked or executed children\n"
 	        "  --attach=MODE   with -p: stop (default: stop every thread while attaching,\n"
 	        "                  nothing is missed) or live (never stop the target)\n"
+	        "  --off-cpu[=MODE] off-CPU intervals with their stacks (wall-clock time):\n"
+	        "                  on (default of the flag: fail if refused), auto, off\n"
+	        "                  (without the flag); needs root, CAP_PERFMON or\n"
+	        "                  kernel.perf_event_paranoid <= 1\n"
 	        "  -o FILE         spool file to write\n"
 	        "  -p PID          attach to a running process\n");
 }
@@ -119,6 +124,7 @@ int main(int argc, char **argv)
 		OPT_REALTIME,
 		OPT_NO_CHILDREN,
 		OPT_ATTACH,
+		OPT_OFF_CPU,
 		OPT_HELP
 	};
 	static const struct option longopts[] = {
@@ -127,6 +133,7 @@ int main(int argc, char **argv)
 		{ "realtime", required_argument, NULL, OPT_REALTIME },
 		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
 		{ "attach", required_argument, NULL, OPT_ATTACH },
+		{ "off-cpu", optional_argument, NULL, OPT_OFF_CPU },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -192,6 +199,16 @@ int main(int argc, char **argv)
 			if (parse_feature(optarg, &opts.realtime)) {
 				fprintf(stderr,
 				        "record: --realtime wants auto, off or on, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case OPT_OFF_CPU:
+			if (!optarg) {
+				opts.off_cpu = STACKPULSE_FEATURE_REQUIRED;
+			} else if (parse_feature(optarg, &opts.off_cpu)) {
+				fprintf(stderr,
+				        "record: --off-cpu wants auto, off or on, not '%s'\n",
 				        optarg);
 				return 2;
 			}
@@ -350,6 +367,11 @@ int main(int argc, char **argv)
 		        st.threads, st.threads == 1 ? "" : "s", elapsed,
 		        st.kernel_frames ? ", kernel frames" : "",
 		        st.python_frames ? ", Python frames" : "", out, size);
+		if (st.off_cpu_method != STACKPULSE_OFFCPU_NONE)
+			fprintf(stderr,
+			        "record: %" PRIu64 " off-CPU intervals (%" PRIu64
+			        " without a stack, %" PRIu64 " dropped)\n",
+			        st.offcpu_intervals, st.offcpu_no_stack, st.offcpu_dropped);
 	}
 	if (*python_note)
 		fprintf(stderr, "record: warning: recorded without Python frames: %s\n",

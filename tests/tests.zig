@@ -39,6 +39,7 @@ pub const os = [_][]const u8{
     "tests/record/test_record_perfmap.c",
     "tests/record/test_record_output.c",
     "tests/record/test_record_limits.c",
+    "tests/record/test_record_offcpu.c",
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
     "tests/io/test_spool_file.c",
@@ -101,6 +102,7 @@ pub const arm64_vm_skip = [_][]const u8{
     "tests/record/test_record_perfmap.c", // pyenv 3.12, gcc
     "tests/record/test_record_output.c", // gcc, setpriv
     "tests/record/test_record_limits.c", // gcc
+    "tests/record/test_record_offcpu.c", // gcc
     "tests/record/test_record_load.c", // gcc, setpriv
     // Timed for native speed: 90% of Python reads ahead of the drain; under
     // TCG a read takes ~2 ms and 70% were. test_arm64_guest checks the share.

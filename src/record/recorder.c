@@ -106,6 +106,10 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 	    (int)o->realtime > STACKPULSE_FEATURE_REQUIRED)
 		return sp_error(-EINVAL, "realtime option %d is not a stackpulse_feature",
 		                (int)o->realtime);
+	if ((int)o->off_cpu < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->off_cpu > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "off_cpu option %d is not a stackpulse_feature",
+		                (int)o->off_cpu);
 	if (o->ring_kb > (1u << 20))
 		return sp_error(-EINVAL, "ring_kb %u is above 1 GiB", o->ring_kb);
 	return 0;
@@ -257,7 +261,7 @@ static int write_meta(stackpulse_recorder *rec)
 		.kernel_frames = rec->setup.kernel_frames,
 		.kernel_note = rec->kernel_note,
 	};
-	return sp_writer_meta(rec->w, &m);
+	return sp_writer_meta_offcpu(rec->w, &m, rec->offcpu);
 }
 
 static int open_pidfd(pid_t pid)
@@ -817,6 +821,10 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.lost_per_thread = rec->setup.lost_format;
 	for (size_t i = 0; i < rec->ntloss; i++)
 		s.lost_threads += rec->tloss[i].lost > 0;
+	s.off_cpu_method = (enum stackpulse_offcpu_method)rec->offcpu;
+	s.offcpu_intervals = rec->offcpu_intervals;
+	s.offcpu_no_stack = rec->offcpu_no_stack;
+	s.offcpu_dropped = rec->offcpu_dropped;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
@@ -874,6 +882,19 @@ static int write_stats(stackpulse_recorder *rec)
 		if (rc)
 			return rc;
 	}
+	const struct {
+		uint32_t key;
+		uint64_t value;
+	} off[] = {
+		{ SP_STAT_OFFCPU_INTERVALS, rec->offcpu_intervals },
+		{ SP_STAT_OFFCPU_NO_STACK, rec->offcpu_no_stack },
+		{ SP_STAT_OFFCPU_DROPPED, rec->offcpu_dropped },
+	};
+	for (size_t i = 0; rec->offcpu && i < sizeof(off) / sizeof(off[0]); i++) {
+		int rc = sp_writer_stat(rec->w, off[i].key, off[i].value);
+		if (rc)
+			return rc;
+	}
 	if (!rec->setup.lost_format)
 		return 0;
 	for (size_t i = 0; i < rec->ntloss; i++) {
@@ -902,6 +923,8 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 		rc = rc2;
 	if (rc == 0)
 		rc = sp_recorder_read_loss(rec, 0, rec->nfds);
+	if (rc == 0)
+		rc = sp_offcpu_finish(rec, clock_ns(CLOCK_MONOTONIC));
 	if (rc == 0)
 		rc = write_stats(rec);
 	if (rc == 0)

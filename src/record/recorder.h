@@ -65,7 +65,20 @@ typedef struct sp_event_id {
 	uint64_t id;
 	pid_t tid;
 	uint32_t gen; /* copy_resizes when the events take over (stack copy sizing). */
+	int kind;     /* SP_EVENT_SAMPLING or SP_EVENT_SWITCH. */
 } sp_event_id;
+
+enum {
+	SP_EVENT_SAMPLING = 0, /* cycles / cpu-clock. */
+	SP_EVENT_SWITCH = 1,   /* Context switches at period 1 (off-CPU). */
+};
+
+/* Off-CPU state of a thread (sp_thread.off_state). */
+enum {
+	SP_OFF_UNKNOWN = 0, /* No switch seen yet. */
+	SP_OFF_ON_CPU = 1,  /* Last seen switching in. */
+	SP_OFF_OFF_CPU = 2, /* Last seen switching out. */
+};
 
 struct stackpulse_recorder {
 	stackpulse_recorder_opts opts;
@@ -108,6 +121,12 @@ struct stackpulse_recorder {
 
 	uint64_t *kaddrs; /* Open-addressing set of kernel pcs; 0 = empty. */
 	size_t kcap, kused;
+
+	/* Off-CPU intervals (offcpu.c): enum stackpulse_offcpu_method used,
+	 * 0 when off or refused; counters for stats and the spool. */
+	int offcpu;
+	int offcpu_probed; /* The first switch event was tried. */
+	uint64_t offcpu_intervals, offcpu_no_stack, offcpu_dropped;
 
 	uint64_t lost;
 	uint64_t truncated;
@@ -155,6 +174,15 @@ int sp_recorder_read_loss(stackpulse_recorder *rec, size_t from, size_t to);
 /* One step of re-opening every event with the stack copy size sampling
  * asked for (rec->copy_want); called from the drain. */
 int sp_recorder_reopen_step(stackpulse_recorder *rec);
+
+/* Off-CPU intervals (offcpu.c). A context-switch sample of @p th at
+ * @p time with stack @p stack: the stack its next switch-out carries. */
+void sp_offcpu_sample(sp_thread *th, uint64_t time, uint32_t stack);
+/* PERF_RECORD_SWITCH of @p th: out (with @p preempt) or in; a switch-in
+ * after a switch-out writes the interval. */
+int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int out, int preempt);
+/* Writes the intervals of live threads still off CPU at @p now. */
+int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now);
 
 /* Handles one ring record; returns 0 or a writer error. */
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
