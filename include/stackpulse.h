@@ -999,6 +999,20 @@ enum stackpulse_profile_flag {
 	STACKPULSE_PROFILE_GROUP_UNRESOLVED = 1u << 4,
 };
 
+/** What a profile's sample values measure (::stackpulse_profile_opts `time`). */
+enum stackpulse_time {
+	/** Sample counts (weights) of the on-CPU samples; off-CPU intervals
+	 *  are left out. The default. */
+	STACKPULSE_TIME_SAMPLES = 0,
+	/** On-CPU time: each sample stands for `weight` × 10^9 / frequency
+	 *  nanoseconds. */
+	STACKPULSE_TIME_CPU = 1,
+	/** Off-CPU time: each off-CPU interval stands for its duration. */
+	STACKPULSE_TIME_OFF = 2,
+	/** Wall-clock time: on-CPU plus off-CPU time. */
+	STACKPULSE_TIME_WALL = 3,
+};
+
 /** Profile options. Initialise with ::stackpulse_profile_opts_init or
  * ::STACKPULSE_PROFILE_OPTS. */
 typedef struct stackpulse_profile_opts {
@@ -1009,6 +1023,10 @@ typedef struct stackpulse_profile_opts {
 	uint64_t end_ns;           /**< Keep samples before this time (0: all). */
 	pid_t pid;                 /**< Keep only this pid (0: all). */
 	pid_t tid;                 /**< Keep only this tid (0: all). */
+	/** What sample values measure: counts (default) or nanoseconds of
+	 * CPU, off-CPU or wall-clock time (docs/exporters.md#time). Added
+	 * after 0.2.0. */
+	enum stackpulse_time time;
 } stackpulse_profile_opts;
 
 /** Default profile options. */
@@ -1021,6 +1039,7 @@ typedef struct stackpulse_profile_opts {
 	        .end_ns = 0,                                                                       \
 	        .pid = 0,                                                                          \
 	        .tid = 0,                                                                          \
+	        .time = STACKPULSE_TIME_SAMPLES,                                                   \
 	})
 
 /** Sets @p opts to the defaults (::STACKPULSE_PROFILE_OPTS). */
@@ -1048,12 +1067,18 @@ struct stackpulse_profile_stack {
 	uint32_t frame;  /**< Frame index of this node. */
 };
 
-/** A kept sample. */
+/** A kept sample: an on-CPU sample, or (in the OFF and WALL time views)
+ * an off-CPU interval. */
 struct stackpulse_profile_sample {
-	uint64_t time_ns; /**< Sample time. */
+	uint64_t time_ns; /**< Sample time; an interval's switch-out time. */
 	uint32_t thread;  /**< Thread index. */
 	uint32_t stack;   /**< Leaf stack node. */
-	uint32_t weight;  /**< Weight. */
+	uint32_t weight;  /**< Weight (1 for an off-CPU interval). */
+	uint32_t off_cpu; /**< 1 for an off-CPU interval, 0 for an on-CPU sample. */
+	/** What it counts for in the profile: `weight` (::STACKPULSE_TIME_SAMPLES)
+	 *  or nanoseconds (the other ::stackpulse_time views). Function counts
+	 *  and exporters sum this. */
+	uint64_t value;
 };
 
 /** A thread. */
@@ -1118,6 +1143,8 @@ STACKPULSE_API const struct stackpulse_profile_stack *stackpulse_profile_stack(
         const stackpulse_profile *p, uint32_t i);
 /** Number of samples kept. */
 STACKPULSE_API uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p);
+/** What the sample values of @p p measure (its opts `time`). */
+STACKPULSE_API enum stackpulse_time stackpulse_profile_time(const stackpulse_profile *p);
 /** Sample @p i, or NULL. */
 STACKPULSE_API const struct stackpulse_profile_sample *stackpulse_profile_sample(
         const stackpulse_profile *p, uint64_t i);

@@ -61,6 +61,7 @@ pub const os = [_][]const u8{
     "tests/profile/test_ladder.c",
     "tests/profile/test_hostile.c",
     "tests/profile/test_report_cli.c",
+    "tests/profile/test_offcpu.c",
     "tests/reliability/test_rel_sigkill.c",
     "tests/reliability/test_rel_tail.c",
     "tests/reliability/test_rel_enospc.c",
@@ -121,6 +122,7 @@ pub const arm64_vm_skip = [_][]const u8{
     "tests/profile/test_export.c", // Go (pprof), chromium
     "tests/profile/test_ladder.c", // Go (pprof)
     "tests/profile/test_report_cli.c", // cc for its workloads, Go (pprof), pyenv
+    "tests/profile/test_offcpu.c", // cc for its workload, Go (pprof)
     "tests/reliability/test_rel_sigkill.c", // gcc
     "tests/reliability/test_rel_tail.c", // gcc (its targets), cc for report --follow
     "tests/reliability/test_rel_enospc.c", // gcc
