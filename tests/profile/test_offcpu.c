@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../python/py_versions.h"
 #include "example_tools.h"
 #include "harness.h"
 
@@ -254,4 +255,60 @@ SP_TEST(time_views_need_off_cpu_data)
 	CHECK_EQ(sp_test_run(cmd), 0);
 	snprintf(cmd, sizeof(cmd), "%s %s --time=bogus >/dev/null 2>&1", report_bin, spool);
 	CHECK_EQ(sp_test_run(cmd), 2);
+}
+
+/* A Python function blocked in time.sleep, Lock.acquire, socket.recv, or
+ * waiting for the GIL sits under its Python callers in the off-CPU stacks. */
+SP_TEST(python_blocked_frames_under_their_callers)
+{
+	char record[512], report_bin[512], cmd[4096], spool[512], out[512];
+	tools(record, report_bin, sizeof(record));
+	if (geteuid() != 0)
+		sp_test_skip("the context-switch event needs root (or CAP_PERFMON)");
+	py_versions v;
+	py_versions_find(&v);
+	REQUIRE(v.n > 0);
+	/* Python function, its Python caller, what it blocks in (two
+	 * spellings: time.sleep is select() before 3.11). The GIL is a futex
+	 * wait under spin(), which only runs Python. Thread.run is "run"
+	 * before 3.11 (co_name, no qualname). */
+	static const char *const want[4][4] = {
+		{ "sleeper (", "main (", "clock_nanosleep", "select" },
+		{ "waiter (", "run (", "futex", "futex" },
+		{ "receiver (", "run (", "recv", "recv" },
+		{ "spin (", "gil_worker (", "futex", "futex" },
+	};
+	for (int i = 0; i < v.n; i++) {
+		snprintf(spool, sizeof(spool), "%s/pyblock-%d.spool", sp_test_tmpdir(), i);
+		snprintf(out, sizeof(out), "%s/pyblock-%d.folded", sp_test_tmpdir(), i);
+		snprintf(cmd, sizeof(cmd),
+		         "%s --off-cpu -o %s -- %s %s/tests/record/targets/pyblock.py 2>/dev/null "
+		         "&& %s %s --folded --time=off >%s 2>/dev/null",
+		         record, spool, v.path[i], sp_test_source_root(), report_bin, spool, out);
+		REQUIRE_EQ(sp_test_run(cmd), 0);
+		char *text = sp_test_read_file(out, NULL);
+		REQUIRE(text != NULL);
+		double us[4] = { 0, 0, 0, 0 };
+		for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+			char *sp = strrchr(line, ' ');
+			REQUIRE(sp != NULL);
+			double w = strtod(sp + 1, NULL);
+			for (int k = 0; k < 4; k++) {
+				const char *fn = strstr(line, want[k][0]);
+				const char *caller = strstr(line, want[k][1]);
+				if (fn && caller && caller < fn &&
+				    (strstr(fn, want[k][2]) || strstr(fn, want[k][3])))
+					us[k] += w;
+			}
+		}
+		free(text);
+		printf("    %s: sleep %.3fs, Lock.acquire %.3fs, recv %.3fs, GIL %.3fs\n",
+		       v.path[i], us[0] / 1e6, us[1] / 1e6, us[2] / 1e6, us[3] / 1e6);
+		/* 10 sleeps of 20 ms; the lock and the socket are held for 500 ms
+		 * after the thread was started (it blocks 50 ms after it runs). */
+		CHECK(us[0] / 1e6 > 0.18);
+		CHECK(us[1] / 1e6 > 0.3);
+		CHECK(us[2] / 1e6 > 0.3);
+		CHECK(us[3] > 0);
+	}
 }
