@@ -4,6 +4,8 @@
  * their stacks end in the blocking call, user side and kernel side. */
 #include <errno.h>
 
+#include "format/spool_format.h"
+#include "format/spool_reader.h"
 #include "rec_util.h"
 
 typedef struct phases_truth {
@@ -170,4 +172,55 @@ SP_TEST(offcpu_is_off_by_default)
 	stackpulse_recorder *rec = NULL;
 	char *const argv[] = { "/bin/true", NULL };
 	CHECK_EQ(stackpulse_recorder_spawn(argv, spool, &o, &rec, NULL), -EINVAL);
+}
+
+/* A switch storm (two threads passing a byte over pipes as fast as they
+ * can) into rings far too small: the kernel drops records rather than
+ * block the target, and what the loss broke is counted, not guessed. */
+SP_TEST(offcpu_switch_storm_is_counted)
+{
+	char exe[512], cmd[2048], spool[512];
+	snprintf(exe, sizeof(exe), "%s/pingpong", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "gcc -O2 -I'%s/bench/workloads' -o '%s' '%s/bench/workloads/pingpong.c' -lpthread",
+	         sp_test_source_root(), exe, sp_test_source_root());
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	snprintf(spool, sizeof(spool), "%s/storm.spool", sp_test_tmpdir());
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.off_cpu = STACKPULSE_FEATURE_REQUIRED;
+	o.ring_kb = 64;
+	const long rounds = 100000;
+	char arg[32];
+	snprintf(arg, sizeof(arg), "%ld", rounds);
+	char *const argv[] = { exe, arg, NULL };
+	stackpulse_recorder *rec;
+	pid_t pid;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	CHECK_OK(rec_run(rec, 120));
+	struct stackpulse_recorder_stats st;
+	st.sz = sizeof(st);
+	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	int status;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	printf("    %llu intervals, %llu without a stack, %llu dropped, %llu records lost\n",
+	       (unsigned long long)st.offcpu_intervals, (unsigned long long)st.offcpu_no_stack,
+	       (unsigned long long)st.offcpu_dropped, (unsigned long long)st.lost);
+	/* 64 KiB rings cannot hold the switches of 100000 rounds. */
+	CHECK(st.lost > 0);
+	CHECK(st.offcpu_dropped + st.offcpu_no_stack > 0);
+	/* Never more intervals than switches: two per round and thread. */
+	CHECK(st.offcpu_intervals <= (uint64_t)rounds * 4 + 16);
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
+	CHECK_EQ(m->lost, st.lost);
+	CHECK(m->offcpu_intervals >= st.offcpu_intervals);
+	uint64_t v = 0;
+	CHECK_OK(sp_spool_stat(sp, SP_STAT_OFFCPU_DROPPED, &v));
+	CHECK_EQ(v, st.offcpu_dropped);
+	CHECK_OK(sp_spool_stat(sp, SP_STAT_OFFCPU_NO_STACK, &v));
+	CHECK(v >= st.offcpu_no_stack);
+	stackpulse_spool_close(sp);
 }
