@@ -32,7 +32,12 @@ static size_t ring_bytes(const stackpulse_recorder *rec)
 		 * headers. Once the copies shrink (sample.c) the same ring holds
 		 * many times more. */
 		uint64_t rec_bytes = (uint64_t)rec->opts.stack_size + 2048;
-		return (size_t)sp_ring_budget_bytes(rec->opts.frequency, rec_bytes, rec->ncpu, ram);
+		/* Off-CPU events come at the target's switch rate, not at the
+		 * sampling frequency: budget for a busy one. */
+		uint32_t rate = rec->opts.frequency;
+		if (rec->opts.off_cpu != STACKPULSE_FEATURE_OFF && rate < SP_OFFCPU_RING_RATE)
+			rate = SP_OFFCPU_RING_RATE;
+		return (size_t)sp_ring_budget_bytes(rate, rec_bytes, rec->ncpu, ram);
 	}
 	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	size_t bytes = kb > 0 ? (size_t)kb * 1024 : 516 * 1024;

@@ -73,6 +73,10 @@ enum {
 	SP_EVENT_SWITCH = 1,   /* Context switches at period 1 (off-CPU). */
 };
 
+/* Context switches per second and CPU the rings are sized for when
+ * off-CPU intervals are recorded (as root; docs/recording.md). */
+#define SP_OFFCPU_RING_RATE 2000u
+
 /* Off-CPU state of a thread (sp_thread.off_state). */
 enum {
 	SP_OFF_UNKNOWN = 0, /* No switch seen yet. */
