@@ -243,6 +243,57 @@ SP_TEST(pprof_has_cpu_and_off_cpu_nanoseconds)
 		CHECK(got[k] / 1e3 > folded[k] * 0.99 && got[k] / 1e3 < folded[k] * 1.01);
 }
 
+/* The SVG's frame titles and the Firefox JSON's samples carry time: the
+ * sleep phase weighs what it took. */
+SP_TEST(svg_and_firefox_show_time)
+{
+	recorded();
+	char args[1024], cmd[4096], path[512];
+	snprintf(path, sizeof(path), "%s/phases.svg", sp_test_tmpdir());
+	snprintf(args, sizeof(args), "--svg %s", path);
+	free(report(args));
+	char *svg = sp_test_read_file(path, NULL);
+	REQUIRE(svg != NULL);
+	const char *t = strstr(svg, "<title>sleep_phase (");
+	REQUIRE(t != NULL);
+	double svg_ms = strtod(t + strlen("<title>sleep_phase ("), NULL);
+	CHECK(strstr(t, " ms, ") != NULL);
+	free(svg);
+	/* Firefox: the main thread's samples under sleep_phase, times the
+	 * interval. */
+	snprintf(path, sizeof(path), "%s/phases.json", sp_test_tmpdir());
+	snprintf(args, sizeof(args), "--firefox %s", path);
+	free(report(args));
+	char out[512];
+	snprintf(out, sizeof(out), "%s/ff.txt", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "python3 -c 'import json,sys\n"
+	         "p=json.load(open(sys.argv[1]))\n"
+	         "iv=p[\"meta\"][\"interval\"]\n"
+	         "for th in p[\"threads\"]:\n"
+	         "  if th[\"tid\"]!=int(sys.argv[2]): continue\n"
+	         "  "
+	         "st=th[\"stringTable\"];fr=th[\"frameTable\"][\"data\"];sk=th[\"stackTable\"]["
+	         "\"data\"]\n"
+	         "  def has(s):\n"
+	         "    while s is not None:\n"
+	         "      if st[fr[sk[s][1]][0]].startswith(\"sleep_phase\"): return True\n"
+	         "      s=sk[s][0]\n"
+	         "    return False\n"
+	         "  n=sum(1 for x in th[\"samples\"][\"data\"] if has(x[0]))\n"
+	         "  print(n*iv)' %s %d >%s",
+	         path, g_pid, out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	double ff_ms = strtod(text, NULL);
+	free(text);
+	printf("    sleep phase: truth %.1f ms, SVG %.1f ms, Firefox %.1f ms\n", g_truth[1] * 1e3,
+	       svg_ms, ff_ms);
+	CHECK(svg_ms > g_truth[1] * 1e3 * 0.97 && svg_ms < g_truth[1] * 1e3 * 1.03);
+	CHECK(ff_ms > g_truth[1] * 1e3 * 0.97 && ff_ms < g_truth[1] * 1e3 * 1.03);
+}
+
 SP_TEST(time_views_need_off_cpu_data)
 {
 	char record[512], report_bin[512], cmd[4096], spool[512];
