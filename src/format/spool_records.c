@@ -576,20 +576,41 @@ struct chunk_state {
 	uint64_t offcpu_prev; /* Start of the chunk's latest interval; 0 first. */
 };
 
+/* The row count of a block, bounded by what is left: every row takes at
+ * least @p min_bytes (one per column). */
+static int block_count(sp_cursor *c, size_t min_bytes, const char *what, uint64_t *n)
+{
+	size_t at = c->pos;
+	int rc = sp_cursor_varint(c, n, what);
+	if (rc)
+		return rc;
+	if (*n == 0 || *n > sp_cursor_left(c) / min_bytes)
+		return sp_error(STACKPULSE_EFORMAT, "%s %llu at byte %zu does not fit in %zu bytes",
+		                what, (unsigned long long)*n, at, sp_cursor_left(c));
+	return 0;
+}
+
+/* The thread and stack columns of a block of @p n rows: defined ids. */
+static int thread_stack_columns(const stackpulse_spool *s, sp_cursor *c, uint64_t n)
+{
+	uint32_t v = 0;
+	int rc = 0;
+	for (uint64_t i = 0; i < n && !rc; i++)
+		rc = get_ref(c, s->nthreads, &v, "thread");
+	for (uint64_t i = 0; i < n && !rc; i++)
+		rc = get_ref(c, s->nstacks, &v, "stack");
+	return rc;
+}
+
 /* A SAMPLES block: a count, then one column per field. Times chain through
  * every block of the chunk, starting from the chunk's base time. */
 static int rec_samples(stackpulse_spool *s, sp_cursor *c, const struct sp_chunk_ref *ref,
                        struct chunk_state *st)
 {
 	uint64_t n = 0;
-	size_t at = c->pos;
-	int rc = sp_cursor_varint(c, &n, "sample count");
+	int rc = block_count(c, SP_SAMPLE_MIN_BYTES, "sample count", &n);
 	if (rc)
 		return rc;
-	if (n == 0 || n > sp_cursor_left(c) / SP_SAMPLE_MIN_BYTES)
-		return sp_error(STACKPULSE_EFORMAT,
-		                "sample count %llu at byte %zu does not fit in %zu bytes",
-		                (unsigned long long)n, at, sp_cursor_left(c));
 	for (uint64_t i = 0; i < n; i++) {
 		int64_t delta;
 		if ((rc = sp_cursor_svarint(c, &delta, "time delta")))
@@ -604,10 +625,7 @@ static int rec_samples(stackpulse_spool *s, sp_cursor *c, const struct sp_chunk_
 		s->meta.samples++;
 	}
 	uint32_t v = 0;
-	for (uint64_t i = 0; i < n && !rc; i++)
-		rc = get_ref(c, s->nthreads, &v, "thread");
-	for (uint64_t i = 0; i < n && !rc; i++)
-		rc = get_ref(c, s->nstacks, &v, "stack");
+	rc = thread_stack_columns(s, c, n);
 	for (uint64_t i = 0; i < n && !rc; i++)
 		rc = get_u32(c, &v, "weight");
 	for (uint64_t i = 0; i < n && !rc; i++)
@@ -621,25 +639,16 @@ static int rec_offcpu(stackpulse_spool *s, sp_cursor *c, struct sp_chunk_ref *re
                       struct chunk_state *st)
 {
 	uint64_t n = 0, v64 = 0;
-	size_t at = c->pos;
-	int rc = sp_cursor_varint(c, &n, "interval count");
+	int rc = block_count(c, SP_OFFCPU_MIN_BYTES, "interval count", &n);
 	if (rc)
 		return rc;
-	if (n == 0 || n > sp_cursor_left(c) / SP_OFFCPU_MIN_BYTES)
-		return sp_error(STACKPULSE_EFORMAT,
-		                "interval count %llu at byte %zu does not fit in %zu bytes",
-		                (unsigned long long)n, at, sp_cursor_left(c));
 	for (uint64_t i = 0; i < n; i++) {
 		int64_t delta;
 		if ((rc = sp_cursor_svarint(c, &delta, "start delta")))
 			return rc;
 		st->offcpu_prev += (uint64_t)delta;
 	}
-	uint32_t v = 0;
-	for (uint64_t i = 0; i < n && !rc; i++)
-		rc = get_ref(c, s->nthreads, &v, "thread");
-	for (uint64_t i = 0; i < n && !rc; i++)
-		rc = get_ref(c, s->nstacks, &v, "stack");
+	rc = thread_stack_columns(s, c, n);
 	for (uint64_t i = 0; i < n && !rc; i++)
 		rc = sp_cursor_varint(c, &v64, "duration");
 	for (uint64_t i = 0; i < n && !rc; i++)

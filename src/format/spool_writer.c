@@ -672,6 +672,22 @@ int sp_writer_stack_frames(sp_writer *w, const uint32_t *frames_leaf_first, size
 	return 0;
 }
 
+/* Appends one row to a block's @p ncols columns: the time delta (signed),
+ * then @p rest. All or nothing. */
+static int put_row(sp_buf *cols, int ncols, int64_t delta, const uint64_t *rest)
+{
+	size_t saved[SP_COLUMNS_MAX];
+	for (int i = 0; i < ncols; i++)
+		saved[i] = cols[i].len;
+	int rc = sp_buf_svarint(&cols[0], delta);
+	for (int i = 1; i < ncols && !rc; i++)
+		rc = sp_buf_varint(&cols[i], rest[i - 1]);
+	if (rc)
+		for (int i = 0; i < ncols; i++)
+			cols[i].len = saved[i];
+	return rc;
+}
+
 int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t stack,
                      uint32_t weight, uint32_t cpu)
 {
@@ -686,17 +702,9 @@ int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t s
 		return sp_error(STACKPULSE_ELIMIT, "too many samples in one chunk");
 	/* Deltas wrap modulo 2^64, so any time sequence round-trips. */
 	uint64_t prev = w->chunk_samples ? w->chunk_prev : time_ns;
-	int64_t delta = (int64_t)(time_ns - prev);
-	size_t saved[SP_SAMPLE_COLUMNS];
-	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
-		saved[i] = w->cols[i].len;
-	if ((rc = sp_buf_svarint(&w->cols[0], delta)) ||
-	    (rc = sp_buf_varint(&w->cols[1], thread)) || (rc = sp_buf_varint(&w->cols[2], stack)) ||
-	    (rc = sp_buf_varint(&w->cols[3], weight)) || (rc = sp_buf_varint(&w->cols[4], cpu))) {
-		for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
-			w->cols[i].len = saved[i];
+	const uint64_t rest[SP_SAMPLE_COLUMNS - 1] = { thread, stack, weight, cpu };
+	if ((rc = put_row(w->cols, SP_SAMPLE_COLUMNS, (int64_t)(time_ns - prev), rest)))
 		return rc;
-	}
 	if (w->chunk_samples++ == 0)
 		w->chunk_base = time_ns;
 	w->chunk_prev = time_ns;
@@ -721,19 +729,10 @@ int sp_writer_offcpu(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint
 	/* The chain starts from 0 in each chunk: the chunk's base time is its
 	 * first sample's, which may come after this interval. */
 	uint64_t prev = w->chunk_offcpu ? w->offcpu_prev : 0;
-	int64_t delta = (int64_t)(start_ns - prev);
-	size_t saved[SP_OFFCPU_COLUMNS];
-	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
-		saved[i] = w->ocols[i].len;
-	if ((rc = sp_buf_svarint(&w->ocols[0], delta)) ||
-	    (rc = sp_buf_varint(&w->ocols[1], thread)) ||
-	    (rc = sp_buf_varint(&w->ocols[2], stack)) ||
-	    (rc = sp_buf_varint(&w->ocols[3], duration_ns)) ||
-	    (rc = sp_buf_varint(&w->ocols[4], (uint64_t)state))) {
-		for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
-			w->ocols[i].len = saved[i];
+	const uint64_t rest[SP_OFFCPU_COLUMNS - 1] = { thread, stack, duration_ns,
+		                                       (uint64_t)state };
+	if ((rc = put_row(w->ocols, SP_OFFCPU_COLUMNS, (int64_t)(start_ns - prev), rest)))
 		return rc;
-	}
 	w->chunk_offcpu++;
 	w->offcpu_prev = start_ns;
 	w->counts.offcpu++;

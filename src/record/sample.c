@@ -138,6 +138,15 @@ static int process_for(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_pr
 	return 0;
 }
 
+/* The process of @p pid (process_for) and its thread @p tid, created on
+ * first sight. */
+static int thread_for(stackpulse_recorder *rec, pid_t pid, pid_t tid, uint64_t time,
+                      sp_process **proc, sp_thread **th)
+{
+	int rc = process_for(rec, pid, time, proc);
+	return rc ? rc : sp_ptable_thread(&rec->pt, *proc, tid, time, NULL, th);
+}
+
 static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t module,
                      uint64_t offset)
 {
@@ -365,11 +374,8 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 		return 0;
 	}
 	sp_process *proc;
-	int rc = process_for(rec, sf.pid, sf.time, &proc);
-	if (rc)
-		return rc;
 	sp_thread *th;
-	rc = sp_ptable_thread(&rec->pt, proc, sf.tid, sf.time, NULL, &th);
+	int rc = thread_for(rec, sf.pid, sf.tid, sf.time, &proc, &th);
 	if (rc)
 		return rc;
 	uint32_t thread = th->index, stack_id;
@@ -403,11 +409,9 @@ static int handle_switch(stackpulse_recorder *rec, uint16_t misc, const uint8_t 
 	if (!followed_pid(rec, sid.pid) || duplicate(rec, sid.tid, sid.id))
 		return 0;
 	sp_process *proc;
-	int rc = process_for(rec, sid.pid, sid.time, &proc);
-	if (rc)
-		return rc;
 	sp_thread *th;
-	if ((rc = sp_ptable_thread(&rec->pt, proc, sid.tid, sid.time, NULL, &th)) != 0)
+	int rc = thread_for(rec, sid.pid, sid.tid, sid.time, &proc, &th);
+	if (rc)
 		return rc;
 	return sp_offcpu_switch(rec, th, sid.time, (misc & PERF_RECORD_MISC_SWITCH_OUT) != 0,
 	                        (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0);

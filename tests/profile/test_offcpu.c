@@ -69,6 +69,15 @@ static char *report(const char *args)
 	return text;
 }
 
+/* The weight of folded line @p line, which is cut to its stack. */
+static double cut_weight(char *line)
+{
+	char *sp = strrchr(line, ' ');
+	REQUIRE(sp != NULL);
+	*sp = '\0';
+	return strtod(sp + 1, NULL);
+}
+
 static const char *const phase_fn[3] = { ";spin_phase", ";sleep_phase;", ";read_phase;" };
 
 /* Sums the folded weights of the main thread per phase; *all gets every line. */
@@ -78,14 +87,12 @@ static void fold_phases(char *text, double us[3], double *all)
 	snprintf(label, sizeof(label), "phases/%d;", g_pid);
 	us[0] = us[1] = us[2] = *all = 0;
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-		char *sp = strrchr(line, ' ');
-		REQUIRE(sp != NULL);
-		double v = strtod(sp + 1, NULL);
+		double v = cut_weight(line);
 		*all += v;
 		if (strncmp(line, label, strlen(label)) != 0)
 			continue;
 		for (int k = 0; k < 3; k++)
-			if (strstr(line, phase_fn[k]) || (k == 0 && strstr(line, ";spin_phase ")))
+			if (strstr(line, phase_fn[k]))
 				us[k] += v;
 	}
 }
@@ -125,10 +132,7 @@ SP_TEST(offcpu_stacks_end_in_the_blocking_call)
 	snprintf(label, sizeof(label), "phases/%d;", g_pid);
 	double in[2] = { 0, 0 }, ends[2] = { 0, 0 };
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-		char *sp = strrchr(line, ' ');
-		REQUIRE(sp != NULL);
-		double v = strtod(sp + 1, NULL);
-		*sp = '\0';
+		double v = cut_weight(line);
 		if (strncmp(line, label, strlen(label)) != 0)
 			continue;
 		for (int k = 0; k < 2; k++) {
@@ -341,9 +345,7 @@ SP_TEST(python_blocked_frames_under_their_callers)
 		REQUIRE(text != NULL);
 		double us[4] = { 0, 0, 0, 0 };
 		for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-			char *sp = strrchr(line, ' ');
-			REQUIRE(sp != NULL);
-			double w = strtod(sp + 1, NULL);
+			double w = cut_weight(line);
 			for (int k = 0; k < 4; k++) {
 				const char *fn = strstr(line, want[k][0]);
 				const char *caller = strstr(line, want[k][1]);
