@@ -2,7 +2,7 @@
  *
  *   record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]
  *          [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]
- *          [--off-cpu[=auto|off|on]]
+ *          [--off-cpu]
  *          [--attach=stop|live] -o FILE (-p PID | -- COMMAND [ARG...])
  *
  * Records until the duration ends or every followed process has exited.
@@ -36,7 +36,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]\n"
 	        "              [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]\n"
-	        "              [--attach=stop|live] [--off-cpu[=auto|off|on]] -o FILE\n"
+	        "              [--attach=stop|live] [--off-cpu] -o FILE\n"
 	        "              (-p PID | -- COMMAND [ARG...])\n"
 	        "  -F HZ           samples per second per thread (default 99)\n"
 	        "  -s BYTES        user stack bytes copied per sample (default 32768, max 65528)\n"
@@ -48,10 +48,9 @@ static void usage(FILE *f)
 	        "  --no-children   do not follow forked or executed children\n"
 	        "  --attach=MODE   with -p: stop (default: stop every thread while attaching,\n"
 	        "                  nothing is missed) or live (never stop the target)\n"
-	        "  --off-cpu[=MODE] off-CPU intervals with their stacks (wall-clock time):\n"
-	        "                  on (default of the flag: fail if refused), auto, off\n"
-	        "                  (without the flag); needs root, CAP_PERFMON or\n"
-	        "                  kernel.perf_event_paranoid <= 1\n"
+	        "  --off-cpu       off-CPU intervals with their stacks (wall-clock time);\n"
+	        "                  needs root, CAP_PERFMON or kernel.perf_event_paranoid <= 1\n"
+	        "                  (fails when refused)\n"
 	        "  -o FILE         spool file to write\n"
 	        "  -p PID          attach to a running process\n");
 }
@@ -133,7 +132,7 @@ int main(int argc, char **argv)
 		{ "realtime", required_argument, NULL, OPT_REALTIME },
 		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
 		{ "attach", required_argument, NULL, OPT_ATTACH },
-		{ "off-cpu", optional_argument, NULL, OPT_OFF_CPU },
+		{ "off-cpu", no_argument, NULL, OPT_OFF_CPU },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -203,16 +202,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case OPT_OFF_CPU:
-			if (!optarg) {
-				opts.off_cpu = STACKPULSE_FEATURE_REQUIRED;
-			} else if (parse_feature(optarg, &opts.off_cpu)) {
-				fprintf(stderr,
-				        "record: --off-cpu wants auto, off or on, not '%s'\n",
-				        optarg);
-				return 2;
-			}
-			break;
+		case OPT_OFF_CPU: opts.off_cpu = STACKPULSE_FEATURE_REQUIRED; break;
 		case OPT_NO_CHILDREN: opts.children = 0; break;
 		case OPT_ATTACH:
 			if (strcmp(optarg, "stop") != 0 && strcmp(optarg, "live") != 0) {

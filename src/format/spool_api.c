@@ -341,7 +341,8 @@ static int block_iter_init(const stackpulse_spool *s, struct block_iter *b, unsi
 		                         "stackpulse_spool_tail_poll, not by an iterator");
 	b->s = s;
 	b->type = type;
-	b->ncols = type == SP_REC_SAMPLES ? SP_SAMPLE_COLUMNS : SP_OFFCPU_COLUMNS;
+	static const int ncols[2] = { SP_SAMPLE_COLUMNS, SP_OFFCPU_COLUMNS };
+	b->ncols = ncols[type == SP_REC_OFFCPU];
 	b->cur = sp_cursor_make(NULL, 0);
 	return 0;
 }
@@ -536,11 +537,12 @@ static int iter_step(struct block_iter *it)
 static int sample_step(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)
 {
 	int rc = iter_step(&it->b);
-	if (rc == 1 && (rc = iter_sample(it)) == 0) {
-		*sample = &it->sample;
-		return 1;
-	}
-	return rc;
+	if (rc != 1)
+		return rc;
+	if ((rc = iter_sample(it)) != 0)
+		return rc;
+	*sample = &it->sample;
+	return 1;
 }
 
 int sp_spool_chunk_samples(const stackpulse_spool *s, const struct sp_chunk_ref *ref,
@@ -555,7 +557,7 @@ int sp_spool_chunk_samples(const stackpulse_spool *s, const struct sp_chunk_ref 
 	it.b.next_chunk = UINT32_MAX;
 	it.b.cur = sp_cursor_make(raw, ref->raw_len);
 	it.b.base_time = ref->base_time;
-	const struct stackpulse_sample *sample;
+	const struct stackpulse_sample *sample = NULL;
 	int rc;
 	while ((rc = sample_step(&it, &sample)) == 1)
 		if ((rc = fn(sample, ctx)) != 0)
@@ -595,5 +597,5 @@ int stackpulse_offcpu_iter_next(stackpulse_offcpu_iter *it,
 		*interval = &it->interval;
 		return 1;
 	}
-	return iter_fail(&it->b, rc);
+	return iter_fail(&it->b, rc == 1 ? STACKPULSE_EINTERNAL : rc);
 }
