@@ -876,22 +876,15 @@ static int write_stats(stackpulse_recorder *rec)
 		{ SP_STAT_RING_BYTES, rec->ring_bytes },
 		{ SP_STAT_STACK_COPY, rec->copy_size },
 		{ SP_STAT_COPY_RESIZES, rec->copy_resizes },
-	};
-	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
-		int rc = sp_writer_stat(rec->w, kv[i].key, kv[i].value);
-		if (rc)
-			return rc;
-	}
-	const struct {
-		uint32_t key;
-		uint64_t value;
-	} off[] = {
 		{ SP_STAT_OFFCPU_INTERVALS, rec->offcpu_intervals },
 		{ SP_STAT_OFFCPU_NO_STACK, rec->offcpu_no_stack },
 		{ SP_STAT_OFFCPU_DROPPED, rec->offcpu_dropped },
 	};
-	for (size_t i = 0; rec->offcpu && i < sizeof(off) / sizeof(off[0]); i++) {
-		int rc = sp_writer_stat(rec->w, off[i].key, off[i].value);
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+		/* Off-CPU keys only when intervals were recorded. */
+		if (kv[i].key >= SP_STAT_OFFCPU_INTERVALS && !rec->offcpu)
+			continue;
+		int rc = sp_writer_stat(rec->w, kv[i].key, kv[i].value);
 		if (rc)
 			return rc;
 	}
