@@ -688,8 +688,8 @@ static int put_row(sp_buf *cols, int ncols, int64_t delta, const uint64_t *rest)
 	return rc;
 }
 
-int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t stack,
-                     uint32_t weight, uint32_t cpu)
+/* begin() for a row of a block: its thread and stack must be defined. */
+static int begin_row(sp_writer *w, uint32_t thread, uint32_t stack)
 {
 	int rc = begin(w);
 	if (rc)
@@ -698,6 +698,15 @@ int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t s
 		return bad_ref("thread", thread, w->counts.threads);
 	if (stack >= w->counts.stacks)
 		return bad_ref("stack", stack, w->counts.stacks);
+	return 0;
+}
+
+int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t stack,
+                     uint32_t weight, uint32_t cpu)
+{
+	int rc = begin_row(w, thread, stack);
+	if (rc)
+		return rc;
 	if (w->chunk_samples == UINT32_MAX)
 		return sp_error(STACKPULSE_ELIMIT, "too many samples in one chunk");
 	/* Deltas wrap modulo 2^64, so any time sequence round-trips. */
@@ -715,13 +724,9 @@ int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t s
 int sp_writer_offcpu(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint32_t thread,
                      uint32_t stack, int state)
 {
-	int rc = begin(w);
+	int rc = begin_row(w, thread, stack);
 	if (rc)
 		return rc;
-	if (thread >= w->counts.threads)
-		return bad_ref("thread", thread, w->counts.threads);
-	if (stack >= w->counts.stacks)
-		return bad_ref("stack", stack, w->counts.stacks);
 	if (state != STACKPULSE_OFFCPU_BLOCKED && state != STACKPULSE_OFFCPU_PREEMPTED)
 		return sp_error(-EINVAL, "off-CPU state %d", state);
 	if (w->chunk_offcpu == UINT32_MAX)
