@@ -11,13 +11,17 @@ ReleaseFast, default options) and under `perf record -e sched:sched_switch
 report time). `perf record --off-cpu` is tried too; this perf may lack it
 (built without BPF skeletons). Target wall time and CPU come from the
 target itself (workloads/selfreport.h); a recorder's CPU is its process
-tree's minus the target's. The section "Off-CPU recording" of --out is
+tree's minus the target's. Then Python: tests/record/targets/pyblock.py
+(functions blocked in time.sleep, Lock.acquire, socket.recv and on the GIL)
+under `record --off-cpu` (`report --time=wall --python-only`) and under
+`py-spy record --idle`, wall seconds per leaf Python function. The section "Off-CPU recording" of --out is
 replaced (or appended); run.py rewrites the whole file, so run this after
 it.
 """
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -36,6 +40,68 @@ def target_report(path):
             return wall, cpu, rq
     except (OSError, ValueError):
         return None, None, None
+
+
+# Leaf Python functions of pyblock.py and the wall seconds each blocks for
+# by construction (None: not fixed by the script).
+PY_LEAVES = [("sleeper", 0.2), ("waiter", 0.45), ("receiver", 0.45), ("settle", 0.1),
+             ("spin", None)]
+
+
+def leaf_seconds(path, per_count):
+    """Wall seconds per leaf function name of a folded file."""
+    out = {}
+    try:
+        text = open(path, errors="replace").read()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        leaf = stack.rsplit(";", 1)[-1].split(" (", 1)[0]
+        out[leaf] = out.get(leaf, 0.0) + int(n) * per_count
+    return out
+
+
+def python_section(record, prefix, tmp, runs):
+    py = os.path.realpath(sys.executable)
+    script = os.path.join(ROOT, "tests", "record", "targets", "pyblock.py")
+    report = os.path.join(prefix, "bin", "report")
+    spool, folded, raw = (os.path.join(tmp, n) for n in ("pyb.spool", "pyb.folded", "pyb.pyspy"))
+    have_pyspy = shutil.which("py-spy") is not None
+    ours, theirs = [], []
+    for r in range(runs):
+        rc = subprocess.run([record, "--off-cpu", "-o", spool, "--", py, script],
+                            capture_output=True).returncode
+        if rc == 0:
+            with open(folded, "w") as f:
+                subprocess.run([report, spool, "--folded", "--time=wall", "--python-only"],
+                               stdout=f, stderr=subprocess.DEVNULL)
+            ours.append(leaf_seconds(folded, 1e-6))
+        if have_pyspy:
+            rc = subprocess.run(["py-spy", "record", "--idle", "--format", "raw", "-r", "100",
+                                 "-o", raw, "--", py, script], capture_output=True).returncode
+            if rc == 0:
+                theirs.append(leaf_seconds(raw, 1e-2))
+        run.log("python run %d done" % r)
+    out = ["", "### Python: functions blocked off CPU", "",
+           "`tests/record/targets/pyblock.py` on %s: `sleeper` sleeps 10 × 20 ms, `waiter` "
+           "blocks in `Lock.acquire` and `receiver` in `socket.recv` about 450 ms each (after "
+           "`settle`, 50 ms of `time.sleep` each), three `gil_worker` threads run `spin` for "
+           "500 ms and wait for the GIL. Wall seconds per leaf Python function, medians of %d "
+           "runs: `record --off-cpu` + `report --folded --time=wall --python-only` (on-CPU "
+           "samples plus off-CPU intervals, exact durations) beside `py-spy record --idle` "
+           "(100 Hz wall-clock samples)." % (os.path.basename(py), runs), "",
+           "| leaf function | by construction | stackpulse | py-spy --idle |", "|---|---|---|---|"]
+    for name, want in PY_LEAVES:
+        a = run.med([x.get(name, 0.0) for x in ours]) if ours else None
+        b = run.med([x.get(name, 0.0) for x in theirs]) if theirs else None
+        f = lambda v: "%.3f s" % v if v is not None else "—"
+        out.append("| `%s` | %s | %s | %s |" % (name, f(want), f(a), f(b)))
+    if not have_pyspy:
+        out += ["", "py-spy is not installed here."]
+    return out
 
 
 def main():
@@ -132,6 +198,7 @@ def main():
                  f"{run.med([x['dropped'] for x in sp]):.0f}" if sp else "—",
                  "`perf record --off-cpu` is not in this perf (built without BPF skeletons)."
                  if not has_perf_offcpu else ""), END]
+    lines = lines[:-1] + python_section(record, prefix, tmp, args.runs) + [END]
     section = "\n".join(lines) + "\n"
     text = open(args.out).read() if os.path.exists(args.out) else ""
     if BEGIN in text and END in text:
