@@ -38,11 +38,16 @@ static size_t ring_bytes(stackpulse_recorder *rec)
 		uint64_t rec_bytes = (uint64_t)rec->opts.stack_size + 2048;
 		/* Mapping a ring costs the kernel its pages (about 0.3 ms of CPU
 		 * per MiB here, as much as the drain spends on 30 samples per
-		 * MiB): start small and grow only the rings that fall behind. */
-		rec->ring_cap = sp_ring_budget_bytes(rec->opts.frequency, rec_bytes,
-		                                     SP_RING_HOLD_MS, rec->ncpu, ram);
-		return (size_t)sp_ring_budget_bytes(rec->opts.frequency, rec_bytes,
-		                                    SP_RING_START_MS, rec->ncpu, ram);
+		 * MiB): start small and grow only the rings that fall behind.
+		 * Off-CPU events come at the target's switch rate, not at the
+		 * sampling frequency: budget for a busy one. */
+		uint32_t rate = rec->opts.frequency;
+		if (rec->opts.off_cpu != STACKPULSE_FEATURE_OFF && rate < SP_OFFCPU_RING_RATE)
+			rate = SP_OFFCPU_RING_RATE;
+		rec->ring_cap =
+		        sp_ring_budget_bytes(rate, rec_bytes, SP_RING_HOLD_MS, rec->ncpu, ram);
+		return (size_t)sp_ring_budget_bytes(rate, rec_bytes, SP_RING_START_MS, rec->ncpu,
+		                                    ram);
 	}
 	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	size_t bytes = kb > 0 ? (size_t)kb * 1024 : 516 * 1024;
@@ -168,7 +173,7 @@ void sp_recorder_rings_retire(stackpulse_recorder *rec)
 	}
 }
 
-static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
+static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid, int kind)
 {
 	if (rec->nfds == rec->capfds) {
 		size_t nc = rec->capfds ? rec->capfds * 2 : 32;
@@ -199,7 +204,7 @@ static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
 	while (pos > 0 && rec->ids[pos - 1].id > id)
 		pos--; /* Keep sorted for lookups. */
 	memmove(&rec->ids[pos + 1], &rec->ids[pos], (rec->nids - pos) * sizeof(*rec->ids));
-	rec->ids[pos] = (sp_event_id){ id, tid, rec->reopens + (rec->reopen_size ? 1u : 0u) };
+	rec->ids[pos] = (sp_event_id){ id, tid, rec->reopens + (rec->reopen_size ? 1u : 0u), kind };
 	rec->nids++;
 	return 0;
 }
@@ -231,6 +236,40 @@ static int has_direct(const stackpulse_recorder *rec, pid_t tid)
 	return 0;
 }
 
+/* Opens the off-CPU event of thread @p tid on @p cpu (opts.off_cpu) into
+ * the CPU's ring. The first open decides: refused with AUTO, off-CPU
+ * recording is off (rec->offcpu 0); with REQUIRED, the recording fails. */
+static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
+{
+	if (rec->opts.off_cpu == STACKPULSE_FEATURE_OFF || (rec->offcpu_probed && !rec->offcpu))
+		return 0;
+	struct perf_event_attr a;
+	sp_perf_switch_attr(&rec->setup.attr, &a);
+	int fd = sp_perf_event_open(&a, tid, cpu, -1);
+	if (fd == -ESRCH)
+		return 0;
+	if (fd < 0) {
+		if (!rec->offcpu_probed && rec->opts.off_cpu == STACKPULSE_FEATURE_AUTO) {
+			rec->offcpu_probed = 1;
+			return 0;
+		}
+		char hint[320];
+		sp_perf_permission_hint(hint, sizeof(hint));
+		return sp_error(fd,
+		                "off-CPU recording needs the context-switch event, refused for "
+		                "thread %d on cpu %d; %s",
+		                (int)tid, cpu, hint);
+	}
+	rec->offcpu_probed = 1;
+	rec->offcpu = STACKPULSE_OFFCPU_SWITCH_EVENT;
+	int rc = push_fd(rec, fd, tid, SP_EVENT_SWITCH);
+	if (rc)
+		return rc;
+	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rec->rings[cpu].fd) != 0)
+		return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", cpu);
+	return 0;
+}
+
 /* Opens the sampling events of thread @p tid on every CPU with a ring and
  * redirects them into it. A thread that exited meanwhile is skipped. */
 static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
@@ -259,13 +298,15 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 		if (fd < 0)
 			return fd;
 		*probe_fd = fd;
-		int rc = push_fd(rec, fd, tid);
+		int rc = push_fd(rec, fd, tid, SP_EVENT_SAMPLING);
 		if (rc)
 			return rc;
 		/* Only new events: redirecting one that has a ring waits for an
 		 * RCU grace period (about 15 ms here) per event. */
 		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_out(rec, c)) != 0)
 			return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", c);
+		if ((rc = open_switch(rec, tid, c)) != 0)
+			return rc;
 		any = 1;
 	}
 	/* During a re-open the thread's new events are not enabled yet: its

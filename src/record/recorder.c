@@ -113,6 +113,10 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 	    (int)o->realtime > STACKPULSE_FEATURE_REQUIRED)
 		return sp_error(-EINVAL, "realtime option %d is not a stackpulse_feature",
 		                (int)o->realtime);
+	if ((int)o->off_cpu < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->off_cpu > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "off_cpu option %d is not a stackpulse_feature",
+		                (int)o->off_cpu);
 	if (o->ring_kb > (1u << 20))
 		return sp_error(-EINVAL, "ring_kb %u is above 1 GiB", o->ring_kb);
 	if (o->rotate_ns && o->rotate_ns < SP_ROTATE_MIN_NS)
@@ -282,6 +286,7 @@ int sp_recorder_write_meta(stackpulse_recorder *rec, uint64_t wall_ns, uint64_t 
 		.kernel_frames = rec->setup.kernel_frames,
 		.kernel_note = rec->kernel_note,
 	};
+	sp_writer_set_offcpu_method(rec->w, rec->offcpu);
 	if (next_file)
 		return sp_writer_next_file(rec->w, &m);
 	/* Written before any event is enabled: every sample is later, so the
@@ -884,6 +889,10 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.lost_per_thread = rec->setup.lost_format;
 	for (size_t i = 0; i < rec->ntloss; i++)
 		s.lost_threads += rec->tloss[i].lost > 0;
+	s.off_cpu_method = (enum stackpulse_offcpu_method)rec->offcpu;
+	s.offcpu_intervals = rec->offcpu_intervals;
+	s.offcpu_no_stack = rec->offcpu_no_stack;
+	s.offcpu_dropped = rec->offcpu_dropped;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
@@ -935,8 +944,14 @@ static int write_stats(stackpulse_recorder *rec)
 		{ SP_STAT_RING_BYTES, rec->ring_bytes },
 		{ SP_STAT_STACK_COPY, rec->copy_size },
 		{ SP_STAT_COPY_RESIZES, rec->copy_resizes },
+		{ SP_STAT_OFFCPU_INTERVALS, rec->offcpu_intervals },
+		{ SP_STAT_OFFCPU_NO_STACK, rec->offcpu_no_stack },
+		{ SP_STAT_OFFCPU_DROPPED, rec->offcpu_dropped },
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+		/* Off-CPU keys only when intervals were recorded. */
+		if (kv[i].key >= SP_STAT_OFFCPU_INTERVALS && !rec->offcpu)
+			continue;
 		int rc = sp_writer_stat(rec->w, kv[i].key, kv[i].value);
 		if (rc)
 			return rc;
@@ -991,6 +1006,8 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 			rec->tloss[i].live = 0;
 		rc = sp_recorder_read_loss(rec, 0, rec->nfds);
 	}
+	if (rc == 0)
+		rc = sp_offcpu_finish(rec, clock_ns(CLOCK_MONOTONIC));
 	if (rc == 0)
 		rc = rec->opts.rotate_ns
 		             ? sp_recorder_window_close(rec, clock_ns(CLOCK_MONOTONIC), 1)

@@ -74,7 +74,24 @@ typedef struct sp_event_id {
 	uint64_t id;
 	pid_t tid;
 	uint32_t gen; /* reopens when the events take over (stack copy sizing, ring growth). */
+	int kind;     /* SP_EVENT_SAMPLING or SP_EVENT_SWITCH. */
 } sp_event_id;
+
+enum {
+	SP_EVENT_SAMPLING = 0, /* cycles / cpu-clock. */
+	SP_EVENT_SWITCH = 1,   /* Context switches at period 1 (off-CPU). */
+};
+
+/* Context switches per second and CPU the rings are sized for when
+ * off-CPU intervals are recorded (as root; docs/recording.md). */
+#define SP_OFFCPU_RING_RATE 2000u
+
+/* Off-CPU state of a thread (sp_thread.off_state). */
+enum {
+	SP_OFF_UNKNOWN = 0, /* No switch seen yet. */
+	SP_OFF_ON_CPU = 1,  /* Last seen switching in. */
+	SP_OFF_OFF_CPU = 2, /* Last seen switching out. */
+};
 
 struct stackpulse_recorder {
 	stackpulse_recorder_opts opts;
@@ -124,6 +141,12 @@ struct stackpulse_recorder {
 
 	uint64_t *kaddrs; /* Open-addressing set of kernel pcs; 0 = empty. */
 	size_t kcap, kused;
+
+	/* Off-CPU intervals (offcpu.c): enum stackpulse_offcpu_method used,
+	 * 0 when off or refused; counters for stats and the spool. */
+	int offcpu;
+	int offcpu_probed; /* The first switch event was tried. */
+	uint64_t offcpu_intervals, offcpu_no_stack, offcpu_dropped;
 
 	uint64_t lost;
 	uint64_t truncated;
@@ -187,6 +210,15 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec);
 void sp_recorder_rings_check(stackpulse_recorder *rec);
 /* Unmaps the replaced rings once they are drained. */
 void sp_recorder_rings_retire(stackpulse_recorder *rec);
+
+/* Off-CPU intervals (offcpu.c). A context-switch sample of @p th at
+ * @p time with stack @p stack: the stack its next switch-out carries. */
+void sp_offcpu_sample(sp_thread *th, uint64_t time, uint32_t stack);
+/* PERF_RECORD_SWITCH of @p th: out (with @p preempt) or in; a switch-in
+ * after a switch-out writes the interval. */
+int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int out, int preempt);
+/* Writes the intervals of live threads still off CPU at @p now. */
+int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now);
 
 /* Handles one ring record; returns 0 or a writer error. */
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
