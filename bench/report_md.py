@@ -539,7 +539,7 @@ def render(d, bench):
           "CPython here. *Complete* is the share of all samples whose outermost Python frame is "
           "`<module>` in a stack that was not cut; *in a phase* the share that names a phase "
           "function. Phase shares are over the samples in a phase; *max Δ* is the largest "
-          "difference from py-spy's share of any innermost Python function (≥ 2%% in either). "
+          "difference from py-spy's share of any innermost Python function (≥ 2% in either). "
           "Medians over the runs.")
         w("")
         w("| CPython | Hz | tool | samples | complete | in a phase | gen | async | json | max Δ | recorder CPU/1k samples |")
