@@ -44,13 +44,13 @@ struct sp_writer {
 	int level;
 	uint32_t chunk_bytes;
 	int state;
-	int offcpu_method; /* enum stackpulse_offcpu_method for META records. */
 	int has_meta;
 	ZSTD_CCtx *cctx;
-	sp_buf chunk; /* Raw records of the open chunk. */
-	sp_buf body;  /* Body of the record being built. */
-	sp_buf out;   /* Header and payload of the chunk being written. */
-	uint32_t seq; /* Chunks written so far. */
+	sp_buf chunk;      /* Raw records of the open chunk. */
+	sp_buf body;       /* Body of the record being built. */
+	sp_buf out;        /* Header and payload of the chunk being written. */
+	uint32_t seq;      /* Chunks written so far. */
+	int offcpu_method; /* enum stackpulse_offcpu_method for META records. */
 	/* Samples of the open chunk, one column per field; they go out as one
 	 * SAMPLES record at the end of the chunk. Columns compress far better
 	 * than rows: the weight and cpu columns shrink to almost nothing. */
