@@ -1,5 +1,5 @@
 /* perf map files (/tmp/perf-PID.map): "START SIZE name" per line, written by
- * JIT runtimes and by CPython 3.12+ with -X perf. See python.h. */
+ * JIT runtimes and by CPython 3.12+ with -X perf. See perfmap.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "io/file.h"
-#include "record/python.h"
+#include "record/perfmap.h"
 
 #define READ_CHUNK 65536u
 

@@ -7,13 +7,10 @@
 #include "harness.h"
 #include "stackpulse.h"
 
-/* The decoders are pure but live in src/record, which the pure test
- * library does not contain: compile them in. */
-#include "record/python_layout.c"
-#include "record/python_memory.c"
-#include "record/python_cframe.c"
-#include "record/python_code.c"
-#include "record/python_merge.c"
+#include "common/alloc.h"
+#include "python/layout.h"
+#include "python/memory.h"
+#include "python/merge.h"
 
 #include "py_image.h"
 
