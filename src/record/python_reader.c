@@ -62,6 +62,8 @@ static uint64_t now_ns(void)
 static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n, int prefix)
 {
 	if (py->mem_fd < 0) {
+		/* The kernel's own file of the process, not a path in its root:
+		 * nothing the target controls (no FIFO, no planted link). */
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/%d/mem", (int)py->pid);
 		py->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
