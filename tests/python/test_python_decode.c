@@ -157,7 +157,10 @@ typedef struct layout_field {
 	uint32_t width; /* bytes read at the offset (0: frame_instr) */
 } layout_field;
 
-#define LF(f, b, w) { offsetof(sp_py_layout, f), offsetof(sp_py_layout, b), w }
+#define LF(f, b, w)                                                                                \
+	{                                                                                          \
+		offsetof(sp_py_layout, f), offsetof(sp_py_layout, b), w                            \
+	}
 
 SP_TEST(layout_check_refuses_each_field_out_of_its_block)
 {
@@ -203,15 +206,19 @@ SP_TEST(layout_check_refuses_each_field_out_of_its_block)
 		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
 			sp_py_layout l = *good;
 			uint32_t *f = (uint32_t *)((uint8_t *)&l + fields[i].at);
-			uint32_t block = *(const uint32_t *)((const uint8_t *)good + fields[i].block);
-			uint32_t width = fields[i].width ? fields[i].width : l.instr_is_lasti ? 4 : 8;
+			uint32_t block =
+			        *(const uint32_t *)((const uint8_t *)good + fields[i].block);
+			uint32_t width = fields[i].width    ? fields[i].width
+			                 : l.instr_is_lasti ? 4
+			                                    : 8;
 			*f = block - width; /* the last offset that fits */
 			if (sp_py_layout_check(&l) != 0)
-				sp_test_fail(__FILE__, __LINE__, "layout %d field %zu at the edge", v, i);
+				sp_test_fail(__FILE__, __LINE__, "layout %d field %zu at the edge",
+				             v, i);
 			*f = block - width + 1;
 			if (sp_py_layout_check(&l) != STACKPULSE_EFORMAT)
-				sp_test_fail(__FILE__, __LINE__, "layout %d field %zu past its block", v,
-				             i);
+				sp_test_fail(__FILE__, __LINE__,
+				             "layout %d field %zu past its block", v, i);
 			*f = SP_PY_MAX_BLOCK * 4;
 			CHECK_EQ(sp_py_layout_check(&l), STACKPULSE_EFORMAT);
 		}
