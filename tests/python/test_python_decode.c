@@ -521,20 +521,6 @@ SP_TEST(read_tstate_finds_the_sampled_generator_activation)
 	env_free(&e);
 }
 
-/* Merges @p f (@p n frames, walk cut when @p tr) into a native stack of
- * three eval activations with a C frame between the leafmost two (a
- * generator resumed from C); returns the items written to @p items (16). */
-static uint32_t merge_three(const sp_py_frame *f, uint32_t n, int tr, sp_py_merge_item *items,
-                            uint32_t *flags)
-{
-	static const uint64_t pcs[] = { 0x1010, 0x5000, 0x1020, 0x1030, 0x6000 };
-	static const sp_py_range ev[] = { { 0x1000, 0x2000 } };
-	sp_py_merge_in in = { pcs, 5, 0, ev, 1, f, n, tr };
-	uint32_t ni = 0;
-	CHECK_OK(sp_py_merge(&in, items, 16, &ni, flags));
-	return ni;
-}
-
 /* A generator resumed by a Python frame or from C (sum(), next(): a C-stack
  * shim below it on 3.12+, its own activation on 3.10/3.11) has its chain down to
  * <module>; one that yielded since the sample has no caller, and its chain
@@ -585,8 +571,12 @@ SP_TEST(walk_generator_chains_are_whole_or_cut)
 			sp_test_fail(__FILE__, __LINE__,
 			             "image %d: a lone generator frame as a whole chain", v);
 		/* The merge says so: the frame stays leafmost, a marker follows. */
+		const uint64_t pcs[] = { 0x1010, 0x5000, 0x1020, 0x1030, 0x6000 };
+		const sp_py_range ev[] = { { 0x1000, 0x2000 } };
+		sp_py_merge_in in = { pcs, 5, 0, ev, 1, f, n, tr };
 		sp_py_merge_item items[16];
-		uint32_t flags, ni = merge_three(f, n, tr, items, &flags);
+		uint32_t ni, flags;
+		CHECK_OK(sp_py_merge(&in, items, 16, &ni, &flags));
 		REQUIRE(ni >= 3);
 		CHECK_EQ(items[0].kind, SP_PY_MERGE_PYTHON);
 		CHECK_EQ(items[1].kind, SP_PY_MERGE_TRUNCATED);
@@ -1290,8 +1280,12 @@ SP_TEST(anchor_310_on_stack_copy_and_bridge_freed_frames)
 	CHECK_STR(qual(&e, &f[2]), "<module>");
 	/* The merge pairs it with the leafmost activation and the callers
 	 * with theirs: a whole stack, no marker. */
+	const uint64_t pcs[] = { 0x1010, 0x5000, 0x1020, 0x1030, 0x6000 };
+	const sp_py_range ev[] = { { 0x1000, 0x2000 } };
+	sp_py_merge_in in = { pcs, 5, 0, ev, 1, f, n, tr };
 	sp_py_merge_item items[16];
-	uint32_t flags, ni = merge_three(f, n, tr, items, &flags);
+	uint32_t ni, flags;
+	CHECK_OK(sp_py_merge(&in, items, 16, &ni, &flags));
 	REQUIRE_EQ(ni, 5);
 	CHECK_EQ(items[0].kind, SP_PY_MERGE_PYTHON);
 	CHECK_EQ(items[0].index, 0);

@@ -99,24 +99,6 @@ static int record(const char *py, const char *path, const char *spool,
 	return 0;
 }
 
-/* Records @p py running @p path into @p spool and returns the merged
- * profile as folded stacks with lines (free it), made by @p report. */
-static char *record_folded(const char *report, const char *py, const char *path, const char *spool,
-                           struct stackpulse_recorder_stats *st,
-                           struct stackpulse_recorder_python_stats *py_st)
-{
-	char out[700], cmd[1800];
-	snprintf(out, sizeof(out), "%s.folded", spool);
-	memset(st, 0, sizeof(*st));
-	if (record(py, path, spool, st, py_st))
-		sp_test_skip("perf events are not allowed here");
-	snprintf(cmd, sizeof(cmd), "%s %s --folded --lines >%s", report, spool, out);
-	REQUIRE_EQ(system(cmd), 0);
-	char *text = sp_test_read_file(out, NULL);
-	REQUIRE(text != NULL);
-	return text;
-}
-
 /* Position of @p needle in @p s, or -1. */
 static long at(const char *s, const char *needle)
 {
@@ -214,31 +196,24 @@ static void count_folded(char *text, const char *path, tally *t)
 	}
 }
 
-/* The report program into @p report and the script @p text written to
- * @p name in the test's directory into @p path (512 bytes each); finds
- * the interpreters. Skips when a requirement is missing. */
-static void prepare(char *report, char *path, const char *name, const char *text)
+SP_TEST(every_version_two_phase_shares)
 {
 	const char *bin = getenv("SP_BIN_DIR");
+	char report[512];
 	if (!bin || !*bin)
 		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
-	snprintf(report, 512, "%s/report", bin);
+	snprintf(report, sizeof(report), "%s/report", bin);
 	if (access(report, X_OK) != 0)
 		sp_test_skip("report is not built (zig build examples)");
 	py_versions_find(&vs);
 	if (vs.n == 0)
 		sp_test_skip("no CPython 3.10+ here (pyenv or /usr/bin/python3.1x)");
-	snprintf(path, 512, "%s/%s", sp_test_tmpdir(), name);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/phases.py", sp_test_tmpdir());
 	FILE *f = fopen(path, "w");
 	REQUIRE(f);
-	fputs(text, f);
+	fputs(script, f);
 	fclose(f);
-}
-
-SP_TEST(every_version_two_phase_shares)
-{
-	char report[512], path[512];
-	prepare(report, path, "phases.py", script);
 
 	/* Under valgrind one interpreter is recorded, for memory errors
 	 * only: shares and orders need a recorder at full speed. */
@@ -249,12 +224,20 @@ SP_TEST(every_version_two_phase_shares)
 		int ok = 0;
 		/* A second recording only absorbs a badly timed load spike. */
 		for (int attempt = 1; attempt <= 2 && !ok; attempt++) {
-			char spool[600];
+			char spool[600], out[600], cmd[1400];
 			snprintf(spool, sizeof(spool), "%s/py%d_%d.spool", sp_test_tmpdir(), i,
 			         attempt);
+			snprintf(out, sizeof(out), "%s.folded", spool);
 			struct stackpulse_recorder_stats st;
 			struct stackpulse_recorder_python_stats py;
-			char *text = record_folded(report, vs.path[i], path, spool, &st, &py);
+			memset(&st, 0, sizeof(st));
+			if (record(vs.path[i], path, spool, &st, &py))
+				sp_test_skip("perf events are not allowed here");
+			snprintf(cmd, sizeof(cmd), "%s %s --folded --lines >%s", report, spool,
+			         out);
+			REQUIRE_EQ(system(cmd), 0);
+			char *text = sp_test_read_file(out, NULL);
+			REQUIRE(text != NULL);
 			tally t;
 			memset(&t, 0, sizeof(t));
 			count_folded(text, path, &t);
@@ -346,8 +329,22 @@ static const char gen_script[] =
  * that yielded between the sample and the read has no caller left). */
 SP_TEST(generator_frames_are_whole_or_cut)
 {
-	char report[512], path[512];
-	prepare(report, path, "gens.py", gen_script);
+	const char *bin = getenv("SP_BIN_DIR");
+	char report[512];
+	if (!bin || !*bin)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	snprintf(report, sizeof(report), "%s/report", bin);
+	if (access(report, X_OK) != 0)
+		sp_test_skip("report is not built (zig build examples)");
+	py_versions_find(&vs);
+	if (vs.n == 0)
+		sp_test_skip("no CPython 3.10+ here (pyenv or /usr/bin/python3.1x)");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/gens.py", sp_test_tmpdir());
+	FILE *f = fopen(path, "w");
+	REQUIRE(f);
+	fputs(gen_script, f);
+	fclose(f);
 	char mod[600], phase[600], num[600], ev[600];
 	snprintf(mod, sizeof(mod), "<module> (%s:", path);
 	snprintf(phase, sizeof(phase), "phase_gen (%s:", path);
@@ -356,11 +353,18 @@ SP_TEST(generator_frames_are_whole_or_cut)
 	if (sp_test_under_valgrind() && vs.n > 1)
 		vs.n = 1;
 	for (int i = 0; i < vs.n; i++) {
-		char spool[600];
+		char spool[600], out[600], cmd[1400];
 		snprintf(spool, sizeof(spool), "%s/gen%d.spool", sp_test_tmpdir(), i);
+		snprintf(out, sizeof(out), "%s.folded", spool);
 		struct stackpulse_recorder_stats st;
 		struct stackpulse_recorder_python_stats py;
-		char *text = record_folded(report, vs.path[i], path, spool, &st, &py);
+		memset(&st, 0, sizeof(st));
+		if (record(vs.path[i], path, spool, &st, &py))
+			sp_test_skip("perf events are not allowed here");
+		snprintf(cmd, sizeof(cmd), "%s %s --folded --lines >%s", report, spool, out);
+		REQUIRE_EQ(system(cmd), 0);
+		char *text = sp_test_read_file(out, NULL);
+		REQUIRE(text != NULL);
 		long long all = 0, gen = 0, whole = 0, cut = 0, lone = 0;
 		char *save = NULL;
 		for (char *line = strtok_r(text, "\n", &save); line;
