@@ -405,7 +405,6 @@ typedef struct pending {
 	int entry;
 	uint64_t addr;  /* the frame's own address */
 	uint64_t child; /* its callee's frame, when both sit in the data stack */
-	int gap;        /* its caller was found further up the stack copy */
 } pending;
 
 /* Resolves @p p with the code header @p hdr into @p out. Returns 1 when a
@@ -516,7 +515,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 	const sp_py_layout *l = w->layout;
 	uint8_t fb[SP_PY_MAX_BLOCK] = { 0 }, cb[SP_PY_MAX_BLOCK] = { 0 };
 	uint64_t addr = top;
-	pending p = { 0, 0, 0, 0, 0, 0 };
+	pending p = { 0, 0, 0, 0, 0 };
 	uint64_t child = 0; /* the last frame read, when it is in the data stack */
 	int have = 0;
 	uint32_t count = 0, steps = 0, group_start = 0, gaps = 0;
@@ -578,11 +577,8 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 			}
 			if (misplaced)
 				*misplaced_from = count;
-			if (rc == 1) {
-				if (p.gap)
-					out[count].flags |= SP_PY_FRAME_GAP;
+			if (rc == 1)
 				count++;
-			}
 			have = 0;
 		}
 		if (saved) {
@@ -696,21 +692,6 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		orphan = prev == 0 &&
 		         ((l->frame_owner != SP_PY_NONE && fb[l->frame_owner] == 1) ||
 		          (l->frame_gen != SP_PY_NONE && sp_le64(fb + l->frame_gen) != 0));
-		p.gap = 0;
-		if (orphan && anchored && gaps < SP_PY_ANCHOR_GAPS) {
-			/* 3.10: its caller's eval activation is further up the
-			 * sample's stack copy, and holds the caller's frame:
-			 * go on from there, as across a freed frame. */
-			uint64_t next, npos;
-			if (anchor_scan(w, apos + 8, addr, &next, &npos) == 0) {
-				gaps++;
-				orphan = 0;
-				p.gap = 1;
-				prev = next;
-				apos = npos;
-				top = next;
-			}
-		}
 		p.addr = addr;
 		p.child = in_data_stack ? child : 0;
 		child = in_data_stack ? addr : 0;

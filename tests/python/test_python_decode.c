@@ -1261,43 +1261,6 @@ SP_TEST(anchor_310_on_stack_copy_and_bridge_freed_frames)
 	CHECK_EQ(tr, 0);
 	CHECK_EQ(f[0].flags & SP_PY_FRAME_GAP, 0);
 
-	/* A generator that yielded since the sample: no f_back, but its
-	 * caller's activation is further up the copy. */
-	img_put64(&e.im, fib0, 1);
-	uint64_t gen = img_frame(&e.im, e.fib, 1, 0, 1, 1, 0);
-	REQUIRE(gen);
-	uint64_t gframes[3] = { gen, run, mod }, gcodes[3] = { e.fib, e.run, e.mod };
-	stack_words(stk, sizeof(stk), gframes, gcodes, 3);
-	REQUIRE_OK(sp_py_anchor(&e.w, &top));
-	CHECK_EQ(top, gen);
-	CHECK_OK(sp_py_walk(&e.w, top, f, 8, &n, &tr));
-	REQUIRE_EQ(n, 3);
-	CHECK_EQ(tr, 0);
-	CHECK(f[0].flags & SP_PY_FRAME_GAP);
-	CHECK_STR(qual(&e, &f[1]), "Worker.run");
-	CHECK_STR(qual(&e, &f[2]), "<module>");
-	/* The merge pairs it with the leafmost activation and the callers
-	 * with theirs: a whole stack, no marker. */
-	const uint64_t pcs[] = { 0x1010, 0x5000, 0x1020, 0x1030, 0x6000 };
-	const sp_py_range ev[] = { { 0x1000, 0x2000 } };
-	sp_py_merge_in in = { pcs, 5, 0, ev, 1, f, n, tr };
-	sp_py_merge_item items[16];
-	uint32_t ni, flags;
-	CHECK_OK(sp_py_merge(&in, items, 16, &ni, &flags));
-	REQUIRE_EQ(ni, 5);
-	CHECK_EQ(items[0].kind, SP_PY_MERGE_PYTHON);
-	CHECK_EQ(items[0].index, 0);
-	CHECK_EQ(items[2].kind, SP_PY_MERGE_PYTHON);
-	CHECK_EQ(items[2].index, 1);
-	CHECK_EQ(items[3].index, 2);
-	CHECK_EQ(flags, 0);
-	/* Nothing above it in the copy: the generator alone, cut. */
-	stack_words(stk, sizeof(stk), gframes, gcodes, 1);
-	REQUIRE_OK(sp_py_anchor(&e.w, &top));
-	CHECK_OK(sp_py_walk(&e.w, top, f, 8, &n, &tr));
-	REQUIRE_EQ(n, 1);
-	CHECK_EQ(tr, 1);
-
 	/* No frame in the copy: no anchor (the caller reads tstate->frame). */
 	memset(stk, 0, sizeof(stk));
 	CHECK_EQ(sp_py_anchor(&e.w, &top), STACKPULSE_ENOTFOUND);
