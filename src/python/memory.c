@@ -525,7 +525,6 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 	w->anchor_pos = 0;             /* one walk only */
 	uint64_t outer = w->outer_top; /* for the top frame's activation only */
 	w->outer_top = 0;
-	int orphan = 0; /* the chain ended at a generator's frame */
 	*misplaced_from = UINT32_MAX;
 	*n = 0;
 	*nrecs = 0;
@@ -686,20 +685,12 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		}
 		if (p.entry)
 			outer = 0; /* the innermost activation ends here */
-		/* A generator's frame is never the root of a thread's stack:
-		 * without a caller it has yielded since the sample, and what
-		 * ran it is unknown. The chain is cut there, not whole. */
-		orphan = prev == 0 &&
-		         ((l->frame_owner != SP_PY_NONE && fb[l->frame_owner] == 1) ||
-		          (l->frame_gen != SP_PY_NONE && sp_le64(fb + l->frame_gen) != 0));
 		p.addr = addr;
 		p.child = in_data_stack ? child : 0;
 		child = in_data_stack ? addr : 0;
 		have = 1;
 		addr = prev;
 	}
-	if (orphan)
-		*truncated = 1;
 	/* Without an entry marker below it, the outermost group still ends at
 	 * the root of the chain, unless the walk was cut. */
 	if (!*truncated && count > group_start)

@@ -187,8 +187,6 @@ static inline uint64_t img_frame(py_img *im, uint64_t code, uint32_t step, uint6
 	}
 	if (im->l.frame_owner != SP_PY_NONE)
 		im->mem[f - IMG_BASE + im->l.frame_owner] = owner;
-	else if (im->l.frame_gen != SP_PY_NONE && owner == 1)
-		img_put64(im, f + im->l.frame_gen, IMG_BASE + 8); /* 3.10 f_gen: its generator */
 	if (im->l.frame_is_entry != SP_PY_NONE)
 		im->mem[f - IMG_BASE + im->l.frame_is_entry] = (uint8_t)entry;
 	return f;
