@@ -21,6 +21,10 @@ def pct(x, none="—"):
     return none if x is None else "%+.1f%%" % (100 * x)
 
 
+def fshare(x, none="—"):
+    return none if x is None else "%.1f%%" % (100 * x)
+
+
 def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
@@ -522,6 +526,49 @@ def render(d, bench):
         w(NM + ".")
     w("")
 
+    # ---------------------------------------------------- python shapes
+    ps = P.get("pyshapes")
+    if isinstance(ps, dict) and ps:
+        w("## Python stack shapes (pyshapes.py: generators, asyncio, C calls)")
+        w("")
+        w("`bench/workloads/pyshapes.py` runs three phases of about a third of the work each: a "
+          "generator pipeline `sum(evens(numbers(n)))` (generators resumed from C by `sum`), four "
+          "coroutines under `asyncio.gather` (resumed by the event loop) and a "
+          "`json.dumps`/`json.loads` loop (time in C functions called from Python). "
+          "`py-spy record -r HZ -f raw` and `record -F HZ --python=on` run it in turn on every "
+          "CPython here. *Complete* is the share of all samples whose outermost Python frame is "
+          "`<module>` in a stack that was not cut; *in a phase* the share that names a phase "
+          "function. Phase shares are over the samples in a phase; *max Δ* is the largest "
+          "difference from py-spy's share of any innermost Python function (≥ 2%% in either). "
+          "Medians over the runs.")
+        w("")
+        w("| CPython | Hz | tool | samples | complete | in a phase | gen | async | json | max Δ | recorder CPU/1k samples |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|")
+        for label, E in ps.items():
+            for hz in ("199", "999"):
+                spy = E.get("pyspy@" + hz) or []
+                for tool in ("pyspy", "sp"):
+                    xs = E.get("%s@%s" % (tool, hz)) or []
+                    if not xs:
+                        continue
+                    sh = [x["shapes"] for x in xs]
+                    dmax = None
+                    if tool == "sp" and spy:
+                        a = {k: med([y["shapes"]["leaf_share"].get(k, 0) for y in spy])
+                             for y0 in spy for k in y0["shapes"]["leaf_share"]}
+                        b_ = {k: med([y["leaf_share"].get(k, 0) for y in sh])
+                              for y0 in sh for k in y0["leaf_share"]}
+                        keys = [k for k in set(a) | set(b_) if max(a.get(k, 0), b_.get(k, 0)) >= 0.02]
+                        dmax = max((abs(a.get(k, 0) - b_.get(k, 0)) for k in keys), default=None)
+                    cpu1k = med([x["rec_cpu"] * 1000 / x["samples"] for x in xs if x.get("samples")])
+                    w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                        label, hz, TOOLNAME.get(tool, tool), f(med([x["samples"] for x in xs]), "%.0f"),
+                        fshare(med([y["complete"] for y in sh])), fshare(med([y["in_phase"] for y in sh])),
+                        *[f(med([y["phase_share"][k] for y in sh]), "%.3f")
+                          for k in ("phase_gen", "phase_async", "phase_json")],
+                        f(dmax, "%.3f"), f(cpu1k and cpu1k * 1000, "%.0f ms")))
+        w("")
+
     # ---------------------------------------------------------- reader
     w("## Reader throughput and memory")
     w("")
@@ -643,6 +690,50 @@ def render(d, bench):
         w("## Tail reader: latency and memory")
         w("")
         w(NM + ": " + tl)
+        w("")
+
+    # ---------------------------------------------------------- push
+    pu = P.get("push")
+    if isinstance(pu, dict) and pu:
+        w("## Push cost per rotation window")
+        w("")
+        w("`bench/push_cost.c`: a workload recorded by the recorder API with `rotate_ns` = 10 s "
+          "(`busy 4`: 4 threads, 4 functions; `pyshares.py`: CPython with Python frames); "
+          "each window, as it closes, is read back, symbolized and built into a profile, then "
+          "pushed with `stackpulse_push` as Pyroscope and as OTLP to a loopback HTTP sink in "
+          "the same process, from a thread of its own, as `record --rotate --push` does. "
+          "Medians over the full windows of one run (the last, cut by finish, is left out). "
+          "*Close* is the recorder call that closed the window (drain, STATS, kernel symbols, "
+          "embedded symbol tables, footer, fsync, rename) and stalls recording (the rings take "
+          "the samples meanwhile); the first window's close builds the symbol tables that later "
+          "windows find in the symbol cache, so it is shown apart. The rest runs on the pushing "
+          "thread. CPU is that thread's (`CLOCK_THREAD_CPUTIME_ID`); bytes are "
+          "the request bodies.")
+        w("")
+        w("| workload | rate | windows | samples per window | window file | close (window 1) | read back + profile "
+          "(CPU) | Pyroscope push (CPU) | Pyroscope body | OTLP push (CPU) | OTLP body | pushing "
+          "CPU per window second |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for key, v in sorted(pu.items(), key=lambda kv: int(kv[0])):
+            rs = v.get("windows") or []
+            if not rs:
+                continue
+            def m(k):
+                return med([float(x[k]) for x in rs])
+            cpu = m("prep_cpu_ms") + m("pyroscope_cpu_ms")
+            w("| `%s` | %s Hz | %d | %s | %s B | %s ms (%s) | %s ms (%s) | %s ms (%s) | %s B | %s ms (%s) | "
+              "%s B | %s ms/s |" % (
+                  v.get("workload", "busy 4"), v.get("hz", key), len(rs), "{:,}".format(int(m("samples"))), "{:,}".format(int(m("file_bytes"))),
+                  f(m("close_ms"), "%.0f"), f(float(rs[0]["close_ms"]), "%.0f"), f(m("prep_ms"), "%.1f"), f(m("prep_cpu_ms"), "%.1f"),
+                  f(m("pyroscope_ms"), "%.1f"), f(m("pyroscope_cpu_ms"), "%.1f"),
+                  "{:,}".format(int(m("pyroscope_bytes"))),
+                  f(m("otlp_ms"), "%.1f"), f(m("otlp_cpu_ms"), "%.1f"),
+                  "{:,}".format(int(m("otlp_bytes"))), f(cpu / 10.0, "%.2f")))
+        w("")
+    elif isinstance(pu, str):
+        w("## Push cost per rotation window")
+        w("")
+        w(NM + ": " + pu)
         w("")
 
     uw = P.get("unwind")

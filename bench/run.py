@@ -21,9 +21,12 @@ Measures (see docs/benchmarks.md for the definitions):
      root and as nobody (perf_event_mlock_kb rings)
   H  tail reader: sample-to-visible latency while recording, memory over
      long recordings
+  I  push cost per rotation window: window close, read-back and profile,
+     Pyroscope and OTLP push (wall, CPU, bytes) to a loopback sink
 """
 import argparse
 import datetime
+import glob
 import json
 import mmap
 import os
@@ -192,7 +195,7 @@ class Bench:
         prefix = os.path.join(self.tmp, "out")
         log("building stackpulse (ReleaseFast) into", prefix)
         r = subprocess.run([sys.executable, "-m", "ziglang", "build", "install", "examples",
-                            "-Doptimize=ReleaseFast", "-p", prefix], cwd=ROOT,
+                            "-Doptimize=ReleaseFast", "-Dcurl=true", "-p", prefix], cwd=ROOT,
                            capture_output=True, text=True, timeout=1200)
         self.data["build"] = {"rc": r.returncode, "stderr": r.stderr[-1500:]}
         if r.returncode:
@@ -245,6 +248,7 @@ class Bench:
         self.reader = build_bench("reader_throughput")
         self.flood = build_bench("flood", ("-I", os.path.join(ROOT, "tests")))
         self.tailb = build_bench("tail_latency")
+        self.pushb = build_bench("push_cost", ("-pthread",))
         # A recorder driver without embedded symbol tables (symbolization timing).
         self.noembed = None
         if self.lib:
@@ -292,7 +296,7 @@ class Bench:
             full = [self.rec, "-F", hz, "-s", STACK, "-o", out]
             if tool == "spnok":
                 full.append("--kernel=off")
-            if wl == "pyshares":
+            if wl == "pyshares" or wl.startswith("pyshapes"):
                 full.append("--python=on")
             full += ["--"] + cmd
         elif tool == "spraw":
@@ -586,6 +590,45 @@ class Bench:
                             os.unlink(f)
             self.write_doc()
 
+    def phase_pyshapes(self):
+        """Generator, asyncio and C-call phases (workloads/pyshapes.py) on
+        every CPython here, py-spy and us side by side: how many samples
+        carry a complete Python chain, and the per-function shares."""
+        P = self.data["phases"]["pyshapes"] = {}
+        path = os.path.join(WL_DIR, "pyshapes.py")
+        rounds = "10" if self.quick else "20"
+        for interp in pythons():
+            ver = subprocess.run([interp, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                 capture_output=True, text=True).stdout.strip()
+            label = "%s (%s)" % (ver, "Debian" if interp.startswith("/usr/") else "pyenv")
+            wl = "pyshapes-" + ver + ("d" if interp.startswith("/usr/") else "")
+            self.wl[wl] = [interp, path, rounds]
+            E = P.setdefault(label, {})
+            for hz in ("199", "999"):
+                for i in range(max(1, self.runs // 2)):
+                    for tool in ("pyspy", "sp"):
+                        log("pyshapes: %s %s Hz %s run %d" % (label, hz, tool, i + 1))
+                        key = "%s@%s" % (tool, hz)
+                        try:
+                            r = self.run_tool(tool, wl, hz, "pyshapes-%s-%s-%d" % (tool, hz, i), keep=True)
+                        except Exception as e:
+                            self.error("pyshapes %s %s" % (label, key), e)
+                            continue
+                        f = r.pop("file")
+                        try:
+                            if tool == "pyspy":
+                                stacks = parse_pyspy(f)
+                            else:
+                                folded = os.path.join(self.tmp, "run", "pyshapes.folded")
+                                rf = measure([self.rep, f, "--folded"], stdout=folded,
+                                             stderr=folded + ".err")
+                                stacks = parse_folded(folded) if rf.rc == 0 else []
+                            r["shapes"] = py_chains(stacks)
+                        finally:
+                            os.unlink(f)
+                        E.setdefault(key, []).append(r)
+            self.write_doc()
+
     def phase_reader(self):
         if not self.reader:
             self.data["phases"]["reader"] = "reader_throughput not built: library missing"
@@ -683,6 +726,34 @@ class Bench:
             kv = dict(x.split("=") for x in open(outp).read().split())
             kv["maxrss_kb"] = r.maxrss_kb
             P["memory"][str(minutes)] = kv
+        self.write_doc()
+
+    def phase_push(self):
+        """I: push cost per window. `busy 4` at 99 and 999 Hz and
+        pyshares.py (Python frames) at 999 Hz, recorded by the recorder API
+        with 10 s windows; each window read back, symbolized and pushed as
+        Pyroscope and as OTLP to a loopback sink (bench/push_cost.c). The
+        last window (cut by finish) is left out."""
+        if not self.pushb:
+            self.data["phases"]["push"] = "push_cost not built: library missing"
+            return
+        P = self.data["phases"]["push"] = {}
+        secs = 30 if self.quick else 60
+        d = os.path.join(self.tmp, "run")
+        outp = os.path.join(d, "push.out")
+        configs = (("busy 4", 99, [self.wl["busy"][0], "4", secs + 5]),
+                   ("busy 4", 999, [self.wl["busy"][0], "4", secs + 5]),
+                   ("pyshares.py", 999, [PY, os.path.join(WL_DIR, "pyshares.py"), "100000"]))
+        for i, (name, hz, cmd) in enumerate(configs):
+            log("push cost: %s at %d Hz, %d s in 10 s windows" % (name, hz, secs))
+            r = measure([self.pushb, secs, 10, hz] + cmd, stdout=outp,
+                        stderr=outp + ".err", timeout=secs + 120)
+            if r.rc:
+                self.error("push %s %d" % (name, hz), RuntimeError(tail(outp + ".err")))
+                continue
+            rows = [dict(x.split("=") for x in ln.split()) for ln in open(outp) if ln.startswith("window=")]
+            P[str(i)] = {"workload": name, "hz": hz, "secs": secs,
+                         "windows": rows[:-1] if len(rows) > 1 else rows}
         self.write_doc()
 
     def phase_selfprofile(self):
@@ -857,7 +928,7 @@ def parse_folded(path):
             parts = stack.split(";")
             comm = re.sub(r"(-\d+)?(/\d+)?$", "", parts[0])
             frames = [p for p in parts[1:] if not p.endswith("_[k]")]
-            frames = [p if p.endswith(".py)") or p.startswith("(") or "(" not in p
+            frames = [p if PY_FRAME.search(p) or p.startswith("(") or "(" not in p
                       else p.split("(")[0] for p in frames]
             for _ in range(n):
                 out.append((comm, frames))
@@ -931,12 +1002,48 @@ def accuracy_py(stacks, expected):
     return res
 
 
+def pythons():
+    """Every CPython 3.10+ on this machine: Debian's, then pyenv's."""
+    found = [p for p in ("/usr/bin/python3.11",) if os.path.exists(p)]
+    found += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[0-9]*/bin/python3.1[0-9]")))
+    return found
+
+
+PY_FRAME = re.compile(r" \((?:.*\.py|<frozen [^>]*>)(?::\d+)?\)$")
+PHASES = ("phase_gen", "phase_async", "phase_json")
+
+
+def py_chains(stacks):
+    """Per sample (frames root first): its Python frames, whether the chain
+    is complete (the outermost Python frame is `<module>` and the stack was
+    not cut), which phase it is in, and its innermost Python function."""
+    n = complete = 0
+    phase = {k: 0 for k in PHASES}
+    leaf = {}
+    for _, fr in stacks:
+        n += 1
+        py = [x.split(" (")[0] for x in fr if PY_FRAME.search(x)]
+        cut = any(x == "[truncated]" for x in fr)
+        if py and py[0] == "<module>" and not cut:
+            complete += 1
+        ph = [x for x in py if x in PHASES]
+        if ph:
+            phase[ph[0]] += 1
+        if py:
+            leaf[py[-1]] = leaf.get(py[-1], 0) + 1
+    inph = sum(phase.values())
+    return {"samples": n, "complete": complete / n if n else None,
+            "in_phase": inph / n if n else None,
+            "phase_share": {k: v / inph if inph else None for k, v in phase.items()},
+            "leaf_share": {k: v / n for k, v in leaf.items()} if n else {}}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="3 runs, half the work, fewer sizes (~3 min)")
     ap.add_argument("--runs", type=int, default=0, help="runs per configuration (default 5, quick 3)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,reader,hostile,tail,unwind,self,load")
+    ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,pyshapes,reader,hostile,tail,push,unwind,self,load")
     ap.add_argument("--base-record", default="",
                     help="a second record binary (e.g. built from main) run beside ours in the load phase")
     ap.add_argument("--render", action="store_true",
@@ -978,8 +1085,9 @@ def main():
                                   ", ".join(sorted(only)), b.data["env"].get("git", "?")))
     b.write_doc()
     phases = [("recording", b.phase_recording), ("accuracy", b.phase_accuracy),
-              ("python", b.phase_python), ("reader", b.phase_reader), ("hostile", b.phase_hostile),
-              ("tail", b.phase_tail),
+              ("python", b.phase_python), ("pyshapes", b.phase_pyshapes),
+              ("reader", b.phase_reader), ("hostile", b.phase_hostile),
+              ("tail", b.phase_tail), ("push", b.phase_push),
               ("unwind", b.phase_unwind),
               ("self", b.phase_selfprofile), ("load", b.phase_load)]
     for name, fn in phases:

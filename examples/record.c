@@ -2,9 +2,16 @@
  *
  *   record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]
  *          [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]
- *          [--attach=stop|live] -o FILE (-p PID | -- COMMAND [ARG...])
+ *          [--attach=stop|live] [--rotate SECS [--push URL | --otlp URL]
+ *          [--app NAME] [--label KEY=VALUE]...] -o FILE (-p PID | -- COMMAND [ARG...])
  *
  * Records until the duration ends or every followed process has exited.
+ * With --rotate the recording is cut into windows FILE.0001, FILE.0002,
+ * ..., each a spool of its own; with --push or --otlp each window is sent
+ * to a Pyroscope server or an OpenTelemetry collector as it closes, from a
+ * thread of its own so that recording goes on meanwhile (a minimal
+ * continuous-profiling agent). A failed push is printed and the window
+ * file stays; the exit code is then 1.
  * SIGINT (Ctrl-C) or SIGTERM finish the spool cleanly. On a terminal a
  * one-line progress shows samples, lost samples and file size; a one-line
  * summary ends the run. Exit codes: 0 recorded, 1 failed, 2 bad usage. */
@@ -12,6 +19,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "spool_profile.h"
 #include "stackpulse.h"
+
+#define MAX_LABELS 32
+/* Windows waiting for the push thread at most; past it the oldest is left
+ * unpushed (its file stays): a backend that is down does not grow the
+ * backlog without end. */
+#define MAX_PUSH_BACKLOG 16
 
 static volatile sig_atomic_t stop_requested;
 
@@ -47,6 +62,12 @@ static void usage(FILE *f)
 	        "  --no-children   do not follow forked or executed children\n"
 	        "  --attach=MODE   with -p: stop (default: stop every thread while attaching,\n"
 	        "                  nothing is missed) or live (never stop the target)\n"
+	        "  --rotate SECS   write a window spool FILE.0001, FILE.0002, ... every SECS\n"
+	        "                  seconds (at least 0.1) instead of one FILE\n"
+	        "  --push URL      with --rotate: send each window to a Pyroscope server\n"
+	        "  --otlp URL      with --rotate: send each window to an OTLP/HTTP collector\n"
+	        "  --app NAME      application name for --push/--otlp\n"
+	        "  --label K=V     a label for --push/--otlp (repeatable)\n"
 	        "  -o FILE         spool file to write\n"
 	        "  -p PID          attach to a running process\n");
 }
@@ -105,6 +126,142 @@ static void fail(const char *what, int rc)
 		fprintf(stderr, "record: %s: %s\n", what, err);
 }
 
+/* ---- rotation windows and their pushes ---- */
+
+struct window_item {
+	struct window_item *next;
+	uint32_t index;
+	char path[];
+};
+
+/* The windows closed so far, and the queue the push thread empties. */
+struct windows {
+	pthread_mutex_t lock;
+	pthread_cond_t more;
+	struct window_item *head, **tail;
+	size_t queued; /* Items in the queue. */
+	int done;      /* Recording finished: push what is queued, then stop. */
+	int push;      /* --push or --otlp given. */
+	stackpulse_push_opts pu;
+	uint32_t count;   /* Windows closed. */
+	uint64_t samples; /* Samples of the whole recording (last window's total). */
+	uint64_t lost;    /* Summed over windows. */
+	uint64_t bytes;   /* Summed over windows. */
+	uint32_t pushed, push_failed;
+};
+
+/* Called by the recorder as a window file is complete: counts it, and
+ * queues it for the push thread (never pushes here: recording waits). */
+static void on_window(void *ctx, const struct stackpulse_window *win)
+{
+	struct windows *ws = ctx;
+	ws->count++;
+	ws->samples = win->total_samples;
+	ws->lost += win->lost;
+	ws->bytes += win->bytes;
+	if (!ws->push)
+		return;
+	if (win->samples == 0) {
+		fprintf(stderr, "record: window %u (%s) has no samples; not pushed\n", win->index,
+		        win->path);
+		return;
+	}
+	size_t n = strlen(win->path) + 1;
+	struct window_item *it = malloc(sizeof(*it) + n);
+	if (!it) {
+		fprintf(stderr, "record: out of memory; window %s is not pushed\n", win->path);
+		pthread_mutex_lock(&ws->lock);
+		ws->push_failed++;
+		pthread_mutex_unlock(&ws->lock);
+		return;
+	}
+	it->next = NULL;
+	it->index = win->index;
+	memcpy(it->path, win->path, n);
+	struct window_item *dropped = NULL;
+	pthread_mutex_lock(&ws->lock);
+	*ws->tail = it;
+	ws->tail = &it->next;
+	if (++ws->queued > MAX_PUSH_BACKLOG) {
+		dropped = ws->head;
+		ws->head = dropped->next;
+		ws->queued--;
+		ws->push_failed++;
+	}
+	pthread_cond_signal(&ws->more);
+	pthread_mutex_unlock(&ws->lock);
+	if (dropped) {
+		fprintf(stderr,
+		        "record: window %u (%s kept) is not pushed: %d windows wait for the "
+		        "backend\n",
+		        dropped->index, dropped->path, MAX_PUSH_BACKLOG);
+		free(dropped);
+	}
+}
+
+/* Reads a window spool back, symbolizes it and pushes it, as
+ * `report FILE --push URL` does. 0 or an error (printed). */
+static int push_window(const char *path, const stackpulse_push_opts *pu, uint64_t *samples)
+{
+	stackpulse_spool *spool = NULL;
+	int rc = stackpulse_spool_open(path, NULL, &spool);
+	if (rc) {
+		fail(path, rc);
+		return rc;
+	}
+	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
+	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
+	po.flags = STACKPULSE_PROFILE_GROUP_UNRESOLVED; /* As report without --addresses. */
+	stackpulse_profile *prof = NULL;
+	rc = spool_profile(spool, &so, &po, fail, &prof);
+	if (rc) {
+		fail("building the profile", rc);
+		return rc;
+	}
+	*samples = stackpulse_profile_sample_count(prof);
+	rc = stackpulse_push(prof, pu);
+	stackpulse_profile_free(prof);
+	return rc;
+}
+
+static void *push_thread(void *arg)
+{
+	struct windows *ws = arg;
+	for (;;) {
+		pthread_mutex_lock(&ws->lock);
+		while (!ws->head && !ws->done)
+			pthread_cond_wait(&ws->more, &ws->lock);
+		struct window_item *it = ws->head;
+		if (it) {
+			ws->head = it->next;
+			ws->queued--;
+			if (!ws->head)
+				ws->tail = &ws->head;
+		}
+		pthread_mutex_unlock(&ws->lock);
+		if (!it)
+			return NULL; /* done, and nothing queued */
+		uint64_t samples = 0;
+		int rc = push_window(it->path, &ws->pu, &samples);
+		if (rc) {
+			char what[600];
+			snprintf(what, sizeof(what), "push of window %u (%s kept)", it->index,
+			         it->path);
+			fail(what, rc);
+		} else {
+			fprintf(stderr, "record: pushed window %u (%" PRIu64 " samples) to %s\n",
+			        it->index, samples, ws->pu.url);
+		}
+		pthread_mutex_lock(&ws->lock);
+		if (rc)
+			ws->push_failed++;
+		else
+			ws->pushed++;
+		pthread_mutex_unlock(&ws->lock);
+		free(it);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	stackpulse_recorder_opts opts = STACKPULSE_RECORDER_OPTS;
@@ -113,12 +270,22 @@ int main(int argc, char **argv)
 	double duration = 0;
 	enum stackpulse_attach_mode attach_mode = STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
 	int attach_given = 0;
+	double rotate = 0;
+	const char *push_url = NULL, *app = NULL, *labels[MAX_LABELS];
+	size_t nlabels = 0;
+	int npush = 0;
+	enum stackpulse_push_protocol protocol = STACKPULSE_PUSH_PYROSCOPE;
 	enum {
 		OPT_KERNEL = 256,
 		OPT_PYTHON,
 		OPT_REALTIME,
 		OPT_NO_CHILDREN,
 		OPT_ATTACH,
+		OPT_ROTATE,
+		OPT_PUSH,
+		OPT_OTLP,
+		OPT_APP,
+		OPT_LABEL,
 		OPT_HELP
 	};
 	static const struct option longopts[] = {
@@ -127,6 +294,11 @@ int main(int argc, char **argv)
 		{ "realtime", required_argument, NULL, OPT_REALTIME },
 		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
 		{ "attach", required_argument, NULL, OPT_ATTACH },
+		{ "rotate", required_argument, NULL, OPT_ROTATE },
+		{ "push", required_argument, NULL, OPT_PUSH },
+		{ "otlp", required_argument, NULL, OPT_OTLP },
+		{ "app", required_argument, NULL, OPT_APP },
+		{ "label", required_argument, NULL, OPT_LABEL },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -207,6 +379,37 @@ int main(int argc, char **argv)
 			                               : STACKPULSE_ATTACH_STOP_ENABLE_RESUME;
 			attach_given = 1;
 			break;
+		case OPT_ROTATE:
+			errno = 0;
+			rotate = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(rotate >= 0.1) || rotate > 1e7) {
+				fprintf(stderr,
+				        "record: --rotate wants seconds (at least 0.1), not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case OPT_PUSH:
+		case OPT_OTLP:
+			/* Counted, not tested through push_url: the analyzer would
+			 * then take optarg for NULL in later iterations. */
+			if (npush++) {
+				fprintf(stderr, "record: give one of --push and --otlp\n");
+				return 2;
+			}
+			push_url = optarg;
+			protocol = c == OPT_OTLP ? STACKPULSE_PUSH_OTLP : STACKPULSE_PUSH_PYROSCOPE;
+			break;
+		case OPT_APP: app = optarg; break;
+		case OPT_LABEL:
+			if (nlabels == MAX_LABELS || !strchr(optarg, '=') || optarg[0] == '=') {
+				fprintf(stderr,
+				        "record: --label wants KEY=VALUE (at most %d), not '%s'\n",
+				        MAX_LABELS, optarg);
+				return 2;
+			}
+			labels[nlabels++] = optarg;
+			break;
 		case 'h':
 		case OPT_HELP: usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -228,6 +431,49 @@ int main(int argc, char **argv)
 		fprintf(stderr, "record: --attach applies to -p PID only; a COMMAND is recorded "
 		                "from its first instruction\n");
 		return 2;
+	}
+	if (push_url && !(rotate > 0)) {
+		fprintf(stderr, "record: --push and --otlp send windows: give --rotate SECS too\n");
+		return 2;
+	}
+	if ((app || nlabels) && !push_url) {
+		fprintf(stderr, "record: --app and --label go with --push or --otlp\n");
+		return 2;
+	}
+
+	struct windows ws;
+	memset(&ws, 0, sizeof(ws));
+	pthread_mutex_init(&ws.lock, NULL);
+	pthread_cond_init(&ws.more, NULL);
+	ws.tail = &ws.head;
+	ws.pu = STACKPULSE_PUSH_OPTS;
+	ws.pu.protocol = protocol;
+	ws.pu.url = push_url;
+	ws.pu.app = app;
+	ws.pu.labels = labels;
+	ws.pu.nlabels = nlabels;
+	ws.push = push_url != NULL;
+	if (rotate > 0) {
+		opts.rotate_ns = (uint64_t)(rotate * 1e9);
+		opts.on_window = on_window;
+		opts.window_ctx = &ws;
+	}
+	pthread_t pusher;
+	memset(&pusher, 0, sizeof(pusher));
+	if (ws.push) {
+		/* Before any signal handler: the thread keeps SIGINT/SIGTERM
+		 * blocked, so they interrupt the recording loop's wait. */
+		sigset_t block, old;
+		sigemptyset(&block);
+		sigaddset(&block, SIGINT);
+		sigaddset(&block, SIGTERM);
+		pthread_sigmask(SIG_BLOCK, &block, &old);
+		int e = pthread_create(&pusher, NULL, push_thread, &ws);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (e) {
+			fprintf(stderr, "record: cannot start the push thread: %s\n", strerror(e));
+			return 1;
+		}
 	}
 
 	/* No SA_RESTART: the wait returns -EINTR and the loop sees the flag. */
@@ -311,6 +557,13 @@ int main(int argc, char **argv)
 			first_error = rc;
 	}
 	double elapsed = now_s() - start;
+	if (ws.push) {
+		pthread_mutex_lock(&ws.lock);
+		ws.done = 1;
+		pthread_cond_signal(&ws.more);
+		pthread_mutex_unlock(&ws.lock);
+		pthread_join(pusher, NULL);
+	}
 
 	/* A spawned command still running at the end is ours to stop. */
 	int child_status = -1;
@@ -324,32 +577,47 @@ int main(int argc, char **argv)
 			child_status = -1;
 	}
 	if (have_stats) {
-		/* finish() wrote more: the file itself has the final counts. */
-		FILE *f = fopen(out, "rb");
-		if (f && fseek(f, 0, SEEK_END) == 0) {
-			long sz = ftell(f);
-			if (sz >= 0)
-				st.bytes_written = (uint64_t)sz;
-		}
-		if (f)
-			fclose(f);
-		stackpulse_spool *spool = NULL;
-		if (stackpulse_spool_open(out, NULL, &spool) == 0) {
-			const struct stackpulse_spool_meta *m = stackpulse_spool_meta(spool);
-			st.samples = m->samples;
-			st.lost = m->lost;
-			stackpulse_spool_close(spool);
+		char dest[1200];
+		if (rotate > 0) {
+			/* The windows' own counts, as their callbacks gave them. */
+			st.samples = ws.samples;
+			st.lost = ws.lost;
+			st.bytes_written = ws.bytes;
+			snprintf(dest, sizeof(dest), "%u window%s %s.0001..%s.%04u", ws.count,
+			         ws.count == 1 ? "" : "s", out, out, ws.count);
+		} else {
+			/* finish() wrote more: the file itself has the final counts. */
+			FILE *f = fopen(out, "rb");
+			if (f && fseek(f, 0, SEEK_END) == 0) {
+				long sz = ftell(f);
+				if (sz >= 0)
+					st.bytes_written = (uint64_t)sz;
+			}
+			if (f)
+				fclose(f);
+			stackpulse_spool *spool = NULL;
+			if (stackpulse_spool_open(out, NULL, &spool) == 0) {
+				const struct stackpulse_spool_meta *m =
+				        stackpulse_spool_meta(spool);
+				st.samples = m->samples;
+				st.lost = m->lost;
+				stackpulse_spool_close(spool);
+			}
+			snprintf(dest, sizeof(dest), "%s", out);
 		}
 		char size[32];
 		human_size(st.bytes_written, size, sizeof(size));
 		fprintf(stderr,
 		        "record: %" PRIu64 " samples (%" PRIu64
 		        " lost) from %u process%s, %u thread%s "
-		        "in %.1fs%s%s -> %s (%s)\n",
+		        "in %.1fs%s%s -> %s (%s)",
 		        st.samples, st.lost, st.processes, st.processes == 1 ? "" : "es",
 		        st.threads, st.threads == 1 ? "" : "s", elapsed,
 		        st.kernel_frames ? ", kernel frames" : "",
-		        st.python_frames ? ", Python frames" : "", out, size);
+		        st.python_frames ? ", Python frames" : "", dest, size);
+		if (ws.push)
+			fprintf(stderr, ", %u pushed, %u failed", ws.pushed, ws.push_failed);
+		fputc('\n', stderr);
 	}
 	if (*python_note)
 		fprintf(stderr, "record: warning: recorded without Python frames: %s\n",
@@ -357,5 +625,5 @@ int main(int argc, char **argv)
 	if (child > 0 && child_status != -1 && WIFEXITED(child_status) && WEXITSTATUS(child_status))
 		fprintf(stderr, "record: command exited with status %d\n",
 		        WEXITSTATUS(child_status));
-	return first_error ? 1 : 0;
+	return first_error || ws.push_failed ? 1 : 0;
 }

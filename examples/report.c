@@ -32,6 +32,7 @@
 
 #include "report_follow.h"
 #include "report_top.h"
+#include "spool_profile.h"
 #include "stackpulse.h"
 
 enum mode {
@@ -671,24 +672,15 @@ int main(int argc, char **argv)
 	snprintf(event, sizeof(event), "%s", meta->event ? meta->event : "");
 	snprintf(kernel_note, sizeof(kernel_note), "%s",
 	         meta->kernel_note ? meta->kernel_note : "");
-	stackpulse_symbolizer *sym = NULL;
 	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
 	if (profile_flags & STACKPULSE_PROFILE_MERGE_INLINE)
 		so.flags |= STACKPULSE_SYM_NO_INLINE;
-	rc = stackpulse_symbolizer_new(spool, &so, &sym);
-	if (rc) {
-		/* Still useful: frames then read module+offset. */
-		fail("symbolizer (continuing with raw addresses)", rc);
-		sym = NULL;
-	}
 	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
 	po.flags = profile_flags;
 	if (python_only)
 		po.view = STACKPULSE_VIEW_PYTHON_ONLY;
 	stackpulse_profile *prof = NULL;
-	rc = stackpulse_profile_build(spool, sym, &po, &prof);
-	stackpulse_symbolizer_free(sym);
-	stackpulse_spool_close(spool);
+	rc = spool_profile(spool, &so, &po, fail, &prof);
 	if (rc) {
 		fail("building the profile", rc);
 		return 1;

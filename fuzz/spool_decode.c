@@ -8,6 +8,7 @@
 #include "format/spool_reader.h"
 #include "spool_fixup.h"
 #include "stackpulse.h"
+#include "spool_peek.h"
 
 #define ENSURE(cond)                                                                               \
 	do {                                                                                       \

@@ -161,6 +161,34 @@ enum stackpulse_attach_mode {
 	STACKPULSE_ATTACH_LIVE = 1,
 };
 
+/** A rotation window that was just closed (see
+ * ::stackpulse_recorder_opts `rotate_ns`). */
+struct stackpulse_window {
+	size_t sz;              /**< sizeof(struct stackpulse_window). */
+	const char *path;       /**< The complete window file, `PATH.0001`,
+	                         *   `PATH.0002`, ...; valid during the call. */
+	uint32_t index;         /**< 1 for the first window. */
+	int last;               /**< 1 for the window closed by
+	                         *   ::stackpulse_recorder_finish. */
+	uint64_t start_ns;      /**< Start of the window on the perf clock
+	                         *   (CLOCK_MONOTONIC): its samples have
+	                         *   `start_ns <= time < end_ns`. */
+	uint64_t end_ns;        /**< End of the window (exclusive); the last
+	                         *   window ends at finish. */
+	uint64_t samples;       /**< Samples in the window file. */
+	uint64_t lost;          /**< Samples the kernel reported lost during
+	                         *   the window. */
+	uint64_t bytes;         /**< Size of the window file. */
+	uint64_t total_samples; /**< Samples of the whole recording so far, all
+	                         *   windows. */
+};
+
+/** Called by the recorder as each rotation window file is complete. It
+ * runs inside ::stackpulse_recorder_consume_available or
+ * ::stackpulse_recorder_finish, on the caller's thread, while the rings
+ * fill: hand slow work (a push) to another thread. */
+typedef void (*stackpulse_window_fn)(void *ctx, const struct stackpulse_window *window);
+
 /** Recorder options. Initialise with ::stackpulse_recorder_opts_init or
  * ::STACKPULSE_RECORDER_OPTS. */
 typedef struct stackpulse_recorder_opts {
@@ -198,6 +226,22 @@ typedef struct stackpulse_recorder_opts {
 	 * the target's CPU. OFF: never. REQUIRED: always, and wait fails with
 	 * -EPERM when it is refused. */
 	enum stackpulse_feature realtime;
+	/** Rotation. 0 (default): one spool at the given path. Otherwise the
+	 * recording is cut every @c rotate_ns nanoseconds of sample time (at
+	 * least 100 ms) into windows, each a complete spool of its own,
+	 * `PATH.0001`, `PATH.0002`, ... (four digits, more past 9999); nothing
+	 * is written at `PATH` itself. Every sample goes to exactly one window,
+	 * the one its time falls in. A window file holds the definitions
+	 * (processes, threads, modules, mappings, frames, stacks) of the whole
+	 * recording so far, the kernel symbols and embedded symbol tables its
+	 * samples need, and its own counters and lost samples, so it opens and
+	 * symbolizes alone. It is written under a temporary name and renamed
+	 * onto its name once complete. A stretch in which the caller did not
+	 * consume for longer than a window gets no empty files. */
+	uint64_t rotate_ns;
+	/** With @c rotate_ns: called as each window file is complete, or NULL. */
+	stackpulse_window_fn on_window;
+	void *window_ctx; /**< Passed to @c on_window. */
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
@@ -216,6 +260,9 @@ typedef struct stackpulse_recorder_opts {
 	        .chunk_bytes = 1u << 20,                                                           \
 	        .cache_dir = NULL,                                                                 \
 	        .realtime = STACKPULSE_FEATURE_AUTO,                                               \
+	        .rotate_ns = 0,                                                                    \
+	        .on_window = NULL,                                                                 \
+	        .window_ctx = NULL,                                                                \
 	})
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
@@ -303,7 +350,9 @@ STACKPULSE_API void stackpulse_recorder_opts_init(stackpulse_recorder_opts *opts
  *              temporary name beside @p path and renamed onto @p path only
  *              once recording has started: on failure an existing file
  *              stays untouched and none is created. A symlink at @p path
- *              is replaced, not followed (docs/recording.md).
+ *              is replaced, not followed (docs/recording.md). With
+ *              `opts.rotate_ns`, the base name of the window files
+ *              `PATH.0001`, ..., each renamed onto its name once complete.
  * @param mode  How to join the process.
  * @param opts  Options, or NULL for the defaults.
  * @param out   Receives the recorder.
@@ -352,15 +401,17 @@ enum stackpulse_wait_result {
  * ::STACKPULSE_WAIT_EXITED; data ready wins over exit, so a loop that
  * consumes after READY and stops at EXITED reads everything), or a negative
  * code. -EINTR is returned when a signal interrupts the wait, so callers
- * can react to SIGINT.
+ * can react to SIGINT. With `opts.rotate_ns`, a window whose end has
+ * passed also counts as ready data.
  */
 STACKPULSE_API int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms);
 
 /**
  * Drains every ring without blocking: unwinds the samples and appends them
- * to the spool. Completed chunks reach the file. Returns 0 or an error
- * (for example -ENOSPC); after an error the spool still holds every chunk
- * completed before it.
+ * to the spool. Completed chunks reach the file. With `opts.rotate_ns`, it
+ * also closes each window whose end has passed (calling `opts.on_window`)
+ * and starts the next. Returns 0 or an error (for example -ENOSPC); after
+ * an error the spool still holds every chunk completed before it.
  */
 STACKPULSE_API int stackpulse_recorder_consume_available(stackpulse_recorder *rec);
 
@@ -401,7 +452,8 @@ STACKPULSE_API const char *stackpulse_recorder_python_note(const stackpulse_reco
 /**
  * Drains the rings, writes the remaining records, the kernel symbols, the
  * embedded symbol tables (when self_contained) and the footer, closes the
- * file, and frees @p rec (also on error). Detaches from the target, which
+ * file (with `opts.rotate_ns`: completes the last window and calls
+ * `opts.on_window` for it), and frees @p rec (also on error). Detaches from the target, which
  * keeps running. Returns 0 or the first error met.
  */
 STACKPULSE_API int stackpulse_recorder_finish(stackpulse_recorder *rec);
@@ -454,6 +506,8 @@ struct stackpulse_spool_meta {
 	                          *   not damaged. */
 	const char *damage;         /**< What was wrong, for example "chunk 3 at offset
 	                          *   4096: checksum mismatch (...)"; "" when not damaged. */
+	uint64_t start_clock_ns;    /**< The samples' clock (CLOCK_MONOTONIC) at the
+	                             *   start: sample times are on this clock. */
 };
 
 /** A process. Indexes are stable within one spool. */
@@ -612,6 +666,37 @@ STACKPULSE_API void stackpulse_spool_close(stackpulse_spool *spool);
 /** Returns the recording metadata. Never NULL. */
 STACKPULSE_API const struct stackpulse_spool_meta *stackpulse_spool_meta(
         const stackpulse_spool *spool);
+
+/** Recording counters a spool carries (written when the recording ends,
+ * the same values as ::stackpulse_recorder_stats gave then). */
+typedef enum stackpulse_spool_stat_key {
+	STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS = 1, /**< Stacks cut (stack copy
+	                                             *   ran out, bad CFI). */
+	STACKPULSE_SPOOL_STAT_PYTHON_SAMPLES = 2,   /**< Samples with Python
+	                                             *   frames. */
+	STACKPULSE_SPOOL_STAT_UNWIND_ERRORS = 3,    /**< Unwinds that stopped on
+	                                             *   an error. */
+	STACKPULSE_SPOOL_STAT_PERF_EVENT = 4,       /**< The ::stackpulse_perf_event
+	                                             *   used. */
+	STACKPULSE_SPOOL_STAT_PYTHON_FRAMES = 5,    /**< 1 when a CPython target
+	                                             *   was found. */
+	STACKPULSE_SPOOL_STAT_LOST = 6,             /**< Samples the kernel
+	                                             *   reported lost. */
+	STACKPULSE_SPOOL_STAT_RING_BYTES = 7,       /**< Data bytes of all perf
+	                                             *   rings. */
+	STACKPULSE_SPOOL_STAT_STACK_COPY = 8,       /**< User stack bytes copied
+	                                             *   per sample at the end. */
+	STACKPULSE_SPOOL_STAT_COPY_RESIZES = 9,     /**< Re-opens with another
+	                                             *   copy size. */
+} stackpulse_spool_stat_key;
+
+/**
+ * Reads counter @p key of the recording into @p value. Returns 0, or
+ * ::STACKPULSE_ENOTFOUND when the spool does not carry it (cut before its
+ * end, or written by a recorder that did not count it).
+ */
+STACKPULSE_API int stackpulse_spool_stat(const stackpulse_spool *spool,
+                                         stackpulse_spool_stat_key key, uint64_t *value);
 
 /** Number of processes. */
 STACKPULSE_API uint32_t stackpulse_spool_process_count(const stackpulse_spool *spool);
@@ -851,6 +936,33 @@ STACKPULSE_API int stackpulse_symbolizer_new(const stackpulse_spool *spool,
                                              stackpulse_symbolizer **out);
 /** Frees @p sym and writes any new symbol-cache entries. NULL is ignored. */
 STACKPULSE_API void stackpulse_symbolizer_free(stackpulse_symbolizer *sym);
+
+/** Where a symbolizer's answers came from and what they cost so far.
+ * Filled by ::stackpulse_symbolizer_stats. Counters only grow. */
+struct stackpulse_symbolizer_stats {
+	size_t sz;                   /**< Set by the caller to sizeof(*stats). */
+	uint64_t binaries_opened;    /**< Binaries opened, build-id verified. */
+	uint64_t build_id_mismatch;  /**< Binaries rejected for another build-id. */
+	uint64_t debug_files;        /**< Separate debug files opened. */
+	uint64_t debuginfod_queries; /**< debuginfod lookups made. */
+	uint64_t dwarf_loads;        /**< Modules whose DWARF was loaded. */
+	uint64_t dwarf_lookups;      /**< Addresses resolved through DWARF. */
+	uint64_t cache_hits;         /**< Addresses answered by the on-disk symbol
+	                              *   cache. */
+	uint64_t embedded_hits;      /**< Addresses answered by a symbol table
+	                              *   embedded in the spool. */
+	uint64_t result_hits;        /**< Addresses answered from memory (asked
+	                              *   before). */
+	uint64_t cache_writes;       /**< Symbol-cache files written. */
+};
+
+/**
+ * Copies @p sym's counters into @p stats (set `stats->sz` first): for
+ * example, to see whether a slow report went to debuginfod or to DWARF.
+ * Returns 0 or -EINVAL.
+ */
+STACKPULSE_API int stackpulse_symbolizer_stats(const stackpulse_symbolizer *sym,
+                                               struct stackpulse_symbolizer_stats *stats);
 
 /**
  * Walks the frames of @p sample's stack from leaf to root, expanding inline

@@ -39,8 +39,10 @@ pub const os = [_][]const u8{
     "tests/record/test_record_perfmap.c",
     "tests/record/test_record_output.c",
     "tests/record/test_record_limits.c",
+    "tests/record/test_record_rotate.c",
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
+    "tests/python/test_python_shapes.c",
     "tests/io/test_spool_file.c",
     "tests/unwind/test_unwind_hostile.c",
     "tests/unwind/test_unwind_real.c",
@@ -135,4 +137,5 @@ pub const arm64_vm_skip = [_][]const u8{
 /// harnesses (never into the installed library).
 pub const support = [_][]const u8{
     "tests/support/spool_copy.c",
+    "tests/support/spool_peek.c",
 };

@@ -69,6 +69,27 @@ const struct stackpulse_spool_meta *stackpulse_spool_meta(const stackpulse_spool
 	return &s->meta;
 }
 
+_Static_assert((int)STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS == (int)SP_STAT_TRUNCATED_STACKS &&
+                       (int)STACKPULSE_SPOOL_STAT_PYTHON_SAMPLES == (int)SP_STAT_PYTHON_SAMPLES &&
+                       (int)STACKPULSE_SPOOL_STAT_UNWIND_ERRORS == (int)SP_STAT_UNWIND_ERRORS &&
+                       (int)STACKPULSE_SPOOL_STAT_PERF_EVENT == (int)SP_STAT_EVENT &&
+                       (int)STACKPULSE_SPOOL_STAT_PYTHON_FRAMES == (int)SP_STAT_PYTHON_FRAMES &&
+                       (int)STACKPULSE_SPOOL_STAT_LOST == (int)SP_STAT_LOST &&
+                       (int)STACKPULSE_SPOOL_STAT_RING_BYTES == (int)SP_STAT_RING_BYTES &&
+                       (int)STACKPULSE_SPOOL_STAT_STACK_COPY == (int)SP_STAT_STACK_COPY &&
+                       (int)STACKPULSE_SPOOL_STAT_COPY_RESIZES == (int)SP_STAT_COPY_RESIZES,
+               "public stat keys are the STATS record keys");
+
+int stackpulse_spool_stat(const stackpulse_spool *s, stackpulse_spool_stat_key key, uint64_t *value)
+{
+	SP_API_ENTRY();
+	if (!s || !value) {
+		sp_error(-EINVAL, "NULL argument");
+		return -EINVAL;
+	}
+	return sp_spool_stat(s, (uint32_t)key, value);
+}
+
 uint32_t stackpulse_spool_process_count(const stackpulse_spool *s)
 {
 	SP_API_ENTRY();
@@ -206,17 +227,6 @@ int stackpulse_spool_ksym_lookup(const stackpulse_spool *s, uint64_t addr, const
 	return 0;
 }
 
-int sp_spool_ksym_at(const stackpulse_spool *s, uint32_t i, uint64_t *addr, const char **name,
-                     const char **module)
-{
-	if (i >= s->nksyms)
-		return STACKPULSE_ENOTFOUND;
-	*addr = s->ksyms[i].addr;
-	*name = s->ksyms[i].name;
-	*module = s->ksyms[i].module;
-	return 0;
-}
-
 int sp_spool_module_symtab(const stackpulse_spool *s, uint32_t module, const uint8_t **table,
                            size_t *len)
 {
@@ -258,16 +268,6 @@ const struct sp_mapping *sp_spool_mapping(const stackpulse_spool *s, uint32_t i)
 	return i < s->nmappings ? &s->mappings[i] : NULL;
 }
 
-uint32_t sp_spool_jitsym_count(const stackpulse_spool *s)
-{
-	return s->njitsyms;
-}
-
-const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *s, uint32_t i)
-{
-	return i < s->njitsyms ? &s->jitsyms[i] : NULL;
-}
-
 int sp_spool_stat(const stackpulse_spool *s, uint32_t key, uint64_t *value)
 {
 	for (uint32_t i = 0; i < s->nstats; i++) {
@@ -279,28 +279,14 @@ int sp_spool_stat(const stackpulse_spool *s, uint32_t key, uint64_t *value)
 	return STACKPULSE_ENOTFOUND;
 }
 
-uint32_t sp_spool_stat_count(const stackpulse_spool *s)
+uint32_t sp_spool_jitsym_count(const stackpulse_spool *s)
 {
-	return s->nstats;
+	return s->njitsyms;
 }
 
-int sp_spool_stat_at(const stackpulse_spool *s, uint32_t i, uint32_t *key, uint64_t *value)
+const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *s, uint32_t i)
 {
-	if (i >= s->nstats)
-		return STACKPULSE_ENOTFOUND;
-	*key = s->stats[i].key;
-	*value = s->stats[i].value;
-	return 0;
-}
-
-int sp_spool_has_meta(const stackpulse_spool *s)
-{
-	return s->has_meta;
-}
-
-uint64_t sp_spool_start_mono_ns(const stackpulse_spool *s)
-{
-	return s->start_mono_ns;
+	return i < s->njitsyms ? &s->jitsyms[i] : NULL;
 }
 
 /* ------------------------------------------------------------------ */

@@ -515,11 +515,6 @@ int sp_spool_open_source_ex(const sp_source *src, unsigned flags, stackpulse_spo
 	return 0;
 }
 
-int sp_spool_open_source(const sp_source *src, stackpulse_spool **out)
-{
-	return sp_spool_open_source_ex(src, 0, out);
-}
-
 /* ------------------------------------------------------------------ */
 /* Tailing: the walk of read_chunks, resumed at each poll over a file that
  * grows. */

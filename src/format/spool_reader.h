@@ -26,8 +26,6 @@ int sp_spool_open_source_ex(const sp_source *src, unsigned flags, stackpulse_spo
  * spool) with ::stackpulse_spool_open_flags @p flags: the buffer case of
  * stackpulse_spool_open, here in the pure layer for pure tests and fuzzers. */
 int sp_spool_open_memory(const void *buf, size_t len, unsigned flags, stackpulse_spool **out);
-/* sp_spool_open_source_ex without flags. */
-int sp_spool_open_source(const sp_source *src, stackpulse_spool **out);
 
 /* A spool to tail over @p src, whose size grows: nothing is read yet.
  * Takes ownership of @p src (its close runs on failure too). */
@@ -72,17 +70,9 @@ struct sp_jitsym {
  * process then start, ksyms by address, stats by key). */
 uint32_t sp_spool_mapping_count(const stackpulse_spool *spool);
 const struct sp_mapping *sp_spool_mapping(const stackpulse_spool *spool, uint32_t index);
-uint32_t sp_spool_jitsym_count(const stackpulse_spool *spool);
-const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *spool, uint32_t index);
-/* Kernel symbol @p index in address order: 0 or STACKPULSE_ENOTFOUND. */
-int sp_spool_ksym_at(const stackpulse_spool *spool, uint32_t index, uint64_t *addr,
-                     const char **name, const char **module);
 /* STATS value for @p key (SP_STAT_*): 0 or STACKPULSE_ENOTFOUND. */
 int sp_spool_stat(const stackpulse_spool *spool, uint32_t key, uint64_t *value);
-uint32_t sp_spool_stat_count(const stackpulse_spool *spool);
-int sp_spool_stat_at(const stackpulse_spool *spool, uint32_t index, uint32_t *key, uint64_t *value);
-/* 1 when the spool has a metadata record; its monotonic start time. */
-int sp_spool_has_meta(const stackpulse_spool *spool);
-uint64_t sp_spool_start_mono_ns(const stackpulse_spool *spool);
+uint32_t sp_spool_jitsym_count(const stackpulse_spool *spool);
+const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *spool, uint32_t index);
 
 #endif

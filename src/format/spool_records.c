@@ -173,6 +173,7 @@ static int rec_meta(stackpulse_spool *s, sp_cursor *c)
 	    (rc = get_str(s, c, SP_NAME_MAX, &m->kernel_note, "kernel note")))
 		return rc;
 	m->kernel_frames = (int)kf;
+	m->start_clock_ns = s->start_mono_ns;
 	s->has_meta = 1;
 	return 0;
 }

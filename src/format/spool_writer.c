@@ -12,6 +12,7 @@
 #include "common/buf.h"
 #include "common/bytes.h"
 #include "common/checksum.h"
+#include "common/cursor.h"
 #include "common/error.h"
 #include "common/grow.h"
 #include "common/htab.h"
@@ -57,6 +58,13 @@ struct sp_writer {
 	uint64_t chunk_base; /* Time of the chunk's first sample. */
 	uint64_t chunk_prev; /* Time of the chunk's latest sample. */
 	sp_writer_counts counts;
+	/* Counts when the current file began (sp_writer_next_file): its footer
+	 * holds the file's own samples and bytes. */
+	uint64_t file_samples0, file_bytes0;
+	/* With keep_defs: every definition record so far, encoded, in order;
+	 * replayed at the start of each next file so it stands alone. */
+	int keep_defs;
+	sp_buf defs;
 	struct w_module *modules;
 	uint32_t modules_cap;
 	struct stackpulse_raw_frame *frames;
@@ -174,17 +182,51 @@ static int begin(sp_writer *w)
 	return 0;
 }
 
-/* Appends the built body as a record of @p type; all or nothing. */
+/* Records that define what later records refer to (a next file replays
+ * them); samples, losses, symbols and counters belong to one file. */
+static int is_definition(unsigned type)
+{
+	switch (type) {
+	case SP_REC_PROCESS:
+	case SP_REC_EXEC:
+	case SP_REC_THREAD:
+	case SP_REC_COMM:
+	case SP_REC_EXIT:
+	case SP_REC_FORK:
+	case SP_REC_MODULE:
+	case SP_REC_MAPPING:
+	case SP_REC_PYCODE:
+	case SP_REC_FRAME:
+	case SP_REC_STACK: return 1;
+	default: return 0;
+	}
+}
+
+/* Appends the built body as a record of @p type to @p b; all or nothing. */
+static int put_record(sp_buf *b, unsigned type, const sp_buf *body)
+{
+	size_t saved = b->len;
+	int rc = sp_buf_varint(b, type);
+	if (!rc)
+		rc = sp_buf_varint(b, body->len);
+	if (!rc)
+		rc = sp_buf_append(b, body->data, body->len);
+	if (rc)
+		b->len = saved;
+	return rc;
+}
+
+/* Appends the built body as a record of @p type (and to the definitions
+ * kept for the next file); all or nothing. */
 static int commit(sp_writer *w, unsigned type)
 {
 	size_t saved = w->chunk.len;
-	int rc = sp_buf_varint(&w->chunk, type);
-	if (!rc)
-		rc = sp_buf_varint(&w->chunk, w->body.len);
-	if (!rc)
-		rc = sp_buf_append(&w->chunk, w->body.data, w->body.len);
-	if (rc)
-		w->chunk.len = saved;
+	int rc = put_record(&w->chunk, type, &w->body);
+	if (!rc && w->keep_defs && is_definition(type)) {
+		rc = put_record(&w->defs, type, &w->body);
+		if (rc)
+			w->chunk.len = saved;
+	}
 	return rc;
 }
 
@@ -200,6 +242,22 @@ static int put_str(sp_buf *b, const char *s, size_t max)
 static int bad_ref(const char *what, uint32_t id, uint32_t count)
 {
 	return sp_error(-EINVAL, "%s %u is not defined (%u known)", what, id, count);
+}
+
+/* The file header, through the sink. */
+static int write_header(sp_writer *w)
+{
+	static const uint8_t magic[SP_FILE_MAGIC_LEN] = SP_FILE_MAGIC_BYTES;
+	uint8_t hdr[SP_FILE_HEADER_LEN];
+	memcpy(hdr, magic, SP_FILE_MAGIC_LEN);
+	sp_put_le16(hdr + 8, SP_SPOOL_VERSION);
+	sp_put_le16(hdr + 10, 0);
+	sp_put_le32(hdr + 12, 0);
+	int rc = w->sink(w->sink_ctx, hdr, sizeof(hdr));
+	if (rc)
+		return rc < 0 ? rc : sp_error(-EIO, "spool sink failed");
+	w->counts.bytes += sizeof(hdr);
+	return 0;
 }
 
 int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, sp_writer **out)
@@ -221,6 +279,7 @@ int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, s
 	w->sink_ctx = sink_ctx;
 	w->level = level;
 	w->chunk_bytes = chunk_bytes;
+	sp_buf_init(&w->defs);
 	sp_buf_init(&w->chunk);
 	sp_buf_init(&w->body);
 	sp_buf_init(&w->out);
@@ -239,18 +298,8 @@ int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, s
 		rc = sp_error(-ENOMEM, "cannot create zstd context");
 		goto fail;
 	}
-	static const uint8_t magic[SP_FILE_MAGIC_LEN] = SP_FILE_MAGIC_BYTES;
-	uint8_t hdr[SP_FILE_HEADER_LEN];
-	memcpy(hdr, magic, SP_FILE_MAGIC_LEN);
-	sp_put_le16(hdr + 8, SP_SPOOL_VERSION);
-	sp_put_le16(hdr + 10, 0);
-	sp_put_le32(hdr + 12, 0);
-	rc = sink(sink_ctx, hdr, sizeof(hdr));
-	if (rc) {
-		rc = rc < 0 ? rc : sp_error(-EIO, "spool sink failed");
+	if ((rc = write_header(w)) != 0)
 		goto fail;
-	}
-	w->counts.bytes = sizeof(hdr);
 	*out = w;
 	return 0;
 fail:
@@ -263,6 +312,7 @@ void sp_writer_free(sp_writer *w)
 	if (!w)
 		return;
 	ZSTD_freeCCtx(w->cctx);
+	sp_buf_free(&w->defs);
 	sp_buf_free(&w->chunk);
 	sp_buf_free(&w->body);
 	sp_buf_free(&w->out);
@@ -776,8 +826,8 @@ int sp_writer_finish(sp_writer *w)
 	uint8_t f[SP_FOOTER_LEN];
 	sp_put_le32(f, SP_FOOTER_MAGIC);
 	sp_put_le32(f + 4, w->seq);
-	sp_put_le64(f + 8, w->counts.samples);
-	sp_put_le64(f + 16, w->counts.bytes);
+	sp_put_le64(f + 8, w->counts.samples - w->file_samples0);
+	sp_put_le64(f + 16, w->counts.bytes - w->file_bytes0);
 	sp_put_le32(f + 24, 0);
 	sp_put_le32(f + 28, sp_crc32c(0, f, 28));
 	rc = w->sink(w->sink_ctx, f, sizeof(f));
@@ -788,6 +838,57 @@ int sp_writer_finish(sp_writer *w)
 	w->counts.bytes += sizeof(f);
 	w->state = W_FINISHED;
 	return 0;
+}
+
+int sp_writer_keep_defs(sp_writer *w)
+{
+	if (w->counts.processes || w->counts.modules || w->counts.frames || w->counts.pycodes)
+		return sp_error(STACKPULSE_ESTATE, "definitions were written before keep_defs");
+	w->keep_defs = 1;
+	return 0;
+}
+
+int sp_writer_next_file(sp_writer *w, const sp_meta *meta)
+{
+	if (w->state != W_FINISHED)
+		return sp_error(STACKPULSE_ESTATE, "the spool file is not finished");
+	if (!w->keep_defs)
+		return sp_error(STACKPULSE_ESTATE, "the writer keeps no definitions to start "
+		                                   "another file with");
+	w->file_samples0 = w->counts.samples;
+	w->file_bytes0 = w->counts.bytes;
+	w->seq = 0;
+	w->has_meta = 0;
+	for (uint32_t i = 0; i < w->counts.modules; i++)
+		w->modules[i].has_symtab = 0;
+	/* Until the definitions are all out, the file is not usable. */
+	w->state = W_FAILED;
+	int rc = write_header(w);
+	if (rc)
+		return rc;
+	w->state = W_OPEN;
+	if ((rc = sp_writer_meta(w, meta)) != 0)
+		goto fail;
+	/* Our own bytes, already checked when they were built; walked with the
+	 * cursor all the same. Chunks close at record boundaries, as always. */
+	sp_cursor c = sp_cursor_make(w->defs.data, w->defs.len);
+	while (sp_cursor_left(&c) > 0) {
+		size_t at = c.pos;
+		uint64_t type = 0, len = 0;
+		const uint8_t *body = NULL;
+		if ((rc = sp_cursor_varint(&c, &type, "kept record type")) ||
+		    (rc = sp_cursor_varint(&c, &len, "kept record length")) ||
+		    (rc = sp_cursor_bytes(&c, (size_t)len, &body, "kept record")))
+			goto fail;
+		if (chunk_raw_len(w) >= w->chunk_bytes && (rc = close_chunk(w)) != 0)
+			goto fail;
+		if ((rc = sp_buf_append(&w->chunk, w->defs.data + at, c.pos - at)) != 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	w->state = W_FAILED;
+	return rc;
 }
 
 void sp_writer_get_counts(const sp_writer *w, sp_writer_counts *out)

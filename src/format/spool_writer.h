@@ -110,7 +110,19 @@ int sp_writer_flush(sp_writer *w);
 /* Flushes and writes the footer. The writer accepts nothing afterwards. */
 int sp_writer_finish(sp_writer *w);
 
-/* Counters for stats. */
+/* From now on, keeps a copy of every definition record (processes,
+ * threads, modules, mappings, code objects, frames, stacks) for
+ * sp_writer_next_file. Call it before the first record. */
+int sp_writer_keep_defs(sp_writer *w);
+/* Starts another file after sp_writer_finish, through the same sink (the
+ * caller points it at the new file first): header, @p meta, then every
+ * definition so far (kept since sp_writer_keep_defs), with the same
+ * ids, so that the new file stands alone and later records keep referring
+ * to what they did. Its footer counts its own samples and bytes; symbol
+ * tables may be embedded again. */
+int sp_writer_next_file(sp_writer *w, const sp_meta *meta);
+
+/* Counters for stats (the whole recording, all files). */
 typedef struct sp_writer_counts {
 	uint64_t bytes;   /* Bytes handed to the sink. */
 	uint64_t chunks;  /* Chunks written. */

@@ -260,18 +260,6 @@ int sp_elf_offset_to_vaddr(const sp_elf_info *info, uint64_t off, uint64_t *vadd
 	return STACKPULSE_ENOTFOUND;
 }
 
-int sp_elf_vaddr_to_offset(const sp_elf_info *info, uint64_t vaddr, uint64_t *off)
-{
-	for (uint32_t i = 0; i < info->nloads; i++) {
-		const sp_elf_load *l = &info->loads[i];
-		if (vaddr >= l->vaddr && vaddr - l->vaddr < l->filesz) {
-			*off = l->offset + (vaddr - l->vaddr);
-			return 0;
-		}
-	}
-	return STACKPULSE_ENOTFOUND;
-}
-
 int sp_elf_file_crc32(int fd, uint64_t size, uint32_t *out)
 {
 	static _Thread_local uint8_t buf[1u << 16];

@@ -64,8 +64,6 @@ int sp_elf_read_info(int fd, uint64_t size, sp_elf_info *out);
 /* Maps a file offset to a virtual address through the PT_LOAD that
  * contains it. Returns 0 or STACKPULSE_ENOTFOUND. */
 int sp_elf_offset_to_vaddr(const sp_elf_info *info, uint64_t off, uint64_t *vaddr);
-/* The inverse, for symbol tables built from addresses. */
-int sp_elf_vaddr_to_offset(const sp_elf_info *info, uint64_t vaddr, uint64_t *off);
 
 /* Copies the contents of the section named @p name (at most @p cap bytes;
  * longer sections are refused) into @p buf. Returns 0 with *len set,

@@ -282,37 +282,6 @@ int sp_file_pread_full(int fd, uint64_t off, void *buf, size_t len)
 	return 0;
 }
 
-int sp_file_read_all(const char *path, uint64_t max_size, uint8_t **data, size_t *len)
-{
-	*data = NULL;
-	*len = 0;
-	int fd = -1;
-	uint64_t size = 0;
-	int rc = sp_file_open_regular(path, 0, max_size, &fd, &size);
-	if (rc)
-		return rc;
-	if (size >= SIZE_MAX) {
-		close(fd);
-		return sp_error(STACKPULSE_ELIMIT, "%s too large", path);
-	}
-	uint8_t *buf = sp_malloc((size_t)size + 1);
-	if (!buf) {
-		close(fd);
-		return sp_error(-ENOMEM, "cannot allocate %llu bytes for %s",
-		                (unsigned long long)size, path);
-	}
-	rc = sp_file_pread_full(fd, 0, buf, (size_t)size);
-	close(fd);
-	if (rc) {
-		sp_free(buf);
-		return rc;
-	}
-	buf[size] = 0;
-	*data = buf;
-	*len = (size_t)size;
-	return 0;
-}
-
 /* Rejects a final path that a rename must not replace: a directory or a
  * special file. A missing path, a regular file and a symlink are fine. */
 static int output_path_check(const char *path)

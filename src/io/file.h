@@ -83,10 +83,6 @@ int sp_file_for_each_line(const char *path, size_t line_max, sp_file_line_fn fn,
  * A file that ends early gives STACKPULSE_ETRUNCATED. */
 int sp_file_pread_full(int fd, uint64_t off, void *buf, size_t len);
 
-/* Reads a whole regular file of at most @p max_size bytes into a fresh
- * allocation (sp_free it); a NUL is appended, not counted in *len. */
-int sp_file_read_all(const char *path, uint64_t max_size, uint8_t **data, size_t *len);
-
 /* An output file (spool or export), written under a temporary name and
  * renamed onto its final path by sp_file_sink_commit. Pass
  * sp_file_sink_write as a writer's sp_sink_fn and the sink as its context.

@@ -73,11 +73,11 @@ static uint64_t child_cframe(sp_py_walker *w, uint64_t c)
 	return best;
 }
 
-uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *outer_top)
+uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *tops, uint32_t *ntops)
 {
 	const sp_py_layout *l = w->layout;
 	sp_py_mem *m = &w->mem;
-	*outer_top = 0;
+	*ntops = 0;
 	if (!m->stack || l->cframe_previous == SP_PY_NONE ||
 	    l->cframe_current_frame == SP_PY_NONE || l->frame_owner == SP_PY_NONE ||
 	    !sp_py_plausible(live, 8))
@@ -96,9 +96,14 @@ uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *outer_top
 			break;
 		c = d;
 	}
-	uint64_t prev, top;
-	if (read_word(m, c + l->cframe_previous, &prev) == 0 && sp_py_plausible(prev, 8) &&
-	    read_word(m, prev + l->cframe_current_frame, &top) == 0 && sp_py_plausible(top, 8))
-		*outer_top = top;
+	/* The outer activations' current frames, as the copy holds them (the
+	 * root cframe, in the thread state, has none). */
+	uint64_t at = c, prev, top;
+	while (*ntops < SP_PY_OUTER_MAX && read_word(m, at + l->cframe_previous, &prev) == 0 &&
+	       sp_py_plausible(prev, 8) && prev > at &&
+	       read_word(m, prev + l->cframe_current_frame, &top) == 0 && sp_py_plausible(top, 8)) {
+		tops[(*ntops)++] = top;
+		at = prev;
+	}
 	return c;
 }

@@ -26,7 +26,7 @@ static const sp_py_layout tables[] = {
 	    .cframe_current_frame = SP_PY_NONE, .cframe_previous = SP_PY_NONE,
 	    .frame_read = 104, .frame_type = 8, .frame_previous = 24 /* f_back */,
 	    .frame_code = 32, .frame_instr = 96 /* f_lasti, in code units */,
-	    .frame_owner = SP_PY_NONE, .frame_is_entry = SP_PY_NONE,
+	    .frame_owner = SP_PY_NONE, .frame_is_entry = SP_PY_NONE, .frame_gen = 88,
 	    .instr_is_lasti = 1, .owner_first_c = 0xff,
 	    .code_read = 128, .code_firstlineno = 40, .code_filename = 104, .code_name = 112,
 	    .code_qualname = SP_PY_NONE, .code_linetable = 120, .code_adaptive = SP_PY_NONE,
@@ -44,7 +44,7 @@ static const sp_py_layout tables[] = {
 	    .cframe_current_frame = 8, .cframe_previous = 16,
 	    .frame_read = 72, .frame_type = SP_PY_NONE, .frame_previous = 48, .frame_code = 32,
 	    .frame_instr = 56 /* prev_instr */, .frame_owner = 69, .frame_is_entry = 68,
-	    .instr_is_prev = 1, .owner_first_c = 0xff,
+	    .frame_gen = SP_PY_NONE, .instr_is_prev = 1, .owner_first_c = 0xff,
 	    .code_read = 144, .code_firstlineno = 72, .code_filename = 112, .code_name = 120,
 	    .code_qualname = 128, .code_linetable = 136, .code_adaptive = 184,
 	    .code_framesize = SP_PY_NONE, .code_stacksize = 68, .code_nlocalsplus = 76,
@@ -60,7 +60,7 @@ static const sp_py_layout tables[] = {
 	    .cframe_current_frame = 0, .cframe_previous = 8,
 	    .frame_read = 72, .frame_type = SP_PY_NONE, .frame_previous = 8, .frame_code = 0,
 	    .frame_instr = 56 /* prev_instr */, .frame_owner = 70,
-	    .frame_is_entry = SP_PY_NONE, .instr_is_prev = 1,
+	    .frame_is_entry = SP_PY_NONE, .frame_gen = SP_PY_NONE, .instr_is_prev = 1,
 	    .owner_first_c = 3, /* FRAME_OWNED_BY_CSTACK: the <shim> entry frame */
 	    .code_read = 144, .code_firstlineno = 68, .code_filename = 112, .code_name = 120,
 	    .code_qualname = 128, .code_linetable = 136, .code_adaptive = 192,
@@ -270,6 +270,7 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 
 	l->frame_type = SP_PY_NONE;
 	l->frame_is_entry = SP_PY_NONE;
+	l->frame_gen = SP_PY_NONE;
 	l->cframe_current_frame = SP_PY_NONE;
 	l->cframe_previous = SP_PY_NONE;
 	/* 3.13: owner 3 is the C-stack entry frame. 3.14+: 3 is the interpreter's
@@ -318,6 +319,7 @@ int sp_py_layout_check(const sp_py_layout *l)
 	         !fits(l->frame_instr, l->instr_is_lasti ? 4 : 8, l->frame_read) ||
 	         (l->frame_owner != SP_PY_NONE && !fits(l->frame_owner, 1, l->frame_read)) ||
 	         (l->frame_is_entry != SP_PY_NONE && !fits(l->frame_is_entry, 1, l->frame_read)) ||
+	         (l->frame_gen != SP_PY_NONE && !fits(l->frame_gen, 8, l->frame_read)) ||
 	         (l->frame_type != SP_PY_NONE && !fits(l->frame_type, 8, l->frame_read)))
 		bad = "frame";
 	else if (!fits(l->code_filename, 8, l->code_read) || !fits(l->code_name, 8, l->code_read) ||

@@ -46,6 +46,8 @@ typedef struct sp_py_layout {
 	uint32_t frame_instr;    /* f_lasti (int, code units) or an instruction pointer. */
 	uint32_t frame_owner;    /* char owner; SP_PY_NONE on 3.10. */
 	uint32_t frame_is_entry; /* 3.11 is_entry; else SP_PY_NONE. */
+	uint32_t frame_gen;      /* 3.10 f_gen (its generator, or NULL); else
+	                          * SP_PY_NONE. */
 	uint8_t instr_is_lasti;  /* 1: frame_instr is 3.10's int f_lasti. */
 	uint8_t instr_is_prev;   /* 1: 3.11/3.12 prev_instr (may sit one unit before code). */
 	uint8_t code_tagged;     /* 1: f_executable is a tagged _PyStackRef (3.14+). */

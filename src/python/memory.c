@@ -226,10 +226,10 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 				out->tid = v;
 		}
 	}
-	w->outer_top = 0;
+	w->n_outer = 0;
 	if (l->cframe_current_frame != SP_PY_NONE && out->frame) {
 		uint8_t f[8];
-		out->frame = sp_py_sample_cframe(w, out->frame, &w->outer_top);
+		out->frame = sp_py_sample_cframe(w, out->frame, w->outer_tops, &w->n_outer);
 		if (!sp_py_plausible(out->frame, 8) ||
 		    sp_py_mem_read1(&w->mem, out->frame + l->cframe_current_frame, f, 8) != 0)
 			out->frame = 0;
@@ -403,6 +403,7 @@ typedef struct pending {
 	uint64_t code;
 	uint64_t instr;
 	int entry;
+	int gap;        /* frames of its activation may be missing rootward of it */
 	uint64_t addr;  /* the frame's own address */
 	uint64_t child; /* its callee's frame, when both sit in the data stack */
 } pending;
@@ -448,7 +449,7 @@ static int resolve(sp_py_walker *w, const pending *p, const uint8_t *hdr, sp_py_
 		}
 	}
 	out->code = id;
-	out->flags = p->entry ? SP_PY_FRAME_ENTRY : 0;
+	out->flags = (p->entry ? SP_PY_FRAME_ENTRY : 0) | (p->gap ? SP_PY_FRAME_GAP : 0);
 	out->offset = off < 0 ? 0 : (uint32_t)off;
 	out->line = sp_py_line(l->linetable, c->linetable, c->linetable_len, c->first_line, off);
 	return 1;
@@ -515,16 +516,18 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 	const sp_py_layout *l = w->layout;
 	uint8_t fb[SP_PY_MAX_BLOCK] = { 0 }, cb[SP_PY_MAX_BLOCK] = { 0 };
 	uint64_t addr = top;
-	pending p = { 0, 0, 0, 0, 0 };
+	pending p = { 0, 0, 0, 0, 0, 0 };
 	uint64_t child = 0; /* the last frame read, when it is in the data stack */
 	int have = 0;
 	uint32_t count = 0, steps = 0, group_start = 0, gaps = 0;
 	uint64_t last_frame = 0; /* the last frame that passed */
 	uint64_t apos = w->anchor_pos ? w->anchor_pos - 1 : 0;
 	int anchored = w->anchor_pos && w->mem.stack && apos < w->mem.stack_len;
-	w->anchor_pos = 0;             /* one walk only */
-	uint64_t outer = w->outer_top; /* for the top frame's activation only */
-	w->outer_top = 0;
+	w->anchor_pos = 0; /* one walk only */
+	/* Eval activations left so far; the next one's top is outer_tops[act]. */
+	uint32_t act = 0, n_outer = w->n_outer;
+	w->n_outer = 0; /* one walk only */
+	w->lost_caller = 0;
 	*misplaced_from = UINT32_MAX;
 	*n = 0;
 	*nrecs = 0;
@@ -656,7 +659,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 					out[count - 1].flags |= SP_PY_FRAME_ENTRY;
 				group_start = count;
 				child = 0;
-				outer = 0;
+				act++;
 				addr = prev;
 				continue;
 			}
@@ -678,13 +681,44 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		p.entry = l->instr_is_lasti ||
 		          (l->frame_is_entry != SP_PY_NONE && fb[l->frame_is_entry] != 0);
 		/* A generator frame of the sample that lost its caller since:
-		 * it ran in its own activation, whose caller's frame is known. */
-		if (prev == 0 && outer && l->frame_owner != SP_PY_NONE && fb[l->frame_owner] == 1) {
-			prev = outer;
-			p.entry = 1;
+		 * it ran in its own activation, whose caller's frame the copy
+		 * holds. */
+		/* 3.11 resumes a generator from C only, in an activation of
+		 * its own: nothing is skipped. 3.12+ also resume generators
+		 * inline (FOR_ITER_GEN, SEND_GEN), so frames of the activation
+		 * may lie between: say so. Without a known outer activation the
+		 * chain is cut: a generator frame is never a thread's root. */
+		p.gap = 0;
+		/* 3.10: a generator's frame object that lost its f_back. Each
+		 * frame had its own activation, so its caller's frame sits
+		 * further up the copy: resume at the next live one there (as
+		 * for a freed frame, flagged: the scan may have passed one). */
+		if (prev == 0 && l->frame_gen != SP_PY_NONE && sp_le64(fb + l->frame_gen) != 0) {
+			uint64_t next, npos;
+			if (anchored && gaps < SP_PY_ANCHOR_GAPS &&
+			    anchor_scan(w, apos + 8, addr, &next, &npos) == 0) {
+				gaps++;
+				prev = next;
+				apos = npos;
+				top = next; /* found in the copy: checked */
+				p.gap = 1;
+			} else {
+				w->lost_caller = 1;
+				*truncated = 1;
+			}
+		}
+		if (prev == 0 && l->frame_owner != SP_PY_NONE && fb[l->frame_owner] == 1) {
+			if (act < n_outer) {
+				prev = w->outer_tops[act];
+				p.gap = l->frame_is_entry == SP_PY_NONE;
+				p.entry = 1;
+			} else {
+				w->lost_caller = 1;
+				*truncated = 1;
+			}
 		}
 		if (p.entry)
-			outer = 0; /* the innermost activation ends here */
+			act++; /* this activation ends here */
 		p.addr = addr;
 		p.child = in_data_stack ? child : 0;
 		child = in_data_stack ? addr : 0;

@@ -13,6 +13,7 @@
 #include "python/layout.h"
 
 #define SP_PY_MAX_DEPTH     256u       /* Python frames per stack. */
+#define SP_PY_OUTER_MAX     64u        /* Outer activations a walk can resume at. */
 #define SP_PY_MAX_STR       1024u      /* Characters kept of a name or file. */
 #define SP_PY_MAX_LINETABLE 65536u     /* Larger line tables are not kept. */
 #define SP_PY_MAX_CODES     (1u << 20) /* Code objects interned per process. */
@@ -213,10 +214,16 @@ typedef struct sp_py_walker {
 	uint32_t pthread_tid;   /* 3.10: offset of the tid in glibc's struct
 	                       * pthread (thread_id points at it); 0: unknown. */
 	/* Set by sp_py_read_tstate for the next walk (3.11/3.12 with a stack
-	 * copy): the current frame of the activation that called the sample's
-	 * innermost one. A walk resumes there from a generator frame that no
-	 * longer has a caller (it yielded, or its object was reused). */
-	uint64_t outer_top;
+	 * copy): the current frame, at sample time, of each activation outer
+	 * to the sample's innermost one (outer_tops[0] called it, [1] called
+	 * that one, ...). A walk resumes there from a generator frame that no
+	 * longer has a caller (it yielded since, and its link was cleared). */
+	uint64_t outer_tops[SP_PY_OUTER_MAX];
+	uint32_t n_outer;
+	/* Set by a walk that met a generator frame whose caller link was
+	 * cleared (it yielded while read) and could not resume: the walk
+	 * was cut there (truncated), and a fresh read may do better. */
+	uint8_t lost_caller;
 } sp_py_walker;
 
 /* A thread state as read. */
@@ -232,9 +239,10 @@ typedef struct sp_py_tstate {
  * tstate->cframe @p live: the deepest cframe in the stack copy whose
  * previous chain reaches @p live, or the first one in the copy on the chain
  * from a deeper @p live. Returns @p live when there is no copy or nothing
- * better; sets *outer_top (0: unknown) to the current frame of the cframe
- * the returned one replaced. */
-uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *outer_top);
+ * better; fills @p tops (at most SP_PY_OUTER_MAX, *ntops of them) with the
+ * current frames of the cframes outer to the returned one, innermost
+ * first, up to the first without a frame (the thread's root cframe). */
+uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *tops, uint32_t *ntops);
 
 /* Reads the thread state at @p addr. With a stack copy, 3.11/3.12 start
  * from the sample's innermost activation (sp_py_sample_cframe). Returns 0

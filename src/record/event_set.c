@@ -223,7 +223,7 @@ int sp_recorder_thread_lost(stackpulse_recorder *rec, pid_t tid, uint32_t thread
 			rec->captloss = nc;
 		}
 		e = &rec->tloss[rec->ntloss++];
-		*e = (sp_thread_loss){ tid, SP_NONE, 0 };
+		*e = (sp_thread_loss){ tid, SP_NONE, 0, 0, 0 };
 	}
 	if (thread != SP_NONE)
 		e->thread = thread;
@@ -245,6 +245,27 @@ int sp_recorder_read_loss(stackpulse_recorder *rec, size_t from, size_t to)
 		                                 pc.lost);
 		if (rc)
 			return rc;
+	}
+	return 0;
+}
+
+int sp_recorder_read_live_loss(stackpulse_recorder *rec)
+{
+	if (!rec->setup.lost_format)
+		return 0;
+	for (size_t i = 0; i < rec->ntloss; i++)
+		rec->tloss[i].live = 0;
+	for (size_t i = 0; i < rec->nfds; i++) {
+		sp_perf_counts pc;
+		if (sp_perf_read(rec->fds[i], 1, &pc) != 0 || pc.lost == 0)
+			continue;
+		sp_thread *th = sp_ptable_find_thread(&rec->pt, rec->fdtids[i]);
+		int rc = sp_recorder_thread_lost(rec, rec->fdtids[i], th ? th->index : SP_NONE, 0);
+		if (rc)
+			return rc;
+		for (size_t j = 0; j < rec->ntloss; j++)
+			if (rec->tloss[j].tid == rec->fdtids[i])
+				rec->tloss[j].live += pc.lost;
 	}
 	return 0;
 }

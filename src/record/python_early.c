@@ -36,12 +36,13 @@ static int early_alloc(stackpulse_recorder *rec)
 	return 0;
 }
 
-void sp_recorder_python_early(stackpulse_recorder *rec)
+uint32_t sp_recorder_python_early(stackpulse_recorder *rec)
 {
+	uint32_t reads = 0;
 	if (!rec->python_found || rec->opts.python == STACKPULSE_FEATURE_OFF)
-		return;
+		return 0;
 	if (!rec->early && early_alloc(rec) != 0)
-		return; /* the drain reads them, later */
+		return 0; /* the drain reads them, later */
 	for (int c = 0; c < rec->ncpu; c++) {
 		sp_ring *r = &rec->rings[c];
 		struct perf_event_header h;
@@ -67,8 +68,10 @@ void sp_recorder_python_early(stackpulse_recorder *rec)
 			e->tid = s.tid;
 			e->time = s.time;
 			e->py_serial = proc->py_serial;
+			reads++;
 		}
 	}
+	return reads;
 }
 
 int sp_recorder_python_take(stackpulse_recorder *rec, const sp_process *proc, pid_t tid,

@@ -637,10 +637,11 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	if (rc)
 		goto done;
 	rc = walk(py, ts.frame, out, max, n, truncated);
-	if (rc == STACKPULSE_ESTATE) {
-		/* The stack changed while it was read: once more, anchored
-		 * again when the copy allows (3.10), else from the thread's
-		 * current top frame; then give up cleanly. */
+	if (rc == STACKPULSE_ESTATE || (rc == 0 && py->w.lost_caller)) {
+		/* The stack changed while it was read (or a generator yielded
+		 * and dropped its caller): once more, anchored again when the
+		 * copy allows (3.10), else from the thread's current top frame;
+		 * then give up cleanly (a cut chain stays marked cut). */
 		int anchored = py->stats.anchored != before.anchored;
 		mem_begin(py, anchored ? stack : NULL, stack_len, stack_start);
 		/* Second try: a caller that moves on while it is read (fast

@@ -46,11 +46,16 @@
 #include "record/recorder.h"
 
 #define MAX_STACK_SIZE 65528u /* perf's limit: u16 record size minus headers. */
-#define WAIT_SLICE_MS  100    /* Liveness re-check period inside wait(). */
-/* Polling period once a CPython target is found: its stacks are read when
- * the ring is drained, not at sample time, so drain soon after samples
- * arrive instead of at the wakeup watermark (ring/4). */
+/* Shortest rotation window: each window embeds its symbol tables again. */
+#define SP_ROTATE_MIN_NS 100000000ull
+#define WAIT_SLICE_MS    100 /* Liveness re-check period inside wait(). */
+/* Polling period once a CPython target is found: its stacks are read after
+ * the sample, when the recorder sees it, so look soon after samples arrive
+ * instead of at the wakeup watermark (ring/4): every 200 us while samples
+ * keep coming, else every millisecond. */
 #define PY_WAIT_SLICE_MS 1
+#define PY_WAIT_SLICE_US 200
+#define PY_BUSY_NS       20000000ull /* "while samples keep coming" */
 
 static uint64_t clock_ns(clockid_t c)
 {
@@ -108,6 +113,9 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 		                (int)o->realtime);
 	if (o->ring_kb > (1u << 20))
 		return sp_error(-EINVAL, "ring_kb %u is above 1 GiB", o->ring_kb);
+	if (o->rotate_ns && o->rotate_ns < SP_ROTATE_MIN_NS)
+		return sp_error(-EINVAL, "rotate_ns %llu is below 100 ms",
+		                (unsigned long long)o->rotate_ns);
 	return 0;
 }
 
@@ -145,6 +153,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->native);
 	sp_recorder_embed_release(rec);
 	sp_free(rec->cache_dir);
+	sp_free(rec->base_path);
 	sp_free(rec);
 }
 
@@ -172,8 +181,15 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 		}
 	}
 	rec->last_flush_ns = clock_ns(CLOCK_MONOTONIC);
-	/* Under a temporary name until recording has started (start_output). */
-	rc = sp_file_sink_open(&rec->sink, path, SP_FILE_MODE_PRIVATE);
+	/* Under a temporary name until recording has started (start_output),
+	 * or with rotation until its window is complete. */
+	char *first = NULL;
+	if (o.rotate_ns && (rc = sp_recorder_rotate_init(rec, path, &first)) != 0) {
+		rec->sink.fd = -1;
+		goto fail;
+	}
+	rc = sp_file_sink_open(&rec->sink, first ? first : path, SP_FILE_MODE_PRIVATE);
+	sp_free(first);
 	if (rc) {
 		rc = sp_error_context(rc, "cannot create the spool file");
 		rec->sink.fd = -1;
@@ -189,6 +205,8 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 	}
 	sp_writer_opts wo = { o.zstd_level, o.chunk_bytes };
 	if ((rc = sp_writer_new(&wo, sp_file_sink_write, &rec->sink, &rec->w)) != 0)
+		goto fail;
+	if (o.rotate_ns && (rc = sp_writer_keep_defs(rec->w)) != 0)
 		goto fail;
 	if ((rc = sp_unwinder_new(&rec->u)) != 0)
 		goto fail;
@@ -219,6 +237,8 @@ fail:
  * failure before this leaves that untouched and no file behind. */
 static int start_output(stackpulse_recorder *rec)
 {
+	if (rec->opts.rotate_ns)
+		return 0; /* Each window is renamed onto its name once complete. */
 	int rc = sp_file_sink_commit(&rec->sink);
 	return rc ? sp_error_context(rc, "cannot create the spool file") : 0;
 }
@@ -233,7 +253,8 @@ static void kptr_check(stackpulse_recorder *rec)
 		rec->kptr_zeroed = 1;
 }
 
-static int write_meta(stackpulse_recorder *rec)
+int sp_recorder_write_meta(stackpulse_recorder *rec, uint64_t wall_ns, uint64_t mono_ns,
+                           int next_file)
 {
 	struct utsname u;
 	if (uname(&u) != 0)
@@ -246,8 +267,8 @@ static int write_meta(stackpulse_recorder *rec)
 		note = "/proc/kallsyms is unreadable or empty; kernel frames stay unnamed";
 	snprintf(rec->kernel_note, sizeof(rec->kernel_note), "%s", note);
 	sp_meta m = {
-		.start_time_ns = clock_ns(CLOCK_REALTIME),
-		.start_mono_ns = clock_ns(CLOCK_MONOTONIC),
+		.start_time_ns = wall_ns,
+		.start_mono_ns = mono_ns,
 		.frequency = rec->opts.frequency,
 		.stack_size = rec->opts.stack_size,
 		.event = rec->setup.event == STACKPULSE_PERF_EVENT_CYCLES ? "cycles" : "cpu-clock",
@@ -257,7 +278,18 @@ static int write_meta(stackpulse_recorder *rec)
 		.kernel_frames = rec->setup.kernel_frames,
 		.kernel_note = rec->kernel_note,
 	};
+	if (next_file)
+		return sp_writer_next_file(rec->w, &m);
+	/* Written before any event is enabled: every sample is later, so the
+	 * first window starts here. */
+	if (rec->opts.rotate_ns)
+		sp_recorder_rotate_start(rec, mono_ns);
 	return sp_writer_meta(rec->w, &m);
+}
+
+static int write_meta(stackpulse_recorder *rec)
+{
+	return sp_recorder_write_meta(rec, clock_ns(CLOCK_REALTIME), clock_ns(CLOCK_MONOTONIC), 0);
 }
 
 static int open_pidfd(pid_t pid)
@@ -595,9 +627,13 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 {
 	uint64_t start = clock_ns(CLOCK_MONOTONIC);
 	for (;;) {
-		sp_recorder_python_early(rec);
+		if (sp_recorder_python_early(rec) > 0)
+			rec->py_busy_until_ns = clock_ns(CLOCK_MONOTONIC) + PY_BUSY_NS;
 		int st = rings_state(rec);
 		if (st == 2)
+			return STACKPULSE_WAIT_READY;
+		/* A window to close, even with nothing sampled. */
+		if (sp_recorder_rotate_due(rec, clock_ns(CLOCK_MONOTONIC) - order_slack(rec)))
 			return STACKPULSE_WAIT_READY;
 		if (st == 0 && !sp_recorder_any_alive(rec))
 			return STACKPULSE_WAIT_EXITED;
@@ -611,7 +647,19 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 				slice = (int)((uint64_t)timeout_ms - spent);
 		}
 		struct epoll_event ev[8];
-		int n = epoll_wait(rec->epfd, ev, 8, slice);
+		int n;
+		if (rec->python_found && slice > 0 &&
+		    clock_ns(CLOCK_MONOTONIC) < rec->py_busy_until_ns) {
+			/* A busy CPython target: its next sample is due soon, and
+			 * every 100 us of delay costs whole chains (its frames
+			 * move on under a late read). */
+			struct timespec ts = { 0, PY_WAIT_SLICE_US * 1000 };
+			n = epoll_pwait2(rec->epfd, ev, 8, &ts, NULL);
+			if (n < 0 && errno == ENOSYS) /* Linux < 5.11 */
+				n = epoll_wait(rec->epfd, ev, 8, slice);
+		} else {
+			n = epoll_wait(rec->epfd, ev, 8, slice);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				return -EINTR;
@@ -706,7 +754,12 @@ static int drain_merged(stackpulse_recorder *rec, uint64_t cut)
 		 * buffer is per ring so the pointers stay valid. */
 		if (sp_ring_peek(&rec->rings[best], &bh, &bp, &bl) != 1)
 			continue;
-		int rc = sp_recorder_record(rec, &bh, bp, bl);
+		/* Every record goes to the window its time falls in. */
+		int rc = sp_recorder_rotate_due(rec, best_t) ? sp_recorder_rotate_to(rec, best_t)
+		                                             : 0;
+		if (rc)
+			return rc;
+		rc = sp_recorder_record(rec, &bh, bp, bl);
 		sp_ring_release(&rec->rings[best]);
 		if (rc)
 			return rc;
@@ -721,6 +774,9 @@ static int consume(stackpulse_recorder *rec, int all)
 	uint64_t cut = all ? UINT64_MAX : now - order_slack(rec);
 	sp_recorder_python_early(rec);
 	int rc = drain_merged(rec, cut);
+	/* Everything up to cut is in: a window that ended by then is complete. */
+	if (rc == 0 && !all && sp_recorder_rotate_due(rec, cut))
+		rc = sp_recorder_rotate_to(rec, cut);
 	if (rc == 0 && !all && sp_recorder_reopen_step(rec) == -ENOMEM)
 		rc = -ENOMEM; /* Other refusals only stop the sizing. */
 	/* Bound what a crash can lose on a quiet target: close the chunk
@@ -853,18 +909,18 @@ const char *stackpulse_recorder_python_note(const stackpulse_recorder *rec)
 }
 
 /* The STATS records (docs/spool-format.md): recording counters, and the
- * samples lost per thread. */
+ * samples lost per thread; with rotation, the counts of the window. */
 static int write_stats(stackpulse_recorder *rec)
 {
 	const struct {
 		uint32_t key;
 		uint64_t value;
 	} kv[] = {
-		{ SP_STAT_TRUNCATED_STACKS, rec->truncated },
-		{ SP_STAT_PYTHON_SAMPLES, rec->python_samples },
+		{ SP_STAT_TRUNCATED_STACKS, rec->truncated - rec->win_truncated0 },
+		{ SP_STAT_PYTHON_SAMPLES, rec->python_samples - rec->win_python0 },
 		{ SP_STAT_EVENT, (uint64_t)rec->setup.event },
 		{ SP_STAT_PYTHON_FRAMES, (uint64_t)rec->python_found },
-		{ SP_STAT_LOST, rec->lost },
+		{ SP_STAT_LOST, rec->lost - rec->win_lost0 },
 		{ SP_STAT_RING_BYTES, rec->ring_bytes },
 		{ SP_STAT_STACK_COPY, rec->copy_size },
 		{ SP_STAT_COPY_RESIZES, rec->copy_resizes },
@@ -877,14 +933,32 @@ static int write_stats(stackpulse_recorder *rec)
 	if (!rec->setup.lost_format)
 		return 0;
 	for (size_t i = 0; i < rec->ntloss; i++) {
-		const sp_thread_loss *e = &rec->tloss[i];
-		if (!e->lost || e->thread == SP_NONE)
+		sp_thread_loss *e = &rec->tloss[i];
+		uint64_t now = e->lost + e->live;
+		if (now == e->written || e->thread == SP_NONE)
 			continue;
-		int rc = sp_writer_thread_stat(rec->w, SP_STAT_LOST, e->lost, e->thread);
+		int rc = sp_writer_thread_stat(rec->w, SP_STAT_LOST, now - e->written, e->thread);
 		if (rc)
 			return rc;
+		e->written = now;
 	}
 	return 0;
+}
+
+int sp_recorder_seal(stackpulse_recorder *rec)
+{
+	int rc = write_stats(rec);
+	if (rc == 0)
+		rc = sp_recorder_write_ksyms(rec);
+	if (rc == 0)
+		rc = sp_recorder_embed_symbols(rec);
+	if (rc == 0)
+		rc = sp_recorder_write_perfmaps(rec);
+	if (rc == 0)
+		rc = sp_writer_finish(rec->w);
+	if (rc == 0)
+		rc = sp_file_sink_sync(&rec->sink);
+	return rc;
 }
 
 int stackpulse_recorder_finish(stackpulse_recorder *rec)
@@ -900,20 +974,16 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 	int rc2 = consume(rec, 1);
 	if (rc == 0)
 		rc = rc2;
-	if (rc == 0)
+	if (rc == 0) {
+		/* The events' counters are final now: all of it is in lost. */
+		for (size_t i = 0; i < rec->ntloss; i++)
+			rec->tloss[i].live = 0;
 		rc = sp_recorder_read_loss(rec, 0, rec->nfds);
+	}
 	if (rc == 0)
-		rc = write_stats(rec);
-	if (rc == 0)
-		rc = sp_recorder_write_ksyms(rec);
-	if (rc == 0)
-		rc = sp_recorder_embed_symbols(rec);
-	if (rc == 0)
-		rc = sp_recorder_write_perfmaps(rec);
-	if (rc == 0)
-		rc = sp_writer_finish(rec->w);
-	if (rc == 0)
-		rc = sp_file_sink_sync(&rec->sink);
+		rc = rec->opts.rotate_ns
+		             ? sp_recorder_window_close(rec, clock_ns(CLOCK_MONOTONIC), 1)
+		             : sp_recorder_seal(rec);
 	rc2 = sp_file_sink_close(&rec->sink);
 	if (rc == 0)
 		rc = rc2;

@@ -53,6 +53,9 @@ typedef struct sp_thread_loss {
 	pid_t tid;
 	uint32_t thread; /* Spool thread index; SP_NONE until known. */
 	uint64_t lost;
+	uint64_t live;    /* Counted by its current events, not yet in lost
+	                   * (sp_recorder_read_live_loss; rotation only). */
+	uint64_t written; /* Of lost + live: in the STATS of earlier windows. */
 } sp_thread_loss;
 
 /* Stack copies sized to need (sample.c learns, event_set.c re-opens). */
@@ -126,6 +129,7 @@ struct stackpulse_recorder {
 	sp_early_py *early;               /* SP_EARLY_PY slots once Python is found. */
 	uint64_t py_serials;              /* Last sp_process.py_serial handed out. */
 	uint64_t python_early;            /* Python reads taken from early slots. */
+	uint64_t py_busy_until_ns;        /* Poll fast until then (CLOCK_MONOTONIC). */
 	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
 	uint64_t *pcs;                    /* Scratch: unwound pcs. */
 	uint32_t *frames;                 /* Scratch: frame ids of one stack. */
@@ -141,6 +145,13 @@ struct stackpulse_recorder {
 	 * (embed_symbols.c). */
 	struct sp_embed_file *embed_files;
 	size_t nembed_files;
+
+	/* Rotation (opts.rotate_ns, rotate.c): the current window and the
+	 * counters when it began (its STATS are the differences). */
+	char *base_path;             /* PATH of the PATH.NNNN windows. */
+	uint32_t win_index;          /* From 1. */
+	uint64_t win_start, win_end; /* Perf clock; win_end exclusive. */
+	uint64_t win_samples0, win_lost0, win_truncated0, win_python0;
 };
 
 /* The rings and perf events of a recording (event_set.c). */
@@ -152,6 +163,9 @@ int sp_recorder_open_all_threads(stackpulse_recorder *rec, int rescan);
 int sp_recorder_enable_all(stackpulse_recorder *rec);
 /* Adds the lost-sample counters of fds[from..to) to their threads. */
 int sp_recorder_read_loss(stackpulse_recorder *rec, size_t from, size_t to);
+/* Sets each thread's live count from the counters of its current events
+ * (read, not added: they keep counting). */
+int sp_recorder_read_live_loss(stackpulse_recorder *rec);
 /* One step of re-opening every event with the stack copy size sampling
  * asked for (rec->copy_want); called from the drain. */
 int sp_recorder_reopen_step(stackpulse_recorder *rec);
@@ -171,7 +185,7 @@ int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, s
 /* Reads the Python stacks of the samples that arrived in the rings since
  * the last call, before the time-ordered drain reaches them: the target
  * moves on while they wait (python_early.c). */
-void sp_recorder_python_early(stackpulse_recorder *rec);
+uint32_t sp_recorder_python_early(stackpulse_recorder *rec); /* stacks read */
 /* The early read of the sample (@p tid, @p time) of @p proc into
  * rec->pyframes: 1 with *n, *truncated and *rc set, 0 when there is none.
  * Drops reads of samples older than @p time (never to be asked for). */
@@ -207,6 +221,27 @@ void sp_recorder_embed_release(stackpulse_recorder *rec);
 
 /* Copies the perf maps of every process seen into the spool (JIT names). */
 int sp_recorder_write_perfmaps(stackpulse_recorder *rec);
+
+/* Writes the recording metadata: a spool's first record, or with
+ * @p next_file the start of the next window file (sp_writer_next_file).
+ * @p wall_ns and @p mono_ns are the start on both clocks. */
+int sp_recorder_write_meta(stackpulse_recorder *rec, uint64_t wall_ns, uint64_t mono_ns,
+                           int next_file);
+/* Ends the spool file: counters, kernel symbols, embedded symbol tables,
+ * JIT names, footer, fsync. */
+int sp_recorder_seal(stackpulse_recorder *rec);
+
+/* Rotation (rotate.c). The window file for the first window, in
+ * rec->base_path and the path to create (sp_free it). */
+int sp_recorder_rotate_init(stackpulse_recorder *rec, const char *path, char **first);
+/* The first window begins at @p mono_ns (the META's start). */
+void sp_recorder_rotate_start(stackpulse_recorder *rec, uint64_t mono_ns);
+/* 1 when a record of time @p t belongs to a later window. */
+int sp_recorder_rotate_due(const stackpulse_recorder *rec, uint64_t t);
+/* Closes the current window and starts the one holding time @p t. */
+int sp_recorder_rotate_to(stackpulse_recorder *rec, uint64_t t);
+/* Seals, renames and reports the current window (finish: @p last). */
+int sp_recorder_window_close(stackpulse_recorder *rec, uint64_t end_ns, int last);
 
 /* Remembers kernel pc @p a for the symbols written at finish
  * (kernel_symbols.c); past SP_MAX_KADDRS new pcs are not remembered. */

@@ -163,15 +163,6 @@ int sp_cacheio_dir_open(const char *dir, int create)
 	return fd;
 }
 
-int sp_cacheio_dir_check(const char *dir, int create)
-{
-	int fd = sp_cacheio_dir_open(dir, create);
-	if (fd < 0)
-		return fd;
-	close(fd);
-	return 0;
-}
-
 int sp_cacheio_write(const char *dir, const uint8_t *bid, uint32_t bid_len, const uint8_t *data,
                      size_t len)
 {

@@ -26,8 +26,6 @@ char *sp_cacheio_dir(const char *opt);
  * this descriptor. Returns the descriptor, STACKPULSE_ENOTFOUND (missing),
  * or -EPERM / -ENOTDIR / -errno with a message. */
 int sp_cacheio_dir_open(const char *dir, int create);
-/* The same check, closing the descriptor: 0 or the error. */
-int sp_cacheio_dir_check(const char *dir, int create);
 
 /* Loads and validates the table of @p bid. Returns 0 with *data (sp_free
  * it) and *table, STACKPULSE_ENOTFOUND when absent, or another code for an

@@ -64,21 +64,6 @@ static int by_use(const void *a, const void *b)
 	return x->used < y->used ? -1 : x->used > y->used;
 }
 
-int sp_cache_trim(const char *dir, const char *fresh, const char *stale_prefix, uint64_t max)
-{
-	/* Never through a symlink, and only a directory nobody else can write
-	 * to: trimming unlinks by name. */
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat dst;
-	if (fd < 0)
-		return 0;
-	int removed = 0;
-	if (fstat(fd, &dst) == 0 && dst.st_uid == geteuid() && !(dst.st_mode & (S_IWGRP | S_IWOTH)))
-		removed = sp_cache_trim_at(fd, fresh, stale_prefix, max);
-	close(fd);
-	return removed;
-}
-
 int sp_cache_trim_at(int dir_fd, const char *fresh, const char *stale_prefix, uint64_t max)
 {
 	int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);

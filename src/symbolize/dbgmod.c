@@ -5,6 +5,7 @@
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <gelf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -200,6 +201,7 @@ void sp_dbgmod_free(sp_dbgmod *m)
 	if (m->fd >= 0)
 		close(m->fd);
 	sp_free(m->syms);
+	sp_free(m->plt_names);
 	sp_free(m->cus);
 	sp_free(m->tops);
 	sp_free(m->topcus);
@@ -217,6 +219,118 @@ static int sym_cmp(const void *pa, const void *pb)
 	if (a->addr != b->addr)
 		return a->addr < b->addr ? -1 : 1;
 	return b->rank - a->rank; /* Best first. */
+}
+
+/* PLT stubs have no symbols: samples in them took the name of whatever
+ * came before (often _init). Name each stub "callee@plt" like perf does,
+ * from the .rela.plt entry whose GOT slot its jump reads (x86_64: the
+ * rip-relative jmp in the stub; aarch64: entries in relocation order after
+ * the 32-byte header). */
+#define PLT_MAX_STUBS 65536u
+
+static Elf_Scn *section_named(Elf *elf, size_t shstrndx, const char *want, GElf_Shdr *sh)
+{
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		const char *name;
+		if (gelf_getshdr(scn, sh) && (name = elf_strptr(elf, shstrndx, sh->sh_name)) &&
+		    strcmp(name, want) == 0)
+			return scn;
+	}
+	return NULL;
+}
+
+typedef struct plt_rel {
+	uint64_t got;
+	const char *name;
+} plt_rel;
+
+/* The callee named by the stub at @p at (@p len bytes of @p code). */
+static const char *stub_callee(const uint8_t *code, size_t len, uint64_t at, const plt_rel *rels,
+                               size_t nrels, size_t index, uint16_t machine)
+{
+	if (machine == EM_AARCH64)
+		return index < nrels ? rels[index].name : NULL;
+	for (size_t i = 0; i + 6 <= len; i++) {
+		if (code[i] != 0xff || code[i + 1] != 0x25)
+			continue;
+		int32_t disp = (int32_t)((uint32_t)code[i + 2] | (uint32_t)code[i + 3] << 8 |
+		                         (uint32_t)code[i + 4] << 16 | (uint32_t)code[i + 5] << 24);
+		uint64_t got = at + i + 6 + (uint64_t)(int64_t)disp;
+		for (size_t r = 0; r < nrels; r++)
+			if (rels[r].got == got)
+				return rels[r].name;
+		return NULL;
+	}
+	return NULL;
+}
+
+/* Appends the PLT stubs of @p m's ELF to m->syms (@p k used so far).
+ * Returns the new count; a binary without them, with a layout not
+ * understood, or no memory for them adds nothing. */
+static size_t plt_syms(sp_dbgmod *m, size_t k)
+{
+	Dwarf_Addr bias;
+	Elf *elf = dwfl_module_getelf(m->mod, &bias);
+	GElf_Ehdr eh;
+	size_t shstrndx;
+	GElf_Shdr rsh, ssh, psh;
+	Elf_Scn *rscn, *pscn;
+	if (!elf || !gelf_getehdr(elf, &eh) || elf_getshdrstrndx(elf, &shstrndx) != 0 ||
+	    (eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64) ||
+	    !(rscn = section_named(elf, shstrndx, ".rela.plt", &rsh)) || rsh.sh_type != SHT_RELA ||
+	    !rsh.sh_entsize)
+		return k;
+	Elf_Scn *sscn = elf_getscn(elf, rsh.sh_link);
+	Elf_Data *rd = elf_getdata(rscn, NULL), *sd = sscn ? elf_getdata(sscn, NULL) : NULL;
+	if (!rd || !sd || !gelf_getshdr(sscn, &ssh))
+		return k;
+	size_t nrels = rsh.sh_size / rsh.sh_entsize;
+	if (nrels > PLT_MAX_STUBS)
+		nrels = PLT_MAX_STUBS;
+	plt_rel *rels = sp_calloc(nrels ? nrels : 1, sizeof(*rels));
+	if (!rels)
+		return k;
+	size_t names_len = 0, got_rels = 0;
+	for (size_t i = 0; i < nrels; i++) {
+		GElf_Rela r;
+		GElf_Sym sy;
+		const char *name;
+		if (!gelf_getrela(rd, (int)i, &r) ||
+		    !gelf_getsym(sd, (int)GELF_R_SYM(r.r_info), &sy) ||
+		    !(name = elf_strptr(elf, ssh.sh_link, sy.st_name)) || !*name)
+			name = NULL;
+		rels[got_rels++] = (plt_rel){ r.r_offset, name };
+		names_len += name ? strlen(name) + 5 : 0;
+	}
+	/* IBT binaries jump from .plt.sec; others from .plt after PLT0. */
+	int sec = (pscn = section_named(elf, shstrndx, ".plt.sec", &psh)) != NULL;
+	if (!sec)
+		pscn = section_named(elf, shstrndx, ".plt", &psh);
+	Elf_Data *pd = pscn ? elf_getdata(pscn, NULL) : NULL;
+	uint64_t head = sec ? 0 : eh.e_machine == EM_AARCH64 ? 32 : 16;
+	size_t stubs = pd && pd->d_buf && pd->d_size > head ? (pd->d_size - head) / 16 : 0;
+	if (stubs > PLT_MAX_STUBS)
+		stubs = PLT_MAX_STUBS;
+	sym *grown = stubs && names_len ? sp_realloc_array(m->syms, k + stubs, sizeof(sym)) : NULL;
+	if (grown) {
+		m->syms = grown;
+		m->plt_names = sp_malloc(names_len);
+	}
+	size_t used = 0;
+	for (uint64_t off = head, idx = 0; m->plt_names && idx < stubs; off += 16, idx++) {
+		const char *callee =
+		        stub_callee((const uint8_t *)pd->d_buf + off, 16, psh.sh_addr + off, rels,
+		                    got_rels, idx, eh.e_machine);
+		size_t n = callee ? strlen(callee) : 0;
+		if (!callee || used + n + 5 > names_len)
+			continue;
+		char *out = m->plt_names + used;
+		snprintf(out, names_len - used, "%s@plt", callee);
+		used += n + 5;
+		m->syms[k++] = (sym){ psh.sh_addr + off + bias, 16, out, 8 };
+	}
+	sp_free(rels);
+	return k;
 }
 
 static int build_syms(sp_dbgmod *m)
@@ -253,6 +367,7 @@ static int build_syms(sp_dbgmod *m)
 		                                                            : 0);
 		k++;
 	}
+	k = plt_syms(m, k);
 	qsort(m->syms, k, sizeof(sym), sym_cmp);
 	/* One symbol per address: the best ranked (first after sorting). */
 	size_t w = 0;

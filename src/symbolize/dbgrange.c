@@ -7,18 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/search.h"
+
 /* Module addresses around @p addr that name the same symbol (or none):
  * up to the next symbol, and inside the symbol's size. */
 void sp_sym_range(const sp_dbgmod *m, uint64_t addr, uint64_t *lo, uint64_t *hi)
 {
-	size_t l = 0, h = m->nsyms;
-	while (l < h) {
-		size_t mid = l + (h - l) / 2;
-		if (m->syms[mid].addr <= addr)
-			l = mid + 1;
-		else
-			h = mid;
-	}
+	size_t l;
+	SP_PARTITION_POINT(l, m->nsyms, mid, m->syms[mid].addr <= addr);
 	*lo = addr;
 	*hi = l < m->nsyms ? m->syms[l].addr : addr + 1;
 	if (l > 0) {
@@ -28,8 +24,13 @@ void sp_sym_range(const sp_dbgmod *m, uint64_t addr, uint64_t *lo, uint64_t *hi)
 			*lo = s->addr;
 			if (end < *hi)
 				*hi = end;
-		} else {
+		} else if (l < m->nsyms) {
 			*lo = end; /* Past its end: unnamed up to the next symbol. */
+		} else {
+			/* Past the last symbol (a stripped binary's code after its
+			 * PLT): nothing bounds the gap, and a debug file found later
+			 * may name it: answer for this address alone. */
+			*lo = addr;
 		}
 	}
 	if (*hi <= addr)

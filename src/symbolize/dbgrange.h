@@ -14,7 +14,8 @@
 
 typedef struct sym {
 	uint64_t addr, size;
-	const char *name; /* Owned by libdwfl (lives as long as the Dwfl). */
+	const char *name; /* Owned by libdwfl (lives as long as the Dwfl), or
+	                   * by plt_names. */
 	int rank;         /* Preference among symbols at one address. */
 } sym;
 
@@ -51,6 +52,7 @@ struct sp_dbgmod {
 	int syms_built;
 	sym *syms;
 	size_t nsyms;
+	char *plt_names; /* "name@plt" strings of the PLT stubs' symbols. */
 	int dwarf_tried;
 	Dwarf *dw;
 	int cu_index_built;

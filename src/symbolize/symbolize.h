@@ -1,6 +1,6 @@
 /* Internal symbolizer interface for other layers (the recorder embeds
  * symbol tables at finish; the profile layer resolves frames with their
- * stack position; tests read the counters). */
+ * stack position). */
 #ifndef SP_SYMBOLIZE_SYMBOLIZE_H
 #define SP_SYMBOLIZE_SYMBOLIZE_H
 
@@ -12,7 +12,7 @@
 typedef struct sp_writer sp_writer;
 
 /* Work counters of one symbolizer (or of one sp_symbolize_build_symtab_cached
- * call), for tests and benchmarks. */
+ * call); stackpulse_symbolizer_stats copies them out. */
 typedef struct sp_symbolize_counters {
 	uint64_t binaries_opened;    /* Binaries opened, build-id verified, handed to libdw. */
 	uint64_t build_id_mismatch;  /* Binaries rejected for a different build-id. */
@@ -25,8 +25,6 @@ typedef struct sp_symbolize_counters {
 	uint64_t result_hits;        /* Offsets answered by the in-memory result cache. */
 	uint64_t cache_writes;       /* Symbol cache files written. */
 } sp_symbolize_counters;
-
-void sp_symbolizer_get_counters(const stackpulse_symbolizer *sym, sp_symbolize_counters *out);
 
 /* Resolves raw frame @p frame_id as at position @p is_leaf of a stack:
  * leaf NATIVE frames are looked up at their offset, others at offset - 1

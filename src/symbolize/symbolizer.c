@@ -168,9 +168,30 @@ void stackpulse_symbolizer_free(stackpulse_symbolizer *s)
 	sp_free(s);
 }
 
-void sp_symbolizer_get_counters(const stackpulse_symbolizer *sym, sp_symbolize_counters *out)
+int stackpulse_symbolizer_stats(const stackpulse_symbolizer *sym,
+                                struct stackpulse_symbolizer_stats *stats)
 {
-	*out = sym->counters;
+	SP_API_ENTRY();
+	if (!sym || !stats || stats->sz < sizeof(size_t)) {
+		sp_error(-EINVAL, "NULL argument or stats->sz too small");
+		return -EINVAL;
+	}
+	const sp_symbolize_counters *c = &sym->counters;
+	struct stackpulse_symbolizer_stats s = {
+		.binaries_opened = c->binaries_opened,
+		.build_id_mismatch = c->build_id_mismatch,
+		.debug_files = c->debug_files,
+		.debuginfod_queries = c->debuginfod_queries,
+		.dwarf_loads = c->dwarf_loads,
+		.dwarf_lookups = c->dwarf_lookups,
+		.cache_hits = c->cache_hits,
+		.embedded_hits = c->embedded_hits,
+		.result_hits = c->result_hits,
+		.cache_writes = c->cache_writes,
+	};
+	s.sz = stats->sz < sizeof(s) ? stats->sz : sizeof(s);
+	memcpy(stats, &s, s.sz);
+	return 0;
 }
 
 static int same_bid(const sp_symcache *t, const struct stackpulse_module *info)

@@ -406,12 +406,14 @@ int sp_unwind(sp_unwind_space *s, const sp_regs *regs, const uint8_t *stack, siz
 			if (bit >= sizeof(perf_to_dwarf) || perf_to_dwarf[bit] < 0)
 				continue;
 			unsigned d = (unsigned)perf_to_dwarf[bit];
-			if (d == SP_REG_RA) { /* The sampled IP (x86_64) or PC (aarch64). */
+			/* The sampled IP (x86_64) or PC (aarch64) is also a
+			 * register of the leaf frame: CFA expressions read it
+			 * (x86_64 PLT stubs: rsp + 8, or + 16 past the push). */
+			if (d == SP_REG_RA) {
 				pc = v;
 				have_pc = true;
-			} else {
-				set_reg(&cur, d, v);
 			}
+			set_reg(&cur, d, v);
 		}
 	}
 	if (!have_pc || !(cur.valid & (1ULL << SP_REG_SP))) {

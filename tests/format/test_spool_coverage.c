@@ -8,6 +8,7 @@
 #include "spool_copy.h"
 #include "spool_fixture.h"
 #include "format/spool_reader.h"
+#include "spool_peek.h"
 
 /* Opens @p m as a spool or returns NULL. */
 static stackpulse_spool *open_sink(const memsink *m)

@@ -5,6 +5,7 @@
 #include "common/buf.h"
 #include "spool_fixture.h"
 #include "format/spool_reader.h"
+#include "spool_peek.h"
 
 #define FILE_CAP (1u << 20)
 static uint8_t file[FILE_CAP];

@@ -1,8 +1,11 @@
 /* Spool round trips: every record kind written by the encoder reads back
  * through the public API with the same values; re-encoding is canonical. */
+#include <errno.h>
+
 #include "spool_copy.h"
 #include "spool_fixture.h"
 #include "format/spool_reader.h"
+#include "spool_peek.h"
 
 static memsink rich_file(rich_ids *ids, const sp_writer_opts *opts)
 {
@@ -25,7 +28,7 @@ SP_TEST(every_record_kind_round_trips)
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(s);
 	CHECK_EQ(meta->format_version, 1);
 	CHECK_EQ(meta->start_time_ns, 1700000000123456789ull);
-	CHECK_EQ(sp_spool_start_mono_ns(s), 5000);
+	CHECK_EQ(stackpulse_spool_meta(s)->start_clock_ns, 5000);
 	CHECK_EQ(meta->frequency, 99);
 	CHECK_EQ(meta->stack_size, 32768);
 	CHECK_STR(meta->event, "cpu-clock");
@@ -185,9 +188,11 @@ SP_TEST(every_record_kind_round_trips)
 	         STACKPULSE_ENOTFOUND);
 
 	uint64_t v;
-	REQUIRE_OK(sp_spool_stat(s, SP_STAT_TRUNCATED_STACKS, &v));
+	REQUIRE_OK(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS, &v));
 	CHECK_EQ(v, 5);
-	CHECK_EQ(sp_spool_stat(s, SP_STAT_UNWIND_ERRORS, &v), STACKPULSE_ENOTFOUND);
+	CHECK_EQ(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_UNWIND_ERRORS, &v),
+	         STACKPULSE_ENOTFOUND);
+	CHECK_EQ(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_LOST, NULL), -EINVAL);
 	/* Per-thread STATS (third field): the thread's lost samples, not a global
 	 * counter. */
 	CHECK_EQ(stackpulse_spool_thread(s, ids.thr1)->lost, 7);
@@ -573,5 +578,105 @@ SP_TEST(fork_names_the_parent_of_a_child_seen_first)
 	CHECK_EQ(stackpulse_spool_process(s, parent)->parent, UINT32_MAX);
 	CHECK_EQ(stackpulse_spool_event_count(s), 3);
 	stackpulse_spool_close(s);
+	memsink_free(&m);
+}
+
+/* Rotation: after finish, sp_writer_next_file starts a file that stands
+ * alone. It replays every definition with the same ids (exits and renames
+ * included), carries its own META, samples, losses, symbol tables and
+ * footer counts, and later records may refer to what earlier files
+ * defined. */
+SP_TEST(next_file_replays_definitions_and_stands_alone)
+{
+	memsink m = { 0 };
+	sp_writer *w = NULL;
+	sp_writer_opts small = { 1, 64 }; /* Replayed definitions span chunks. */
+	REQUIRE_OK(sp_writer_new(&small, memsink_write, &m, &w));
+	REQUIRE_OK(sp_writer_keep_defs(w));
+	rich_ids ids;
+	REQUIRE_OK(write_rich(w, &ids, 1));
+	CHECK_EQ(sp_writer_keep_defs(w), STACKPULSE_ESTATE); /* Too late. */
+	memsink first = m;
+	memset(&m, 0, sizeof(m));
+
+	sp_meta meta = { 1700000010000000000ull, 10000,  99, 32768, "cpu-clock", "x86_64",
+		         "6.1.0-test",           "host", 1,  "" };
+	REQUIRE_OK(sp_writer_next_file(w, &meta));
+	CHECK_EQ(sp_writer_next_file(w, &meta), STACKPULSE_ESTATE); /* Not finished. */
+	uint32_t thr3, f_new, s_new;
+	REQUIRE_OK(sp_writer_sample(w, 11000, ids.thr2, ids.s_py, 1, 0));
+	REQUIRE_OK(sp_writer_thread(w, ids.proc0, 102, 11500, "late", &thr3));
+	struct stackpulse_raw_frame f = { STACKPULSE_FRAME_NATIVE, ids.mod_libc, 0x77, 0, 0 };
+	REQUIRE_OK(sp_writer_frame(w, &f, &f_new));
+	REQUIRE_OK(sp_writer_stack(w, ids.s_mid, f_new, &s_new));
+	REQUIRE_OK(sp_writer_sample(w, 12000, thr3, s_new, 1, 1));
+	REQUIRE_OK(sp_writer_lost(w, thr3, 4, 12100));
+	/* Symbol tables are per file: the module may get one again. */
+	REQUIRE_OK(sp_writer_symtab(w, ids.mod_exe, rich_symtab, sizeof(rich_symtab)));
+	REQUIRE_OK(sp_writer_finish(w));
+	memsink second = m;
+	memset(&m, 0, sizeof(m));
+	/* And a third, from the second's definitions plus its own. */
+	REQUIRE_OK(sp_writer_next_file(w, &meta));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_counts c;
+	sp_writer_get_counts(w, &c);
+	CHECK_EQ(c.samples, 7); /* The writer counts the whole recording. */
+	sp_writer_free(w);
+
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(sp_spool_open_memory(first.data, first.len, STACKPULSE_SPOOL_STRICT, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->samples, 5);
+	stackpulse_spool_close(s);
+
+	REQUIRE_OK(sp_spool_open_memory(second.data, second.len, STACKPULSE_SPOOL_STRICT, &s));
+	const struct stackpulse_spool_meta *mt = stackpulse_spool_meta(s);
+	CHECK_EQ(mt->start_time_ns, 1700000010000000000ull);
+	CHECK_EQ(stackpulse_spool_meta(s)->start_clock_ns, 10000);
+	CHECK_EQ(mt->samples, 2);
+	CHECK_EQ(mt->lost, 4);
+	CHECK_EQ(mt->truncated, 0);
+	CHECK(mt->chunks > 2);
+	CHECK_EQ(stackpulse_spool_process_count(s), 2);
+	CHECK_STR(stackpulse_spool_process(s, ids.proc1)->name, "python3");
+	CHECK_EQ(stackpulse_spool_process(s, ids.proc1)->end_ns, 3200);
+	CHECK_EQ(stackpulse_spool_thread_count(s), 4);
+	CHECK_STR(stackpulse_spool_thread(s, ids.thr1)->name, "renamed");
+	CHECK_STR(stackpulse_spool_thread(s, thr3)->name, "late");
+	CHECK_EQ(stackpulse_spool_module_count(s), 2);
+	CHECK_EQ(stackpulse_spool_module(s, ids.mod_exe)->has_symbols, 1);
+	CHECK_EQ(stackpulse_spool_module(s, ids.mod_libc)->has_symbols, 0);
+	CHECK_EQ(stackpulse_spool_frame_count(s), 8);
+	CHECK_EQ(stackpulse_spool_frame(s, ids.f_python)->kind, STACKPULSE_FRAME_PYTHON);
+	CHECK_EQ(stackpulse_spool_stack_depth(s, s_new), 3);
+	CHECK_EQ(stackpulse_spool_ksym_count(s), 0); /* Kernel symbols are per file. */
+	stackpulse_sample_iter *it = NULL;
+	REQUIRE_OK(stackpulse_sample_iter_new(s, &it));
+	const struct stackpulse_sample *sm;
+	REQUIRE_EQ(stackpulse_sample_iter_next(it, &sm), 1);
+	CHECK_EQ(sm->time_ns, 11000);
+	CHECK_EQ(sm->thread, ids.thr2);
+	CHECK_EQ(sm->stack, ids.s_py);
+	REQUIRE_EQ(stackpulse_sample_iter_next(it, &sm), 1);
+	CHECK_EQ(sm->time_ns, 12000);
+	CHECK_EQ(sm->stack, s_new);
+	CHECK_EQ(stackpulse_sample_iter_next(it, &sm), 0);
+	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(s);
+
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->samples, 0);
+	CHECK_EQ(stackpulse_spool_thread_count(s), 4);
+	CHECK_EQ(stackpulse_spool_stack_depth(s, s_new), 3);
+	stackpulse_spool_close(s);
+	memsink_free(&first);
+	memsink_free(&second);
+	memsink_free(&m);
+
+	/* A writer that keeps nothing cannot start another file. */
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	REQUIRE_OK(sp_writer_finish(w));
+	CHECK_EQ(sp_writer_next_file(w, &meta), STACKPULSE_ESTATE);
+	sp_writer_free(w);
 	memsink_free(&m);
 }

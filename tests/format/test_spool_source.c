@@ -89,7 +89,7 @@ SP_TEST(read_error_at_every_read_fails_the_open)
 			struct faulty f = { inputs[i], lens[i], 0, n, 0 };
 			sp_source src = { faulty_read, faulty_close, &f, lens[i] };
 			stackpulse_spool *s = NULL;
-			int rc = sp_spool_open_source(&src, &s);
+			int rc = sp_spool_open_source_ex(&src, 0, &s);
 			if (rc) {
 				CHECK_EQ(rc, -EIO);
 				CHECK(strstr(stackpulse_last_error(), "injected read error") !=
@@ -126,7 +126,7 @@ SP_TEST(huge_source_without_close)
 	struct faulty f = { m.data, SP_FILE_HEADER_LEN, 0, -1, 0 };
 	sp_source src = { faulty_read, NULL, &f, UINT64_MAX - 7 };
 	stackpulse_spool *s = NULL;
-	REQUIRE_OK(sp_spool_open_source(&src, &s));
+	REQUIRE_OK(sp_spool_open_source_ex(&src, 0, &s));
 	CHECK_EQ(stackpulse_spool_meta(s)->damaged, 1);
 	CHECK_EQ(stackpulse_spool_meta(s)->chunks, 0);
 	CHECK(strstr(stackpulse_spool_meta(s)->damage, "bad magic") != NULL);

@@ -12,11 +12,13 @@ it reads the request and never answers. Every request is logged to DIR/log as
 A 2xx answer to /v1development/profiles parses the body as an OTLP
 ExportProfilesServiceRequest (opentelemetry-proto) and writes DIR/summary;
 a 2xx answer to /ingest hands the body to `go tool pprof -raw` and writes
-DIR/summary from its output. Summary lines: "total N", "incl NAME N",
+DIR/summary from its output (and DIR/summary-N for request N, from 0).
+Summary lines: "total N", "incl NAME N",
 "self NAME N", "thread NAME N", "attr KEY VALUE", "time NS", "period NS",
 "query KEY VALUE", and "error TEXT" for anything malformed.
 
-Stops after --requests requests (default 1) or --deadline seconds (30)."""
+Stops after --requests requests (default 1), --deadline seconds (30), or
+once the file DIR/stop exists."""
 import collections
 import http.server
 import os
@@ -219,10 +221,11 @@ def main():
                     summary = [f"error decoding failed: {e!r}"]
                 for k, vs in urllib.parse.parse_qs(url.query).items():
                     summary += [f"query {k} {v}" for v in vs]
-                tmp = os.path.join(d, "summary.tmp")
-                with open(tmp, "w") as f:
-                    f.write("\n".join(summary) + "\n")
-                os.rename(tmp, os.path.join(d, "summary"))
+                for name in (f"summary-{n}", "summary"):
+                    tmp = os.path.join(d, "summary.tmp")
+                    with open(tmp, "w") as f:
+                        f.write("\n".join(summary) + "\n")
+                    os.rename(tmp, os.path.join(d, name))
             msg = b"ok" if status < 400 else f"refused with {status}".encode()
             self.send_response(status)
             self.send_header("Content-Length", str(len(msg)))
@@ -239,7 +242,10 @@ def main():
     os.rename(tmp, os.path.join(d, "port"))
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
-    done.wait(deadline)
+    end = time.monotonic() + deadline
+    while not done.wait(0.1) and time.monotonic() < end:
+        if os.path.exists(os.path.join(d, "stop")):
+            break
     time.sleep(0.2)  # let the last answer leave
     srv.shutdown()
 

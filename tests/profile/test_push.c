@@ -418,3 +418,209 @@ SP_TEST(report_example_pushes_a_recording)
 	free(after);
 }
 #endif
+
+#ifdef SP_HAVE_CURL
+/* Builds tests/record/targets/ladder.c (leaf <- middle <- entry <- main)
+ * with -g into the test directory; returns its path. */
+static const char *ladder_target(void)
+{
+	static char bin[600];
+	if (!bin[0]) {
+		char cmd[1600];
+		snprintf(bin, sizeof(bin), "%s/push_ladder", sp_test_tmpdir());
+		snprintf(cmd, sizeof(cmd),
+		         "gcc -O2 -g -fomit-frame-pointer -o '%s' "
+		         "'%s/tests/record/targets/ladder.c'",
+		         bin, sp_test_source_root());
+		REQUIRE_EQ(sp_test_run(cmd), 0);
+	}
+	return bin;
+}
+
+/* The value of the first line of @p text that starts with @p key ("total "),
+ * or -1. */
+static long long line_value(const char *text, const char *key)
+{
+	size_t n = strlen(key);
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, n) == 0)
+			return strtoll(p + n, NULL, 10);
+	return -1;
+}
+
+/* Samples in spool @p path, or -1 when it does not open. */
+static long long spool_samples(const char *path)
+{
+	stackpulse_spool *sp = NULL;
+	if (stackpulse_spool_open(path, NULL, &sp) != 0)
+		return -1;
+	long long n = (long long)stackpulse_spool_meta(sp)->samples;
+	stackpulse_spool_close(sp);
+	return n;
+}
+
+/* Runs `record ARGS -o DIR/w.spool -- ladder SECONDS` against the server of
+ * @p dir, then stops the server; returns record's output (printed) and
+ * its exit status in *rc. */
+static char *record_rotating(const char *dir, const char *args, const char *seconds, int *rc)
+{
+	char cmd[4096], path[700];
+	snprintf(cmd, sizeof(cmd), "%s/record %s -o %s/w.spool -- %s %s >%s/record.out 2>&1",
+	         getenv("SP_BIN_DIR"), args, dir, ladder_target(), seconds, dir);
+	*rc = sp_test_run(cmd);
+	snprintf(path, sizeof(path), "%s/stop", dir);
+	FILE *f = fopen(path, "w");
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "%s/record.out", dir);
+	char *out = sp_test_read_file(path, NULL);
+	REQUIRE(out != NULL);
+	fprintf(stderr, "%s", out);
+	return out;
+}
+
+/* The pushes a `record --rotate` run in @p dir made (record's output
+ * @p out): one per window with samples, in window order, each decoded with
+ * the window's own total, the app name and label, the ladder's names, and
+ * a start later than the window before. */
+static void check_window_pushes(const char *dir, const char *out, int pyroscope)
+{
+	int windows = 0, pushed = 0;
+	long long total = 0, leaf = 0, prev_start = -1;
+	char path[700];
+	for (int i = 1; i < 100; i++) {
+		snprintf(path, sizeof(path), "%s/w.spool.%04d", dir, i);
+		long long n = spool_samples(path);
+		if (n < 0)
+			break;
+		windows++;
+		if (n == 0)
+			continue;
+		char sp[600];
+		snprintf(sp, sizeof(sp), "%s/summary-%d", dir, pushed);
+		char *s = sp_test_read_file(sp, NULL);
+		if (!s) {
+			sp_test_fail(__FILE__, __LINE__, "window %d (%lld samples): no push %d", i,
+			             n, pushed);
+			break;
+		}
+		pushed++;
+		CHECK(strstr(s, "error ") == NULL);
+		CHECK_EQ(line_value(s, "total "), n);
+		if (pyroscope) {
+			CHECK_LINE(s, "query name rot.cpu{env=ci}");
+			CHECK_LINE(s, "query format pprof");
+			CHECK_LINE(s, "query sampleRate 499");
+		} else {
+			CHECK_LINE(s, "attr service.name rot");
+			CHECK_LINE(s, "attr env ci");
+		}
+		long long start = line_value(s, pyroscope ? "query from " : "time ");
+		CHECK(start > prev_start);
+		prev_start = start;
+		long long l = line_value(s, "incl leaf ");
+		if (l > 0)
+			leaf += l;
+		total += n;
+		free(s);
+	}
+	fprintf(stderr, "    %d windows, %d pushed, %lld samples, %lld in leaf\n", windows, pushed,
+	        total, leaf);
+	CHECK(windows >= 3);
+	char *log = log_of(dir);
+	REQUIRE(log != NULL);
+	CHECK_EQ(count_lines(log), pushed);
+	free(log);
+	char want[64];
+	snprintf(want, sizeof(want), "%d pushed, 0 failed", pushed);
+	CHECK(strstr(out, want) != NULL);
+	CHECK(total >= 150);
+	CHECK(leaf * 100 >= total * 90);
+}
+
+/* `record --rotate --push`, the minimal agent: one Pyroscope push per
+ * window with samples, each decoded by `go tool pprof`; windows stay on
+ * disk. */
+SP_TEST(record_rotate_pushes_each_window)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	if (!sp_test_have_program("go"))
+		sp_test_skip("go is not installed (Debian golang-go provides `go tool pprof`)");
+	const char *dir = server_dir("rotate_push");
+	int port = start_server(dir, "--requests 1000 --deadline 300");
+	char args[256];
+	snprintf(args, sizeof(args),
+	         "-F 499 --rotate 1 --push http://127.0.0.1:%d --app rot --label env=ci", port);
+	int rc = 0;
+	char *out = record_rotating(dir, args, "3.2", &rc);
+	CHECK_EQ(rc, 0);
+	check_window_pushes(dir, out, 1);
+	free(out);
+}
+
+/* The same with `--otlp`: each window's ExportProfilesServiceRequest
+ * parsed by opentelemetry-proto. */
+SP_TEST(record_rotate_otlp_pushes_each_window)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	const char *dir = server_dir("rotate_otlp");
+	int port = start_server(dir, "--requests 1000 --deadline 300");
+	char args[256];
+	snprintf(args, sizeof(args),
+	         "-F 499 --rotate 0.7 --otlp http://127.0.0.1:%d --app rot --label env=ci", port);
+	int rc = 0;
+	char *out = record_rotating(dir, args, "2.5", &rc);
+	CHECK_EQ(rc, 0);
+	check_window_pushes(dir, out, 0);
+	free(out);
+}
+
+/* A backend that refuses every push (400) or is not there: each window's
+ * push fails with a message, recording goes on to the end, every window
+ * file stays complete, and record exits 1. */
+SP_TEST(record_rotate_keeps_windows_when_pushes_fail)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	const char *dir = server_dir("rotate_400");
+	int port = start_server(dir, "--script 400 --requests 1000 --deadline 120");
+	char args[256], path[700];
+	snprintf(args, sizeof(args), "-F 499 --rotate 0.5 --otlp http://127.0.0.1:%d", port);
+	int rc = 0;
+	char *out = record_rotating(dir, args, "2", &rc);
+	CHECK_EQ(rc, 1);
+	int windows = 0, nonempty = 0;
+	long long total = 0;
+	for (int i = 1; i < 100; i++) {
+		snprintf(path, sizeof(path), "%s/w.spool.%04d", dir, i);
+		long long n = spool_samples(path);
+		if (n < 0)
+			break;
+		windows++;
+		nonempty += n > 0;
+		total += n;
+		char want[128];
+		snprintf(want, sizeof(want), "push of window %d (%s kept)", i, path);
+		if (n > 0 && strstr(out, want) == NULL)
+			sp_test_fail(__FILE__, __LINE__, "no failed push of window %d", i);
+	}
+	CHECK(windows >= 3);
+	CHECK(total >= 100);
+	CHECK(strstr(out, "HTTP 400") != NULL);
+	char want[64];
+	snprintf(want, sizeof(want), "0 pushed, %d failed", nonempty);
+	CHECK(strstr(out, want) != NULL);
+	/* Recording went on for the whole run: the summary counts every window. */
+	snprintf(want, sizeof(want), "-> %d windows", windows);
+	CHECK(strstr(out, want) != NULL);
+	free(out);
+}
+#endif

@@ -58,9 +58,9 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	uint64_t v = 0;
-	REQUIRE_OK(sp_spool_stat(sp, SP_STAT_COPY_RESIZES, &v));
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_COPY_RESIZES, &v));
 	CHECK_EQ(v, st.copy_resizes);
-	REQUIRE_OK(sp_spool_stat(sp, SP_STAT_STACK_COPY, &v));
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_STACK_COPY, &v));
 	CHECK_EQ(v, st.stack_copy);
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
@@ -214,7 +214,7 @@ SP_TEST(loss_is_accounted_per_thread)
 	CHECK(sum <= total + total / 10 + 50);
 	CHECK(with_loss >= 3); /* The workers had events of their own. */
 	uint64_t v = 0;
-	REQUIRE_OK(sp_spool_stat(sp, SP_STAT_LOST, &v));
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_LOST, &v));
 	CHECK_EQ(v, st.lost);
 	stackpulse_spool_close(sp);
 

@@ -115,8 +115,9 @@ SP_TEST(hostile_module_paths_never_block_or_mislead)
 		CHECK(strstr(c.f[i].name, "+0x") != NULL);
 		CHECK(!c.f[i].has_file);
 	}
-	sp_symbolize_counters k;
-	sp_symbolizer_get_counters(sym, &k);
+	struct stackpulse_symbolizer_stats k;
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(sym, &k));
 	printf("  opened %llu binaries, %llu build-id mismatches\n",
 	       (unsigned long long)k.binaries_opened, (unsigned long long)k.build_id_mismatch);
 	CHECK(k.build_id_mismatch >= 1);

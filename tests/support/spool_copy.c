@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "format/spool_format.h"
+#include "spool_peek.h"
 
 static int copy_events(const stackpulse_spool *s, sp_writer *w)
 {
@@ -47,7 +48,7 @@ static int copy_tables(const stackpulse_spool *s, sp_writer *w)
 	uint32_t id;
 	if (sp_spool_has_meta(s)) {
 		const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
-		sp_meta meta = { m->start_time_ns,  sp_spool_start_mono_ns(s),
+		sp_meta meta = { m->start_time_ns,  stackpulse_spool_meta(s)->start_clock_ns,
 			         m->frequency,      m->stack_size,
 			         m->event,          m->machine,
 			         m->kernel_release, m->hostname,
@@ -176,7 +177,7 @@ static int meta_equal(const stackpulse_spool *a, const stackpulse_spool *b, char
 	const struct stackpulse_spool_meta *x = stackpulse_spool_meta(a);
 	const struct stackpulse_spool_meta *y = stackpulse_spool_meta(b);
 	if (sp_spool_has_meta(a) != sp_spool_has_meta(b) ||
-	    sp_spool_start_mono_ns(a) != sp_spool_start_mono_ns(b) ||
+	    stackpulse_spool_meta(a)->start_clock_ns != stackpulse_spool_meta(b)->start_clock_ns ||
 	    x->format_version != y->format_version || x->start_time_ns != y->start_time_ns ||
 	    x->duration_ns != y->duration_ns || x->frequency != y->frequency ||
 	    x->stack_size != y->stack_size || !str_eq(x->event, y->event) ||

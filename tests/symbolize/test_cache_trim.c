@@ -14,6 +14,16 @@
 #include "symbolize/cachetrim.h"
 #include "symcache/symcache.h"
 
+/* The library trims a directory sp_cacheio_dir_open accepted. */
+static int trim(const char *path, const char *fresh, const char *stale_prefix, uint64_t max)
+{
+	int fd = sp_cacheio_dir_open(path, 0);
+	REQUIRE(fd >= 0);
+	int n = sp_cache_trim_at(fd, fresh, stale_prefix, max);
+	close(fd);
+	return n;
+}
+
 static char dir[512];
 
 static void fresh_dir(const char *name)
@@ -61,7 +71,7 @@ SP_TEST(trim_removes_least_recently_used_until_three_quarters)
 	put("notes.txt", 900, 900); /* not ours: never touched, never counted */
 	put("AA.spsym", 900, 900);  /* not a name the cache writes */
 	/* 500 KiB of cache files against a 400 KiB bound: down to 300 KiB. */
-	int n = sp_cache_trim(dir, "ee.spsym", NULL, 400 << 10);
+	int n = trim(dir, "ee.spsym", NULL, 400 << 10);
 	CHECK_EQ(n, 2);
 	CHECK(!exists("aa.spsym"));
 	CHECK(!exists("bb.debug"));
@@ -71,9 +81,9 @@ SP_TEST(trim_removes_least_recently_used_until_three_quarters)
 	CHECK(exists("notes.txt"));
 	CHECK(exists("AA.spsym"));
 	/* Within the bound: nothing more goes. */
-	CHECK_EQ(sp_cache_trim(dir, NULL, NULL, 400 << 10), 0);
+	CHECK_EQ(trim(dir, NULL, NULL, 400 << 10), 0);
 	/* No bound: nothing goes either. */
-	CHECK_EQ(sp_cache_trim(dir, NULL, NULL, 0), 0);
+	CHECK_EQ(trim(dir, NULL, NULL, 0), 0);
 }
 
 SP_TEST(touch_moves_a_file_to_the_back_of_the_queue)
@@ -88,7 +98,7 @@ SP_TEST(touch_moves_a_file_to_the_back_of_the_queue)
 	REQUIRE(fd >= 0);
 	sp_cache_touch(fd);
 	close(fd);
-	CHECK_EQ(sp_cache_trim(dir, NULL, NULL, 250 << 10), 2);
+	CHECK_EQ(trim(dir, NULL, NULL, 250 << 10), 2);
 	CHECK(exists("01.spsym"));
 	CHECK(!exists("02.spsym"));
 	CHECK(!exists("03.spsym"));
@@ -103,7 +113,7 @@ SP_TEST(trim_drops_older_generations_and_abandoned_temporaries)
 	put("ab.spsym.tmp.123.0", 10, 2 * 60 * 60); /* abandoned */
 	put("cd.debug.tmp.456.1", 10, 5);           /* another writer's, in progress */
 	put("ef.spsym.tmpx", 10, 2 * 60 * 60);      /* not ours */
-	CHECK_EQ(sp_cache_trim(dir, "6b73796d0002.spsym", "6b73796d", 0), 2);
+	CHECK_EQ(trim(dir, "6b73796d0002.spsym", "6b73796d", 0), 2);
 	CHECK(!exists("6b73796d0001.spsym"));
 	CHECK(exists("6b73796d0002.spsym"));
 	CHECK(exists("6b73796e0003.spsym"));
@@ -116,7 +126,7 @@ SP_TEST(trim_drops_older_generations_and_abandoned_temporaries)
 	put("victim", 1, 0);
 	snprintf(path, sizeof(path), "%s/6b73796d0009.spsym", dir);
 	REQUIRE_EQ(symlink(target, path), 0);
-	CHECK_EQ(sp_cache_trim(dir, NULL, "6b73796d", 0), 1); /* 0002 only */
+	CHECK_EQ(trim(dir, NULL, "6b73796d", 0), 1); /* 0002 only */
 	CHECK(exists("victim"));
 	CHECK_EQ(access(path, F_OK), 0);
 }

@@ -58,7 +58,8 @@ static void stop_server(pid_t pid)
 	waitpid(pid, &st, 0);
 }
 
-static void resolve_served(const char *bin, uint64_t off, fx_frames *c, sp_symbolize_counters *k)
+static void resolve_served(const char *bin, uint64_t off, fx_frames *c,
+                           struct stackpulse_symbolizer_stats *k)
 {
 	uint8_t bid[64];
 	uint32_t bid_len;
@@ -75,7 +76,8 @@ static void resolve_served(const char *bin, uint64_t off, fx_frames *c, sp_symbo
 	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
 	c->n = 0;
 	REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, f, fx_collect, c));
-	sp_symbolizer_get_counters(sym, k);
+	k->sz = sizeof(*k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(sym, k));
 	stackpulse_symbolizer_free(sym);
 	fx_spool_free(&sp);
 }
@@ -115,7 +117,7 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 	/* Without DEBUGINFOD_URLS: no query, unresolved. */
 	unsetenv("DEBUGINFOD_URLS");
 	fx_frames c;
-	sp_symbolize_counters k;
+	struct stackpulse_symbolizer_stats k;
 	resolve_served(stripped, fx_offset(full, addr), &c, &k);
 	CHECK_EQ(k.debuginfod_queries, 0);
 	CHECK(strncmp(c.f[c.n - 1].name, "served_s+0x", 11) == 0);
@@ -151,7 +153,7 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 	 * cache and a 64-byte cap, the debug file is not taken and the frame
 	 * stays unresolved. Then it is fetched again for the checks below. */
 	fx_frames capped;
-	sp_symbolize_counters kc;
+	struct stackpulse_symbolizer_stats kc;
 	fx_sh("rm -rf '%s/%s'", cache, hex);
 	setenv("DEBUGINFOD_MAXSIZE", "64", 1);
 	resolve_served(stripped, fx_offset(full, addr), &capped, &kc);
@@ -160,7 +162,7 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 	CHECK_EQ(kc.debug_files, 0);
 	CHECK(strncmp(capped.f[capped.n - 1].name, "served_s+0x", 11) == 0);
 	fx_frames again;
-	sp_symbolize_counters ka;
+	struct stackpulse_symbolizer_stats ka;
 	fx_sh("rm -rf '%s/%s'", cache, hex);
 	resolve_served(stripped, fx_offset(full, addr), &again, &ka);
 	CHECK_STR(again.f[again.n - 1].name, "served_fn");

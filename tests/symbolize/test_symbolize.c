@@ -224,11 +224,13 @@ static void check_c_program2(const char *bin, const char *symbin)
 	CHECK_EQ(c.f[1].line, l_call_compute);
 	CHECK_EQ(c.f[1].offset, fx_offset(symbin, ret));
 	/* Walking again is answered from the result cache. */
-	sp_symbolize_counters k1, k2;
-	sp_symbolizer_get_counters(sym, &k1);
+	struct stackpulse_symbolizer_stats k1, k2;
+	k1.sz = sizeof(k1);
+	REQUIRE_OK(stackpulse_symbolizer_stats(sym, &k1));
 	c.n = 0;
 	REQUIRE_OK(stackpulse_symbolizer_for_each_stack_frame(sym, stack, fx_collect, &c));
-	sp_symbolizer_get_counters(sym, &k2);
+	k2.sz = sizeof(k2);
+	REQUIRE_OK(stackpulse_symbolizer_stats(sym, &k2));
 	CHECK_EQ(k2.dwarf_lookups, k1.dwarf_lookups);
 	CHECK_EQ(k2.result_hits, k1.result_hits + 2);
 	/* A nonzero callback value stops the walk and is returned. */
@@ -397,8 +399,9 @@ SP_TEST(stripped_binary_debug_file_in_build_id_tree)
 	scan_open(&s, stripped, fx_offset(full, addr), 1, &o);
 	resolve(&s, 0, &c);
 	CHECK_STR(c.f[c.n - 1].name, "outer");
-	sp_symbolize_counters k;
-	sp_symbolizer_get_counters(s.sym, &k);
+	struct stackpulse_symbolizer_stats k;
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(s.sym, &k));
 	CHECK_EQ(k.debug_files, 1);
 	scan_close(&s);
 	unsetenv("STACKPULSE_DEBUG_DIRS");
@@ -475,9 +478,14 @@ SP_TEST(rebuilt_binary_build_id_mismatch_gives_no_wrong_names)
 	CHECK_STR(c.f[0].name, want);
 	CHECK(!c.f[0].has_file);
 	CHECK_EQ(c.f[0].line, 0);
-	sp_symbolize_counters k;
-	sp_symbolizer_get_counters(sym, &k);
+	struct stackpulse_symbolizer_stats k;
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(sym, &k));
 	CHECK_EQ(k.build_id_mismatch, 1);
+	CHECK_EQ(stackpulse_symbolizer_stats(NULL, &k), -EINVAL);
+	k.sz = 0;
+	CHECK_EQ(stackpulse_symbolizer_stats(sym, &k), -EINVAL);
+	k.sz = sizeof(k);
 	CHECK_EQ(k.binaries_opened, 0);
 	stackpulse_symbolizer_free(sym);
 	fx_spool_free(&sp);
@@ -517,12 +525,13 @@ SP_TEST(symbol_cache_warm_run_skips_dwarf)
 	o.cache_dir = cache;
 	static fx_frames cold, warm, full1, full2;
 	scan s;
-	sp_symbolize_counters k;
+	struct stackpulse_symbolizer_stats k;
 
 	/* Cold: the first half of outer() goes through DWARF. */
 	scan_open(&s, bin, fx_offset(bin, addr), half, &o);
 	collect_all(&s, &cold);
-	sp_symbolizer_get_counters(s.sym, &k);
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(s.sym, &k));
 	CHECK_EQ(k.binaries_opened, 1);
 	CHECK_EQ(k.dwarf_lookups, half);
 	scan_close(&s);
@@ -538,7 +547,8 @@ SP_TEST(symbol_cache_warm_run_skips_dwarf)
 	/* Warm: the same offsets open no binary and touch no DWARF. */
 	scan_open(&s, bin, fx_offset(bin, addr), half, &o);
 	collect_all(&s, &warm);
-	sp_symbolizer_get_counters(s.sym, &k);
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(s.sym, &k));
 	CHECK_EQ(k.binaries_opened, 0);
 	CHECK_EQ(k.dwarf_loads, 0);
 	CHECK_EQ(k.dwarf_lookups, 0);
@@ -552,7 +562,8 @@ SP_TEST(symbol_cache_warm_run_skips_dwarf)
 	 * merged table answers everything. */
 	scan_open(&s, bin, fx_offset(bin, addr), (size_t)size, &o);
 	collect_all(&s, &full1);
-	sp_symbolizer_get_counters(s.sym, &k);
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(s.sym, &k));
 	CHECK(k.dwarf_lookups <= size - half);
 	CHECK(k.cache_hits >= half);
 	CHECK_EQ(k.dwarf_lookups + k.cache_hits, size);
@@ -567,7 +578,8 @@ SP_TEST(symbol_cache_warm_run_skips_dwarf)
 	CHECK(same_frames(&full1, &ref));
 	scan_open(&s, bin, fx_offset(bin, addr), (size_t)size, &o);
 	collect_all(&s, &full2);
-	sp_symbolizer_get_counters(s.sym, &k);
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(s.sym, &k));
 	CHECK_EQ(k.binaries_opened, 0);
 	CHECK_EQ(k.dwarf_lookups, 0);
 	CHECK_EQ(k.cache_hits, size);
@@ -578,8 +590,9 @@ SP_TEST(symbol_cache_warm_run_skips_dwarf)
 	fx_sh("printf garbage > '%s'", file);
 	scan_open(&s, bin, fx_offset(bin, addr), half, &o);
 	collect_all(&s, &warm);
-	sp_symbolize_counters k2;
-	sp_symbolizer_get_counters(s.sym, &k2);
+	struct stackpulse_symbolizer_stats k2;
+	k2.sz = sizeof(k2);
+	REQUIRE_OK(stackpulse_symbolizer_stats(s.sym, &k2));
 	CHECK_EQ(k2.dwarf_lookups, half);
 	scan_close(&s);
 	CHECK(same_frames(&cold, &warm));
@@ -639,13 +652,13 @@ SP_TEST(embedded_tables_symbolize_offline_without_the_binary)
 	uint32_t stack = fx_stack(&sp, st2, 2);
 	sp_symtab_request req = { mod, bin, bid, bid_len, offs, (size_t)size + 2, 0, -1, 0 };
 	uint32_t embedded, skipped;
-	sp_symbolize_counters k;
-	memset(&k, 0, sizeof(k));
+	sp_symbolize_counters kb;
+	memset(&kb, 0, sizeof(kb));
 	REQUIRE_OK(sp_symbolize_build_symtab_cached(sp.w, &req, 1, "/nonexistent-debug-root", NULL,
-	                                            &embedded, &skipped, &k));
+	                                            &embedded, &skipped, &kb));
 	CHECK_EQ(embedded, 1);
 	CHECK_EQ(skipped, 0);
-	CHECK(k.dwarf_lookups > 0);
+	CHECK(kb.dwarf_lookups > 0);
 	fx_spool_open(&sp);
 	free(offs);
 	CHECK_EQ(stackpulse_spool_module(sp.spool, mod)->has_symbols, 1);
@@ -666,7 +679,8 @@ SP_TEST(embedded_tables_symbolize_offline_without_the_binary)
 	CHECK_STR(c.f[0].name, "compute");
 	CHECK_STR(c.f[1].name, "main");
 	CHECK_EQ(c.f[1].line, fx_line_of(c_src, "CALL_COMPUTE"));
-	sp_symbolizer_get_counters(sym, &k);
+	struct stackpulse_symbolizer_stats k = { .sz = sizeof(k) };
+	REQUIRE_OK(stackpulse_symbolizer_stats(sym, &k));
 	CHECK_EQ(k.binaries_opened, 0);
 	CHECK_EQ(k.dwarf_lookups, 0);
 	CHECK(k.embedded_hits > 0);
@@ -688,8 +702,9 @@ SP_TEST(offline_without_tables_opens_nothing)
 	char want[128];
 	snprintf(want, sizeof(want), "prog_c+0x%llx", (unsigned long long)fx_offset(bin, addr));
 	CHECK_STR(c.f[0].name, want);
-	sp_symbolize_counters k;
-	sp_symbolizer_get_counters(s.sym, &k);
+	struct stackpulse_symbolizer_stats k;
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(s.sym, &k));
 	CHECK_EQ(k.binaries_opened, 0);
 	CHECK_EQ(k.debug_files, 0);
 	scan_close(&s);
@@ -764,6 +779,47 @@ SP_TEST(deleted_mark_in_module_path)
 	fx_spool_free(&sp);
 }
 
+/* PLT stubs have no symbols: they are named "callee@plt", as perf names
+ * them, not after the symbol before them (_init). objdump finds the stub. */
+SP_TEST(plt_stubs_are_named_after_their_callee)
+{
+	static const char src[] = "#include <stdio.h>\n#include <string.h>\n"
+	                          "int main(int argc, char **argv)\n"
+	                          "{ puts(argv[0]); return (int)strlen(argv[0]) + argc; }\n";
+	const char *bin = build("gcc", "-O2 -g", "prog_plt", src, "c");
+	if (!fx_have("objdump"))
+		sp_test_skip("objdump not installed");
+	char out[600], cmd[1400];
+	fx_path(out, sizeof(out), "plt_addr");
+	snprintf(cmd, sizeof(cmd),
+	         "objdump -d -j .plt -j .plt.sec '%s' | awk '/<puts@plt>:/ {print $1}' | tail -1 "
+	         ">'%s'",
+	         bin, out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	uint64_t stub = strtoull(text, NULL, 16);
+	free(text);
+	REQUIRE(stub != 0);
+	uint8_t bid[64];
+	uint32_t bid_len;
+	fx_build_id(bin, bid, &bid_len);
+	fx_spool sp;
+	fx_spool_begin(&sp);
+	uint32_t mod = fx_module(&sp, bin, bid, bid_len);
+	uint32_t f = fx_frame(&sp, STACKPULSE_FRAME_NATIVE, mod, fx_offset(bin, stub + 4));
+	fx_spool_open(&sp);
+	stackpulse_symbolizer_opts o = no_cache_opts();
+	stackpulse_symbolizer *sym;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp.spool, &o, &sym));
+	fx_frames c = { .n = 0 };
+	REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, f, fx_collect, &c));
+	REQUIRE(c.n >= 1);
+	CHECK_STR(c.f[0].name, "puts@plt");
+	stackpulse_symbolizer_free(sym);
+	fx_spool_free(&sp);
+}
+
 /* More binaries than the symbolizer keeps open: descriptors stay bounded
  * and every frame still resolves (closed binaries reopen on demand). */
 SP_TEST(many_modules_keep_descriptors_bounded)
@@ -805,8 +861,9 @@ SP_TEST(many_modules_keep_descriptors_bounded)
 		/* At most 128 binaries (and nothing else of ours) are open. */
 		CHECK(fx_fd_count() - fds <= 128);
 	}
-	sp_symbolize_counters k;
-	sp_symbolizer_get_counters(sym, &k);
+	struct stackpulse_symbolizer_stats k;
+	k.sz = sizeof(k);
+	REQUIRE_OK(stackpulse_symbolizer_stats(sym, &k));
 	CHECK(k.binaries_opened > N);
 	stackpulse_symbolizer_free(sym);
 	CHECK_EQ(fx_fd_count(), fds);

@@ -54,7 +54,7 @@ static int frame_cb(const stackpulse_frame *f, void *ctx)
 
 /* Symbolizes every sample of @p spool_path with @p opts. */
 static tally symbolize_all(const char *spool_path, const stackpulse_symbolizer_opts *opts,
-                           sp_symbolize_counters *counters)
+                           struct stackpulse_symbolizer_stats *counters)
 {
 	tally t = { 0, 0, 0 };
 	stackpulse_spool *spool;
@@ -73,8 +73,10 @@ static tally symbolize_all(const char *spool_path, const stackpulse_symbolizer_o
 		t.unnamed_work += o.work_plus;
 	}
 	CHECK_EQ(rc, 0);
-	if (counters)
-		sp_symbolizer_get_counters(sym, counters);
+	if (counters) {
+		counters->sz = sizeof(*counters);
+		REQUIRE_OK(stackpulse_symbolizer_stats(sym, counters));
+	}
 	stackpulse_sample_iter_free(it);
 	stackpulse_symbolizer_free(sym);
 	stackpulse_spool_close(spool);
@@ -138,7 +140,7 @@ SP_TEST(embedded_table_without_names_falls_back_to_debug_dirs)
 	snprintf(bidpath, sizeof(bidpath), "%s/.build-id/%.2s/%s.debug", root, hex, hex + 2);
 	fx_sh("cp '%s' '%s'", dbg, bidpath);
 	so.debug_dirs = root;
-	sp_symbolize_counters c;
+	struct stackpulse_symbolizer_stats c;
 	t = symbolize_all(spool_path, &so, &c);
 	fprintf(stderr, "    with the debug root: %d samples, %d named (debug files %llu)\n",
 	        t.samples, t.named, (unsigned long long)c.debug_files);
@@ -210,8 +212,9 @@ SP_TEST(compressed_debug_file_gets_a_plain_copy_in_the_cache)
 		for (uint64_t i = 0; i < size; i++)
 			REQUIRE_OK(stackpulse_symbolizer_resolve_frame(sym, first + (uint32_t)i,
 			                                               fx_collect, c));
-		sp_symbolize_counters k;
-		sp_symbolizer_get_counters(sym, &k);
+		struct stackpulse_symbolizer_stats k;
+		k.sz = sizeof(k);
+		REQUIRE_OK(stackpulse_symbolizer_stats(sym, &k));
 		stackpulse_symbolizer_free(sym);
 		CHECK_EQ(k.debug_files, 1);
 		if (round == 0) {

@@ -326,6 +326,22 @@ int ps_symtab_load(ps_symtab *t, const char *path)
 			}
 		}
 	}
+	/* PLT stubs have no symbols: name their sections "[plt]". */
+	size_t shstrndx = 0;
+	elf_getshdrstrndx(elf, &shstrndx);
+	for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || (strcmp(name, ".plt") != 0 && strcmp(name, ".plt.sec") != 0))
+			continue;
+		ps_sym *ns = realloc(t->syms, (t->n + 1) * sizeof(*ns));
+		if (!ns)
+			break;
+		t->syms = ns;
+		t->syms[t->n++] = (ps_sym){ sh.sh_addr, sh.sh_size, strdup("[plt]") };
+	}
 	elf_end(elf);
 	close(fd);
 	qsort(t->syms, t->n, sizeof(*t->syms), sym_cmp);

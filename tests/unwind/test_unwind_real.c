@@ -271,6 +271,17 @@ SP_TEST(shared_library_frames)
 	capture_free(&c);
 }
 
+/* A leaf in a PLT stub: its CFI computes the CFA from rip (a DWARF
+ * expression on the sampled IP). */
+SP_TEST(plt_stub_leaf_unwinds)
+{
+	capture c;
+	capture_run(&c, "plt", "", 0, 16384, 300);
+	const char *chain[] = { "[plt]", "plt_entry", "main" };
+	check_chain(&c, chain, 3);
+	capture_free(&c);
+}
+
 SP_TEST(deleted_executable_still_unwinds)
 {
 	capture c;

@@ -16,3 +16,9 @@ NOIPA int sp_lib_outer(int x)
 	__asm__ volatile("" ::: "memory");
 	return r + 1;
 }
+
+/* Called in a tight loop through the PLT (mode plt). */
+NOIPA int sp_lib_tiny(int x)
+{
+	return x + 1;
+}

@@ -1,5 +1,5 @@
 /* Sampling target for tests/unwind: built with -O2 -fomit-frame-pointer.
- * Modes: ladder | recurse N | shlib | signal | vdso. Prints "ready" once its maps
+ * Modes: ladder | recurse N | shlib | plt | signal | vdso. Prints "ready" once its maps
  * are final, then spins until killed. */
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #endif
 
 int sp_lib_outer(int x);
+int sp_lib_tiny(int x);
 
 volatile unsigned long sink;
 
@@ -60,6 +61,15 @@ NOIPA int shlib_entry(int x)
 	int r = sp_lib_outer(x);
 	__asm__ volatile("" ::: "memory");
 	return r + 3;
+}
+
+/* Calls through the PLT so often that samples land in its stubs. */
+NOIPA int plt_entry(int x)
+{
+	for (int i = 0; i < 100000; i++)
+		x = sp_lib_tiny(x);
+	__asm__ volatile("" ::: "memory");
+	return x;
 }
 
 NOIPA int sig_leaf(int x)
@@ -110,6 +120,8 @@ int main(int argc, char **argv)
 			recurse(depth);
 		else if (strcmp(mode, "shlib") == 0)
 			shlib_entry(argc);
+		else if (strcmp(mode, "plt") == 0)
+			plt_entry(argc);
 		else if (strcmp(mode, "signal") == 0)
 			sig_middle(argc);
 		else if (strcmp(mode, "vdso") == 0)
