@@ -165,25 +165,16 @@ typedef struct layout_field {
 SP_TEST(layout_check_refuses_each_field_out_of_its_block)
 {
 	static const layout_field fields[] = {
-		LF(tstate_next, tstate_read, 8),
-		LF(tstate_frame, tstate_read, 8),
-		LF(tstate_thread_id, tstate_read, 8),
-		LF(tstate_native_thread_id, tstate_read, 4),
-		LF(frame_previous, frame_read, 8),
-		LF(frame_code, frame_read, 8),
-		LF(frame_instr, frame_read, 0),
-		LF(frame_owner, frame_read, 1),
-		LF(frame_is_entry, frame_read, 1),
-		LF(frame_type, frame_read, 8),
-		LF(code_filename, code_read, 8),
-		LF(code_name, code_read, 8),
-		LF(code_qualname, code_read, 8),
-		LF(code_linetable, code_read, 8),
-		LF(code_firstlineno, code_read, 4),
-		LF(code_framesize, code_read, 4),
-		LF(code_stacksize, code_read, 4),
-		LF(code_nlocalsplus, code_read, 4),
-		LF(ob_type, code_read, 8),
+		LF(tstate_next, tstate_read, 8),      LF(tstate_frame, tstate_read, 8),
+		LF(tstate_thread_id, tstate_read, 8), LF(tstate_native_thread_id, tstate_read, 4),
+		LF(frame_previous, frame_read, 8),    LF(frame_code, frame_read, 8),
+		LF(frame_instr, frame_read, 0),       LF(frame_owner, frame_read, 1),
+		LF(frame_is_entry, frame_read, 1),    LF(frame_type, frame_read, 8),
+		LF(frame_gen, frame_read, 8),         LF(code_filename, code_read, 8),
+		LF(code_name, code_read, 8),          LF(code_qualname, code_read, 8),
+		LF(code_linetable, code_read, 8),     LF(code_firstlineno, code_read, 4),
+		LF(code_framesize, code_read, 4),     LF(code_stacksize, code_read, 4),
+		LF(code_nlocalsplus, code_read, 4),   LF(ob_type, code_read, 8),
 	};
 	/* Sizes and offsets checked against a bound, not a block. */
 	static const size_t bounded[] = {
