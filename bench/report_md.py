@@ -539,7 +539,7 @@ def render(d, bench):
           "CPython here. *Complete* is the share of all samples whose outermost Python frame is "
           "`<module>` in a stack that was not cut; *in a phase* the share that names a phase "
           "function. Phase shares are over the samples in a phase; *max Δ* is the largest "
-          "difference from py-spy's share of any innermost Python function (≥ 2%% in either). "
+          "difference from py-spy's share of any innermost Python function (≥ 2% in either). "
           "Medians over the runs.")
         w("")
         w("| CPython | Hz | tool | samples | complete | in a phase | gen | async | json | max Δ | recorder CPU/1k samples |")
@@ -761,14 +761,15 @@ def render(d, bench):
           "per 1000 samples kept; *complete* is the fraction of kept samples whose stack reaches "
           "the thread root (from `report --folded`). *nobody*: run as user 65534 with the "
           "default `perf_event_mlock_kb` rings; perf then records `cpu-clock:u`. *before*: the "
-          "recorder without load-scaled rings and sized stack copies (`--base-record`). Medians "
-          "over the rounds." % LD.get("secs", 3))
+          "recorder without load-scaled rings and sized stack copies (`--base-record`). "
+          "*full rings*: the recorder that mapped the whole ring budget at the start instead of "
+          "growing to it (`--prev-record`). Medians over the rounds." % LD.get("secs", 3))
         w("")
         w("| threads × Hz | tool | kept | lost | expected | recorder CPU | CPU/1k | complete |")
         w("|---|---|---|---|---|---|---|---|")
-        names = {"perf": "perf", "sp": "stackpulse", "spbase": "stackpulse before",
-                 "perf-nobody": "perf, nobody", "sp-nobody": "stackpulse, nobody",
-                 "spbase-nobody": "stackpulse before, nobody"}
+        names = {"perf": "perf", "sp": "stackpulse", "spprev": "stackpulse full rings",
+                 "spbase": "stackpulse before", "perf-nobody": "perf, nobody",
+                 "sp-nobody": "stackpulse, nobody", "spbase-nobody": "stackpulse before, nobody"}
         keys = []
         for r in LD["rows"]:
             k = (r["threads"], r["hz"], r["tool"])

@@ -433,7 +433,8 @@ class Bench:
 
     def run_load(self, tool, nthr, hz, secs, tag):
         """One load run: busy NTHR threads for SECS s under tool ('perf',
-        'sp', 'spbase': the --base-record recorder; '-nobody' suffix: as
+        'sp', 'spbase': the --base-record recorder, 'spprev': the
+        --prev-record recorder; '-nobody' suffix: as
         user nobody, within perf_event_mlock_kb)."""
         nobody = tool.endswith("-nobody")
         base_tool = tool[:-len("-nobody")] if nobody else tool
@@ -452,7 +453,8 @@ class Bench:
             full = ["perf", "record", "-e", "cpu-clock:u" if nobody else "cpu-clock", "-F", hz,
                     "--call-graph", "dwarf,%d" % STACK, "-o", out, "--"] + cmd
         else:
-            exe = self.rec if base_tool == "sp" else self.args.base_record
+            exe = {"sp": self.rec, "spbase": self.args.base_record,
+                   "spprev": self.args.prev_record}[base_tool]
             out = os.path.join(d, tag + ".spool")
             full = [exe, "-F", hz, "-s", STACK, "-o", out, "--"] + cmd
         if nobody:
@@ -489,14 +491,16 @@ class Bench:
         secs = self.wl["busy"][2]
         L["secs"] = float(secs)
         n = 1 if self.quick else 2
-        tools = ["perf", "sp"] + (["spbase"] if self.args.base_record else [])
+        tools = ["perf", "sp"] + (["spbase"] if self.args.base_record else []) + \
+            (["spprev"] if self.args.prev_record else [])
         nobody = os.geteuid() == 0 and shutil.which("setpriv")
         for i in range(n):
             for nthr in ("4", "16", "64"):
                 for hz in ("999", "4000"):
                     ts = list(tools)
                     if nobody and nthr == "64":
-                        ts += [t + "-nobody" for t in tools]
+                        # Unprivileged rings are the same in every build but the base.
+                        ts += [t + "-nobody" for t in tools if t != "spprev"]
                     for tool in ts:
                         tag = "load-%s-%s-%s-%d" % (tool, nthr, hz, i)
                         try:
@@ -1046,6 +1050,8 @@ def main():
     ap.add_argument("--only", default="", help="comma list of phases: recording,accuracy,python,pyshapes,reader,hostile,tail,push,unwind,self,load")
     ap.add_argument("--base-record", default="",
                     help="a second record binary (e.g. built from main) run beside ours in the load phase")
+    ap.add_argument("--prev-record", default="",
+                    help="a third record binary for the load phase (e.g. the previous release)")
     ap.add_argument("--render", action="store_true",
                     help="only rewrite the doc from $BENCH_TMP/results.json of the last run")
     args = ap.parse_args()

@@ -2,7 +2,7 @@
  *
  *   record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]
  *          [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]
- *          [--attach=stop|live] [--rotate SECS [--push URL | --otlp URL]
+ *          [--off-cpu] [--attach=stop|live] [--rotate SECS [--push URL | --otlp URL]
  *          [--app NAME] [--label KEY=VALUE]...] -o FILE (-p PID | -- COMMAND [ARG...])
  *
  * Records until the duration ends or every followed process has exited.
@@ -50,7 +50,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]\n"
 	        "              [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]\n"
-	        "              [--attach=stop|live] -o FILE\n"
+	        "              [--attach=stop|live] [--off-cpu] -o FILE\n"
 	        "              (-p PID | -- COMMAND [ARG...])\n"
 	        "  -F HZ           samples per second per thread (default 99)\n"
 	        "  -s BYTES        user stack bytes copied per sample (default 32768, max 65528)\n"
@@ -62,6 +62,9 @@ static void usage(FILE *f)
 	        "  --no-children   do not follow forked or executed children\n"
 	        "  --attach=MODE   with -p: stop (default: stop every thread while attaching,\n"
 	        "                  nothing is missed) or live (never stop the target)\n"
+	        "  --off-cpu       off-CPU intervals with their stacks (wall-clock time);\n"
+	        "                  needs root, CAP_PERFMON or kernel.perf_event_paranoid <= 1\n"
+	        "                  (fails when refused)\n"
 	        "  --rotate SECS   write a window spool FILE.0001, FILE.0002, ... every SECS\n"
 	        "                  seconds (at least 0.1) instead of one FILE\n"
 	        "  --push URL      with --rotate: send each window to a Pyroscope server\n"
@@ -286,6 +289,7 @@ int main(int argc, char **argv)
 		OPT_OTLP,
 		OPT_APP,
 		OPT_LABEL,
+		OPT_OFF_CPU,
 		OPT_HELP
 	};
 	static const struct option longopts[] = {
@@ -299,6 +303,7 @@ int main(int argc, char **argv)
 		{ "otlp", required_argument, NULL, OPT_OTLP },
 		{ "app", required_argument, NULL, OPT_APP },
 		{ "label", required_argument, NULL, OPT_LABEL },
+		{ "off-cpu", no_argument, NULL, OPT_OFF_CPU },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -368,6 +373,7 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case OPT_OFF_CPU: opts.off_cpu = STACKPULSE_FEATURE_REQUIRED; break;
 		case OPT_NO_CHILDREN: opts.children = 0; break;
 		case OPT_ATTACH:
 			if (strcmp(optarg, "stop") != 0 && strcmp(optarg, "live") != 0) {
@@ -618,6 +624,11 @@ int main(int argc, char **argv)
 		if (ws.push)
 			fprintf(stderr, ", %u pushed, %u failed", ws.pushed, ws.push_failed);
 		fputc('\n', stderr);
+		if (st.off_cpu_method != STACKPULSE_OFFCPU_NONE)
+			fprintf(stderr,
+			        "record: %" PRIu64 " off-CPU intervals (%" PRIu64
+			        " without a stack, %" PRIu64 " dropped)\n",
+			        st.offcpu_intervals, st.offcpu_no_stack, st.offcpu_dropped);
 	}
 	if (*python_note)
 		fprintf(stderr, "record: warning: recorded without Python frames: %s\n",

@@ -2,12 +2,15 @@
  *
  *   report FILE [--follow] [--folded | --top N | --threads | --pprof OUT | --firefox OUT
  *               | --svg OUT | --otlp-file OUT | --push URL | --otlp URL]
+ *               [--time=samples|cpu|off|wall]
  *               [--pid] [--tid] [--thread-names] [--lines]
  *               [--no-inline] [--python-only] [--addresses]
  *               [--app NAME] [--label KEY=VALUE]...
  *
  * Default: the hottest stacks and functions as a table with self and total
- * percentages. --folded prints folded stacks to stdout; --top N prints the
+ * percentages. --time=cpu|off|wall weighs them by time instead of sample
+ * counts (on-CPU, off-CPU, both); a spool recorded with off-CPU intervals
+ * defaults to wall, others to samples. --folded prints folded stacks to stdout; --top N prints the
  * N hottest functions; --threads prints one row per thread; --pprof,
  * --firefox, --svg and --otlp-file write a file; --push sends the profile
  * to a Pyroscope server and --otlp to an OpenTelemetry collector
@@ -60,6 +63,7 @@ static void usage(FILE *f)
 	        "                   | --otlp-file OUT | --push URL | --otlp URL]\n"
 	        "                   [--pid] [--tid] [--thread-names] [--lines] [--no-inline]\n"
 	        "                   [--python-only] [--addresses] [--app NAME] [--label K=V]...\n"
+	        "                   [--time=samples|cpu|off|wall]\n"
 	        "  (default)       hottest stacks and functions, with self and total %%\n"
 	        "  --follow        live view of a spool still being written: the table\n"
 	        "                  (or --folded windows) every second, then the final one\n"
@@ -74,6 +78,9 @@ static void usage(FILE *f)
 	        "  --otlp URL      send to an OTLP/HTTP collector (URL/v1development/profiles)\n"
 	        "  --app NAME      application name for --push/--otlp/--otlp-file\n"
 	        "  --label K=V     a label for --push/--otlp/--otlp-file (repeatable)\n"
+	        "  --time=WHAT     weigh by samples (count), or by time: cpu, off (off-CPU)\n"
+	        "                  or wall (both); default wall for a spool recorded with\n"
+	        "                  --off-cpu, else samples. --folded prints microseconds\n"
 	        "  --pid, --tid    split by process (name-PID) / thread (name/TID)\n"
 	        "  --thread-names  split by thread name instead of process name\n"
 	        "  --lines         split functions by source line (name:line)\n"
@@ -115,6 +122,19 @@ static int write_stdout(void *ctx, const void *data, size_t len)
 static double pct(uint64_t part, uint64_t total)
 {
 	return total ? 100.0 * (double)part / (double)total : 0.0;
+}
+
+/* Set once the profile is built: values are nanoseconds. */
+static int g_timed;
+
+/* A sample value as printed: a count, or milliseconds of time. */
+static const char *amount(uint64_t v, char *buf, size_t n)
+{
+	if (g_timed)
+		snprintf(buf, n, "%.1fms", (double)v / 1e6);
+	else
+		snprintf(buf, n, "%" PRIu64, v);
+	return buf;
 }
 
 static const char *kind_tag(int kind)
@@ -221,8 +241,10 @@ static void print_functions(const stackpulse_profile *p, const struct sp_top *to
 	       g->n ? "thread/process                  " : "", "function");
 	for (size_t i = 0; i < top->n && i < limit; i++) {
 		const struct sp_top_row *r = &top->rows[i];
-		printf("%8" PRIu64 " %6.2f%% %8" PRIu64 " %6.2f%%  ", r->self,
-		       pct(r->self, top->total), r->total, pct(r->total, top->total));
+		char a[32], b[32];
+		printf("%8s %6.2f%% %8s %6.2f%%  ", amount(r->self, a, sizeof(a)),
+		       pct(r->self, top->total), amount(r->total, b, sizeof(b)),
+		       pct(r->total, top->total));
 		if (g->n)
 			printf("%-31s ", r->group < g->n ? g->label[r->group] : "?");
 		print_name(p, r->name, r->line, r->kind);
@@ -299,7 +321,7 @@ static int print_stacks(const stackpulse_profile *p, uint64_t total, size_t limi
 				goto out;
 			memo.v[at].d = path;
 		}
-		paths.v[path - 1].x += s->weight;
+		paths.v[path - 1].x += s->value;
 	}
 	pairs = calloc(2 * ((size_t)paths.n + 1), sizeof(uint64_t));
 	if (!pairs)
@@ -313,7 +335,9 @@ static int print_stacks(const stackpulse_profile *p, uint64_t total, size_t limi
 		}
 	qsort(pairs, k, 2 * sizeof(uint64_t), cmp_weight_desc);
 	for (size_t i = 0; i < k && i < limit; i++) {
-		printf("%6.2f%% (%" PRIu64 " samples)\n", pct(pairs[2 * i], total), pairs[2 * i]);
+		char a[32];
+		printf("%6.2f%% (%s%s)\n", pct(pairs[2 * i], total),
+		       amount(pairs[2 * i], a, sizeof(a)), g_timed ? "" : " samples");
 		const struct sp_tmap_entry *e = &paths.v[pairs[2 * i + 1]];
 		if (e->d == LABEL_NODE)
 			printf("    [no frames]\n");
@@ -373,7 +397,7 @@ static int print_threads(const stackpulse_profile *p, uint32_t top_flags)
 	for (uint64_t i = 0; i < stackpulse_profile_sample_count(p); i++) {
 		const struct stackpulse_profile_sample *s = stackpulse_profile_sample(p, i);
 		if (s->thread < nt)
-			w[s->thread] += s->weight;
+			w[s->thread] += s->value;
 	}
 	for (size_t i = 0; i < top.n; i++) /* Sorted by self: the first is the hottest. */
 		if (top.rows[i].group < nt && hot[top.rows[i].group] == SIZE_MAX &&
@@ -391,15 +415,16 @@ static int print_threads(const stackpulse_profile *p, uint32_t top_flags)
 		}
 		order[j] = t;
 	}
-	printf("%8s %7s %8s %8s  %-16s %-16s %s\n", "samples", "share", "pid", "tid", "process",
-	       "thread", "hottest function (self%)");
+	printf("%8s %7s %8s %8s  %-16s %-16s %s\n", g_timed ? "time" : "samples", "share", "pid",
+	       "tid", "process", "thread", "hottest function (self%)");
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t t = order[i];
 		const struct stackpulse_profile_thread *th = stackpulse_profile_thread(p, t);
 		const struct stackpulse_profile_process *pr =
 		        th ? stackpulse_profile_process(p, th->process) : NULL;
-		printf("%8" PRIu64 " %6.2f%% %8ld %8ld  %-16s %-16s ", w[t], pct(w[t], top.total),
-		       pr ? (long)pr->pid : -1L, th ? (long)th->tid : -1L,
+		char a[32];
+		printf("%8s %6.2f%% %8ld %8ld  %-16s %-16s ", amount(w[t], a, sizeof(a)),
+		       pct(w[t], top.total), pr ? (long)pr->pid : -1L, th ? (long)th->tid : -1L,
 		       pr ? stackpulse_profile_string(p, pr->name) : "?",
 		       th ? stackpulse_profile_string(p, th->name) : "?");
 		if (hot[t] != SIZE_MAX) {
@@ -497,6 +522,8 @@ int main(int argc, char **argv)
 	int modes = 0, python_only = 0, addresses = 0, follow = 0;
 	long top_n = 20;
 	uint32_t export_flags = 0, profile_flags = 0;
+	int time_given = 0;
+	enum stackpulse_time time_view = STACKPULSE_TIME_SAMPLES;
 	const char *app = NULL, *labels[MAX_LABELS];
 	size_t nlabels = 0;
 	for (int i = 1; i < argc; i++) {
@@ -560,6 +587,21 @@ int main(int argc, char **argv)
 			profile_flags |= STACKPULSE_PROFILE_MERGE_INLINE;
 		} else if (strcmp(a, "--lines") == 0) {
 			export_flags |= STACKPULSE_EXPORT_LINES;
+		} else if (strncmp(a, "--time=", 7) == 0) {
+			static const char *const names[] = { "samples", "cpu", "off", "wall" };
+			time_given = 0;
+			for (int k = 0; k < 4 && !time_given; k++)
+				if (strcmp(a + 7, names[k]) == 0) {
+					time_view = (enum stackpulse_time)k;
+					time_given = 1;
+				}
+			if (!time_given) {
+				fprintf(stderr,
+				        "report: --time wants samples, cpu, off or wall, not "
+				        "'%s'\n",
+				        a + 7);
+				return 2;
+			}
 		} else if (strcmp(a, "--follow") == 0) {
 			follow = 1;
 		} else if (strcmp(a, "--python-only") == 0) {
@@ -598,6 +640,10 @@ int main(int argc, char **argv)
 	}
 	if (check_combination(mode, export_flags) != 0)
 		return 2;
+	if (follow && time_given && time_view != STACKPULSE_TIME_SAMPLES) {
+		fprintf(stderr, "report: --follow counts samples; --time goes without it\n");
+		return 2;
+	}
 	if (follow && (mode != M_TABLE && mode != M_TOP && mode != M_FOLDED)) {
 		fprintf(stderr, "report: --follow goes with the table, --top or --folded\n");
 		return 2;
@@ -664,6 +710,20 @@ int main(int argc, char **argv)
 		}
 		fprintf(stderr, "\n");
 	}
+	/* A spool with off-CPU intervals reads as wall-clock time by default. */
+	int has_offcpu = meta->off_cpu_method != STACKPULSE_OFFCPU_NONE;
+	if (!time_given && has_offcpu && !follow)
+		time_view = STACKPULSE_TIME_WALL;
+	if (!has_offcpu &&
+	    (time_view == STACKPULSE_TIME_OFF || time_view == STACKPULSE_TIME_WALL)) {
+		fprintf(stderr,
+		        "report: %s has no off-CPU intervals (record with --off-cpu); "
+		        "--time=cpu or samples reads it\n",
+		        spool_path);
+		stackpulse_spool_close(spool);
+		return 1;
+	}
+	g_timed = time_view != STACKPULSE_TIME_SAMPLES;
 	/* Copied now: the meta belongs to the spool, closed before printing. */
 	uint64_t lost = meta->lost, duration_ns = meta->duration_ns;
 	uint32_t freq = meta->frequency;
@@ -679,6 +739,7 @@ int main(int argc, char **argv)
 	po.flags = profile_flags;
 	if (python_only)
 		po.view = STACKPULSE_VIEW_PYTHON_ONLY;
+	po.time = time_view;
 	stackpulse_profile *prof = NULL;
 	rc = spool_profile(spool, &so, &po, fail, &prof);
 	if (rc) {
@@ -782,6 +843,13 @@ int main(int argc, char **argv)
 			printf("%" PRIu64 " samples, %" PRIu64 " lost, %.2f s at %u Hz (%s)\n",
 			       stackpulse_profile_sample_count(prof), lost,
 			       (double)duration_ns / 1e9, freq, event);
+			if (g_timed) {
+				static const char *const what[] = { "", "on-CPU", "off-CPU",
+					                            "wall-clock (on- + off-CPU)" };
+				char a[32];
+				printf("%s time: %s\n", what[time_view],
+				       amount(top.total, a, sizeof(a)));
+			}
 			if (!kernel_frames && *kernel_note)
 				printf("no kernel frames: %s\n", kernel_note);
 			printf("\nHottest stacks (leaf first):\n");

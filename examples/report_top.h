@@ -150,14 +150,14 @@ static inline int sp_top_compute_ex(const stackpulse_profile *p, const uint32_t 
 	uint32_t at;
 	for (uint64_t i = 0; i < stackpulse_profile_sample_count(p); i++) {
 		const struct stackpulse_profile_sample *s = stackpulse_profile_sample(p, i);
-		t->total += s->weight;
+		t->total += s->value;
 		uint32_t g =
 		        group_of_thread && s->thread < nthreads ? group_of_thread[s->thread] : 0;
 		if (s->stack == 0 || s->stack >= nstacks)
 			continue;
 		if (sp_tmap_get(&leaves, g, s->stack, 0, &at, NULL) != 0)
 			goto out;
-		leaves.v[at].x += s->weight;
+		leaves.v[at].x += s->value;
 	}
 	/* One walk per distinct (group, leaf); the stamp (row data d) counts a
 	 * row once per walk. */

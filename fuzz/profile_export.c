@@ -45,6 +45,8 @@ static void export_one(const uint8_t *data, size_t size)
 	uint8_t sel = size ? data[size - 1] : 0;
 	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
 	po.view = (sel >> 4) % 3;
+	/* The byte before it picks the time view (off-CPU intervals in OFF and WALL). */
+	po.time = (enum stackpulse_time)((size > 1 ? data[size - 2] : 0) & 3u);
 	stackpulse_profile *p = NULL;
 	if (stackpulse_profile_build(spool, NULL, &po, &p) == 0) {
 		for (int fmt = STACKPULSE_EXPORT_FOLDED; fmt <= STACKPULSE_EXPORT_SVG; fmt++) {

@@ -153,6 +153,27 @@ static void check_samples(const stackpulse_spool *s)
 	stackpulse_sample_iter_free(it);
 }
 
+static void check_offcpu(const stackpulse_spool *s)
+{
+	stackpulse_offcpu_iter *it;
+	if (stackpulse_offcpu_iter_new(s, &it) != 0)
+		return;
+	const struct stackpulse_offcpu *x;
+	uint64_t n = 0;
+	int rc;
+	while ((rc = stackpulse_offcpu_iter_next(it, &x)) == 1) {
+		ENSURE(x->thread < stackpulse_spool_thread_count(s));
+		ENSURE(x->stack < stackpulse_spool_stack_count(s));
+		ENSURE(x->process == stackpulse_spool_thread(s, x->thread)->process);
+		ENSURE(x->state == STACKPULSE_OFFCPU_BLOCKED ||
+		       x->state == STACKPULSE_OFFCPU_PREEMPTED);
+		n++;
+	}
+	ENSURE(rc == 0 && n == stackpulse_spool_meta(s)->offcpu_intervals);
+	ENSURE(stackpulse_offcpu_iter_next(it, &x) == 0);
+	stackpulse_offcpu_iter_free(it);
+}
+
 /* A damaged spool keeps the chunks before the damage; a strict open fails
  * with its code and detail. An undamaged one opens strictly alike. */
 static void check_damage(const stackpulse_spool *s, const uint8_t *data, size_t size)
@@ -186,6 +207,7 @@ static void decode_one(const uint8_t *data, size_t size)
 	check_stacks(s);
 	check_lookups(s, data, size);
 	check_samples(s);
+	check_offcpu(s);
 	stackpulse_spool_close(s);
 }
 

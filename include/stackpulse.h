@@ -132,6 +132,24 @@ enum stackpulse_frame_kind {
 	STACKPULSE_FRAME_TRUNCATED = 5, /**< Marker: the stack was cut here. */
 	STACKPULSE_FRAME_JIT = 6,       /**< Anonymous code named by a perf map. */
 };
+
+/** How off-CPU intervals were recorded (docs/recording.md#off-cpu-time). */
+enum stackpulse_offcpu_method {
+	STACKPULSE_OFFCPU_NONE = 0, /**< No off-CPU intervals were recorded. */
+	/** The context-switch software event sampled at period 1 (stacks at
+	 *  switch-out) and PERF_RECORD_SWITCH (switch-in times): root,
+	 *  CAP_PERFMON or perf_event_paranoid <= 1. */
+	STACKPULSE_OFFCPU_SWITCH_EVENT = 1,
+	/** PERF_RECORD_SWITCH intervals with stacks read from the stopped
+	 *  thread's saved user state (no privilege). */
+	STACKPULSE_OFFCPU_UNPRIVILEGED = 2,
+};
+
+/** Why a thread was off CPU. */
+enum stackpulse_offcpu_state {
+	STACKPULSE_OFFCPU_BLOCKED = 0,   /**< It slept or waited (not runnable). */
+	STACKPULSE_OFFCPU_PREEMPTED = 1, /**< It was runnable, waiting for a CPU. */
+};
 /**@}*/
 
 /* ------------------------------------------------------------------ */
@@ -242,6 +260,13 @@ typedef struct stackpulse_recorder_opts {
 	/** With @c rotate_ns: called as each window file is complete, or NULL. */
 	stackpulse_window_fn on_window;
 	void *window_ctx; /**< Passed to @c on_window. */
+	/** Off-CPU intervals (docs/recording.md#off-cpu-time): each time a
+	 * followed thread leaves the CPU, how long it stays off, whether it
+	 * blocked or was preempted, and its stack when it left. OFF (default):
+	 * none. AUTO: when the kernel allows the context-switch event (root,
+	 * CAP_PERFMON or perf_event_paranoid <= 1). REQUIRED: fail when it is
+	 * refused. */
+	enum stackpulse_feature off_cpu;
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
@@ -263,6 +288,7 @@ typedef struct stackpulse_recorder_opts {
 	        .rotate_ns = 0,                                                                    \
 	        .on_window = NULL,                                                                 \
 	        .window_ctx = NULL,                                                                \
+	        .off_cpu = STACKPULSE_FEATURE_OFF,                                                 \
 	})
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
@@ -295,7 +321,9 @@ struct stackpulse_recorder_stats {
 	uint64_t malformed_records; /**< Kernel ring records skipped as
 	                             *   malformed (a kernel or ring bug). */
 	/* Ring memory, stack copy sizing, loss per thread (docs/recording.md). */
-	uint64_t ring_bytes;   /**< Data bytes of all perf rings (locked memory). */
+	uint64_t ring_bytes;   /**< Data bytes of the perf rings in use (locked
+	                        *   memory; as root they grow while the
+	                        *   recorder falls behind). */
 	uint32_t stack_copy;   /**< User stack bytes the events copy now (learned,
 	                        *   at most opts.stack_size). */
 	uint32_t copy_resizes; /**< Times the events were re-opened with another
@@ -305,6 +333,15 @@ struct stackpulse_recorder_stats {
 	                        *   each thread's loss. */
 	uint32_t lost_threads; /**< Threads with samples lost so far (counted when
 	                        *   their events are re-opened and at finish). */
+	/* Off-CPU intervals (opts.off_cpu; docs/recording.md#off-cpu-time). */
+	/** How they are recorded; ::STACKPULSE_OFFCPU_NONE when not. */
+	enum stackpulse_offcpu_method off_cpu_method;
+	uint64_t offcpu_intervals; /**< Off-CPU intervals written. */
+	uint64_t offcpu_no_stack;  /**< Of them: written without a stack (the
+	                            *   switch-out sample was lost). */
+	uint64_t offcpu_dropped;   /**< Switch-ins not written: no switch-out
+	                            *   was seen for them (lost in a switch
+	                            *   storm, or before recording began). */
 };
 
 /** The cost and quality of reading Python stacks (CPython targets only; all
@@ -508,6 +545,10 @@ struct stackpulse_spool_meta {
 	                          *   4096: checksum mismatch (...)"; "" when not damaged. */
 	uint64_t start_clock_ns;    /**< The samples' clock (CLOCK_MONOTONIC) at the
 	                             *   start: sample times are on this clock. */
+	/** How off-CPU intervals were recorded; ::STACKPULSE_OFFCPU_NONE for
+	 *  spools without them (and every spool of older writers). */
+	enum stackpulse_offcpu_method off_cpu_method;
+	uint64_t offcpu_intervals; /**< Off-CPU intervals in the file. */
 };
 
 /** A process. Indexes are stable within one spool. */
@@ -770,6 +811,36 @@ STACKPULSE_API int stackpulse_sample_iter_next(stackpulse_sample_iter *it,
                                                const struct stackpulse_sample **sample);
 /** Frees @p it. NULL is ignored. */
 STACKPULSE_API void stackpulse_sample_iter_free(stackpulse_sample_iter *it);
+
+/** One off-CPU interval: a thread left the CPU at `start_ns` and ran again
+ * `duration_ns` later. Valid until the next ::stackpulse_offcpu_iter_next. */
+struct stackpulse_offcpu {
+	uint64_t start_ns;    /**< Switch-out time (perf clock), ns. */
+	uint64_t duration_ns; /**< Time until the thread ran again, ns. */
+	uint32_t thread;      /**< Thread index. */
+	uint32_t process;     /**< Process index. */
+	pid_t pid;            /**< Kernel pid. */
+	pid_t tid;            /**< Kernel tid. */
+	uint32_t stack;       /**< Stack when it left the CPU (leaf node); 0: unknown. */
+	/** Blocked or preempted. */
+	enum stackpulse_offcpu_state state;
+};
+
+/** Iterator over the off-CPU intervals, one chunk in memory at a time. */
+typedef struct stackpulse_offcpu_iter stackpulse_offcpu_iter;
+
+/** Starts an iteration over all off-CPU intervals in file order (none for
+ * spools recorded without ::stackpulse_recorder_opts `off_cpu`). */
+STACKPULSE_API int stackpulse_offcpu_iter_new(const stackpulse_spool *spool,
+                                              stackpulse_offcpu_iter **out);
+/**
+ * Advances: returns 1 and sets @p interval, 0 at the end, or a negative
+ * code (for example when the file changed on disk since it was opened).
+ */
+STACKPULSE_API int stackpulse_offcpu_iter_next(stackpulse_offcpu_iter *it,
+                                               const struct stackpulse_offcpu **interval);
+/** Frees @p it. NULL is ignored. */
+STACKPULSE_API void stackpulse_offcpu_iter_free(stackpulse_offcpu_iter *it);
 
 /** A spool being tailed while it is written (::stackpulse_spool_tail_open). */
 typedef struct stackpulse_spool_tail stackpulse_spool_tail;
@@ -1037,9 +1108,22 @@ enum stackpulse_profile_flag {
 	STACKPULSE_PROFILE_BY_THREAD = 1u << 3,    /**< Root stacks at their thread. */
 	/** Native code that no symbol covers (a stripped binary) becomes one
 	 *  function per binary, "BASENAME [unresolved]", instead of one
-	 *  "BASENAME+0xOFFSET" per address; frames keep their addresses.
-	 *  Added after 0.1.0. */
+	 *  "BASENAME+0xOFFSET" per address; frames keep their addresses. */
 	STACKPULSE_PROFILE_GROUP_UNRESOLVED = 1u << 4,
+};
+
+/** What a profile's sample values measure (::stackpulse_profile_opts `time`). */
+enum stackpulse_time {
+	/** Sample counts (weights) of the on-CPU samples; off-CPU intervals
+	 *  are left out. The default. */
+	STACKPULSE_TIME_SAMPLES = 0,
+	/** On-CPU time: each sample stands for `weight` × 10^9 / frequency
+	 *  nanoseconds. */
+	STACKPULSE_TIME_CPU = 1,
+	/** Off-CPU time: each off-CPU interval stands for its duration. */
+	STACKPULSE_TIME_OFF = 2,
+	/** Wall-clock time: on-CPU plus off-CPU time. */
+	STACKPULSE_TIME_WALL = 3,
 };
 
 /** Profile options. Initialise with ::stackpulse_profile_opts_init or
@@ -1052,6 +1136,10 @@ typedef struct stackpulse_profile_opts {
 	uint64_t end_ns;           /**< Keep samples before this time (0: all). */
 	pid_t pid;                 /**< Keep only this pid (0: all). */
 	pid_t tid;                 /**< Keep only this tid (0: all). */
+	/** What sample values measure: counts (default) or nanoseconds of
+	 * CPU, off-CPU or wall-clock time (docs/exporters.md#time). Added
+	 * after 0.2.0. */
+	enum stackpulse_time time;
 } stackpulse_profile_opts;
 
 /** Default profile options. */
@@ -1064,6 +1152,7 @@ typedef struct stackpulse_profile_opts {
 	        .end_ns = 0,                                                                       \
 	        .pid = 0,                                                                          \
 	        .tid = 0,                                                                          \
+	        .time = STACKPULSE_TIME_SAMPLES,                                                   \
 	})
 
 /** Sets @p opts to the defaults (::STACKPULSE_PROFILE_OPTS). */
@@ -1091,12 +1180,18 @@ struct stackpulse_profile_stack {
 	uint32_t frame;  /**< Frame index of this node. */
 };
 
-/** A kept sample. */
+/** A kept sample: an on-CPU sample, or (in the OFF and WALL time views)
+ * an off-CPU interval. */
 struct stackpulse_profile_sample {
-	uint64_t time_ns; /**< Sample time. */
+	uint64_t time_ns; /**< Sample time; an interval's switch-out time. */
 	uint32_t thread;  /**< Thread index. */
 	uint32_t stack;   /**< Leaf stack node. */
-	uint32_t weight;  /**< Weight. */
+	uint32_t weight;  /**< Weight (1 for an off-CPU interval). */
+	uint32_t off_cpu; /**< 1 for an off-CPU interval, 0 for an on-CPU sample. */
+	/** What it counts for in the profile: `weight` (::STACKPULSE_TIME_SAMPLES)
+	 *  or nanoseconds (the other ::stackpulse_time views). Function counts
+	 *  and exporters sum this. */
+	uint64_t value;
 };
 
 /** A thread. */
@@ -1161,6 +1256,8 @@ STACKPULSE_API const struct stackpulse_profile_stack *stackpulse_profile_stack(
         const stackpulse_profile *p, uint32_t i);
 /** Number of samples kept. */
 STACKPULSE_API uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p);
+/** What the sample values of @p p measure (its opts `time`). */
+STACKPULSE_API enum stackpulse_time stackpulse_profile_time(const stackpulse_profile *p);
 /** Sample @p i, or NULL. */
 STACKPULSE_API const struct stackpulse_profile_sample *stackpulse_profile_sample(
         const stackpulse_profile *p, uint64_t i);

@@ -57,6 +57,7 @@ pub const record = [_][]const u8{
     "src/record/event_set.c",
     "src/record/ring.c",
     "src/record/sample.c",
+    "src/record/offcpu.c",
     "src/record/kernel_symbols.c",
     "src/record/embed_symbols.c",
     "src/record/perfmap_names.c",

@@ -40,6 +40,7 @@ pub const os = [_][]const u8{
     "tests/record/test_record_output.c",
     "tests/record/test_record_limits.c",
     "tests/record/test_record_rotate.c",
+    "tests/record/test_record_offcpu.c",
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
     "tests/python/test_python_shapes.c",
@@ -62,6 +63,7 @@ pub const os = [_][]const u8{
     "tests/profile/test_ladder.c",
     "tests/profile/test_hostile.c",
     "tests/profile/test_report_cli.c",
+    "tests/profile/test_offcpu.c",
     "tests/reliability/test_rel_sigkill.c",
     "tests/reliability/test_rel_tail.c",
     "tests/reliability/test_rel_enospc.c",
@@ -103,6 +105,7 @@ pub const arm64_vm_skip = [_][]const u8{
     "tests/record/test_record_perfmap.c", // pyenv 3.12, gcc
     "tests/record/test_record_output.c", // gcc, setpriv
     "tests/record/test_record_limits.c", // gcc
+    "tests/record/test_record_offcpu.c", // gcc
     "tests/record/test_record_load.c", // gcc, setpriv
     // Timed for native speed: 90% of Python reads ahead of the drain; under
     // TCG a read takes ~2 ms and 70% were. test_arm64_guest checks the share.
@@ -121,6 +124,7 @@ pub const arm64_vm_skip = [_][]const u8{
     "tests/profile/test_export.c", // Go (pprof), chromium
     "tests/profile/test_ladder.c", // Go (pprof)
     "tests/profile/test_report_cli.c", // cc for its workloads, Go (pprof), pyenv
+    "tests/profile/test_offcpu.c", // cc for its workload, Go (pprof)
     "tests/reliability/test_rel_sigkill.c", // gcc
     "tests/reliability/test_rel_tail.c", // gcc (its targets), cc for report --follow
     "tests/reliability/test_rel_enospc.c", // gcc

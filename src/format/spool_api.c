@@ -290,21 +290,48 @@ const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *s, uint32_t i)
 }
 
 /* ------------------------------------------------------------------ */
-/* Sample iterator: one decompressed chunk at a time. */
+/* Sample and off-CPU iterators: one decompressed chunk at a time, walking
+ * the blocks (SAMPLES or OFFCPU records) of one type. */
 
-struct stackpulse_sample_iter {
+struct block_iter {
 	const stackpulse_spool *s;
 	struct sp_chunk_scratch sc;
-	uint32_t next_chunk;               /* Next chunk to load. */
-	sp_cursor cur;                     /* Records of the loaded chunk. */
-	sp_cursor cols[SP_SAMPLE_COLUMNS]; /* Columns of the current SAMPLES block. */
-	uint64_t block_left;               /* Samples left in the block. */
-	uint64_t base_time;
+	unsigned type;                  /* SP_REC_SAMPLES or SP_REC_OFFCPU. */
+	int ncols;                      /* Columns of a block of that type. */
+	uint32_t next_chunk;            /* Next chunk to load. */
+	sp_cursor cur;                  /* Records of the loaded chunk. */
+	sp_cursor cols[SP_COLUMNS_MAX]; /* Columns of the current block. */
+	uint64_t block_left;            /* Rows left in the block. */
+	uint64_t base_time;             /* Where the chunk's time chain starts. */
 	uint64_t prev_time;
 	int has_prev;
 	int failed; /* Sticky error code. */
+};
+
+struct stackpulse_sample_iter {
+	struct block_iter b;
 	struct stackpulse_sample sample;
 };
+
+struct stackpulse_offcpu_iter {
+	struct block_iter b;
+	struct stackpulse_offcpu interval;
+};
+
+static int block_iter_init(const stackpulse_spool *s, struct block_iter *b, unsigned type)
+{
+	if (!s)
+		return sp_error(-EINVAL, "no spool");
+	if (s->tail)
+		return sp_error(-EINVAL, "a tailed spool delivers its samples by "
+		                         "stackpulse_spool_tail_poll, not by an iterator");
+	b->s = s;
+	b->type = type;
+	static const int ncols[2] = { SP_SAMPLE_COLUMNS, SP_OFFCPU_COLUMNS };
+	b->ncols = ncols[type == SP_REC_OFFCPU];
+	b->cur = sp_cursor_make(NULL, 0);
+	return 0;
+}
 
 int stackpulse_sample_iter_new(const stackpulse_spool *s, stackpulse_sample_iter **out)
 {
@@ -312,16 +339,14 @@ int stackpulse_sample_iter_new(const stackpulse_spool *s, stackpulse_sample_iter
 	if (!out)
 		return sp_error(-EINVAL, "no output pointer");
 	*out = NULL;
-	if (!s)
-		return sp_error(-EINVAL, "no spool");
-	if (s->tail)
-		return sp_error(-EINVAL, "a tailed spool delivers its samples by "
-		                         "stackpulse_spool_tail_poll, not by an iterator");
 	stackpulse_sample_iter *it = sp_calloc(1, sizeof(*it));
 	if (!it)
 		return sp_error(-ENOMEM, "cannot allocate a sample iterator");
-	it->s = s;
-	it->cur = sp_cursor_make(NULL, 0);
+	int rc = block_iter_init(s, &it->b, SP_REC_SAMPLES);
+	if (rc) {
+		sp_free(it);
+		return rc;
+	}
 	*out = it;
 	return 0;
 }
@@ -330,24 +355,51 @@ void stackpulse_sample_iter_free(stackpulse_sample_iter *it)
 {
 	if (!it)
 		return;
-	sp_chunk_scratch_free(&it->sc);
+	sp_chunk_scratch_free(&it->b.sc);
 	sp_free(it);
 }
 
-/* Finds where each column of a SAMPLES body starts by skipping varints. */
-static int iter_block(stackpulse_sample_iter *it, const uint8_t *body, size_t len)
+int stackpulse_offcpu_iter_new(const stackpulse_spool *s, stackpulse_offcpu_iter **out)
+{
+	SP_API_ENTRY();
+	if (!out)
+		return sp_error(-EINVAL, "no output pointer");
+	*out = NULL;
+	stackpulse_offcpu_iter *it = sp_calloc(1, sizeof(*it));
+	if (!it)
+		return sp_error(-ENOMEM, "cannot allocate an off-CPU iterator");
+	int rc = block_iter_init(s, &it->b, SP_REC_OFFCPU);
+	if (rc) {
+		sp_free(it);
+		return rc;
+	}
+	*out = it;
+	return 0;
+}
+
+void stackpulse_offcpu_iter_free(stackpulse_offcpu_iter *it)
+{
+	if (!it)
+		return;
+	sp_chunk_scratch_free(&it->b.sc);
+	sp_free(it);
+}
+
+/* Finds where each column of a block body starts by skipping varints. */
+static int iter_block(struct block_iter *it, const uint8_t *body, size_t len)
 {
 	sp_cursor c = sp_cursor_make(body, len);
 	uint64_t n, v;
-	int rc = sp_cursor_varint(&c, &n, "sample count");
+	int rc = sp_cursor_varint(&c, &n, "row count");
 	if (rc)
 		return rc;
-	if (n == 0 || n > sp_cursor_left(&c) / SP_SAMPLE_MIN_BYTES)
-		return sp_error(STACKPULSE_EFORMAT, "bad sample count %llu", (unsigned long long)n);
-	for (int col = 0; col < SP_SAMPLE_COLUMNS; col++) {
+	/* Both block types take at least one byte per column. */
+	if (n == 0 || n > sp_cursor_left(&c) / (uint64_t)it->ncols)
+		return sp_error(STACKPULSE_EFORMAT, "bad row count %llu", (unsigned long long)n);
+	for (int col = 0; col < it->ncols; col++) {
 		size_t start = c.pos;
 		for (uint64_t i = 0; i < n; i++)
-			if ((rc = sp_cursor_varint(&c, &v, "sample column")))
+			if ((rc = sp_cursor_varint(&c, &v, "block column")))
 				return rc;
 		it->cols[col] = sp_cursor_make(body + start, c.pos - start);
 	}
@@ -355,10 +407,21 @@ static int iter_block(stackpulse_sample_iter *it, const uint8_t *body, size_t le
 	return 0;
 }
 
+/* The next time of the block's chain. */
+static uint64_t iter_time(struct block_iter *it, int64_t delta)
+{
+	uint64_t t = (it->has_prev ? it->prev_time : it->base_time) + (uint64_t)delta;
+	it->prev_time = t;
+	it->has_prev = 1;
+	it->block_left--;
+	return t;
+}
+
 /* Decodes the next sample of the block; ids are checked again, against the
  * final tables. */
-static int iter_sample(stackpulse_sample_iter *it)
+static int iter_sample(stackpulse_sample_iter *si)
 {
+	struct block_iter *it = &si->b;
 	const stackpulse_spool *s = it->s;
 	int64_t delta;
 	uint32_t thr, stack, weight, cpu;
@@ -372,33 +435,55 @@ static int iter_sample(stackpulse_sample_iter *it)
 	if (thr >= s->nthreads || stack >= s->nstacks)
 		return sp_error(STACKPULSE_EFORMAT, "sample refers to thread %u / stack %u", thr,
 		                stack);
-	it->block_left--;
-	uint64_t t = (it->has_prev ? it->prev_time : it->base_time) + (uint64_t)delta;
-	it->prev_time = t;
-	it->has_prev = 1;
 	const struct stackpulse_thread *th = &s->threads[thr];
-	it->sample.time_ns = t;
-	it->sample.thread = thr;
-	it->sample.process = th->process;
-	it->sample.pid = s->procs[th->process].pid;
-	it->sample.tid = th->tid;
-	it->sample.stack = stack;
-	it->sample.weight = weight;
-	it->sample.cpu = cpu;
+	si->sample.time_ns = iter_time(it, delta);
+	si->sample.thread = thr;
+	si->sample.process = th->process;
+	si->sample.pid = s->procs[th->process].pid;
+	si->sample.tid = th->tid;
+	si->sample.stack = stack;
+	si->sample.weight = weight;
+	si->sample.cpu = cpu;
 	return 0;
 }
 
-static int iter_step(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)
+static int iter_offcpu(stackpulse_offcpu_iter *oi)
+{
+	struct block_iter *it = &oi->b;
+	const stackpulse_spool *s = it->s;
+	int64_t delta;
+	uint32_t thr, stack, state;
+	uint64_t dur;
+	int rc;
+	if ((rc = sp_cursor_svarint(&it->cols[0], &delta, "start delta")) ||
+	    (rc = sp_cursor_varint32(&it->cols[1], &thr, "thread")) ||
+	    (rc = sp_cursor_varint32(&it->cols[2], &stack, "stack")) ||
+	    (rc = sp_cursor_varint(&it->cols[3], &dur, "duration")) ||
+	    (rc = sp_cursor_varint32(&it->cols[4], &state, "off-CPU state")))
+		return rc;
+	if (thr >= s->nthreads || stack >= s->nstacks || state > STACKPULSE_OFFCPU_PREEMPTED)
+		return sp_error(STACKPULSE_EFORMAT,
+		                "off-CPU interval refers to thread %u / stack %u / state %u", thr,
+		                stack, state);
+	const struct stackpulse_thread *th = &s->threads[thr];
+	oi->interval.start_ns = iter_time(it, delta);
+	oi->interval.duration_ns = dur;
+	oi->interval.thread = thr;
+	oi->interval.process = th->process;
+	oi->interval.pid = s->procs[th->process].pid;
+	oi->interval.tid = th->tid;
+	oi->interval.stack = stack;
+	oi->interval.state = (enum stackpulse_offcpu_state)state;
+	return 0;
+}
+
+/* Positions @p it on its next row: 1 when there is one, 0 at the end. */
+static int iter_step(struct block_iter *it)
 {
 	const stackpulse_spool *s = it->s;
 	for (;;) {
-		if (it->block_left) {
-			int rc = iter_sample(it);
-			if (rc)
-				return rc;
-			*sample = &it->sample;
+		if (it->block_left)
 			return 1;
-		}
 		while (sp_cursor_left(&it->cur)) {
 			uint64_t type, len;
 			const uint8_t *body;
@@ -408,7 +493,7 @@ static int iter_step(stackpulse_sample_iter *it, const struct stackpulse_sample 
 			                               "record length")) ||
 			    (rc = sp_cursor_bytes(&it->cur, (size_t)len, &body, "record body")))
 				return rc;
-			if (type != SP_REC_SAMPLES)
+			if (type != it->type)
 				continue;
 			if ((rc = iter_block(it, body, (size_t)len)))
 				return rc;
@@ -416,8 +501,10 @@ static int iter_step(stackpulse_sample_iter *it, const struct stackpulse_sample 
 		}
 		if (it->block_left)
 			continue;
-		/* Load the next chunk that holds samples. */
-		while (it->next_chunk < s->nchunks && s->chunks[it->next_chunk].samples == 0)
+		/* Load the next chunk that holds rows of the type. */
+		while (it->next_chunk < s->nchunks &&
+		       (it->type == SP_REC_SAMPLES ? s->chunks[it->next_chunk].samples
+		                                   : s->chunks[it->next_chunk].intervals) == 0)
 			it->next_chunk++;
 		if (it->next_chunk >= s->nchunks)
 			return 0;
@@ -428,9 +515,20 @@ static int iter_step(stackpulse_sample_iter *it, const struct stackpulse_sample 
 		if (rc)
 			return rc;
 		it->cur = sp_cursor_make(raw, ref->raw_len);
-		it->base_time = ref->base_time;
+		it->base_time = it->type == SP_REC_SAMPLES ? ref->base_time : 0;
 		it->has_prev = 0;
 	}
+}
+
+static int sample_step(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)
+{
+	int rc = iter_step(&it->b);
+	if (rc != 1)
+		return rc;
+	if ((rc = iter_sample(it)) != 0)
+		return rc;
+	*sample = &it->sample;
+	return 1;
 }
 
 int sp_spool_chunk_samples(const stackpulse_spool *s, const struct sp_chunk_ref *ref,
@@ -439,24 +537,23 @@ int sp_spool_chunk_samples(const stackpulse_spool *s, const struct sp_chunk_ref 
 	/* An iterator over this one chunk: no next chunk to load. */
 	stackpulse_sample_iter it;
 	memset(&it, 0, sizeof(it));
-	it.s = s;
-	it.next_chunk = UINT32_MAX;
-	it.cur = sp_cursor_make(raw, ref->raw_len);
-	it.base_time = ref->base_time;
-	const struct stackpulse_sample *sample;
+	it.b.s = s;
+	it.b.type = SP_REC_SAMPLES;
+	it.b.ncols = SP_SAMPLE_COLUMNS;
+	it.b.next_chunk = UINT32_MAX;
+	it.b.cur = sp_cursor_make(raw, ref->raw_len);
+	it.b.base_time = ref->base_time;
+	const struct stackpulse_sample *sample = NULL;
 	int rc;
-	while ((rc = iter_step(&it, &sample)) == 1)
+	while ((rc = sample_step(&it, &sample)) == 1)
 		if ((rc = fn(sample, ctx)) != 0)
 			return rc;
 	return rc == STACKPULSE_ETRUNCATED ? STACKPULSE_EFORMAT : rc;
 }
 
-int stackpulse_sample_iter_next(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)
+/* A failed step stops the iterator for good. */
+static int iter_fail(struct block_iter *it, int rc)
 {
-	SP_API_ENTRY();
-	if (it->failed)
-		return sp_error(it->failed, "sample iterator stopped after an error");
-	int rc = iter_step(it, sample);
 	if (rc < 0) {
 		if (rc == STACKPULSE_ETRUNCATED)
 			rc = STACKPULSE_EFORMAT;
@@ -465,4 +562,26 @@ int stackpulse_sample_iter_next(stackpulse_sample_iter *it, const struct stackpu
 		it->block_left = 0;
 	}
 	return rc;
+}
+
+int stackpulse_sample_iter_next(stackpulse_sample_iter *it, const struct stackpulse_sample **sample)
+{
+	SP_API_ENTRY();
+	if (it->b.failed)
+		return sp_error(it->b.failed, "sample iterator stopped after an error");
+	return iter_fail(&it->b, sample_step(it, sample));
+}
+
+int stackpulse_offcpu_iter_next(stackpulse_offcpu_iter *it,
+                                const struct stackpulse_offcpu **interval)
+{
+	SP_API_ENTRY();
+	if (it->b.failed)
+		return sp_error(it->b.failed, "off-CPU iterator stopped after an error");
+	int rc = iter_step(&it->b);
+	if (rc == 1 && (rc = iter_offcpu(it)) == 0) {
+		*interval = &it->interval;
+		return 1;
+	}
+	return iter_fail(&it->b, rc == 1 ? STACKPULSE_EINTERNAL : rc);
 }

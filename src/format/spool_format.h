@@ -71,6 +71,7 @@ enum sp_record_type {
 	SP_REC_JITSYM = 16,
 	SP_REC_SYMTAB = 17,
 	SP_REC_STATS = 18,
+	SP_REC_OFFCPU = 19, /* A block of off-CPU intervals, stored by column. */
 };
 
 /* Columns of a SAMPLES record, in order: time delta (signed), thread,
@@ -79,6 +80,14 @@ enum sp_record_type {
 /* Smallest encoding of one sample (one byte per column). */
 #define SP_SAMPLE_MIN_BYTES 5
 
+/* Columns of an OFFCPU record, in order: start time delta (signed), thread,
+ * stack, duration, state (enum stackpulse_offcpu_state). */
+#define SP_OFFCPU_COLUMNS   5
+#define SP_OFFCPU_MIN_BYTES 5
+#define SP_COLUMNS_MAX      5 /* Most columns of a block. */
+/* Largest META off_cpu_method a reader knows (stackpulse_offcpu_method). */
+#define SP_OFFCPU_METHOD_MAX 2u
+
 /* Keys of STATS records (key/value varint pairs; unknown keys are kept). */
 enum sp_stat_key {
 	SP_STAT_TRUNCATED_STACKS = 1,
@@ -86,10 +95,13 @@ enum sp_stat_key {
 	SP_STAT_UNWIND_ERRORS = 3,
 	SP_STAT_EVENT = 4, /* stackpulse_event actually used. */
 	SP_STAT_PYTHON_FRAMES = 5,
-	SP_STAT_LOST = 6,         /* Samples lost; with a thread: that thread's. */
-	SP_STAT_RING_BYTES = 7,   /* Data bytes of all perf rings. */
-	SP_STAT_STACK_COPY = 8,   /* Stack copy bytes at the end. */
-	SP_STAT_COPY_RESIZES = 9, /* Re-opens with another copy size. */
+	SP_STAT_LOST = 6,              /* Samples lost; with a thread: that thread's. */
+	SP_STAT_RING_BYTES = 7,        /* Data bytes of all perf rings. */
+	SP_STAT_STACK_COPY = 8,        /* Stack copy bytes at the end. */
+	SP_STAT_COPY_RESIZES = 9,      /* Re-opens with another copy size. */
+	SP_STAT_OFFCPU_INTERVALS = 10, /* Off-CPU intervals written. */
+	SP_STAT_OFFCPU_NO_STACK = 11,  /* Of them: without a stack. */
+	SP_STAT_OFFCPU_DROPPED = 12,   /* Switch-ins without a switch-out. */
 };
 
 #endif

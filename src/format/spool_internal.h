@@ -14,6 +14,7 @@ struct sp_chunk_ref {
 	uint64_t offset;    /* File offset of the chunk header. */
 	uint64_t base_time; /* Header base time. */
 	uint64_t samples;   /* Samples in the chunk. */
+	uint64_t intervals; /* Off-CPU intervals in the chunk. */
 	uint32_t stored_len;
 	uint32_t raw_len;
 	uint32_t crc;

@@ -172,6 +172,14 @@ static int rec_meta(stackpulse_spool *s, sp_cursor *c)
 	    (rc = sp_cursor_varint_max(c, 1, &kf, "kernel frames flag")) ||
 	    (rc = get_str(s, c, SP_NAME_MAX, &m->kernel_note, "kernel note")))
 		return rc;
+	if (sp_cursor_left(c) > 0) {
+		/* Trailing field: how off-CPU intervals were recorded. A method
+		 * this reader does not know reads as its number. */
+		uint32_t method = 0;
+		if ((rc = get_u32(c, &method, "off-CPU method")))
+			return rc;
+		m->off_cpu_method = (enum stackpulse_offcpu_method)method;
+	}
 	m->kernel_frames = (int)kf;
 	m->start_clock_ns = s->start_mono_ns;
 	s->has_meta = 1;
@@ -566,7 +574,34 @@ static int rec_stats(stackpulse_spool *s, sp_cursor *c)
 struct chunk_state {
 	uint64_t prev_time;
 	int has_prev;
+	uint64_t offcpu_prev; /* Start of the chunk's latest interval; 0 first. */
 };
+
+/* The row count of a block, bounded by what is left: every row takes at
+ * least @p min_bytes (one per column). */
+static int block_count(sp_cursor *c, size_t min_bytes, const char *what, uint64_t *n)
+{
+	size_t at = c->pos;
+	int rc = sp_cursor_varint(c, n, what);
+	if (rc)
+		return rc;
+	if (*n == 0 || *n > sp_cursor_left(c) / min_bytes)
+		return sp_error(STACKPULSE_EFORMAT, "%s %llu at byte %zu does not fit in %zu bytes",
+		                what, (unsigned long long)*n, at, sp_cursor_left(c));
+	return 0;
+}
+
+/* The thread and stack columns of a block of @p n rows: defined ids. */
+static int thread_stack_columns(const stackpulse_spool *s, sp_cursor *c, uint64_t n)
+{
+	uint32_t v = 0;
+	int rc = 0;
+	for (uint64_t i = 0; i < n && !rc; i++)
+		rc = get_ref(c, s->nthreads, &v, "thread");
+	for (uint64_t i = 0; i < n && !rc; i++)
+		rc = get_ref(c, s->nstacks, &v, "stack");
+	return rc;
+}
 
 /* A SAMPLES block: a count, then one column per field. Times chain through
  * every block of the chunk, starting from the chunk's base time. */
@@ -574,14 +609,9 @@ static int rec_samples(stackpulse_spool *s, sp_cursor *c, const struct sp_chunk_
                        struct chunk_state *st)
 {
 	uint64_t n = 0;
-	size_t at = c->pos;
-	int rc = sp_cursor_varint(c, &n, "sample count");
+	int rc = block_count(c, SP_SAMPLE_MIN_BYTES, "sample count", &n);
 	if (rc)
 		return rc;
-	if (n == 0 || n > sp_cursor_left(c) / SP_SAMPLE_MIN_BYTES)
-		return sp_error(STACKPULSE_EFORMAT,
-		                "sample count %llu at byte %zu does not fit in %zu bytes",
-		                (unsigned long long)n, at, sp_cursor_left(c));
 	for (uint64_t i = 0; i < n; i++) {
 		int64_t delta;
 		if ((rc = sp_cursor_svarint(c, &delta, "time delta")))
@@ -596,10 +626,7 @@ static int rec_samples(stackpulse_spool *s, sp_cursor *c, const struct sp_chunk_
 		s->meta.samples++;
 	}
 	uint32_t v = 0;
-	for (uint64_t i = 0; i < n && !rc; i++)
-		rc = get_ref(c, s->nthreads, &v, "thread");
-	for (uint64_t i = 0; i < n && !rc; i++)
-		rc = get_ref(c, s->nstacks, &v, "stack");
+	rc = thread_stack_columns(s, c, n);
 	for (uint64_t i = 0; i < n && !rc; i++)
 		rc = get_u32(c, &v, "weight");
 	for (uint64_t i = 0; i < n && !rc; i++)
@@ -607,8 +634,35 @@ static int rec_samples(stackpulse_spool *s, sp_cursor *c, const struct sp_chunk_
 	return rc;
 }
 
-static int decode_record(stackpulse_spool *s, uint64_t type, sp_cursor *c,
-                         const struct sp_chunk_ref *ref, struct chunk_state *st)
+/* An OFFCPU block: a count, then one column per field. Start times chain
+ * through every block of the chunk, starting from 0. */
+static int rec_offcpu(stackpulse_spool *s, sp_cursor *c, struct sp_chunk_ref *ref,
+                      struct chunk_state *st)
+{
+	uint64_t n = 0, v64 = 0;
+	int rc = block_count(c, SP_OFFCPU_MIN_BYTES, "interval count", &n);
+	if (rc)
+		return rc;
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t delta;
+		if ((rc = sp_cursor_svarint(c, &delta, "start delta")))
+			return rc;
+		st->offcpu_prev += (uint64_t)delta;
+	}
+	rc = thread_stack_columns(s, c, n);
+	for (uint64_t i = 0; i < n && !rc; i++)
+		rc = sp_cursor_varint(c, &v64, "duration");
+	for (uint64_t i = 0; i < n && !rc; i++)
+		rc = sp_cursor_varint_max(c, STACKPULSE_OFFCPU_PREEMPTED, &v64, "off-CPU state");
+	if (rc)
+		return rc;
+	s->meta.offcpu_intervals += n;
+	ref->intervals += n;
+	return 0;
+}
+
+static int decode_record(stackpulse_spool *s, uint64_t type, sp_cursor *c, struct sp_chunk_ref *ref,
+                         struct chunk_state *st)
 {
 	switch (type) {
 	case SP_REC_META: return rec_meta(s, c);
@@ -629,6 +683,7 @@ static int decode_record(stackpulse_spool *s, uint64_t type, sp_cursor *c,
 	case SP_REC_JITSYM: return rec_jitsym(s, c);
 	case SP_REC_SYMTAB: return rec_symtab(s, c);
 	case SP_REC_STATS: return rec_stats(s, c);
+	case SP_REC_OFFCPU: return rec_offcpu(s, c, ref, st);
 	default: return 0; /* Unknown: skipped by its length. */
 	}
 }
@@ -637,8 +692,9 @@ int sp_spool_decode_chunk(stackpulse_spool *s, uint32_t index, struct sp_chunk_r
                           const uint8_t *raw)
 {
 	sp_cursor c = sp_cursor_make(raw, ref->raw_len);
-	struct chunk_state st = { 0, 0 };
+	struct chunk_state st = { 0, 0, 0 };
 	uint64_t before = s->meta.samples;
+	ref->intervals = 0;
 	while (sp_cursor_left(&c)) {
 		size_t at = c.pos;
 		uint64_t type = 0, len;

@@ -44,6 +44,7 @@ struct sp_writer {
 	int level;
 	uint32_t chunk_bytes;
 	int state;
+	int offcpu_method; /* enum stackpulse_offcpu_method for META records. */
 	int has_meta;
 	ZSTD_CCtx *cctx;
 	sp_buf chunk; /* Raw records of the open chunk. */
@@ -57,6 +58,11 @@ struct sp_writer {
 	uint32_t chunk_samples;
 	uint64_t chunk_base; /* Time of the chunk's first sample. */
 	uint64_t chunk_prev; /* Time of the chunk's latest sample. */
+	/* Off-CPU intervals of the open chunk, by column likewise (one
+	 * OFFCPU record at the end of the chunk, before SAMPLES). */
+	sp_buf ocols[SP_OFFCPU_COLUMNS];
+	uint32_t chunk_offcpu;
+	uint64_t offcpu_prev; /* Start of the chunk's latest interval. */
 	sp_writer_counts counts;
 	/* Counts when the current file began (sp_writer_next_file): its footer
 	 * holds the file's own samples and bytes. */
@@ -84,24 +90,27 @@ static size_t chunk_raw_len(const sp_writer *w)
 	size_t n = w->chunk.len;
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		n += w->cols[i].len;
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		n += w->ocols[i].len;
 	return n;
 }
 
-/* Appends the SAMPLES record built from the columns. */
-static int append_samples(sp_writer *w)
+/* Appends a SAMPLES or OFFCPU record of @p n rows built from @p ncols
+ * columns. */
+static int append_block(sp_writer *w, unsigned type, uint32_t n, const sp_buf *cols, int ncols)
 {
 	uint8_t count[SP_VARINT_MAX];
-	size_t count_len = sp_varint_put(count, w->chunk_samples);
+	size_t count_len = sp_varint_put(count, n);
 	size_t body = count_len;
-	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
-		body += w->cols[i].len;
-	int rc = sp_buf_varint(&w->chunk, SP_REC_SAMPLES);
+	for (int i = 0; i < ncols; i++)
+		body += cols[i].len;
+	int rc = sp_buf_varint(&w->chunk, type);
 	if (!rc)
 		rc = sp_buf_varint(&w->chunk, body);
 	if (!rc)
 		rc = sp_buf_append(&w->chunk, count, count_len);
-	for (int i = 0; i < SP_SAMPLE_COLUMNS && !rc; i++)
-		rc = sp_buf_append(&w->chunk, w->cols[i].data, w->cols[i].len);
+	for (int i = 0; i < ncols && !rc; i++)
+		rc = sp_buf_append(&w->chunk, cols[i].data, cols[i].len);
 	return rc;
 }
 
@@ -110,10 +119,14 @@ static int append_samples(sp_writer *w)
  * other failure leaves the chunk open, to be retried. */
 static int close_chunk(sp_writer *w)
 {
-	if (w->chunk.len == 0 && w->chunk_samples == 0)
+	if (w->chunk.len == 0 && w->chunk_samples == 0 && w->chunk_offcpu == 0)
 		return 0;
 	size_t records_len = w->chunk.len;
-	int rc = w->chunk_samples ? append_samples(w) : 0;
+	int rc = w->chunk_offcpu ? append_block(w, SP_REC_OFFCPU, w->chunk_offcpu, w->ocols,
+	                                        SP_OFFCPU_COLUMNS)
+	                         : 0;
+	if (!rc && w->chunk_samples)
+		rc = append_block(w, SP_REC_SAMPLES, w->chunk_samples, w->cols, SP_SAMPLE_COLUMNS);
 	if (!rc) {
 		sp_buf_reset(&w->out);
 		rc = sp_buf_reserve(&w->out,
@@ -162,7 +175,10 @@ static int close_chunk(sp_writer *w)
 	sp_buf_reset(&w->chunk);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_reset(&w->cols[i]);
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		sp_buf_reset(&w->ocols[i]);
 	w->chunk_samples = 0;
+	w->chunk_offcpu = 0;
 	return 0;
 }
 
@@ -285,6 +301,8 @@ int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, s
 	sp_buf_init(&w->out);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_init(&w->cols[i]);
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		sp_buf_init(&w->ocols[i]);
 	sp_htab_init(&w->module_ix);
 	sp_htab_init(&w->frame_ix);
 	sp_htab_init(&w->stack_ix);
@@ -318,6 +336,8 @@ void sp_writer_free(sp_writer *w)
 	sp_buf_free(&w->out);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_free(&w->cols[i]);
+	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+		sp_buf_free(&w->ocols[i]);
 	for (uint32_t i = 0; i < w->counts.modules; i++)
 		sp_free(w->modules[i].path);
 	sp_free(w->modules);
@@ -327,6 +347,11 @@ void sp_writer_free(sp_writer *w)
 	sp_htab_free(&w->frame_ix);
 	sp_htab_free(&w->stack_ix);
 	sp_free(w);
+}
+
+void sp_writer_set_offcpu_method(sp_writer *w, int method)
+{
+	w->offcpu_method = method;
 }
 
 int sp_writer_meta(sp_writer *w, const sp_meta *m)
@@ -344,7 +369,13 @@ int sp_writer_meta(sp_writer *w, const sp_meta *m)
 	    (rc = put_str(b, m->kernel_release, SP_NAME_MAX)) ||
 	    (rc = put_str(b, m->hostname, SP_NAME_MAX)) ||
 	    (rc = sp_buf_varint(b, m->kernel_frames ? 1 : 0)) ||
-	    (rc = put_str(b, m->kernel_note, SP_NAME_MAX)) || (rc = commit(w, SP_REC_META)))
+	    (rc = put_str(b, m->kernel_note, SP_NAME_MAX)))
+		return rc;
+	/* Trailing field, only when set: spools without off-CPU data keep
+	 * the bytes of older writers. */
+	if (w->offcpu_method && (rc = sp_buf_varint(b, (uint64_t)(unsigned)w->offcpu_method)))
+		return rc;
+	if ((rc = commit(w, SP_REC_META)))
 		return rc;
 	w->has_meta = 1;
 	return 0;
@@ -692,8 +723,24 @@ int sp_writer_stack_frames(sp_writer *w, const uint32_t *frames_leaf_first, size
 	return 0;
 }
 
-int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t stack,
-                     uint32_t weight, uint32_t cpu)
+/* Appends one row to a block's @p ncols columns: the time delta (signed),
+ * then @p rest. All or nothing. */
+static int put_row(sp_buf *cols, int ncols, int64_t delta, const uint64_t *rest)
+{
+	size_t saved[SP_COLUMNS_MAX];
+	for (int i = 0; i < ncols; i++)
+		saved[i] = cols[i].len;
+	int rc = sp_buf_svarint(&cols[0], delta);
+	for (int i = 1; i < ncols && !rc; i++)
+		rc = sp_buf_varint(&cols[i], rest[i - 1]);
+	if (rc)
+		for (int i = 0; i < ncols; i++)
+			cols[i].len = saved[i];
+	return rc;
+}
+
+/* begin() for a row of a block: its thread and stack must be defined. */
+static int begin_row(sp_writer *w, uint32_t thread, uint32_t stack)
 {
 	int rc = begin(w);
 	if (rc)
@@ -702,25 +749,49 @@ int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t s
 		return bad_ref("thread", thread, w->counts.threads);
 	if (stack >= w->counts.stacks)
 		return bad_ref("stack", stack, w->counts.stacks);
+	return 0;
+}
+
+int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t stack,
+                     uint32_t weight, uint32_t cpu)
+{
+	int rc = begin_row(w, thread, stack);
+	if (rc)
+		return rc;
 	if (w->chunk_samples == UINT32_MAX)
 		return sp_error(STACKPULSE_ELIMIT, "too many samples in one chunk");
 	/* Deltas wrap modulo 2^64, so any time sequence round-trips. */
 	uint64_t prev = w->chunk_samples ? w->chunk_prev : time_ns;
-	int64_t delta = (int64_t)(time_ns - prev);
-	size_t saved[SP_SAMPLE_COLUMNS];
-	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
-		saved[i] = w->cols[i].len;
-	if ((rc = sp_buf_svarint(&w->cols[0], delta)) ||
-	    (rc = sp_buf_varint(&w->cols[1], thread)) || (rc = sp_buf_varint(&w->cols[2], stack)) ||
-	    (rc = sp_buf_varint(&w->cols[3], weight)) || (rc = sp_buf_varint(&w->cols[4], cpu))) {
-		for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
-			w->cols[i].len = saved[i];
+	const uint64_t rest[SP_SAMPLE_COLUMNS - 1] = { thread, stack, weight, cpu };
+	if ((rc = put_row(w->cols, SP_SAMPLE_COLUMNS, (int64_t)(time_ns - prev), rest)))
 		return rc;
-	}
 	if (w->chunk_samples++ == 0)
 		w->chunk_base = time_ns;
 	w->chunk_prev = time_ns;
 	w->counts.samples++;
+	return 0;
+}
+
+int sp_writer_offcpu(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint32_t thread,
+                     uint32_t stack, int state)
+{
+	int rc = begin_row(w, thread, stack);
+	if (rc)
+		return rc;
+	if (state != STACKPULSE_OFFCPU_BLOCKED && state != STACKPULSE_OFFCPU_PREEMPTED)
+		return sp_error(-EINVAL, "off-CPU state %d", state);
+	if (w->chunk_offcpu == UINT32_MAX)
+		return sp_error(STACKPULSE_ELIMIT, "too many off-CPU intervals in one chunk");
+	/* The chain starts from 0 in each chunk: the chunk's base time is its
+	 * first sample's, which may come after this interval. */
+	uint64_t prev = w->chunk_offcpu ? w->offcpu_prev : 0;
+	const uint64_t rest[SP_OFFCPU_COLUMNS - 1] = { thread, stack, duration_ns,
+		                                       (uint64_t)state };
+	if ((rc = put_row(w->ocols, SP_OFFCPU_COLUMNS, (int64_t)(start_ns - prev), rest)))
+		return rc;
+	w->chunk_offcpu++;
+	w->offcpu_prev = start_ns;
+	w->counts.offcpu++;
 	return 0;
 }
 

@@ -46,6 +46,11 @@ int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, s
 void sp_writer_free(sp_writer *w);
 
 int sp_writer_meta(sp_writer *w, const sp_meta *meta);
+/* How off-CPU intervals are recorded (enum stackpulse_offcpu_method), for
+ * the META records written from now on (also those of
+ * sp_writer_next_file); 0, none, writes no trailing field, as older
+ * writers. */
+void sp_writer_set_offcpu_method(sp_writer *w, int method);
 
 /* A new process (pid reuse gives a new index). @p parent is a process index
  * or UINT32_MAX. */
@@ -90,6 +95,12 @@ int sp_writer_stack_frames(sp_writer *w, const uint32_t *frames_leaf_first, size
 int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t stack,
                      uint32_t weight, uint32_t cpu);
 
+/* One off-CPU interval of @p thread: it left the CPU at @p start_ns with
+ * stack @p stack (0: unknown) and ran again @p duration_ns later; @p state
+ * is an enum stackpulse_offcpu_state. */
+int sp_writer_offcpu(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint32_t thread,
+                     uint32_t stack, int state);
+
 /* A kernel symbol (for kernel frames); @p module NULL or "" for vmlinux. */
 int sp_writer_ksym(sp_writer *w, uint64_t addr, const char *name, const char *module);
 /* Anonymous executable code named by a perf map (/tmp/perf-PID.map). */
@@ -128,6 +139,7 @@ typedef struct sp_writer_counts {
 	uint64_t chunks;  /* Chunks written. */
 	uint64_t samples; /* Samples added. */
 	uint64_t lost;    /* Lost samples recorded. */
+	uint64_t offcpu;  /* Off-CPU intervals added. */
 	uint32_t processes, threads, modules, frames, stacks, pycodes;
 } sp_writer_counts;
 void sp_writer_get_counts(const sp_writer *w, sp_writer_counts *out);

@@ -20,6 +20,10 @@
 #include "common/error.h"
 #include "profile/export_internal.h"
 
+/* Most Gecko samples one profile sample becomes in a time profile (an
+ * off-CPU interval of 100 s at 1 kHz). */
+#define FF_MAX_REPS 100000u
+
 enum {
 	CAT_OTHER = 0,
 	CAT_NATIVE = 1,
@@ -178,17 +182,28 @@ static int write_thread(ff *x, uint32_t t, const uint64_t *order, uint64_t n, in
 	sp_out_str(o, "]},\n\"samples\":{\"schema\":{\"stack\":0,\"time\":1,\"eventDelay\":2},"
 	              "\"data\":[");
 	int first = 1;
+	uint64_t period = sp_profile_period_ns(p);
 	for (uint64_t i = 0; i < n; i++) {
 		const struct stackpulse_profile_sample *s = &p->samples[order[i]];
 		double ms = (double)(s->time_ns - p->first_ns) / 1e6;
-		/* Gecko samples have no weight column: repeat weighted ones (bounded). */
-		uint32_t reps = s->weight ? (s->weight < 64 ? s->weight : 64) : 1;
-		for (uint32_t r = 0; r < reps; r++) {
+		/* Gecko samples have no weight column: repeat weighted ones
+		 * (bounded). In a time profile a sample stands for its time: an
+		 * off-CPU interval becomes one sample per period across it, so
+		 * the call tree and the timeline both show the time. */
+		uint64_t reps = s->weight ? (s->weight < 64 ? s->weight : 64) : 1;
+		double step = 0;
+		if (p->time != STACKPULSE_TIME_SAMPLES) {
+			reps = (s->value + period / 2) / period;
+			reps = reps < 1 ? 1 : reps > FF_MAX_REPS ? FF_MAX_REPS : reps;
+			step = s->off_cpu ? (double)s->value / 1e6 / (double)reps : 0;
+		}
+		for (uint64_t r = 0; r < reps && !o->err; r++) {
+			double at = ms + step * (double)r;
 			if (s->stack == 0)
-				sp_out_printf(o, "%s[null,%.3f,0]", first ? "" : ",", ms);
+				sp_out_printf(o, "%s[null,%.3f,0]", first ? "" : ",", at);
 			else
 				sp_out_printf(o, "%s[%u,%.3f,0]", first ? "" : ",",
-				              x->node_map[s->stack], ms);
+				              x->node_map[s->stack], at);
 			first = 0;
 		}
 	}

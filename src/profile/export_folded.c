@@ -401,8 +401,7 @@ int sp_folded_build(const struct stackpulse_profile *p, uint32_t flags, sp_folde
 	int rc = 0;
 	for (uint64_t i = 0; i < p->nsamples && !rc; i++) {
 		const struct stackpulse_profile_sample *s = &p->samples[i];
-		rc = sp_agg_add(&t.a, group_of(p, s->thread, flags), s->stack, s->thread,
-		                s->weight);
+		rc = sp_agg_add(&t.a, group_of(p, s->thread, flags), s->stack, s->thread, s->value);
 	}
 	if (rc)
 		goto done;
@@ -463,6 +462,16 @@ int sp_folded_build(const struct stackpulse_profile *p, uint32_t flags, sp_folde
 		out->lines[w++] = (sp_folded_line){ k->thread, k->label, k->leaf, k->count };
 	}
 	out->n = w;
+	if (p->time != STACKPULSE_TIME_SAMPLES) {
+		/* Time profiles fold microseconds: to the nearest, at least 1 so
+		 * that no stack with time vanishes. */
+		out->total = 0;
+		for (size_t i = 0; i < w; i++) {
+			uint64_t us = (out->lines[i].count + 500) / 1000;
+			out->lines[i].count = us ? us : 1;
+			out->total += out->lines[i].count;
+		}
+	}
 	for (size_t i = 0; i < w; i++) {
 		const sp_folded_line *l = &out->lines[i];
 		sp_name nm;

@@ -252,7 +252,7 @@ static int write_samples(ot *x)
 	int rc = 0;
 	for (uint64_t i = 0; i < p->nsamples && !rc; i++) {
 		const struct stackpulse_profile_sample *s = &p->samples[i];
-		rc = sp_agg_add(&a, s->thread, s->stack, s->thread, s->weight);
+		rc = sp_agg_add(&a, s->thread, s->stack, s->thread, s->value);
 	}
 	for (uint32_t i = 0; i < a.n && !rc; i++) {
 		uint32_t stack = 0, attr = 0;
@@ -359,7 +359,11 @@ int sp_export_otlp(const struct stackpulse_profile *p, const stackpulse_export_o
 	PB(write_functions(&x));
 
 	/* Profile. */
-	PB(value_type(&x, &prof, PROF_SAMPLE_TYPE, "samples", "count"));
+	/* A time profile's values are nanoseconds of the time it measures. */
+	static const char *const time_type[] = { "samples", "cpu", "off_cpu", "wall" };
+	PB(value_type(&x, &prof, PROF_SAMPLE_TYPE,
+	              (unsigned)p->time < 4 ? time_type[p->time] : "samples",
+	              p->time == STACKPULSE_TIME_SAMPLES ? "count" : "nanoseconds"));
 	PB(sp_buf_append(&prof, x.samples.data, x.samples.len));
 	PB(sp_pb_fixed64(&prof, PROF_TIME, p->start_wall_ns));
 	PB(sp_pb_u64(&prof, PROF_DURATION,

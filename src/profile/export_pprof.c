@@ -2,7 +2,10 @@
  * encoded by hand and gzip-compressed with zlib.
  *
  * Sample types are samples/count and cpu/nanoseconds (count x period); the
- * default is samples. Each location is one physical frame with its inline
+ * default is samples. A time profile (stackpulse_profile_opts.time) has
+ * samples/count, cpu/nanoseconds, off_cpu/nanoseconds and wall/nanoseconds,
+ * the default being the one it was built for; on-CPU samples and off-CPU
+ * intervals of one stack are separate pprof samples. Each location is one physical frame with its inline
  * frames as extra lines, innermost first. Functions come from the profile's
  * function table (id = index + 1); mappings from the modules native and
  * kernel functions name, with their build-ids. */
@@ -135,12 +138,21 @@ static int write_samples(pp *x, uint32_t flags, uint32_t k_pid, uint32_t k_tid, 
 	const struct stackpulse_profile *p = x->p;
 	uint32_t by_thread = flags & (STACKPULSE_EXPORT_PID | STACKPULSE_EXPORT_TID |
 	                              STACKPULSE_EXPORT_THREAD_NAMES);
-	sp_agg a;
+	int timed = p->time != STACKPULSE_TIME_SAMPLES;
+	/* Values and counts, added with the same keys in the same order so that
+	 * their entries line up. Time profiles keep on- and off-CPU apart. */
+	sp_agg a, c;
 	memset(&a, 0, sizeof(a));
+	memset(&c, 0, sizeof(c));
 	int rc = 0;
 	for (uint64_t i = 0; i < p->nsamples && !rc; i++) {
 		const struct stackpulse_profile_sample *s = &p->samples[i];
-		rc = sp_agg_add(&a, by_thread ? s->thread : 0, s->stack, s->thread, s->weight);
+		uint32_t group = by_thread ? s->thread : 0;
+		if (timed)
+			group = group * 2 + s->off_cpu;
+		rc = sp_agg_add(&a, group, s->stack, s->thread, s->value);
+		if (!rc && timed)
+			rc = sp_agg_add(&c, group, s->stack, s->thread, s->weight);
 	}
 	uint64_t period = sp_profile_period_ns(p);
 	for (uint32_t i = 0; i < a.n && !rc; i++) {
@@ -155,8 +167,16 @@ static int write_samples(pp *x, uint32_t flags, uint32_t k_pid, uint32_t k_tid, 
 		if (n)
 			PB(sp_pb_msg(&x->msg, 1, &x->sub));
 		sp_buf_reset(&x->sub);
-		PB(sp_buf_varint(&x->sub, a.count[i]));
-		PB(sp_buf_varint(&x->sub, a.count[i] * period));
+		if (timed) {
+			int off = (int)(a.group[i] & 1u);
+			PB(sp_buf_varint(&x->sub, c.count[i]));
+			PB(sp_buf_varint(&x->sub, off ? 0 : a.count[i]));
+			PB(sp_buf_varint(&x->sub, off ? a.count[i] : 0));
+			PB(sp_buf_varint(&x->sub, a.count[i]));
+		} else {
+			PB(sp_buf_varint(&x->sub, a.count[i]));
+			PB(sp_buf_varint(&x->sub, a.count[i] * period));
+		}
 		PB(sp_pb_msg(&x->msg, 2, &x->sub));
 		const struct stackpulse_profile_thread *t =
 		        a.thread[i] < p->nthreads ? &p->threads[a.thread[i]] : NULL;
@@ -174,6 +194,7 @@ static int write_samples(pp *x, uint32_t flags, uint32_t k_pid, uint32_t k_tid, 
 			rc = gz_feed(x, 0);
 	}
 	sp_agg_free(&a);
+	sp_agg_free(&c);
 	return rc;
 }
 
@@ -253,7 +274,8 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 		rc = sp_error(-ENOMEM, "pprof string map");
 		goto done;
 	}
-	uint32_t s_samples, s_count, s_cpu, s_ns, k_pid, k_tid, k_thread;
+	uint32_t s_samples, s_count, s_cpu, s_ns, s_off = 0, s_wall = 0, k_pid, k_tid, k_thread;
+	int timed = p->time != STACKPULSE_TIME_SAMPLES;
 	rc = sp_pbstrings_init(&x.strs, p, &x.out, 6);
 	if (!rc)
 		rc = sp_pbstrings_add(&x.strs, "samples", &s_samples);
@@ -263,6 +285,10 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 		rc = sp_pbstrings_add(&x.strs, "cpu", &s_cpu);
 	if (!rc)
 		rc = sp_pbstrings_add(&x.strs, "nanoseconds", &s_ns);
+	if (!rc && timed)
+		rc = sp_pbstrings_add(&x.strs, "off_cpu", &s_off);
+	if (!rc && timed)
+		rc = sp_pbstrings_add(&x.strs, "wall", &s_wall);
 	if (!rc)
 		rc = sp_pbstrings_add(&x.strs, "pid", &k_pid);
 	if (!rc)
@@ -273,6 +299,10 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 		rc = value_type(&x, 1, s_samples, s_count);
 	if (!rc)
 		rc = value_type(&x, 1, s_cpu, s_ns);
+	if (!rc && timed)
+		rc = value_type(&x, 1, s_off, s_ns);
+	if (!rc && timed)
+		rc = value_type(&x, 1, s_wall, s_ns);
 	if (!rc)
 		rc = write_samples(&x, o->flags, k_pid, k_tid, k_thread);
 	if (!rc)
@@ -289,7 +319,11 @@ int sp_export_pprof(const struct stackpulse_profile *p, const stackpulse_export_
 	if (!rc)
 		rc = sp_pb_u64(&x.out, 12, sp_profile_period_ns(p));
 	if (!rc)
-		rc = sp_pb_u64(&x.out, 14, s_samples);
+		rc = sp_pb_u64(&x.out, 14,
+		               p->time == STACKPULSE_TIME_CPU    ? s_cpu
+		               : p->time == STACKPULSE_TIME_OFF  ? s_off
+		               : p->time == STACKPULSE_TIME_WALL ? s_wall
+		                                                 : s_samples);
 	if (!rc)
 		rc = gz_feed(&x, 1);
 done:

@@ -32,6 +32,7 @@ typedef struct open_frame {
 typedef struct svg_ctx {
 	sp_out *out;
 	uint64_t total;
+	int timed;    /* Counts are microseconds (a time profile). */
 	double scale; /* Pixels per sample. */
 	uint32_t levels;
 	uint32_t height;
@@ -117,8 +118,12 @@ static int emit_frame(svg_ctx *c, int kb, const sp_name *nm, uint32_t depth, uin
 	              "\" data-d=\"%u\"><title>",
 	              start, count, depth);
 	name_xml(o, nm, tlen);
-	sp_out_printf(o, " (%" PRIu64 " sample%s, %.2f%%)</title>", count, count == 1 ? "" : "s",
-	              c->total ? 100.0 * (double)count / (double)c->total : 0.0);
+	double share = c->total ? 100.0 * (double)count / (double)c->total : 0.0;
+	if (c->timed)
+		sp_out_printf(o, " (%.3f ms, %.2f%%)</title>", (double)count / 1e3, share);
+	else
+		sp_out_printf(o, " (%" PRIu64 " sample%s, %.2f%%)</title>", count,
+		              count == 1 ? "" : "s", share);
 	sp_out_printf(o,
 	              "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
 	              "fill=\"rgb(%d,%d,%d)\" rx=\"2\"/>",
@@ -292,6 +297,7 @@ int sp_export_svg(const struct stackpulse_profile *p, const stackpulse_export_op
 	svg_ctx c;
 	c.out = out;
 	c.total = f.total;
+	c.timed = p->time != STACKPULSE_TIME_SAMPLES;
 	c.levels = f.max_depth + 1; /* Plus the "all" frame. */
 	if (c.levels > 4096)
 		c.levels = 4096; /* Deeper frames are still drawn, above the top. */

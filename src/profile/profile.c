@@ -645,67 +645,99 @@ static void builder_free(builder *b)
 	sp_free(b->thread_root);
 }
 
-static int keep_sample(const builder *b, const struct stackpulse_sample *s)
+static int keep(const builder *b, pid_t pid, pid_t tid, uint64_t time_ns)
 {
 	const stackpulse_profile_opts *o = &b->opts;
-	if (o->pid && s->pid != o->pid)
+	if (o->pid && pid != o->pid)
 		return 0;
-	if (o->tid && s->tid != o->tid)
+	if (o->tid && tid != o->tid)
 		return 0;
-	if (o->start_ns && s->time_ns < o->start_ns)
+	if (o->start_ns && time_ns < o->start_ns)
 		return 0;
-	if (o->end_ns && s->time_ns >= o->end_ns)
+	if (o->end_ns && time_ns >= o->end_ns)
 		return 0;
 	return 1;
 }
 
-static int run_samples(builder *b)
+/* Adds a kept sample (or off-CPU interval) of @p thread with spool stack
+ * @p stack; @p value is what it counts for. */
+static int add_sample(builder *b, uint64_t time_ns, uint32_t thread, uint32_t process,
+                      uint32_t stack, uint32_t weight, int off_cpu, uint64_t value)
 {
 	struct stackpulse_profile *p = b->p;
+	if (thread >= p->nthreads)
+		return sp_error(STACKPULSE_EFORMAT, "sample of unknown thread %u", thread);
+	uint32_t root = 0, node = 0;
+	int rc = root_for_thread(b, thread, &root);
+	if (!rc)
+		rc = translate(b, root, stack, process, &node);
+	if (rc)
+		return rc;
+	/* A Python-only view has nothing to show for purely native samples. */
+	if (node == root && b->opts.view == STACKPULSE_VIEW_PYTHON_ONLY)
+		return 0;
+	if (p->nsamples == p->cap_samples) {
+		uint64_t ncap = p->cap_samples ? p->cap_samples * 2 : 1024;
+		if (ncap > ((uint64_t)1 << 40))
+			return sp_error(STACKPULSE_ELIMIT, "too many samples");
+		void *n = sp_realloc_array(p->samples, (size_t)ncap, sizeof(*p->samples));
+		if (!n)
+			return sp_error(-ENOMEM, "%" PRIu64 " samples", ncap);
+		p->samples = n;
+		p->cap_samples = ncap;
+	}
+	p->samples[p->nsamples++] = (struct stackpulse_profile_sample){
+		time_ns, thread, node, weight, off_cpu ? 1u : 0u, value,
+	};
+	if (p->nsamples == 1 || time_ns < p->first_ns)
+		p->first_ns = time_ns;
+	if (time_ns > p->last_ns)
+		p->last_ns = time_ns;
+	return 0;
+}
+
+static int run_samples(builder *b)
+{
+	const struct stackpulse_profile *p = b->p;
+	if (p->time == STACKPULSE_TIME_OFF)
+		return 0;
 	stackpulse_sample_iter *it = NULL;
 	int rc = stackpulse_sample_iter_new(b->spool, &it);
 	if (rc)
 		return rc;
+	uint64_t period = sp_profile_period_ns(p);
 	const struct stackpulse_sample *s;
 	while ((rc = stackpulse_sample_iter_next(it, &s)) == 1) {
-		if (!keep_sample(b, s))
+		if (!keep(b, s->pid, s->tid, s->time_ns))
 			continue;
-		if (s->thread >= p->nthreads) {
-			rc = sp_error(STACKPULSE_EFORMAT, "sample of unknown thread %u", s->thread);
+		uint32_t w = s->weight ? s->weight : 1;
+		uint64_t value = p->time == STACKPULSE_TIME_SAMPLES ? w : (uint64_t)w * period;
+		if ((rc = add_sample(b, s->time_ns, s->thread, s->process, s->stack, w, 0, value)))
 			break;
-		}
-		uint32_t root = 0, node = 0;
-		rc = root_for_thread(b, s->thread, &root);
-		if (!rc)
-			rc = translate(b, root, s->stack, s->process, &node);
-		if (rc)
-			break;
-		/* A Python-only view has nothing to show for purely native samples. */
-		if (node == root && b->opts.view == STACKPULSE_VIEW_PYTHON_ONLY)
-			continue;
-		if (p->nsamples == p->cap_samples) {
-			uint64_t ncap = p->cap_samples ? p->cap_samples * 2 : 1024;
-			if (ncap > ((uint64_t)1 << 40)) {
-				rc = sp_error(STACKPULSE_ELIMIT, "too many samples");
-				break;
-			}
-			void *n = sp_realloc_array(p->samples, (size_t)ncap, sizeof(*p->samples));
-			if (!n) {
-				rc = sp_error(-ENOMEM, "%" PRIu64 " samples", ncap);
-				break;
-			}
-			p->samples = n;
-			p->cap_samples = ncap;
-		}
-		p->samples[p->nsamples++] =
-		        (struct stackpulse_profile_sample){ s->time_ns, s->thread, node,
-			                                    s->weight ? s->weight : 1 };
-		if (p->nsamples == 1 || s->time_ns < p->first_ns)
-			p->first_ns = s->time_ns;
-		if (s->time_ns > p->last_ns)
-			p->last_ns = s->time_ns;
 	}
 	stackpulse_sample_iter_free(it);
+	return rc < 0 ? rc : 0;
+}
+
+/* The off-CPU intervals, each counting for its duration (OFF and WALL). */
+static int run_offcpu(builder *b)
+{
+	const struct stackpulse_profile *p = b->p;
+	if (p->time != STACKPULSE_TIME_OFF && p->time != STACKPULSE_TIME_WALL)
+		return 0;
+	stackpulse_offcpu_iter *it = NULL;
+	int rc = stackpulse_offcpu_iter_new(b->spool, &it);
+	if (rc)
+		return rc;
+	const struct stackpulse_offcpu *iv;
+	while ((rc = stackpulse_offcpu_iter_next(it, &iv)) == 1) {
+		if (!keep(b, iv->pid, iv->tid, iv->start_ns) || iv->duration_ns == 0)
+			continue;
+		if ((rc = add_sample(b, iv->start_ns, iv->thread, iv->process, iv->stack, 1, 1,
+		                     iv->duration_ns)))
+			break;
+	}
+	stackpulse_offcpu_iter_free(it);
 	return rc < 0 ? rc : 0;
 }
 
@@ -742,6 +774,8 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 		return sp_error(-EINVAL, "profile_build: unknown flags 0x%x", b.opts.flags);
 	if (b.opts.end_ns && b.opts.end_ns <= b.opts.start_ns)
 		return sp_error(-EINVAL, "profile_build: empty time range");
+	if ((int)b.opts.time < STACKPULSE_TIME_SAMPLES || (int)b.opts.time > STACKPULSE_TIME_WALL)
+		return sp_error(-EINVAL, "profile_build: unknown time %d", (int)b.opts.time);
 
 	struct stackpulse_profile *p = sp_calloc(1, sizeof(*p));
 	if (!p)
@@ -751,6 +785,7 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 	b.sym = sym;
 	p->flags = b.opts.flags;
 	p->view = (int)b.opts.view;
+	p->time = b.opts.time;
 	uint32_t zero;
 	int rc = sp_profile_intern(p, "", &zero);
 	if (!rc)
@@ -784,6 +819,8 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 	}
 	memset(b.exp_start, 0xff, nexp * sizeof(uint32_t));
 	rc = run_samples(&b);
+	if (!rc)
+		rc = run_offcpu(&b);
 	if (rc)
 		goto fail;
 	builder_free(&b);
@@ -873,6 +910,12 @@ uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p)
 {
 	SP_API_ENTRY();
 	return p ? p->nsamples : 0;
+}
+
+enum stackpulse_time stackpulse_profile_time(const stackpulse_profile *p)
+{
+	SP_API_ENTRY();
+	return p ? p->time : STACKPULSE_TIME_SAMPLES;
 }
 
 const struct stackpulse_profile_sample *stackpulse_profile_sample(const stackpulse_profile *p,

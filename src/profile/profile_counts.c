@@ -44,10 +44,10 @@ static int compute(const struct stackpulse_profile *p, struct sp_func_counts **o
 			uint32_t f = st->frame < p->nframes ? p->frames[st->frame].func : SP_NONE;
 			if (f < nf) {
 				if (leaf)
-					self[f] += s->weight;
+					self[f] += s->value;
 				if (seen[f] != i + 1) {
 					seen[f] = i + 1;
-					incl[f] += s->weight;
+					incl[f] += s->value;
 				}
 			}
 			if (st->parent >= node)

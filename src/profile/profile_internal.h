@@ -60,6 +60,7 @@ struct stackpulse_profile {
 	uint32_t hostname;      /* String index. */
 	uint32_t flags;         /* stackpulse_profile_flag bits used. */
 	int view;
+	enum stackpulse_time time; /* What sample values measure. */
 
 	/* Per-function weights, computed on first use (profile_counts.c);
 	 * accessed with atomics so concurrent readers may race to fill it. */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -16,12 +17,15 @@
 #include "record/proc_scan.h"
 #include "record/recorder.h"
 
-/* Ring bytes per CPU: the caller's ring_kb; as root (CAP_IPC_LOCK lifts
- * perf_event_mlock_kb) the load-scaled budget of sp_ring_budget_bytes;
- * else our share of perf_event_mlock_kb (which the kernel grants per CPU)
- * minus the control page. sp_ring_map halves it while the kernel refuses. */
-static size_t ring_bytes(const stackpulse_recorder *rec)
+/* Ring bytes per CPU to start with: the caller's ring_kb; as root
+ * (CAP_IPC_LOCK lifts perf_event_mlock_kb) SP_RING_START_MS of samples,
+ * growing up to the SP_RING_HOLD_MS budget (rec->ring_cap) when a CPU's
+ * ring falls behind; else our share of perf_event_mlock_kb (which the
+ * kernel grants per CPU) minus the control page. sp_ring_map halves it
+ * while the kernel refuses. */
+static size_t ring_bytes(stackpulse_recorder *rec)
 {
+	rec->ring_cap = 0;
 	if (rec->opts.ring_kb)
 		return (size_t)rec->opts.ring_kb * 1024;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -32,11 +36,38 @@ static size_t ring_bytes(const stackpulse_recorder *rec)
 		 * headers. Once the copies shrink (sample.c) the same ring holds
 		 * many times more. */
 		uint64_t rec_bytes = (uint64_t)rec->opts.stack_size + 2048;
-		return (size_t)sp_ring_budget_bytes(rec->opts.frequency, rec_bytes, rec->ncpu, ram);
+		/* Mapping a ring costs the kernel its pages (about 0.3 ms of CPU
+		 * per MiB here, as much as the drain spends on 30 samples per
+		 * MiB): start small and grow only the rings that fall behind.
+		 * Off-CPU events come at the target's switch rate, not at the
+		 * sampling frequency: budget for a busy one. */
+		uint32_t rate = rec->opts.frequency;
+		if (rec->opts.off_cpu != STACKPULSE_FEATURE_OFF && rate < SP_OFFCPU_RING_RATE)
+			rate = SP_OFFCPU_RING_RATE;
+		rec->ring_cap =
+		        sp_ring_budget_bytes(rate, rec_bytes, SP_RING_HOLD_MS, rec->ncpu, ram);
+		return (size_t)sp_ring_budget_bytes(rate, rec_bytes, SP_RING_START_MS, rec->ncpu,
+		                                    ram);
 	}
 	long kb = sp_perf_sysctl("perf_event_mlock_kb", 516);
 	size_t bytes = kb > 0 ? (size_t)kb * 1024 : 516 * 1024;
 	return bytes > page ? bytes - page : page;
+}
+
+/* Maps a ring of @p bytes for @p cpu into @p r and adds it to the epoll
+ * set; the owner's errors come back unchanged (-ENODEV: no such CPU). */
+static int map_ring(stackpulse_recorder *rec, sp_ring *r, int cpu, size_t bytes)
+{
+	int fd = sp_perf_open_ring_owner(cpu, (uint32_t)(bytes / 4));
+	if (fd < 0)
+		return fd;
+	int rc = sp_ring_map(r, fd, cpu, bytes);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)cpu };
+	if (rc == 0 && epoll_ctl(rec->epfd, EPOLL_CTL_ADD, r->fd, &ev) != 0)
+		rc = sp_error(-errno, "epoll_ctl failed");
+	if (rc)
+		sp_ring_unmap(r);
+	return rc;
 }
 
 int sp_recorder_open_rings(stackpulse_recorder *rec)
@@ -44,26 +75,105 @@ int sp_recorder_open_rings(stackpulse_recorder *rec)
 	size_t bytes = ring_bytes(rec);
 	int opened = 0;
 	for (int c = 0; c < rec->ncpu; c++) {
-		int fd = sp_perf_open_ring_owner(c, (uint32_t)(bytes / 4));
-		if (fd == -ENODEV || fd == -EINVAL)
+		int rc = map_ring(rec, &rec->rings[c], c, bytes);
+		if (rc == -ENODEV || rc == -EINVAL)
 			continue; /* Offline or absent CPU. */
-		if (fd < 0)
-			return fd;
-		int rc = sp_ring_map(&rec->rings[c], fd, c, bytes);
-		if (rc) {
-			sp_ring_unmap(&rec->rings[c]);
+		if (rc)
 			return rc;
-		}
 		rec->ring_bytes += rec->rings[c].size;
-		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)c };
-		if (epoll_ctl(rec->epfd, EPOLL_CTL_ADD, rec->rings[c].fd, &ev) != 0)
-			return sp_error(-errno, "epoll_ctl failed");
 		opened++;
 	}
 	return opened ? 0 : sp_error(-ENODEV, "no CPU accepted a perf ring");
 }
 
-static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
+/* ---- rings that grow ---- */
+
+/* 1 once the stack copy size has settled: no shrink is coming that would
+ * make room in the rings by itself. */
+static int copy_settled(const stackpulse_recorder *rec)
+{
+	return rec->copy_seen >= SP_COPY_LEARN || rec->python_found || rec->copy_stop ||
+	       rec->copy_resizes >= SP_COPY_MAX_RESIZE;
+}
+
+void sp_recorder_rings_check(stackpulse_recorder *rec)
+{
+	if (!rec->ring_cap || rec->reopen_size || !copy_settled(rec))
+		return;
+	for (int c = 0; c < rec->ncpu; c++) {
+		const sp_ring *r = &rec->rings[c];
+		if (r->meta && sp_ring_used(r) * 2 >= r->size)
+			rec->ring_state[c] |= SP_RING_BEHIND;
+	}
+}
+
+/* At the start of a re-open: maps the larger spare ring of every CPU that
+ * fell behind (the re-opened events write into it); @p shrink: the copies
+ * shrink in this re-open, which makes room by itself. Returns the number
+ * of rings that grow. A refused ring stops the growth for good. */
+static size_t rings_grow_begin(stackpulse_recorder *rec, int shrink)
+{
+	size_t n = 0;
+	for (int c = 0; c < rec->ncpu; c++) {
+		if (!(rec->ring_state[c] & SP_RING_BEHIND))
+			continue;
+		rec->ring_state[c] = 0;
+		sp_ring *r = &rec->rings[c], *spare = &rec->rings[rec->ncpu + c];
+		if (shrink || !rec->ring_cap || !r->meta || spare->fd >= 0 ||
+		    r->size >= rec->ring_cap)
+			continue;
+		uint64_t want = r->size * SP_RING_GROWTH;
+		if (want > rec->ring_cap)
+			want = rec->ring_cap;
+		if (map_ring(rec, spare, c, (size_t)want) != 0 || spare->size <= r->size) {
+			sp_ring_unmap(spare);
+			rec->ring_cap = 0; /* Refused (memory): keep the rings we have. */
+			continue;
+		}
+		rec->ring_state[c] = SP_RING_GROWING;
+		n++;
+	}
+	return n;
+}
+
+/* The ring the events of a re-open under way write into on @p cpu. */
+static int ring_out(const stackpulse_recorder *rec, int cpu)
+{
+	return rec->reopen_size && (rec->ring_state[cpu] & SP_RING_GROWING)
+	               ? rec->rings[rec->ncpu + cpu].fd
+	               : rec->rings[cpu].fd;
+}
+
+/* After a re-open: the grown rings take their CPU's place; the replaced
+ * ones stay as spares until drained. */
+static void rings_grow_end(stackpulse_recorder *rec)
+{
+	for (int c = 0; c < rec->ncpu; c++) {
+		sp_ring *r = &rec->rings[c], *spare = &rec->rings[rec->ncpu + c];
+		if (!(rec->ring_state[c] & SP_RING_GROWING))
+			continue;
+		rec->ring_state[c] = 0;
+		rec->ring_bytes += spare->size - r->size;
+		sp_ring t = *r;
+		*r = *spare;
+		*spare = t;
+	}
+}
+
+void sp_recorder_rings_retire(stackpulse_recorder *rec)
+{
+	if (rec->reopen_size)
+		return; /* Spares are the rings being moved into. */
+	for (int c = 0; c < rec->ncpu; c++) {
+		sp_ring *spare = &rec->rings[rec->ncpu + c];
+		if (spare->fd < 0 || sp_ring_used(spare) != 0)
+			continue;
+		rec->corrupt += spare->corrupt;
+		sp_ring_unmap(spare); /* Its events are closed: nothing comes any more. */
+	}
+}
+
+static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid, int kind)
 {
 	if (rec->nfds == rec->capfds) {
 		size_t nc = rec->capfds ? rec->capfds * 2 : 32;
@@ -94,7 +204,7 @@ static int push_fd(stackpulse_recorder *rec, int fd, pid_t tid)
 	while (pos > 0 && rec->ids[pos - 1].id > id)
 		pos--; /* Keep sorted for lookups. */
 	memmove(&rec->ids[pos + 1], &rec->ids[pos], (rec->nids - pos) * sizeof(*rec->ids));
-	rec->ids[pos] = (sp_event_id){ id, tid, rec->copy_resizes + (rec->reopen_size ? 1u : 0u) };
+	rec->ids[pos] = (sp_event_id){ id, tid, rec->reopens + (rec->reopen_size ? 1u : 0u), kind };
 	rec->nids++;
 	return 0;
 }
@@ -126,6 +236,40 @@ static int has_direct(const stackpulse_recorder *rec, pid_t tid)
 	return 0;
 }
 
+/* Opens the off-CPU event of thread @p tid on @p cpu (opts.off_cpu) into
+ * the CPU's ring. The first open decides: refused with AUTO, off-CPU
+ * recording is off (rec->offcpu 0); with REQUIRED, the recording fails. */
+static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
+{
+	if (rec->opts.off_cpu == STACKPULSE_FEATURE_OFF || (rec->offcpu_probed && !rec->offcpu))
+		return 0;
+	struct perf_event_attr a;
+	sp_perf_switch_attr(&rec->setup.attr, &a);
+	int fd = sp_perf_event_open(&a, tid, cpu, -1);
+	if (fd == -ESRCH)
+		return 0;
+	if (fd < 0) {
+		if (!rec->offcpu_probed && rec->opts.off_cpu == STACKPULSE_FEATURE_AUTO) {
+			rec->offcpu_probed = 1;
+			return 0;
+		}
+		char hint[320];
+		sp_perf_permission_hint(hint, sizeof(hint));
+		return sp_error(fd,
+		                "off-CPU recording needs the context-switch event, refused for "
+		                "thread %d on cpu %d; %s",
+		                (int)tid, cpu, hint);
+	}
+	rec->offcpu_probed = 1;
+	rec->offcpu = STACKPULSE_OFFCPU_SWITCH_EVENT;
+	int rc = push_fd(rec, fd, tid, SP_EVENT_SWITCH);
+	if (rc)
+		return rc;
+	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rec->rings[cpu].fd) != 0)
+		return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", cpu);
+	return 0;
+}
+
 /* Opens the sampling events of thread @p tid on every CPU with a ring and
  * redirects them into it. A thread that exited meanwhile is skipped. */
 static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
@@ -154,11 +298,15 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 		if (fd < 0)
 			return fd;
 		*probe_fd = fd;
-		int rc = push_fd(rec, fd, tid);
+		int rc = push_fd(rec, fd, tid, SP_EVENT_SAMPLING);
 		if (rc)
 			return rc;
-		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rec->rings[c].fd) != 0)
+		/* Only new events: redirecting one that has a ring waits for an
+		 * RCU grace period (about 15 ms here) per event. */
+		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_out(rec, c)) != 0)
 			return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", c);
+		if ((rc = open_switch(rec, tid, c)) != 0)
+			return rc;
 		any = 1;
 	}
 	/* During a re-open the thread's new events are not enabled yet: its
@@ -346,27 +494,42 @@ static int set_direct(stackpulse_recorder *rec, size_t from)
 	return 0;
 }
 
-/* Opens new-size events on up to @p max threads of the followed processes
- * that have none yet (@p max 0: no limit), enabling them when @p enable.
- * Sets *opened to the number of threads given events. */
-static int reopen_batch(stackpulse_recorder *rec, size_t max, int enable, size_t *opened)
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Opens new-size events on the threads of the followed processes that
+ * have none yet, enabling them when @p enable, until CLOCK_MONOTONIC
+ * passes @p deadline (0: no limit; at least one thread). Sets *opened to
+ * the number of threads given events and *more when the deadline left
+ * some for the next call. */
+static int reopen_batch(stackpulse_recorder *rec, uint64_t deadline, int enable, size_t *opened,
+                        int *more)
 {
 	pid_t *pids;
 	size_t np;
 	*opened = 0;
+	*more = 0;
 	/* Unknown children only in the final listings (enable): once per
 	 * re-open rather than once per step. */
 	int rc = followed_pids(rec, enable, &pids, &np), probe = 0;
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < np && rc == 0 && (!max || *opened < max); i++) {
+	for (size_t i = 0; i < np && rc == 0 && !*more; i++) {
 		pid_t *tids;
 		size_t nt;
 		if (sp_proc_tasks(pids[i], &tids, &nt) != 0)
 			continue;
-		for (size_t k = 0; k < nt && rc == 0 && (!max || *opened < max); k++) {
+		for (size_t k = 0; k < nt && rc == 0; k++) {
 			if (reopen_has(rec, tids[k]))
 				continue;
+			if (deadline && *opened && mono_ns() > deadline) {
+				*more = 1;
+				break;
+			}
 			size_t before = rec->nfds;
 			rc = open_thread(rec, tids[k], &probe);
 			for (size_t j = before; j < rec->nfds && rc == 0 && enable; j++)
@@ -393,35 +556,43 @@ static void reopen_abort(stackpulse_recorder *rec)
 	rec->setup.attr.sample_stack_user = rec->copy_size;
 	rec->reopen_size = 0;
 	rec->copy_stop = 1;
+	rec->ring_cap = 0;
+	for (int c = 0; c < rec->ncpu; c++)
+		rec->ring_state[c] = 0; /* Spares are drained, then unmapped. */
 }
 
 /* One step of re-opening every sampling event with another stack copy
- * size, run from the drain so that each step is short (a recorder that
- * competes with many busy threads loses its CPU for long after a long
- * burst, and the rings fill meanwhile). Steps: new events, disabled, on
- * REOPEN_BATCH threads of the followed processes per call (listed from
- * /proc); once every listed thread has them, the old events are disabled
+ * size, or into a larger ring for the CPUs whose ring fell behind, run
+ * from the drain so that each step is short (a recorder that competes
+ * with many busy threads loses its CPU for long after a long burst, and
+ * the rings fill meanwhile). Steps: new events, disabled, on the threads
+ * of the followed processes (listed from /proc) for up to REOPEN_STEP_NS
+ * per call; once every listed thread has them, the old events are disabled
  * (with their inherited copies), the new ones enabled, threads born
  * meanwhile get events, and the old events are read (lost counts) and
  * closed. Between the disable and the enable (a few hundred ioctls)
- * nothing is sampled. */
-#define REOPEN_BATCH 16
+ * nothing is sampled. A grown ring replaces its CPU's ring at the end;
+ * the old one is drained and unmapped (sp_recorder_rings_retire). */
+#define REOPEN_STEP_NS 2000000ull
 
 int sp_recorder_reopen_step(stackpulse_recorder *rec)
 {
 	if (!rec->reopen_size) {
-		if (!rec->copy_want || rec->copy_want == rec->copy_size ||
-		    rec->copy_resizes >= SP_COPY_MAX_RESIZE || rec->copy_stop)
+		int resize = rec->copy_want && rec->copy_want != rec->copy_size &&
+		             rec->copy_resizes < SP_COPY_MAX_RESIZE && !rec->copy_stop;
+		size_t grow = rings_grow_begin(rec, resize && rec->copy_want < rec->copy_size);
+		if (!resize && !grow)
 			return 0;
-		rec->reopen_size = rec->copy_want;
+		rec->reopen_size = resize ? rec->copy_want : rec->copy_size;
 		rec->reopen_old = rec->nfds;
 		rec->setup.attr.sample_stack_user = rec->reopen_size;
 		rec->setup.attr.enable_on_exec = 0;
 		rec->setup.attr.disabled = 1;
 	}
 	size_t old = rec->reopen_old, opened = 0;
-	int rc = reopen_batch(rec, REOPEN_BATCH, 0, &opened);
-	if (rc == 0 && opened == REOPEN_BATCH)
+	int more = 0;
+	int rc = reopen_batch(rec, mono_ns() + REOPEN_STEP_NS, 0, &opened, &more);
+	if (rc == 0 && more)
 		return 0; /* More threads at the next call. */
 	if (rc || rec->nfds == old) {
 		reopen_abort(rec);
@@ -434,7 +605,7 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 			rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
 	/* Threads born from threads that had only the old events. */
 	for (int round = 0; round < 100 && rc == 0; round++) {
-		if ((rc = reopen_batch(rec, 0, 1, &opened)) != 0 || opened == 0)
+		if ((rc = reopen_batch(rec, 0, 1, &opened, &more)) != 0 || opened == 0)
 			break;
 	}
 	if (rc || (rc = set_direct(rec, old)) != 0) {
@@ -447,10 +618,14 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 	memmove(rec->fds, rec->fds + old, (rec->nfds - old) * sizeof(*rec->fds));
 	memmove(rec->fdtids, rec->fdtids + old, (rec->nfds - old) * sizeof(*rec->fdtids));
 	rec->nfds -= old;
-	rec->copy_size = rec->reopen_size;
+	rings_grow_end(rec);
+	if (rec->reopen_size != rec->copy_size) {
+		rec->copy_size = rec->reopen_size;
+		rec->copy_resizes++;
+		rec->copy_want = 0;
+		rec->copy_need = rec->copy_seen = 0;
+	}
+	rec->reopens++;
 	rec->reopen_size = 0;
-	rec->copy_resizes++;
-	rec->copy_want = 0;
-	rec->copy_need = rec->copy_seen = 0;
 	return lrc;
 }

@@ -157,6 +157,25 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 	return sp_error(STACKPULSE_EINTERNAL, "perf_event_open fallbacks exhausted");
 }
 
+void sp_perf_switch_attr(const struct perf_event_attr *base, struct perf_event_attr *out)
+{
+	*out = *base;
+	out->type = PERF_TYPE_SOFTWARE;
+	out->config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+	out->freq = 0;
+	out->sample_period = 1;
+	/* With exclude_kernel the event never fires (its regs are the
+	 * scheduler's); kernel frames stay as the sampling event has them. */
+	out->exclude_kernel = 0;
+	out->mmap = 0;
+	out->mmap2 = 0;
+	out->comm = 0;
+	out->comm_exec = 0;
+	out->task = 0;
+	out->build_id = 0;
+	out->context_switch = 1;
+}
+
 int sp_perf_open_ring_owner(int cpu, uint32_t watermark)
 {
 	struct perf_event_attr a;

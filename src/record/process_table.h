@@ -52,6 +52,15 @@ typedef struct sp_thread {
 	uint32_t process; /* Slot in the process array (not the spool index). */
 	uint32_t index;   /* Spool thread index. */
 	int exited;
+	/* Off-CPU tracking (offcpu.c): the switch-out under way and the stack
+	 * of the latest context-switch sample. */
+	uint8_t off_state;    /* SP_OFF_UNKNOWN, SP_OFF_ON_CPU or SP_OFF_OFF_CPU. */
+	uint8_t off_preempt;  /* The switch-out left it runnable. */
+	uint8_t off_has_cs;   /* off_cs_* hold a sample not yet paired. */
+	uint64_t off_start;   /* Switch-out time. */
+	uint32_t off_stack;   /* Its stack (0: none). */
+	uint64_t off_cs_time; /* Latest context-switch sample. */
+	uint32_t off_cs_stack;
 } sp_thread;
 
 /* Integer-keyed open-addressing map: key (pid/tid) -> slot. */

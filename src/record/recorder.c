@@ -6,10 +6,12 @@
  *
  * Memory use (docs/recording.md, "Memory use"):
  *  - one perf ring per CPU of a power-of-two data size: as root
- *    (CAP_IPC_LOCK) the rate-scaled budget of sp_ring_budget_bytes (2 to
- *    256 MiB, at most 1 GiB in all), else perf_event_mlock_kb minus one
- *    page rounded down (512 KiB by default), halved until the kernel
- *    accepts it; plus a 64 KiB copy buffer per ring;
+ *    (CAP_IPC_LOCK) 125 ms of samples at the full rate, grown fourfold at a
+ *    time while it falls behind up to the rate-scaled budget of
+ *    sp_ring_budget_bytes (2 to 256 MiB, at most 1 GiB in all; the ring
+ *    a growth replaces stays until drained), else perf_event_mlock_kb
+ *    minus one page rounded down (512 KiB by default), halved until the
+ *    kernel accepts it; plus a 64 KiB copy buffer per ring;
  *  - per event an fd and its thread; per thread with loss 16 bytes;
  *  - about 26 KiB of per-sample scratch (1024 pcs, 1537 frame ids, 256
  *    Python frames, 1024 merge slots);
@@ -111,6 +113,10 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 	    (int)o->realtime > STACKPULSE_FEATURE_REQUIRED)
 		return sp_error(-EINVAL, "realtime option %d is not a stackpulse_feature",
 		                (int)o->realtime);
+	if ((int)o->off_cpu < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->off_cpu > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "off_cpu option %d is not a stackpulse_feature",
+		                (int)o->off_cpu);
 	if (o->ring_kb > (1u << 20))
 		return sp_error(-EINVAL, "ring_kb %u is above 1 GiB", o->ring_kb);
 	if (o->rotate_ns && o->rotate_ns < SP_ROTATE_MIN_NS)
@@ -127,7 +133,7 @@ static void recorder_free(stackpulse_recorder *rec)
 		return;
 	for (size_t i = 0; i < rec->nfds; i++)
 		close(rec->fds[i]);
-	for (int c = 0; rec->rings && c < rec->ncpu; c++)
+	for (int c = 0; rec->rings && c < 2 * rec->ncpu; c++)
 		sp_ring_unmap(&rec->rings[c]);
 	if (rec->epfd >= 0)
 		close(rec->epfd);
@@ -139,6 +145,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	if (rec->sink.fd >= 0)
 		sp_file_sink_close(&rec->sink);
 	sp_free(rec->rings);
+	sp_free(rec->ring_state);
 	sp_free(rec->fds);
 	sp_free(rec->fdtids);
 	sp_free(rec->tloss);
@@ -213,12 +220,13 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 	sp_ptable_init(&rec->pt, rec->w, rec->u);
 	long n = sysconf(_SC_NPROCESSORS_CONF);
 	rec->ncpu = n > 0 && n < 4096 ? (int)n : 1;
-	rec->rings = sp_calloc((size_t)rec->ncpu, sizeof(sp_ring));
-	if (!rec->rings) {
+	rec->rings = sp_calloc(2 * (size_t)rec->ncpu, sizeof(sp_ring));
+	rec->ring_state = sp_calloc((size_t)rec->ncpu, 1);
+	if (!rec->rings || !rec->ring_state) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (int c = 0; c < rec->ncpu; c++)
+	for (int c = 0; c < 2 * rec->ncpu; c++)
 		rec->rings[c].fd = -1;
 	rec->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (rec->epfd < 0) {
@@ -278,6 +286,7 @@ int sp_recorder_write_meta(stackpulse_recorder *rec, uint64_t wall_ns, uint64_t 
 		.kernel_frames = rec->setup.kernel_frames,
 		.kernel_note = rec->kernel_note,
 	};
+	sp_writer_set_offcpu_method(rec->w, rec->offcpu);
 	if (next_file)
 		return sp_writer_next_file(rec->w, &m);
 	/* Written before any event is enabled: every sample is later, so the
@@ -541,7 +550,7 @@ fail:
  * losing samples (a child seen before its FORK is adopted later). */
 static uint64_t order_slack(const stackpulse_recorder *rec)
 {
-	for (int c = 0; c < rec->ncpu; c++)
+	for (int c = 0; c < 2 * rec->ncpu; c++)
 		if (rec->rings[c].meta && sp_ring_used(&rec->rings[c]) * 2 >= rec->rings[c].size)
 			return 0;
 	return ORDER_SLACK_NS;
@@ -551,7 +560,7 @@ static int rings_state(stackpulse_recorder *rec)
 {
 	uint64_t cut = clock_ns(CLOCK_MONOTONIC) - order_slack(rec);
 	int st = 0;
-	for (int c = 0; c < rec->ncpu; c++) {
+	for (int c = 0; c < 2 * rec->ncpu; c++) {
 		struct perf_event_header h;
 		const uint8_t *p;
 		size_t l;
@@ -721,13 +730,14 @@ int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
 	return rc;
 }
 
-/* Merges the per-CPU rings by timestamp so that a fork is handled before
- * its child's first records (which may sit in another CPU's ring). Records
- * newer than @p cut stay in the rings for the next call: an older record
- * may still be being written on another CPU. */
+/* Merges the per-CPU rings (and the spares a ring growth fills or leaves)
+ * by timestamp so that a fork is handled before its child's first records
+ * (which may sit in another CPU's ring). Records newer than @p cut stay in
+ * the rings for the next call: an older record may still be being written
+ * on another CPU. A ring that lost records is noted for growth. */
 static int drain_merged(stackpulse_recorder *rec, uint64_t cut)
 {
-	int nr = rec->ncpu;
+	int nr = 2 * rec->ncpu;
 	for (;;) {
 		int best = -1;
 		uint64_t best_t = 0;
@@ -759,6 +769,9 @@ static int drain_merged(stackpulse_recorder *rec, uint64_t cut)
 		                                             : 0;
 		if (rc)
 			return rc;
+		if ((bh.type == PERF_RECORD_LOST || bh.type == PERF_RECORD_LOST_SAMPLES) &&
+		    best < rec->ncpu && rec->ring_cap && !rec->reopen_size)
+			rec->ring_state[best] |= SP_RING_BEHIND;
 		rc = sp_recorder_record(rec, &bh, bp, bl);
 		sp_ring_release(&rec->rings[best]);
 		if (rc)
@@ -773,12 +786,15 @@ static int consume(stackpulse_recorder *rec, int all)
 	uint64_t now = clock_ns(CLOCK_MONOTONIC);
 	uint64_t cut = all ? UINT64_MAX : now - order_slack(rec);
 	sp_recorder_python_early(rec);
+	if (!all)
+		sp_recorder_rings_check(rec);
 	int rc = drain_merged(rec, cut);
 	/* Everything up to cut is in: a window that ended by then is complete. */
 	if (rc == 0 && !all && sp_recorder_rotate_due(rec, cut))
 		rc = sp_recorder_rotate_to(rec, cut);
 	if (rc == 0 && !all && sp_recorder_reopen_step(rec) == -ENOMEM)
 		rc = -ENOMEM; /* Other refusals only stop the sizing. */
+	sp_recorder_rings_retire(rec);
 	/* Bound what a crash can lose on a quiet target: close the chunk
 	 * at least once per FLUSH_NS even when it is not full. */
 	if (rc == 0 && now - rec->last_flush_ns > FLUSH_NS) {
@@ -865,7 +881,7 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.mappings_dropped = rec->pt.maps_dropped;
 	s.dropped_samples = rec->dropped;
 	s.malformed_records = rec->corrupt;
-	for (int i = 0; rec->rings && i < rec->ncpu; i++)
+	for (int i = 0; rec->rings && i < 2 * rec->ncpu; i++)
 		s.malformed_records += rec->rings[i].corrupt;
 	s.ring_bytes = rec->ring_bytes;
 	s.stack_copy = rec->copy_size;
@@ -873,6 +889,10 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.lost_per_thread = rec->setup.lost_format;
 	for (size_t i = 0; i < rec->ntloss; i++)
 		s.lost_threads += rec->tloss[i].lost > 0;
+	s.off_cpu_method = (enum stackpulse_offcpu_method)rec->offcpu;
+	s.offcpu_intervals = rec->offcpu_intervals;
+	s.offcpu_no_stack = rec->offcpu_no_stack;
+	s.offcpu_dropped = rec->offcpu_dropped;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
@@ -924,8 +944,14 @@ static int write_stats(stackpulse_recorder *rec)
 		{ SP_STAT_RING_BYTES, rec->ring_bytes },
 		{ SP_STAT_STACK_COPY, rec->copy_size },
 		{ SP_STAT_COPY_RESIZES, rec->copy_resizes },
+		{ SP_STAT_OFFCPU_INTERVALS, rec->offcpu_intervals },
+		{ SP_STAT_OFFCPU_NO_STACK, rec->offcpu_no_stack },
+		{ SP_STAT_OFFCPU_DROPPED, rec->offcpu_dropped },
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+		/* Off-CPU keys only when intervals were recorded. */
+		if (kv[i].key >= SP_STAT_OFFCPU_INTERVALS && !rec->offcpu)
+			continue;
 		int rc = sp_writer_stat(rec->w, kv[i].key, kv[i].value);
 		if (rc)
 			return rc;
@@ -980,6 +1006,8 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 			rec->tloss[i].live = 0;
 		rc = sp_recorder_read_loss(rec, 0, rec->nfds);
 	}
+	if (rc == 0)
+		rc = sp_offcpu_finish(rec, clock_ns(CLOCK_MONOTONIC));
 	if (rc == 0)
 		rc = rec->opts.rotate_ns
 		             ? sp_recorder_window_close(rec, clock_ns(CLOCK_MONOTONIC), 1)

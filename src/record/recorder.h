@@ -58,6 +58,12 @@ typedef struct sp_thread_loss {
 	uint64_t written; /* Of lost + live: in the STATS of earlier windows. */
 } sp_thread_loss;
 
+/* ring_state bits: the ring was found half full or losing records since
+ * the last re-open; its spare is the larger ring a re-open under way moves
+ * the CPU's events into. */
+#define SP_RING_BEHIND  1u
+#define SP_RING_GROWING 2u
+
 /* Stack copies sized to need (sample.c learns, event_set.c re-opens). */
 #define SP_COPY_MIN        1024u /* Smallest stack copy asked for. */
 #define SP_COPY_LEARN      64u   /* Complete unwinds seen before shrinking. */
@@ -67,8 +73,25 @@ typedef struct sp_thread_loss {
 typedef struct sp_event_id {
 	uint64_t id;
 	pid_t tid;
-	uint32_t gen; /* copy_resizes when the events take over (stack copy sizing). */
+	uint32_t gen; /* reopens when the events take over (stack copy sizing, ring growth). */
+	int kind;     /* SP_EVENT_SAMPLING or SP_EVENT_SWITCH. */
 } sp_event_id;
+
+enum {
+	SP_EVENT_SAMPLING = 0, /* cycles / cpu-clock. */
+	SP_EVENT_SWITCH = 1,   /* Context switches at period 1 (off-CPU). */
+};
+
+/* Context switches per second and CPU the rings are sized for when
+ * off-CPU intervals are recorded (as root; docs/recording.md). */
+#define SP_OFFCPU_RING_RATE 2000u
+
+/* Off-CPU state of a thread (sp_thread.off_state). */
+enum {
+	SP_OFF_UNKNOWN = 0, /* No switch seen yet. */
+	SP_OFF_ON_CPU = 1,  /* Last seen switching in. */
+	SP_OFF_OFF_CPU = 2, /* Last seen switching out. */
+};
 
 struct stackpulse_recorder {
 	stackpulse_recorder_opts opts;
@@ -85,8 +108,14 @@ struct stackpulse_recorder {
 
 	int ncpu;
 	int epfd;
-	sp_ring *rings; /* One per CPU; fd -1 when the CPU is absent. */
-	int *fds;       /* Sampling events (threads x CPUs). */
+	/* 2 x ncpu: [c] is CPU c's ring (fd -1 when the CPU is absent);
+	 * [ncpu + c] its spare: the larger ring a re-open moves CPU c's
+	 * events into, then the ring they left until it is drained (fd -1
+	 * when unused). */
+	sp_ring *rings;
+	uint64_t ring_cap;         /* Most bytes a CPU's ring may grow to; 0: no growth. */
+	unsigned char *ring_state; /* Per CPU: SP_RING_BEHIND, SP_RING_GROWING. */
+	int *fds;                  /* Sampling events (threads x CPUs). */
 	size_t nfds, capfds;
 	sp_event_id *ids; /* Sorted by id after setup; grows on rescans. */
 	size_t nids, capids;
@@ -99,7 +128,8 @@ struct stackpulse_recorder {
 	uint32_t copy_need;    /* Most stack bytes a complete unwind read since then. */
 	uint32_t copy_seen;    /* Complete unwinds since the last re-open. */
 	uint32_t copy_want;    /* Size to re-open with; 0: keep. */
-	uint32_t copy_resizes; /* Re-opens done. */
+	uint32_t copy_resizes; /* Re-opens that changed the copy size. */
+	uint32_t reopens;      /* Re-opens done (copy size or ring growth). */
 	int copy_stop;         /* Sizing gave up (a re-open was refused). */
 	uint32_t reopen_size;  /* Copy size of a re-open under way; 0: none. */
 	int kptr_zeroed;
@@ -111,6 +141,12 @@ struct stackpulse_recorder {
 
 	uint64_t *kaddrs; /* Open-addressing set of kernel pcs; 0 = empty. */
 	size_t kcap, kused;
+
+	/* Off-CPU intervals (offcpu.c): enum stackpulse_offcpu_method used,
+	 * 0 when off or refused; counters for stats and the spool. */
+	int offcpu;
+	int offcpu_probed; /* The first switch event was tried. */
+	uint64_t offcpu_intervals, offcpu_no_stack, offcpu_dropped;
 
 	uint64_t lost;
 	uint64_t truncated;
@@ -167,8 +203,22 @@ int sp_recorder_read_loss(stackpulse_recorder *rec, size_t from, size_t to);
  * (read, not added: they keep counting). */
 int sp_recorder_read_live_loss(stackpulse_recorder *rec);
 /* One step of re-opening every event with the stack copy size sampling
- * asked for (rec->copy_want); called from the drain. */
+ * asked for (rec->copy_want) or into larger rings for the CPUs that fell
+ * behind (SP_RING_BEHIND); called from the drain. */
 int sp_recorder_reopen_step(stackpulse_recorder *rec);
+/* Notes the rings that are half full (called before a drain). */
+void sp_recorder_rings_check(stackpulse_recorder *rec);
+/* Unmaps the replaced rings once they are drained. */
+void sp_recorder_rings_retire(stackpulse_recorder *rec);
+
+/* Off-CPU intervals (offcpu.c). A context-switch sample of @p th at
+ * @p time with stack @p stack: the stack its next switch-out carries. */
+void sp_offcpu_sample(sp_thread *th, uint64_t time, uint32_t stack);
+/* PERF_RECORD_SWITCH of @p th: out (with @p preempt) or in; a switch-in
+ * after a switch-out writes the interval. */
+int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int out, int preempt);
+/* Writes the intervals of live threads still off CPU at @p now. */
+int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now);
 
 /* Handles one ring record; returns 0 or a writer error. */
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,

@@ -13,7 +13,7 @@
 
 #define COPY_BYTES 65536 /* header.size is 16 bits: no record is larger. */
 
-uint64_t sp_ring_budget_bytes(uint32_t frequency, uint64_t record_bytes, int ncpu,
+uint64_t sp_ring_budget_bytes(uint32_t frequency, uint64_t record_bytes, uint32_t hold_ms, int ncpu,
                               uint64_t ram_bytes)
 {
 	uint64_t n = ncpu > 0 ? (uint64_t)ncpu : 1;
@@ -22,7 +22,7 @@ uint64_t sp_ring_budget_bytes(uint32_t frequency, uint64_t record_bytes, int ncp
 		cap = SP_RING_CPU_MAX;
 	if (ram_bytes && ram_bytes / 16 / n < cap)
 		cap = ram_bytes / 16 / n;
-	uint64_t need = (uint64_t)frequency * record_bytes / 1000u * SP_RING_HOLD_MS;
+	uint64_t need = (uint64_t)frequency * record_bytes / 1000u * hold_ms;
 	uint64_t bytes = SP_RING_CPU_MIN;
 	while (bytes < need && bytes * 2 <= cap)
 		bytes *= 2;

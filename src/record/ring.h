@@ -21,20 +21,23 @@ typedef struct sp_ring {
 	uint8_t *scan_copy;                /* Its scratch for wrapped records. */
 } sp_ring;
 
-/* Ring budget (locked memory) for privileged recorders: rings are sized
- * to hold SP_RING_HOLD_MS of samples at the full rate, within these bounds. */
-#define SP_RING_BUDGET  (1ull << 30)   /* All rings together. */
-#define SP_RING_CPU_MAX (256ull << 20) /* One ring. */
-#define SP_RING_CPU_MIN (2ull << 20)   /* Privileged floor (the former fixed size). */
-#define SP_RING_HOLD_MS 250u
+/* Ring budget (locked memory) for privileged recorders: rings start sized
+ * to hold SP_RING_START_MS of samples at the full rate and grow (a re-open
+ * moves a CPU's events into a ring four times larger) while the recorder
+ * falls behind, up to SP_RING_HOLD_MS of them, within these bounds. */
+#define SP_RING_BUDGET   (1ull << 30)   /* All rings together. */
+#define SP_RING_CPU_MAX  (256ull << 20) /* One ring. */
+#define SP_RING_CPU_MIN  (2ull << 20)   /* Privileged floor (the former fixed size). */
+#define SP_RING_HOLD_MS  250u
+#define SP_RING_START_MS 125u
+#define SP_RING_GROWTH   4u /* Size factor of one growth step. */
 
 /* Data bytes per CPU for a privileged recorder (CAP_IPC_LOCK lifts
- * perf_event_mlock_kb): a power of two that holds SP_RING_HOLD_MS of
- * samples of @p record_bytes at @p frequency (one thread runs on a CPU at
- * a time, so that is the most a CPU's ring takes in), clamped to
- * SP_RING_CPU_MIN .. min(SP_RING_CPU_MAX, SP_RING_BUDGET / ncpu,
- * @p ram_bytes / 16 / ncpu). */
-uint64_t sp_ring_budget_bytes(uint32_t frequency, uint64_t record_bytes, int ncpu,
+ * perf_event_mlock_kb): a power of two that holds @p hold_ms of samples of
+ * @p record_bytes at @p frequency (one thread runs on a CPU at a time, so
+ * that is the most a CPU's ring takes in), clamped to SP_RING_CPU_MIN ..
+ * min(SP_RING_CPU_MAX, SP_RING_BUDGET / ncpu, @p ram_bytes / 16 / ncpu). */
+uint64_t sp_ring_budget_bytes(uint32_t frequency, uint64_t record_bytes, uint32_t hold_ms, int ncpu,
                               uint64_t ram_bytes);
 
 /* Maps @p data_bytes (a power-of-two number of pages) of ring on @p fd,

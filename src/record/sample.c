@@ -98,7 +98,7 @@ static int duplicate(const stackpulse_recorder *rec, pid_t tid, uint64_t id)
 	const sp_event_id *owner = id_owner(rec, id);
 	/* Events replaced by a re-open (stack copy sizing) no longer sample:
 	 * what they wrote before is no copy of anything. */
-	return owner && owner->tid != tid && owner->gen == rec->copy_resizes;
+	return owner && owner->tid != tid && owner->gen == rec->reopens;
 }
 
 static int followed_pid(const stackpulse_recorder *rec, pid_t pid)
@@ -136,6 +136,15 @@ static int process_for(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_pr
 		return rc;
 	*out = p;
 	return 0;
+}
+
+/* The process of @p pid (process_for) and its thread @p tid, created on
+ * first sight. */
+static int thread_for(stackpulse_recorder *rec, pid_t pid, pid_t tid, uint64_t time,
+                      sp_process **proc, sp_thread **th)
+{
+	int rc = process_for(rec, pid, time, proc);
+	return rc ? rc : sp_ptable_thread(&rec->pt, *proc, tid, time, NULL, th);
 }
 
 static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t module,
@@ -298,32 +307,17 @@ static void copy_learn(stackpulse_recorder *rec, const sp_unwind_result *res, ui
 		rec->copy_want = (uint32_t)want;
 }
 
-static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
+/* Interns the stack of sample @p sf of @p proc: kernel frames, then the
+ * user frames of the online unwinder (merged with Python frames). */
+static int sample_stack(stackpulse_recorder *rec, const sp_sample_fields *sf, sp_process *proc,
+                        uint32_t *stack_id)
 {
-	sp_sample_fields sf;
-	if (sp_recorder_parse_sample(rec, p, len, &sf) != 0) {
-		rec->corrupt++;
-		return 0;
-	}
-	pid_t pid = sf.pid, tid = sf.tid;
-	uint64_t id = sf.id, time = sf.time, nr = sf.nr, dyn = sf.dyn;
-	uint32_t cpu = sf.cpu;
-	const uint8_t *chain = sf.chain, *stack = sf.stack;
+	pid_t tid = sf->tid;
+	uint64_t time = sf->time, nr = sf->nr, dyn = sf->dyn;
+	const uint8_t *chain = sf->chain, *stack = sf->stack;
 	uint64_t mask = rec->setup.attr.sample_regs_user;
-	sp_regs regs = sf.regs;
-	if (!followed_pid(rec, pid) || duplicate(rec, tid, id)) {
-		rec->dropped++;
-		return 0;
-	}
-	sp_process *proc;
-	int rc = process_for(rec, pid, time, &proc);
-	if (rc)
-		return rc;
-	sp_thread *th;
-	rc = sp_ptable_thread(&rec->pt, proc, tid, time, NULL, &th);
-	if (rc)
-		return rc;
-
+	sp_regs regs = sf->regs;
+	int rc;
 	uint32_t n = 0;
 	/* Kernel part, leaf first; PERF_CONTEXT_* markers are skipped. */
 	sp_cursor cc = sp_cursor_make(chain, (size_t)nr * 8);
@@ -340,7 +334,7 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 	}
 	/* User part from the online unwinder. */
 	if (regs.abi && regs.count) {
-		uint64_t ipbit = 1ULL << PERF_IP_BIT, sp = sf.sp;
+		uint64_t ipbit = 1ULL << PERF_IP_BIT, sp = sf->sp;
 		sp_unwind_result res;
 		memset(&res, 0, sizeof(res));
 		int u = proc->space ? sp_unwind(proc->space, &regs, stack, (size_t)dyn, sp,
@@ -356,7 +350,7 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 			}
 		}
 		if (u == 0)
-			copy_learn(rec, &res, dyn, sf.ssize);
+			copy_learn(rec, &res, dyn, sf->ssize);
 		if ((rc = user_frames(rec, proc, tid, &res, stack, (size_t)dyn, sp, time, &n)) != 0)
 			return rc;
 		if (res.truncated) {
@@ -365,11 +359,62 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 				return rc;
 		}
 	}
-	uint32_t stack_id;
-	rc = sp_writer_stack_frames(rec->w, rec->frames, n, &stack_id);
+	return sp_writer_stack_frames(rec->w, rec->frames, n, stack_id);
+}
+
+static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
+{
+	sp_sample_fields sf;
+	if (sp_recorder_parse_sample(rec, p, len, &sf) != 0) {
+		rec->corrupt++;
+		return 0;
+	}
+	if (!followed_pid(rec, sf.pid) || duplicate(rec, sf.tid, sf.id)) {
+		rec->dropped++;
+		return 0;
+	}
+	sp_process *proc;
+	sp_thread *th;
+	int rc = thread_for(rec, sf.pid, sf.tid, sf.time, &proc, &th);
 	if (rc)
 		return rc;
-	return sp_writer_sample(rec->w, time, th->index, stack_id, 1, cpu);
+	uint32_t thread = th->index, stack_id;
+	if ((rc = sample_stack(rec, &sf, proc, &stack_id)) != 0)
+		return rc;
+	const sp_event_id *owner = id_owner(rec, sf.id);
+	if (owner && owner->kind == SP_EVENT_SWITCH) {
+		/* The stack the thread leaves the CPU with: it goes with the
+		 * switch-out record that follows (the thread table may have
+		 * moved while the stack was built). */
+		th = sp_ptable_find_thread(&rec->pt, sf.tid);
+		if (th)
+			sp_offcpu_sample(th, sf.time, stack_id);
+		return 0;
+	}
+	return sp_writer_sample(rec->w, sf.time, thread, stack_id, 1, sf.cpu);
+}
+
+#ifndef PERF_RECORD_MISC_SWITCH_OUT_PREEMPT
+#define PERF_RECORD_MISC_SWITCH_OUT_PREEMPT (1 << 14) /* Linux 4.17. */
+#endif
+
+/* PERF_RECORD_SWITCH of a followed thread (off-CPU events only). */
+static int handle_switch(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p, size_t len)
+{
+	sample_id sid;
+	if (read_sample_id(p, len, &sid) != 0) {
+		rec->corrupt++;
+		return 0;
+	}
+	if (!followed_pid(rec, sid.pid) || duplicate(rec, sid.tid, sid.id))
+		return 0;
+	sp_process *proc;
+	sp_thread *th;
+	int rc = thread_for(rec, sid.pid, sid.tid, sid.time, &proc, &th);
+	if (rc)
+		return rc;
+	return sp_offcpu_switch(rec, th, sid.time, (misc & PERF_RECORD_MISC_SWITCH_OUT) != 0,
+	                        (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0);
 }
 
 /* The fields of a PERF_RECORD_MMAP2 that we use. */
@@ -551,6 +596,7 @@ int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header 
 	case PERF_RECORD_EXIT: return handle_task(rec, hdr->type, p, len);
 	case PERF_RECORD_LOST: return handle_lost(rec, p, len, 0);
 	case PERF_RECORD_LOST_SAMPLES: return handle_lost(rec, p, len, 1);
+	case PERF_RECORD_SWITCH: return handle_switch(rec, hdr->misc, p, len);
 	default: return 0; /* THROTTLE, MMAP (mmap2 supersedes it), ... */
 	}
 }

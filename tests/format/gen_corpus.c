@@ -183,6 +183,11 @@ static int shape_names(sp_writer *w)
 	return sp_writer_sample(w, 80, other, 0, 1, 0);
 }
 
+static int shape_offcpu(sp_writer *w)
+{
+	return write_offcpu(w, 0);
+}
+
 static void variants(const char *name, shape_fn fn)
 {
 	static const struct {
@@ -380,6 +385,7 @@ int main(int argc, char **argv)
 	variants("python", shape_python);
 	variants("lifecycle", shape_lifecycle);
 	variants("names", shape_names);
+	variants("offcpu", shape_offcpu);
 	damaged();
 	damaged_middle();
 	handmade();

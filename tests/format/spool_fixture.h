@@ -135,6 +135,51 @@ static SP_FIXTURE_UNUSED int write_rich(sp_writer *w, rich_ids *ids, int finish)
 	return 0;
 }
 
+/* A spool with off-CPU intervals (format: OFFCPU records, META method):
+ * two chunks, an interval before the chunk's first sample, one without a
+ * stack, one preempted, and start times that go backwards. */
+static SP_FIXTURE_UNUSED int write_offcpu(sp_writer *w, int finish)
+{
+	int rc;
+	uint32_t proc, t0, t1, mod, f0, f1, leaf, root;
+	sp_meta meta = {
+		1700000000000000000ull, 1000, 99, 8192, "cpu-clock", "x86_64", "6.1", "host", 1, ""
+	};
+#define TRY(x)                                                                                     \
+	do {                                                                                       \
+		if ((rc = (x)))                                                                    \
+			return rc;                                                                 \
+	} while (0)
+	sp_writer_set_offcpu_method(w, STACKPULSE_OFFCPU_SWITCH_EVENT);
+	TRY(sp_writer_meta(w, &meta));
+	TRY(sp_writer_process(w, 300, UINT32_MAX, 1000, "waiter", "waiter", &proc));
+	TRY(sp_writer_thread(w, proc, 300, 1000, "waiter", &t0));
+	TRY(sp_writer_thread(w, proc, 301, 1000, "filler", &t1));
+	TRY(sp_writer_module(w, "/usr/bin/waiter", NULL, 0, &mod));
+	struct stackpulse_raw_frame f = { STACKPULSE_FRAME_NATIVE, mod, 0x1000, 0, 0 };
+	TRY(sp_writer_frame(w, &f, &f0));
+	f = (struct stackpulse_raw_frame){ STACKPULSE_FRAME_KERNEL, 0, 0xffffffff81000100ull, 0,
+		                           0 };
+	TRY(sp_writer_frame(w, &f, &f1));
+	uint32_t frames[2] = { f1, f0 };
+	TRY(sp_writer_stack_frames(w, frames, 2, &leaf));
+	TRY(sp_writer_stack_frames(w, frames + 1, 1, &root));
+	TRY(sp_writer_offcpu(w, 5000, 40000000, t0, leaf, STACKPULSE_OFFCPU_BLOCKED));
+	TRY(sp_writer_sample(w, 6000, t0, root, 1, 0));
+	TRY(sp_writer_offcpu(w, 4000, 1500, t1, root, STACKPULSE_OFFCPU_PREEMPTED));
+	TRY(sp_writer_offcpu(w, 9000, 7, t1, 0, STACKPULSE_OFFCPU_BLOCKED));
+	TRY(sp_writer_flush(w));
+	TRY(sp_writer_offcpu(w, 50000000, 30000000000ull, t0, leaf, STACKPULSE_OFFCPU_BLOCKED));
+	TRY(sp_writer_sample(w, 60000000, t1, leaf, 1, 1));
+	TRY(sp_writer_stat(w, SP_STAT_OFFCPU_INTERVALS, 4));
+	TRY(sp_writer_stat(w, SP_STAT_OFFCPU_NO_STACK, 1));
+	TRY(sp_writer_stat(w, SP_STAT_OFFCPU_DROPPED, 2));
+	if (finish)
+		TRY(sp_writer_finish(w));
+#undef TRY
+	return 0;
+}
+
 /* A deterministic pseudo-random generator for synthetic workloads. */
 static SP_FIXTURE_UNUSED uint64_t fixture_rand(uint64_t *state)
 {

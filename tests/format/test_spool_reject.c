@@ -625,6 +625,46 @@ SP_TEST(stats_per_thread_lost)
 	sp_buf_free(&b);
 }
 
+/* OFFCPU: ids defined before, states 0 and 1 only, a count that fits; a
+ * META method is a trailing field older readers skip. */
+SP_TEST(offcpu_rejections)
+{
+	sp_buf b;
+	sp_buf_init(&b);
+	basics(&b);
+	rec(&b, SP_REC_OFFCPU, "vzvvvv", V(1), Z(5), V(0), V(1), V(100), V(1));
+	CHECK_EQ(open_records(&b, 0), 0);
+	sp_buf_free(&b);
+	struct {
+		uint64_t n, thread, stack, state;
+		int code;
+	} bad[] = {
+		{ 1, 1, 0, 0, STACKPULSE_EFORMAT }, /* thread 1 not defined */
+		{ 1, 0, 2, 0, STACKPULSE_EFORMAT }, /* stack 2 not defined */
+		{ 1, 0, 0, 2, STACKPULSE_ELIMIT },  /* state 2 */
+		{ 2, 0, 0, 0, STACKPULSE_EFORMAT }, /* count 2 in 5 bytes */
+		{ 0, 0, 0, 0, STACKPULSE_EFORMAT }, /* empty block */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		sp_buf_init(&b);
+		basics(&b);
+		rec(&b, SP_REC_OFFCPU, "vzvvvv", V(bad[i].n), Z(5), V(bad[i].thread),
+		    V(bad[i].stack), V(100), V(bad[i].state));
+		EXPECT_REJECT(&b, 0, bad[i].code);
+		sp_buf_free(&b);
+	}
+	/* The META method, then a later field this reader does not know. */
+	sp_buf_init(&b);
+	rec(&b, SP_REC_META, "vvvvssssvsvv", V(1), V(2), V(99), V(8), "cpu-clock", "x86_64", "6.1",
+	    "h", V(0), "", V(STACKPULSE_OFFCPU_SWITCH_EVENT), V(77));
+	size_t n = raw_spool(file, FILE_CAP, b.data, b.len, 1, 1, 0, 1, 0);
+	stackpulse_spool *s;
+	REQUIRE_OK(strict_open(file, n, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->off_cpu_method, STACKPULSE_OFFCPU_SWITCH_EVENT);
+	stackpulse_spool_close(s);
+	sp_buf_free(&b);
+}
+
 /* A table sent in many small parts is joined in order (its buffer grows
  * geometrically, never past the total), and lost counts saturate. */
 SP_TEST(symtab_parts_join_and_lost_saturates)

@@ -232,6 +232,102 @@ SP_TEST(every_record_kind_round_trips)
 	memsink_free(&m);
 }
 
+/* OFFCPU records and the META method read back in file order, each chunk
+ * with its own start-time chain; the copy is canonical; spools of writers
+ * that never record off-CPU time read as none. */
+SP_TEST(offcpu_intervals_round_trip)
+{
+	memsink m = { 0 };
+	sp_writer *w = NULL;
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &m, &w));
+	int rc = write_offcpu(w, 1);
+	sp_writer_free(w);
+	REQUIRE_OK(rc);
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(sp_spool_open_memory(m.data, m.len, STACKPULSE_SPOOL_STRICT, &s));
+	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(s);
+	CHECK_EQ(meta->off_cpu_method, STACKPULSE_OFFCPU_SWITCH_EVENT);
+	CHECK_EQ(meta->offcpu_intervals, 4);
+	CHECK_EQ(meta->samples, 2);
+	CHECK_EQ(meta->chunks, 2);
+	struct {
+		uint64_t start, dur;
+		pid_t tid;
+		int has_stack;
+		enum stackpulse_offcpu_state state;
+	} want[4] = {
+		{ 5000, 40000000, 300, 1, STACKPULSE_OFFCPU_BLOCKED },
+		{ 4000, 1500, 301, 1, STACKPULSE_OFFCPU_PREEMPTED },
+		{ 9000, 7, 301, 0, STACKPULSE_OFFCPU_BLOCKED },
+		{ 50000000, 30000000000ull, 300, 1, STACKPULSE_OFFCPU_BLOCKED },
+	};
+	stackpulse_offcpu_iter *it = NULL;
+	REQUIRE_OK(stackpulse_offcpu_iter_new(s, &it));
+	const struct stackpulse_offcpu *iv;
+	int n = 0;
+	while ((rc = stackpulse_offcpu_iter_next(it, &iv)) == 1) {
+		REQUIRE(n < 4);
+		CHECK_EQ(iv->start_ns, want[n].start);
+		CHECK_EQ(iv->duration_ns, want[n].dur);
+		CHECK_EQ(iv->tid, want[n].tid);
+		CHECK_EQ(iv->pid, 300);
+		CHECK_EQ(iv->process, 0);
+		CHECK_EQ(iv->stack != 0, want[n].has_stack);
+		CHECK_EQ(iv->state, want[n].state);
+		if (want[n].has_stack)
+			CHECK(stackpulse_spool_stack_depth(s, iv->stack) >= 1);
+		n++;
+	}
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(n, 4);
+	stackpulse_offcpu_iter_free(it);
+	/* Samples are not mixed with intervals. */
+	stackpulse_sample_iter *si = NULL;
+	REQUIRE_OK(stackpulse_sample_iter_new(s, &si));
+	const struct stackpulse_sample *x;
+	n = 0;
+	while (stackpulse_sample_iter_next(si, &x) == 1)
+		n++;
+	CHECK_EQ(n, 2);
+	stackpulse_sample_iter_free(si);
+	uint64_t v = 0;
+	CHECK_OK(sp_spool_stat(s, SP_STAT_OFFCPU_NO_STACK, &v));
+	CHECK_EQ(v, 1);
+
+	/* Copy: equal contents, the same bytes on a second copy. */
+	memsink c1 = { 0 }, c2 = { 0 };
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &c1, &w));
+	REQUIRE_OK(sp_spool_copy(s, w));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *b = NULL;
+	REQUIRE_OK(sp_spool_open_memory(c1.data, c1.len, STACKPULSE_SPOOL_STRICT, &b));
+	char why[256];
+	CHECK_EQ(sp_spool_equal(s, b, why, sizeof(why)), 1);
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &c2, &w));
+	REQUIRE_OK(sp_spool_copy(b, w));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	CHECK(c1.len == c2.len && memcmp(c1.data, c2.data, c1.len) == 0);
+	stackpulse_spool_close(b);
+	stackpulse_spool_close(s);
+
+	/* A spool without off-CPU data: no method, no interval. */
+	rich_ids ids;
+	memsink r = rich_file(&ids, NULL);
+	REQUIRE_OK(sp_spool_open_memory(r.data, r.len, STACKPULSE_SPOOL_STRICT, &s));
+	CHECK_EQ(stackpulse_spool_meta(s)->off_cpu_method, STACKPULSE_OFFCPU_NONE);
+	CHECK_EQ(stackpulse_spool_meta(s)->offcpu_intervals, 0);
+	REQUIRE_OK(stackpulse_offcpu_iter_new(s, &it));
+	CHECK_EQ(stackpulse_offcpu_iter_next(it, &iv), 0);
+	stackpulse_offcpu_iter_free(it);
+	stackpulse_spool_close(s);
+	memsink_free(&r);
+	memsink_free(&m);
+	memsink_free(&c1);
+	memsink_free(&c2);
+}
+
 SP_TEST(interning_returns_the_same_ids)
 {
 	memsink m = { 0 };

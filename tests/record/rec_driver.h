@@ -4,7 +4,8 @@
  *   SP_REC_DRIVER = spawn | attach | attach_pid
  *   SP_REC_SPOOL, SP_REC_TARGET, SP_REC_ARG, SP_REC_PID, SP_REC_KERNEL,
  *   SP_REC_CHUNK (chunk_bytes), SP_REC_PIDFILE (writes the target pid),
- *   SP_REC_REALTIME (opts.realtime), SP_REC_RING_KB (opts.ring_kb), SP_REC_NO_PIDFD=1 (pidfd_open fails
+ *   SP_REC_REALTIME (opts.realtime), SP_REC_RING_KB (opts.ring_kb), SP_REC_OFF_CPU (opts.off_cpu),
+ *   SP_REC_NO_PIDFD=1 (pidfd_open fails
  *   with ENOSYS, as on kernels before 5.3 or under valgrind)
  * Prints "rc=N kernel=K ... err=..." and exits 0 on success. */
 #ifndef SP_TEST_REC_DRIVER_H
@@ -54,6 +55,7 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	o.chunk_bytes = (uint32_t)strtoul(drv_env("SP_REC_CHUNK", "0"), NULL, 10);
 	o.realtime = (enum stackpulse_feature)strtol(drv_env("SP_REC_REALTIME", "0"), NULL, 10);
 	o.ring_kb = (uint32_t)strtoul(drv_env("SP_REC_RING_KB", "0"), NULL, 10);
+	o.off_cpu = (enum stackpulse_feature)strtol(drv_env("SP_REC_OFF_CPU", "1"), NULL, 10);
 	if (getenv("SP_REC_NO_PIDFD") && drv_deny_pidfd() != 0) {
 		printf("rc=-1 err=cannot install the seccomp filter\n");
 		fflush(stdout);
@@ -110,10 +112,11 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	if (!r2 && r3)
 		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
 	printf("rc=%d run=%d finish=%d kernel=%d samples=%llu lost=%llu realtime=%d "
-	       "policy=%d target_policy=%d ring_bytes=%llu err=%s\n",
+	       "policy=%d target_policy=%d ring_bytes=%llu off_cpu=%d intervals=%llu err=%s\n",
 	       rc, r2, r3, st.kernel_frames, (unsigned long long)st.samples,
 	       (unsigned long long)st.lost, st.realtime, sched_getscheduler(0), target_policy,
-	       (unsigned long long)st.ring_bytes, err);
+	       (unsigned long long)st.ring_bytes, (int)st.off_cpu_method,
+	       (unsigned long long)st.offcpu_intervals, err);
 	fflush(stdout);
 	_exit(r2 || r3 ? 1 : 0);
 }

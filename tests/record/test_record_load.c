@@ -1,6 +1,7 @@
 /* The recorder under load: stack copies sized to what the threads need
- * (shrunk, then grown back by a deep call), the ring budget falling back
- * when the kernel refuses it, and the loss accounted per thread. */
+ * (shrunk, then grown back by a deep call), rings that grow when the
+ * recorder falls behind, the ring budget falling back when the kernel
+ * refuses it, and the loss accounted per thread. */
 #include <errno.h>
 #include <sys/resource.h>
 
@@ -8,6 +9,16 @@
 #include "format/spool_reader.h"
 #include "rec_driver.h"
 #include "record/perf_events.h"
+#include "record/ring.h"
+
+/* 999 Hz, user frames only: the options of the stack-depth tests. */
+static stackpulse_recorder_opts user_999(void)
+{
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 999;
+	o.kernel = STACKPULSE_FEATURE_OFF;
+	return o;
+}
 
 /* Records @p argv to the end, polling the stats every 100 ms; the smallest
  * stack copy seen is returned in @p min_copy. */
@@ -40,9 +51,7 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 {
 	const char *bin = rec_target("shallowdeep", NULL);
 	char *argv[] = { (char *)bin, "8000", "12000", NULL };
-	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
-	o.frequency = 999;
-	o.kernel = STACKPULSE_FEATURE_OFF;
+	stackpulse_recorder_opts o = user_999();
 	char spool[512];
 	snprintf(spool, sizeof(spool), "%s/shallowdeep.spool", sp_test_tmpdir());
 	struct stackpulse_recorder_stats st;
@@ -107,6 +116,85 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 	CHECK(deep > 450);
 	CHECK(deep_full * 100 >= deep * 85); /* Only the walks before the regrowth are cut. */
 	CHECK(late_full * 100 >= late * 99);
+}
+
+/* As root the rings start at half the budget and grow to it when the
+ * recorder falls behind. A deep stack keeps the copies at 32 KiB and a
+ * slow consumer lets the rings fill: they grow (a re-open moves the events
+ * into larger rings), the replaced rings are drained, and every deep
+ * sample is still whole. */
+SP_TEST(rings_grow_when_the_recorder_falls_behind)
+{
+	if (geteuid() != 0)
+		sp_test_skip("needs root: unprivileged rings are at the perf_event_mlock_kb limit");
+	const char *bin = rec_target("shallowdeep", NULL);
+	char *argv[] = { (char *)bin, "0", "30000", NULL };
+	stackpulse_recorder_opts o = user_999();
+	char spool[512];
+	snprintf(spool, sizeof(spool), "%s/ringgrow.spool", sp_test_tmpdir());
+	stackpulse_recorder *rec;
+	pid_t pid;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
+	REQUIRE_OK(stackpulse_recorder_stats(rec, &st));
+	uint64_t start = st.ring_bytes;
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	long pages = sysconf(_SC_PHYS_PAGES);
+	uint64_t ram = (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t rec_bytes = o.stack_size + 2048;
+	uint64_t first =
+	        sp_ring_budget_bytes(o.frequency, rec_bytes, SP_RING_START_MS, (int)ncpu, ram);
+	uint64_t cap =
+	        sp_ring_budget_bytes(o.frequency, rec_bytes, SP_RING_HOLD_MS, (int)ncpu, ram);
+	REQUIRE(first < cap); /* 8 and 16 MiB per CPU at 999 Hz. */
+	CHECK(start > 0 && start % first == 0 && start <= first * (uint64_t)ncpu);
+	double end = rec_now() + 60;
+	while (stackpulse_recorder_process_is_active(rec, 0) && rec_now() < end) {
+		/* Up to 600 samples of 34 KiB: more than half a start ring
+		 * (240 samples) even when the target gets half a CPU. */
+		usleep(600000);
+		CHECK_OK(stackpulse_recorder_consume_available(rec));
+	}
+	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	waitpid(pid, NULL, 0);
+	printf("rings %llu -> %llu bytes (budget %llu per CPU), copy %u, %llu samples, %llu lost\n",
+	       (unsigned long long)start, (unsigned long long)st.ring_bytes,
+	       (unsigned long long)cap, st.stack_copy, (unsigned long long)st.samples,
+	       (unsigned long long)st.lost);
+	CHECK(st.ring_bytes > start);
+	CHECK(st.ring_bytes <= cap * (uint64_t)ncpu);
+	CHECK(st.stack_copy >= 16384); /* The deep stack needs ~20 KiB. */
+	CHECK_EQ(st.malformed_records, 0);
+
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	uint64_t v = 0;
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_RING_BYTES, &v));
+	CHECK_EQ(v, st.ring_bytes);
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	uint64_t deep = 0, deep_full = 0, prev = 0, unordered = 0;
+	const char *dseq[] = { "deep_descend", "main" };
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		unordered += s->time_ns < prev;
+		prev = s->time_ns;
+		const char *names[256];
+		uint32_t d = rec_stack_names(sp, s->stack, names, 256);
+		if (d == 0 ||
+		    (strcmp(names[0], "deep_leaf") != 0 && strcmp(names[0], "deep_descend") != 0))
+			continue;
+		deep++;
+		deep_full += rec_has_seq(names, d, dseq, 2) ? 1u : 0u;
+	}
+	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(sp);
+	printf("deep %llu (%llu complete), %llu out of time order\n", (unsigned long long)deep,
+	       (unsigned long long)deep_full, (unsigned long long)unordered);
+	CHECK(deep > 300);
+	CHECK(deep_full * 100 >= deep * 99);
+	CHECK_EQ(unordered, 0); /* The old ring drains before the new one's records. */
 }
 
 /* As nobody (perf_event_mlock_kb 516, ulimit -l 8192) a 64 MiB ring is

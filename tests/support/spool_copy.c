@@ -53,6 +53,7 @@ static int copy_tables(const stackpulse_spool *s, sp_writer *w)
 			         m->event,          m->machine,
 			         m->kernel_release, m->hostname,
 			         m->kernel_frames,  m->kernel_note };
+		sp_writer_set_offcpu_method(w, (int)m->off_cpu_method);
 		if ((rc = sp_writer_meta(w, &meta)))
 			return rc;
 	}
@@ -155,6 +156,18 @@ int sp_spool_copy(const stackpulse_spool *s, sp_writer *w)
 			break;
 	}
 	stackpulse_sample_iter_free(it);
+	if (rc)
+		return rc;
+	stackpulse_offcpu_iter *oi;
+	if ((rc = stackpulse_offcpu_iter_new(s, &oi)))
+		return rc;
+	const struct stackpulse_offcpu *iv;
+	while ((rc = stackpulse_offcpu_iter_next(oi, &iv)) == 1) {
+		if ((rc = sp_writer_offcpu(w, iv->start_ns, iv->duration_ns, iv->thread, iv->stack,
+		                           (int)iv->state)))
+			break;
+	}
+	stackpulse_offcpu_iter_free(oi);
 	return rc;
 }
 
@@ -184,7 +197,8 @@ static int meta_equal(const stackpulse_spool *a, const stackpulse_spool *b, char
 	    !str_eq(x->machine, y->machine) || !str_eq(x->kernel_release, y->kernel_release) ||
 	    !str_eq(x->hostname, y->hostname) || x->kernel_frames != y->kernel_frames ||
 	    !str_eq(x->kernel_note, y->kernel_note) || x->samples != y->samples ||
-	    x->lost != y->lost)
+	    x->lost != y->lost || x->off_cpu_method != y->off_cpu_method ||
+	    x->offcpu_intervals != y->offcpu_intervals)
 		DIFF("metadata differs");
 	return 1;
 }
@@ -354,6 +368,51 @@ static int samples_equal(const stackpulse_spool *a, const stackpulse_spool *b, c
 	return rc == 1 ? 0 : 1;
 }
 
+static int offcpu_equal(const stackpulse_spool *a, const stackpulse_spool *b, char *why,
+                        size_t why_len)
+{
+	stackpulse_offcpu_iter *ia = NULL, *ib = NULL;
+	int rc = stackpulse_offcpu_iter_new(a, &ia);
+	if (!rc)
+		rc = stackpulse_offcpu_iter_new(b, &ib);
+	uint64_t n = 0;
+	while (!rc) {
+		const struct stackpulse_offcpu *x, *y;
+		int ra = stackpulse_offcpu_iter_next(ia, &x);
+		if (ra < 0) {
+			rc = ra;
+			break;
+		}
+		int rb = stackpulse_offcpu_iter_next(ib, &y);
+		if (rb < 0) {
+			rc = rb;
+			break;
+		}
+		if (ra != rb) {
+			(void)snprintf(why, why_len, "interval counts differ after %llu",
+			               (unsigned long long)n);
+			rc = 1;
+			break;
+		}
+		if (ra == 0)
+			break;
+		if (x->start_ns != y->start_ns || x->duration_ns != y->duration_ns ||
+		    x->thread != y->thread || x->process != y->process || x->pid != y->pid ||
+		    x->tid != y->tid || x->stack != y->stack || x->state != y->state) {
+			(void)snprintf(why, why_len, "interval %llu differs",
+			               (unsigned long long)n);
+			rc = 1;
+			break;
+		}
+		n++;
+	}
+	stackpulse_offcpu_iter_free(ia);
+	stackpulse_offcpu_iter_free(ib);
+	if (rc < 0)
+		return rc;
+	return rc == 1 ? 0 : 1;
+}
+
 int sp_spool_equal(const stackpulse_spool *a, const stackpulse_spool *b, char *why, size_t why_len)
 {
 	if (why_len)
@@ -365,5 +424,7 @@ int sp_spool_equal(const stackpulse_spool *a, const stackpulse_spool *b, char *w
 		eq = symbols_equal(a, b, why, why_len);
 	if (eq == 1)
 		eq = samples_equal(a, b, why, why_len);
+	if (eq == 1)
+		eq = offcpu_equal(a, b, why, why_len);
 	return eq;
 }

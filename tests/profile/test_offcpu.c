@@ -1,0 +1,367 @@
+/* Wall-clock time end to end, as root: `record --off-cpu` of a target that
+ * per round spins 30%, sleeps 40% in nanosleep and blocks 30% in read() on
+ * a pipe a filler thread writes late; `report --folded --time=...` and
+ * `go tool pprof -sample_index=...` of `report --pprof`. The target
+ * measures its own phases: that is the truth the shares are held to. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../python/py_versions.h"
+#include "example_tools.h"
+#include "harness.h"
+
+/* One recording for every test of the file. */
+static char g_spool[512], g_report[512];
+static double g_truth[3]; /* spin, sleep, read: seconds. */
+static int g_pid;
+
+static void recorded(void)
+{
+	if (g_spool[0])
+		return;
+	char record[512], exe[512], cmd[4096], truth[512], log[512];
+	tools(record, g_report, sizeof(record));
+	if (geteuid() != 0)
+		sp_test_skip("the context-switch event needs root (or CAP_PERFMON)");
+	snprintf(exe, sizeof(exe), "%s/phases", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "cc -O2 -g -fomit-frame-pointer -pthread -o %s %s/tests/record/targets/phases.c",
+	         exe, sp_test_source_root());
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	snprintf(g_spool, sizeof(g_spool), "%s/phases.spool", sp_test_tmpdir());
+	snprintf(truth, sizeof(truth), "%s/phases.truth", sp_test_tmpdir());
+	snprintf(log, sizeof(log), "%s/phases.log", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "%s -F 999 --off-cpu -o %s -- sh -c 'echo $$ >%s.pid; exec %s 20 100 >%s' 2>%s",
+	         record, g_spool, truth, exe, truth, log);
+	int rc = sp_test_run(cmd);
+	char *text = sp_test_read_file(log, NULL);
+	fprintf(stderr, "    %s", text ? text : "");
+	free(text);
+	REQUIRE_EQ(rc, 0);
+	text = sp_test_read_file(truth, NULL);
+	REQUIRE(text != NULL);
+	unsigned long long a = 0, b = 0, c = 0;
+	REQUIRE_EQ(sscanf(text, "spin %llu sleep %llu read %llu", &a, &b, &c), 3);
+	free(text);
+	g_truth[0] = (double)a / 1e9;
+	g_truth[1] = (double)b / 1e9;
+	g_truth[2] = (double)c / 1e9;
+	snprintf(cmd, sizeof(cmd), "%s.pid", truth);
+	text = sp_test_read_file(cmd, NULL);
+	REQUIRE(text != NULL);
+	g_pid = atoi(text);
+	free(text);
+}
+
+/* Runs report with @p args; returns its stdout (free it). */
+static char *report(const char *args)
+{
+	char cmd[4096], out[512];
+	snprintf(out, sizeof(out), "%s/report.out", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s %s %s >%s", g_report, g_spool, args, out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	return text;
+}
+
+/* The weight of folded line @p line, which is cut to its stack. */
+static double cut_weight(char *line)
+{
+	char *sp = strrchr(line, ' ');
+	REQUIRE(sp != NULL);
+	*sp = '\0';
+	return strtod(sp + 1, NULL);
+}
+
+static const char *const phase_fn[3] = { ";spin_phase", ";sleep_phase;", ";read_phase;" };
+
+/* Sums the folded weights of the main thread per phase; *all gets every line. */
+static void fold_phases(char *text, double us[3], double *all)
+{
+	char label[64];
+	snprintf(label, sizeof(label), "phases/%d;", g_pid);
+	us[0] = us[1] = us[2] = *all = 0;
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		double v = cut_weight(line);
+		*all += v;
+		if (strncmp(line, label, strlen(label)) != 0)
+			continue;
+		for (int k = 0; k < 3; k++)
+			if (strstr(line, phase_fn[k]))
+				us[k] += v;
+	}
+}
+
+SP_TEST(wall_shares_match_the_phases)
+{
+	recorded();
+	char *text = report("--folded --tid"); /* Default: wall, for an off-CPU spool. */
+	char *same = report("--folded --tid --time=wall");
+	CHECK_STR(text, same);
+	free(same);
+	double us[3], all;
+	fold_phases(text, us, &all);
+	free(text);
+	double sum = us[0] + us[1] + us[2], tsum = g_truth[0] + g_truth[1] + g_truth[2];
+	REQUIRE(sum > 0);
+	printf("    truth  spin %.3fs sleep %.3fs read %.3fs\n", g_truth[0], g_truth[1],
+	       g_truth[2]);
+	printf("    wall   spin %.3fs sleep %.3fs read %.3fs\n", us[0] / 1e6, us[1] / 1e6,
+	       us[2] / 1e6);
+	for (int k = 0; k < 3; k++) {
+		double share = us[k] / sum, truth = g_truth[k] / tsum;
+		printf("    share %d: %.4f, truth %.4f\n", k, share, truth);
+		CHECK(share > truth - 0.03 && share < truth + 0.03);
+	}
+	/* And the phases add up to the time they took. */
+	CHECK(sum / 1e6 > tsum * 0.97 && sum / 1e6 < tsum * 1.03);
+}
+
+/* Off-CPU stacks end in the blocking call: the user frame next to the
+ * kernel is clock_nanosleep (sleep) or read (pipe), under kernel frames. */
+SP_TEST(offcpu_stacks_end_in_the_blocking_call)
+{
+	recorded();
+	char *text = report("--folded --tid --time=off");
+	char label[64];
+	snprintf(label, sizeof(label), "phases/%d;", g_pid);
+	double in[2] = { 0, 0 }, ends[2] = { 0, 0 };
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		double v = cut_weight(line);
+		if (strncmp(line, label, strlen(label)) != 0)
+			continue;
+		for (int k = 0; k < 2; k++) {
+			if (!strstr(line, phase_fn[k + 1]))
+				continue;
+			in[k] += v;
+			/* The user frame before the first kernel frame. */
+			char *kf = strstr(line, "_[k]");
+			if (!kf)
+				continue;
+			char *end = kf;
+			while (end > line && end[-1] != ';')
+				end--;
+			char *start = end - 1;
+			while (start > line && start[-1] != ';')
+				start--;
+			char user[256];
+			snprintf(user, sizeof(user), "%.*s", (int)(end - 1 - start), start);
+			if (strstr(user, k == 0 ? "clock_nanosleep" : "read") &&
+			    strstr(line, k == 0 ? "do_nanosleep_[k]" : "pipe_read_[k]"))
+				ends[k] += v;
+		}
+	}
+	free(text);
+	printf("    off-CPU in sleep_phase %.3fs (%.1f%% ending in clock_nanosleep), read_phase "
+	       "%.3fs (%.1f%% in read)\n",
+	       in[0] / 1e6, 100 * ends[0] / (in[0] > 0 ? in[0] : 1), in[1] / 1e6,
+	       100 * ends[1] / (in[1] > 0 ? in[1] : 1));
+	CHECK(in[0] / 1e6 > g_truth[1] * 0.95);
+	CHECK(in[1] / 1e6 > g_truth[2] * 0.95);
+	/* What is left is preemption inside the phase functions. */
+	CHECK(ends[0] >= in[0] * 0.97);
+	CHECK(ends[1] >= in[1] * 0.97);
+}
+
+/* Totals of a -raw column of `go tool pprof`, by sample type name. */
+static double pprof_total(const char *raw, const char *type)
+{
+	const char *hdr = strstr(raw, "samples/count");
+	REQUIRE(hdr != NULL);
+	const char *eol = strchr(hdr, '\n');
+	REQUIRE(eol != NULL);
+	int col = -1, k = 0;
+	for (const char *p = hdr; p < eol; k++) {
+		const char *q = p;
+		while (q < eol && *q != ' ')
+			q++;
+		if ((size_t)(q - p) >= strlen(type) && strncmp(p, type, strlen(type)) == 0 &&
+		    p[strlen(type)] == '/')
+			col = k;
+		while (q < eol && *q == ' ')
+			q++;
+		p = q;
+	}
+	REQUIRE(col >= 0);
+	double total = 0;
+	for (const char *line = eol + 1; *line;) {
+		const char *next = strchr(line, '\n');
+		if (!strchr(line, ':') || (next && strchr(line, ':') > next))
+			break;
+		const char *p = line;
+		for (int i = 0; i <= col; i++) {
+			char *end;
+			double v = strtod(p, &end);
+			if (end == p)
+				return total;
+			if (i == col)
+				total += v;
+			p = end;
+		}
+		if (!next)
+			break;
+		line = next + 1;
+	}
+	return total;
+}
+
+SP_TEST(pprof_has_cpu_and_off_cpu_nanoseconds)
+{
+	recorded();
+	if (sp_test_run("command -v go >/dev/null 2>&1") != 0)
+		sp_test_skip("go is not installed (Debian golang-go)");
+	char args[1024], cmd[4096], path[512];
+	snprintf(args, sizeof(args), "--pprof %s/phases.pb.gz", sp_test_tmpdir());
+	free(report(args));
+	double got[2], folded[2];
+	const char *types[2] = { "cpu", "off_cpu" };
+	for (int k = 0; k < 2; k++) {
+		snprintf(path, sizeof(path), "%s/raw-%d.txt", sp_test_tmpdir(), k);
+		snprintf(cmd, sizeof(cmd),
+		         "cd %s && GOTOOLCHAIN=local go tool pprof -sample_index=%s -raw "
+		         "phases.pb.gz >%s 2>/dev/null",
+		         sp_test_tmpdir(), types[k], path);
+		REQUIRE_EQ(sp_test_run(cmd), 0);
+		char *raw = sp_test_read_file(path, NULL);
+		REQUIRE(raw != NULL);
+		CHECK(strstr(raw, "cpu/nanoseconds") != NULL);
+		CHECK(strstr(raw, "off_cpu/nanoseconds") != NULL);
+		got[k] = pprof_total(raw, types[k]);
+		free(raw);
+		char *text = report(k == 0 ? "--folded --time=cpu" : "--folded --time=off");
+		double us[3], all;
+		fold_phases(text, us, &all);
+		free(text);
+		folded[k] = all;
+	}
+	printf("    pprof cpu %.3fs off_cpu %.3fs; folded %.3fs %.3fs\n", got[0] / 1e9,
+	       got[1] / 1e9, folded[0] / 1e6, folded[1] / 1e6);
+	CHECK(got[0] > 0 && got[1] > 0);
+	/* Folded rounds each line to a microsecond. */
+	for (int k = 0; k < 2; k++)
+		CHECK(got[k] / 1e3 > folded[k] * 0.99 && got[k] / 1e3 < folded[k] * 1.01);
+}
+
+/* The SVG's frame titles and the Firefox JSON's samples carry time: the
+ * sleep phase weighs what it took. */
+SP_TEST(svg_and_firefox_show_time)
+{
+	recorded();
+	char args[1024], cmd[4096], path[512];
+	snprintf(path, sizeof(path), "%s/phases.svg", sp_test_tmpdir());
+	snprintf(args, sizeof(args), "--svg %s", path);
+	free(report(args));
+	char *svg = sp_test_read_file(path, NULL);
+	REQUIRE(svg != NULL);
+	const char *t = strstr(svg, "<title>sleep_phase (");
+	REQUIRE(t != NULL);
+	double svg_ms = strtod(t + strlen("<title>sleep_phase ("), NULL);
+	CHECK(strstr(t, " ms, ") != NULL);
+	free(svg);
+	/* Firefox: the main thread's samples under sleep_phase, times the
+	 * interval. */
+	snprintf(path, sizeof(path), "%s/phases.json", sp_test_tmpdir());
+	snprintf(args, sizeof(args), "--firefox %s", path);
+	free(report(args));
+	char out[512];
+	snprintf(out, sizeof(out), "%s/ff.txt", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "python3 -c 'import json,sys\n"
+	         "p=json.load(open(sys.argv[1]))\n"
+	         "iv=p[\"meta\"][\"interval\"]\n"
+	         "for th in p[\"threads\"]:\n"
+	         "  if th[\"tid\"]!=int(sys.argv[2]): continue\n"
+	         "  "
+	         "st=th[\"stringTable\"];fr=th[\"frameTable\"][\"data\"];sk=th[\"stackTable\"]["
+	         "\"data\"]\n"
+	         "  def has(s):\n"
+	         "    while s is not None:\n"
+	         "      if st[fr[sk[s][1]][0]].startswith(\"sleep_phase\"): return True\n"
+	         "      s=sk[s][0]\n"
+	         "    return False\n"
+	         "  n=sum(1 for x in th[\"samples\"][\"data\"] if has(x[0]))\n"
+	         "  print(n*iv)' %s %d >%s",
+	         path, g_pid, out);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	double ff_ms = strtod(text, NULL);
+	free(text);
+	printf("    sleep phase: truth %.1f ms, SVG %.1f ms, Firefox %.1f ms\n", g_truth[1] * 1e3,
+	       svg_ms, ff_ms);
+	CHECK(svg_ms > g_truth[1] * 1e3 * 0.97 && svg_ms < g_truth[1] * 1e3 * 1.03);
+	CHECK(ff_ms > g_truth[1] * 1e3 * 0.97 && ff_ms < g_truth[1] * 1e3 * 1.03);
+}
+
+SP_TEST(time_views_need_off_cpu_data)
+{
+	char record[512], report_bin[512], cmd[4096], spool[512];
+	tools(record, report_bin, sizeof(record));
+	snprintf(spool, sizeof(spool), "%s/plain.spool", sp_test_tmpdir());
+	record_cmd(record, spool, "sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'");
+	snprintf(cmd, sizeof(cmd), "%s %s --folded --time=wall >/dev/null 2>&1", report_bin, spool);
+	CHECK_EQ(sp_test_run(cmd), 1);
+	snprintf(cmd, sizeof(cmd), "%s %s --folded --time=cpu >/dev/null", report_bin, spool);
+	CHECK_EQ(sp_test_run(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s %s --time=bogus >/dev/null 2>&1", report_bin, spool);
+	CHECK_EQ(sp_test_run(cmd), 2);
+}
+
+/* A Python function blocked in time.sleep, Lock.acquire, socket.recv, or
+ * waiting for the GIL sits under its Python callers in the off-CPU stacks. */
+SP_TEST(python_blocked_frames_under_their_callers)
+{
+	char record[512], report_bin[512], cmd[4096], spool[512], out[512];
+	tools(record, report_bin, sizeof(record));
+	if (geteuid() != 0)
+		sp_test_skip("the context-switch event needs root (or CAP_PERFMON)");
+	py_versions v;
+	py_versions_find(&v);
+	REQUIRE(v.n > 0);
+	/* Python function, its Python caller, what it blocks in (two
+	 * spellings: time.sleep is select() before 3.11). The GIL is a futex
+	 * wait under spin(), which only runs Python. Thread.run is "run"
+	 * before 3.11 (co_name, no qualname). */
+	static const char *const want[4][4] = {
+		{ "sleeper (", "main (", "clock_nanosleep", "select" },
+		{ "waiter (", "run (", "futex", "futex" },
+		{ "receiver (", "run (", "recv", "recv" },
+		{ "spin (", "gil_worker (", "futex", "futex" },
+	};
+	for (int i = 0; i < v.n; i++) {
+		snprintf(spool, sizeof(spool), "%s/pyblock-%d.spool", sp_test_tmpdir(), i);
+		snprintf(out, sizeof(out), "%s/pyblock-%d.folded", sp_test_tmpdir(), i);
+		snprintf(cmd, sizeof(cmd),
+		         "%s --off-cpu -o %s -- %s %s/tests/record/targets/pyblock.py 2>/dev/null "
+		         "&& %s %s --folded --time=off >%s 2>/dev/null",
+		         record, spool, v.path[i], sp_test_source_root(), report_bin, spool, out);
+		REQUIRE_EQ(sp_test_run(cmd), 0);
+		char *text = sp_test_read_file(out, NULL);
+		REQUIRE(text != NULL);
+		double us[4] = { 0, 0, 0, 0 };
+		for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+			double w = cut_weight(line);
+			for (int k = 0; k < 4; k++) {
+				const char *fn = strstr(line, want[k][0]);
+				const char *caller = strstr(line, want[k][1]);
+				if (fn && caller && caller < fn &&
+				    (strstr(fn, want[k][2]) || strstr(fn, want[k][3])))
+					us[k] += w;
+			}
+		}
+		free(text);
+		printf("    %s: sleep %.3fs, Lock.acquire %.3fs, recv %.3fs, GIL %.3fs\n",
+		       v.path[i], us[0] / 1e6, us[1] / 1e6, us[2] / 1e6, us[3] / 1e6);
+		/* 10 sleeps of 20 ms; the lock and the socket are held for 500 ms
+		 * after the thread was started (it blocks 50 ms after it runs). */
+		CHECK(us[0] / 1e6 > 0.18);
+		CHECK(us[1] / 1e6 > 0.3);
+		CHECK(us[2] / 1e6 > 0.3);
+		CHECK(us[3] > 0);
+	}
+}

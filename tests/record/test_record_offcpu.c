@@ -1,0 +1,226 @@
+/* Off-CPU recording with the context-switch event (root here): a target
+ * that sleeps in nanosleep and blocks in read() on a pipe, recorded through
+ * the public API; its intervals add up to the time it measured itself, and
+ * their stacks end in the blocking call, user side and kernel side. */
+#include <errno.h>
+
+#include "format/spool_format.h"
+#include "format/spool_reader.h"
+#include "rec_util.h"
+
+typedef struct phases_truth {
+	double spin, sleep, read; /* Seconds, as the target measured them. */
+} phases_truth;
+
+/* Records `phases ROUNDS ROUND_MS` (its report to @p truth_path). */
+static void record_phases(const char *tag, const stackpulse_recorder_opts *opts, char *spool,
+                          size_t cap, struct stackpulse_recorder_stats *st, phases_truth *truth)
+{
+	const char *exe = rec_target("phases", "-lpthread");
+	char truth_path[512], cmd[1024];
+	snprintf(spool, cap, "%s/%s.spool", sp_test_tmpdir(), tag);
+	snprintf(truth_path, sizeof(truth_path), "%s/%s.truth", sp_test_tmpdir(), tag);
+	snprintf(cmd, sizeof(cmd), "exec '%s' 10 100 >'%s'", exe, truth_path);
+	char *const argv[] = { "/bin/sh", "-c", cmd, NULL };
+	stackpulse_recorder *rec;
+	pid_t pid;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, opts, &rec, &pid));
+	CHECK_OK(rec_run(rec, 60));
+	st->sz = sizeof(*st);
+	CHECK_OK(stackpulse_recorder_stats(rec, st));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	int status;
+	waitpid(pid, &status, 0);
+	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	char *text = sp_test_read_file(truth_path, NULL);
+	REQUIRE(text != NULL);
+	unsigned long long a = 0, b = 0, c = 0;
+	REQUIRE_EQ(sscanf(text, "spin %llu sleep %llu read %llu", &a, &b, &c), 3);
+	free(text);
+	truth->spin = (double)a / 1e9;
+	truth->sleep = (double)b / 1e9;
+	truth->read = (double)c / 1e9;
+}
+
+typedef struct names {
+	char v[64][128];
+	int kind[64]; /* stackpulse_frame_kind */
+	int n;
+} names;
+
+static int collect(const stackpulse_frame *f, void *ctx)
+{
+	names *nm = ctx;
+	if (nm->n < 64) {
+		const char *s = stackpulse_frame_func_name(f);
+		snprintf(nm->v[nm->n], sizeof(nm->v[0]), "%s", s ? s : "");
+		nm->kind[nm->n] = (int)stackpulse_frame_kind(f);
+		nm->n++;
+	}
+	return 0;
+}
+
+static int has(const names *nm, const char *fn)
+{
+	for (int i = 0; i < nm->n; i++)
+		if (strcmp(nm->v[i], fn) == 0)
+			return 1;
+	return 0;
+}
+
+/* The first user (non-kernel) frame from the leaf, or "". */
+static const char *user_leaf(const names *nm)
+{
+	for (int i = 0; i < nm->n; i++)
+		if (nm->kind[i] != STACKPULSE_FRAME_KERNEL)
+			return nm->v[i];
+	return "";
+}
+
+SP_TEST(offcpu_intervals_of_blocking_calls)
+{
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 999;
+	o.off_cpu = STACKPULSE_FEATURE_REQUIRED;
+	char spool[512];
+	struct stackpulse_recorder_stats st;
+	phases_truth truth;
+	record_phases("offcpu", &o, spool, sizeof(spool), &st, &truth);
+	printf("    truth: spin %.3fs sleep %.3fs read %.3fs\n", truth.spin, truth.sleep,
+	       truth.read);
+	printf("    stats: %llu intervals, %llu without a stack, %llu dropped, %llu samples\n",
+	       (unsigned long long)st.offcpu_intervals, (unsigned long long)st.offcpu_no_stack,
+	       (unsigned long long)st.offcpu_dropped, (unsigned long long)st.samples);
+	CHECK_EQ(st.off_cpu_method, STACKPULSE_OFFCPU_SWITCH_EVENT);
+	/* Per round at least a sleep and a read of the main thread and of the filler. */
+	CHECK(st.offcpu_intervals >= 40);
+	CHECK(st.offcpu_no_stack * 20 <= st.offcpu_intervals);
+
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
+	CHECK_EQ(m->off_cpu_method, STACKPULSE_OFFCPU_SWITCH_EVENT);
+	/* finish() writes the threads still off CPU after the stats were taken. */
+	CHECK(m->offcpu_intervals >= st.offcpu_intervals);
+	stackpulse_symbolizer *sym;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp, NULL, &sym));
+	stackpulse_offcpu_iter *it;
+	REQUIRE_OK(stackpulse_offcpu_iter_new(sp, &it));
+	const struct stackpulse_offcpu *iv;
+	double sleep = 0, rd = 0;
+	int nsleep = 0, nread = 0, sleep_leaf = 0, read_leaf = 0, sleep_kernel = 0, read_kernel = 0;
+	uint64_t n = 0;
+	int rc;
+	while ((rc = stackpulse_offcpu_iter_next(it, &iv)) == 1) {
+		n++;
+		names nm;
+		nm.n = 0;
+		if (iv->stack)
+			CHECK_OK(stackpulse_symbolizer_for_each_stack_frame(sym, iv->stack, collect,
+			                                                    &nm));
+		if (iv->state != STACKPULSE_OFFCPU_BLOCKED)
+			continue;
+		const char *leaf = user_leaf(&nm);
+		int kernel = nm.n > 0 && nm.kind[0] == STACKPULSE_FRAME_KERNEL;
+		if (has(&nm, "sleep_phase")) {
+			sleep += (double)iv->duration_ns / 1e9;
+			nsleep++;
+			sleep_leaf += strstr(leaf, "clock_nanosleep") != NULL;
+			sleep_kernel += kernel;
+		} else if (has(&nm, "read_phase")) {
+			rd += (double)iv->duration_ns / 1e9;
+			nread++;
+			read_leaf += strstr(leaf, "read") != NULL;
+			read_kernel += kernel;
+		}
+	}
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(n, m->offcpu_intervals);
+	stackpulse_offcpu_iter_free(it);
+	stackpulse_symbolizer_free(sym);
+	stackpulse_spool_close(sp);
+	printf("    off-CPU: sleep_phase %.3fs in %d, read_phase %.3fs in %d\n", sleep, nsleep, rd,
+	       nread);
+	CHECK(nsleep >= 10 && nread >= 10);
+	/* Every sleep and read ends in the blocking call, with kernel frames. */
+	CHECK_EQ(sleep_leaf, nsleep);
+	CHECK_EQ(read_leaf, nread);
+	CHECK_EQ(sleep_kernel, nsleep);
+	CHECK_EQ(read_kernel, nread);
+	/* The blocked time is the time the calls took, less their CPU part. */
+	CHECK(sleep > truth.sleep * 0.95 && sleep <= truth.sleep * 1.01);
+	CHECK(rd > truth.read * 0.95 && rd <= truth.read * 1.01);
+}
+
+SP_TEST(offcpu_is_off_by_default)
+{
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	char spool[512];
+	struct stackpulse_recorder_stats st;
+	phases_truth truth;
+	record_phases("oncpu", &o, spool, sizeof(spool), &st, &truth);
+	CHECK_EQ(st.off_cpu_method, STACKPULSE_OFFCPU_NONE);
+	CHECK_EQ(st.offcpu_intervals, 0);
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	CHECK_EQ(stackpulse_spool_meta(sp)->off_cpu_method, STACKPULSE_OFFCPU_NONE);
+	CHECK_EQ(stackpulse_spool_meta(sp)->offcpu_intervals, 0);
+	CHECK(stackpulse_spool_meta(sp)->samples > 0);
+	stackpulse_spool_close(sp);
+	/* A bad value is refused. */
+	o.off_cpu = (enum stackpulse_feature)7;
+	stackpulse_recorder *rec = NULL;
+	char *const argv[] = { "/bin/true", NULL };
+	CHECK_EQ(stackpulse_recorder_spawn(argv, spool, &o, &rec, NULL), -EINVAL);
+}
+
+/* A switch storm (two threads passing a byte over pipes as fast as they
+ * can) into rings far too small: the kernel drops records rather than
+ * block the target, and what the loss broke is counted, not guessed. */
+SP_TEST(offcpu_switch_storm_is_counted)
+{
+	char exe[512], cmd[2048], spool[512];
+	snprintf(exe, sizeof(exe), "%s/pingpong", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "gcc -O2 -I'%s/bench/workloads' -o '%s' '%s/bench/workloads/pingpong.c' -lpthread",
+	         sp_test_source_root(), exe, sp_test_source_root());
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	snprintf(spool, sizeof(spool), "%s/storm.spool", sp_test_tmpdir());
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.off_cpu = STACKPULSE_FEATURE_REQUIRED;
+	o.ring_kb = 64;
+	const long rounds = 100000;
+	char arg[32];
+	snprintf(arg, sizeof(arg), "%ld", rounds);
+	char *const argv[] = { exe, arg, NULL };
+	stackpulse_recorder *rec;
+	pid_t pid;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	CHECK_OK(rec_run(rec, 120));
+	struct stackpulse_recorder_stats st;
+	st.sz = sizeof(st);
+	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	int status;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	printf("    %llu intervals, %llu without a stack, %llu dropped, %llu records lost\n",
+	       (unsigned long long)st.offcpu_intervals, (unsigned long long)st.offcpu_no_stack,
+	       (unsigned long long)st.offcpu_dropped, (unsigned long long)st.lost);
+	/* 64 KiB rings cannot hold the switches of 100000 rounds. */
+	CHECK(st.lost > 0);
+	CHECK(st.offcpu_dropped + st.offcpu_no_stack > 0);
+	/* Never more intervals than switches: two per round and thread. */
+	CHECK(st.offcpu_intervals <= (uint64_t)rounds * 4 + 16);
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
+	CHECK_EQ(m->lost, st.lost);
+	CHECK(m->offcpu_intervals >= st.offcpu_intervals);
+	uint64_t v = 0;
+	CHECK_OK(sp_spool_stat(sp, SP_STAT_OFFCPU_DROPPED, &v));
+	CHECK_EQ(v, st.offcpu_dropped);
+	CHECK_OK(sp_spool_stat(sp, SP_STAT_OFFCPU_NO_STACK, &v));
+	CHECK(v >= st.offcpu_no_stack);
+	stackpulse_spool_close(sp);
+}
