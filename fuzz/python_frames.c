@@ -1,11 +1,11 @@
-/* Fuzzes the CPython memory decoders (src/record/python_{layout,memory,merge}.c)
- * over synthetic memory images: the input is a version selector, flags, a
- * tid and a memory image at IMG_BASE (format in tests/python/py_image.h).
- * It lists thread states, walks every frame chain with and without a stack
- * copy and the page cache, anchored on the stack copy (3.10), decodes
- * line tables, parses debug offsets and
- * merges the result into a made-up native stack. Everything returned must
- * be in bounds and self-consistent; the walk must never exceed its limits. */
+/* Fuzzes the pure CPython memory decoders (src/python) over synthetic
+ * memory images: the input is a version selector, flags, a tid and a
+ * memory image at IMG_BASE (format in tests/python/py_image.h). It lists
+ * thread states, walks every frame chain with and without a stack copy and
+ * the page cache, anchored on the stack copy (3.10), decodes line tables,
+ * parses debug offsets and merges the result into a made-up native stack.
+ * Everything returned must be in bounds and self-consistent; the walk must
+ * never exceed its limits. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,13 +13,9 @@
 
 #include "stackpulse.h"
 
-/* The decoders are pure but live in src/record, outside the pure library
- * the harnesses link: compile them in. */
-#include "record/python_layout.c"
-#include "record/python_memory.c"
-#include "record/python_cframe.c"
-#include "record/python_code.c"
-#include "record/python_merge.c"
+#include "python/layout.h"
+#include "python/memory.h"
+#include "python/merge.h"
 
 #include "../tests/python/py_image.h"
 

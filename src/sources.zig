@@ -4,7 +4,7 @@
 /// for any target. Each may include only itself and the layers before it.
 /// build.zig passes this list to .ci/check-layers.py and, through its
 /// manifest, to .ci/clang-build.sh: it is the only list of them.
-pub const pure_layers = [_][]const u8{ "common", "symcache", "format" };
+pub const pure_layers = [_][]const u8{ "common", "symcache", "format", "python" };
 
 /// The OS layers, in link order.
 pub const os_layers = [_][]const u8{ "io", "record", "unwind", "symbolize", "profile" };
@@ -31,6 +31,14 @@ pub const symcache = [_][]const u8{
     "src/symcache/symcache.c",
 };
 
+pub const python = [_][]const u8{
+    "src/python/layout.c",
+    "src/python/memory.c",
+    "src/python/cframe.c",
+    "src/python/code.c",
+    "src/python/merge.c",
+};
+
 pub const io = [_][]const u8{
     "src/io/file.c",
     "src/io/elf.c",
@@ -53,12 +61,7 @@ pub const record = [_][]const u8{
     "src/record/kernel_symbols.c",
     "src/record/embed_symbols.c",
     "src/record/perfmap_names.c",
-    "src/record/python_layout.c",
-    "src/record/python_memory.c",
-    "src/record/python_cframe.c",
-    "src/record/python_code.c",
-    "src/record/python_merge.c",
-    "src/record/python_perfmap.c",
+    "src/record/perfmap.c",
     "src/record/python_reader.c",
     "src/record/python_early.c",
     "src/record/python_frames.c",

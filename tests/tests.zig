@@ -1,7 +1,7 @@
 //! Test files, read by build.zig. Each file plus tests/support/harness.c
 //! becomes one executable. No globbing: add each file here.
 
-/// Tests that link only the pure layers (common, format, symcache) and zstd.
+/// Tests that link only the pure layers (common, symcache, format, python) and zstd.
 /// They also run under qemu-aarch64 (`zig build test-aarch64`).
 pub const pure = [_][]const u8{
     "tests/python/test_python_decode.c",

@@ -158,13 +158,22 @@ int sp_file_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *pat
 		                (int)pid);
 	if (n > k && strcmp(path + n - k, deleted_mark) == 0)
 		return sp_error(-ENOENT, "%s: deleted, and map_files is closed to us", path);
+	return sp_file_open_in_root(pid, path, 0, max_size, want, fd, size);
+}
+
+int sp_file_open_in_root(pid_t pid, const char *path, unsigned flags, uint64_t max_size,
+                         const sp_file_id *want, int *fd, uint64_t *size)
+{
+	char p[64];
+	*fd = -1;
+	*size = 0;
 	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
 	int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0) {
 		int e = errno;
 		return sp_error(e == ENOENT ? -ESRCH : -e, "%s: %s", p, stackpulse_strerror(-e));
 	}
-	rc = sp_file_open_at(root, path, SP_FILE_IN_ROOT, max_size, want, fd, size);
+	int rc = sp_file_open_at(root, path, flags | SP_FILE_IN_ROOT, max_size, want, fd, size);
 	close(root);
 	return rc;
 }

@@ -51,6 +51,14 @@ int sp_file_open_regular(const char *path, unsigned flags, uint64_t max_size, in
 int sp_file_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *path,
                         const sp_file_id *want, uint64_t max_size, int *fd, uint64_t *size);
 
+/* sp_file_open_at of @p path resolved inside the root directory of process
+ * @p pid (/proc/PID/root, SP_FILE_IN_ROOT added to @p flags): the path the
+ * target would open, never one in our own root. -ESRCH when the root cannot
+ * be opened because the process is gone (or a zombie); else as
+ * sp_file_open_at. */
+int sp_file_open_in_root(pid_t pid, const char *path, unsigned flags, uint64_t max_size,
+                         const sp_file_id *want, int *fd, uint64_t *size);
+
 /* True when process @p pid resolves paths from our own root directory (same
  * mount namespace view), so its files are the ones our paths name. */
 int sp_file_same_root(pid_t pid);

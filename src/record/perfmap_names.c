@@ -2,7 +2,7 @@
  * (/tmp/perf-PID.map: Python 3.12 -X perf, node, ...) is copied into the
  * spool, so replay does not depend on the map file surviving. */
 #include "common/error.h"
-#include "record/python.h"
+#include "record/perfmap.h"
 #include "record/recorder.h"
 
 /* Maps with more entries than this are cut: a bound on spool growth. */

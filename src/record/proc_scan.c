@@ -82,6 +82,40 @@ int sp_proc_ppid(pid_t pid, pid_t *ppid)
 	return 0;
 }
 
+pid_t sp_proc_parse_nspid(const char *status)
+{
+	const char *p = strstr(status, "\nNSpid:");
+	if (!p)
+		return 0;
+	p += 7;
+	long last = 0;
+	while (*p && *p != '\n') {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		long v = 0;
+		int digits = 0;
+		while (*p >= '0' && *p <= '9') {
+			if (++digits > 10)
+				return 0; /* Not a pid. */
+			v = v * 10 + (*p++ - '0');
+		}
+		if (!digits)
+			break;
+		last = v;
+	}
+	return last > 0 && last <= INT_MAX ? (pid_t)last : 0;
+}
+
+pid_t sp_proc_nspid(pid_t pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (sp_proc_read_small(path, buf, sizeof(buf)) <= 0)
+		return pid;
+	pid_t ns = sp_proc_parse_nspid(buf);
+	return ns ? ns : pid;
+}
+
 static int cmp_pid(const void *a, const void *b)
 {
 	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;

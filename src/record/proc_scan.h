@@ -25,6 +25,16 @@ int sp_proc_state(pid_t pid, char *state, uid_t *uid);
  * -ESRCH. */
 int sp_proc_ppid(pid_t pid, pid_t *ppid);
 
+/* The pid of @p pid in its own PID namespace (the last field of the
+ * "NSpid:" line of /proc/PID/status; @p pid itself when the line is absent
+ * or unreadable). Never fails. */
+pid_t sp_proc_nspid(pid_t pid);
+
+/* The last pid of the "NSpid:" line of @p status (the text of a
+ * /proc/PID/status, NUL-ended); exposed for tests. Returns it, or 0 when
+ * the line is missing or malformed. */
+pid_t sp_proc_parse_nspid(const char *status);
+
 /* The thread ids of @p pid (sorted ascending). Caller frees *tids. */
 int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count);
 

@@ -1,6 +1,7 @@
 /* CPython support for the recorder: find the interpreter in a target
- * process, read a thread's Python stack at sample time, merge it into the
- * native stack, and read perf maps.
+ * process and read a thread's Python stack at sample time, with the pure
+ * decoders of src/python over process_vm_readv; then merge it into the
+ * native stack (python/merge.h).
  *
  * Use, per target process:
  *   - after exec, and for a forked child (its own sp_python: code ids are
@@ -27,8 +28,7 @@
  *                    code->user, line = frames[index].line}
  *       TRUNCATED -> a STACKPULSE_FRAME_TRUNCATED marker
  *   - at finish: sp_python_get_stats() for the cost per sample;
- *     sp_perfmap_read() (also periodically) to store JIT names with
- *     sp_writer_jitsym(); sp_python_free(py).
+ *     sp_python_free(py).
  *
  * Not thread-safe: one sp_python is used by one thread at a time. */
 #ifndef SP_RECORD_PYTHON_H
@@ -38,8 +38,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "record/python_memory.h"
-#include "record/python_merge.h"
+#include "python/memory.h"
+#include "python/merge.h"
 
 typedef struct sp_python sp_python;
 
@@ -126,25 +126,5 @@ void sp_python_set_sample_time(sp_python *py, uint64_t ns);
  * budget (SP_PY_CODE_BUDGET_TOTAL) counted in totals->code_bytes.
  * @p totals must outlive @p py; NULL stops it. */
 void sp_python_set_totals(sp_python *py, sp_python_stats *totals);
-
-/* ---- perf maps (/tmp/perf-PID.map) ---------------------------------- */
-
-/* Receives one perf-map entry; return nonzero to stop. */
-typedef int (*sp_perfmap_fn)(void *ctx, uint64_t start, uint64_t size, const char *name);
-
-#define SP_PERFMAP_MAX_LINE 4096u /* Longer lines are skipped. */
-
-/* Parses complete lines "START SIZE name" (hex START and SIZE, with or
- * without 0x) of @p data. Malformed lines are skipped. Returns the number
- * of bytes consumed (complete lines only, so a growing file can be read
- * again from there) or the callback's nonzero value when negative. Pure. */
-long sp_perfmap_parse(const char *data, size_t len, sp_perfmap_fn fn, void *ctx);
-
-/* Reads the perf map of @p pid from byte *@p offset (0 at first), calling
- * @p fn for each new complete entry, and advances *@p offset. The map is
- * looked up as the target sees it (/proc/PID/root/tmp/perf-NSPID.map),
- * then in /tmp. Returns 0, STACKPULSE_ENOTFOUND when there is no map, or
- * -errno. */
-int sp_perfmap_read(pid_t pid, uint64_t *offset, sp_perfmap_fn fn, void *ctx);
 
 #endif

@@ -62,6 +62,8 @@ static uint64_t now_ns(void)
 static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n, int prefix)
 {
 	if (py->mem_fd < 0) {
+		/* The kernel's own file of the process, not a path in its root:
+		 * nothing the target controls (no FIFO, no planted link). */
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/%d/mem", (int)py->pid);
 		py->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -139,8 +141,6 @@ typedef struct elf_syms {
 	uint64_t runtime_size; /* st_size of _PyRuntime or the section's size */
 	sp_py_range eval[MAX_EVAL_RANGES];
 	uint32_t neval;
-	GElf_Phdr load[16];
-	uint32_t nload;
 } elf_syms;
 
 static void take_symbol(elf_syms *s, const char *name, const GElf_Sym *sym)
@@ -193,14 +193,6 @@ static int elf_scan(int fd, elf_syms *s)
 		rc = sp_error(STACKPULSE_EUNSUPPORTED, "not a 64-bit ELF file");
 		goto out;
 	}
-	size_t nph = 0;
-	if (elf_getphdrnum(e, &nph) == 0) {
-		for (size_t i = 0; i < nph && s->nload < 16; i++) {
-			GElf_Phdr ph;
-			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD)
-				s->load[s->nload++] = ph;
-		}
-	}
 	size_t shstrndx;
 	if (elf_getshdrstrndx(e, &shstrndx) != 0) {
 		rc = sp_error(STACKPULSE_EFORMAT, "ELF without section names");
@@ -239,15 +231,15 @@ out:
 }
 
 /* Load bias of a mapping at @p start of file offset @p pgoff. */
-static int load_bias(const elf_syms *s, uint64_t start, uint64_t pgoff, uint64_t *bias)
+static int load_bias(const sp_elf_info *info, uint64_t start, uint64_t pgoff, uint64_t *bias)
 {
-	for (uint32_t i = 0; i < s->nload; i++) {
-		const GElf_Phdr *ph = &s->load[i];
-		uint64_t align = ph->p_align > 1 ? ph->p_align : 4096;
-		uint64_t seg_off = ph->p_offset & ~(align - 1);
-		if (pgoff >= seg_off && pgoff < ph->p_offset + ph->p_filesz) {
+	for (uint32_t i = 0; i < info->nloads; i++) {
+		const sp_elf_load *ph = &info->loads[i];
+		uint64_t align = ph->align > 1 ? ph->align : 4096;
+		uint64_t seg_off = ph->offset & ~(align - 1);
+		if (pgoff >= seg_off && pgoff < ph->offset + ph->filesz) {
 			/* vaddr of file offset pgoff, in this segment. */
-			uint64_t vaddr = ph->p_vaddr - (ph->p_offset - pgoff);
+			uint64_t vaddr = ph->vaddr - (ph->offset - pgoff);
 			*bias = start - vaddr;
 			return 0;
 		}
@@ -350,8 +342,15 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
 	if (fd < 0)
 		return sp_error_context(fd == -ENOENT ? STACKPULSE_ENOTFOUND : fd,
 		                        "open %s of process %d", path, (int)pid);
+	/* The bounded reader first (header, PT_LOADs): libelf only parses
+	 * what passed it. */
+	sp_elf_info info;
 	elf_syms s;
-	int rc = elf_scan(fd, &s);
+	int rc = sp_elf_read_info(fd, size, &info);
+	if (rc == 0 && info.elf_class != ELFCLASS64)
+		rc = STACKPULSE_EUNSUPPORTED;
+	if (rc == 0)
+		rc = elf_scan(fd, &s);
 	close(fd);
 	if (rc)
 		return rc == STACKPULSE_EFORMAT || rc == STACKPULSE_EUNSUPPORTED
@@ -360,7 +359,7 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
 	if (!(s.runtime || s.runtime_section) || !s.code_type)
 		return sp_error(STACKPULSE_ENOTFOUND, "%s: no CPython symbols", path);
 	uint64_t bias = 0;
-	if ((rc = load_bias(&s, start, pgoff, &bias)) != 0)
+	if ((rc = load_bias(&info, start, pgoff, &bias)) != 0)
 		return rc;
 	sp_python *py = sp_calloc(1, sizeof(*py));
 	if (!py)

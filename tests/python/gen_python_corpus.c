@@ -2,7 +2,7 @@
  * every layout (plain chains, shims on the C stack, several threads, a deep
  * chain, 3.10 stacks anchored on the stack copy) and mutated copies. Build and run from the repository root:
  *   cc -std=c17 -D_GNU_SOURCE -Iinclude -Isrc tests/python/gen_python_corpus.c \
- *      src/record/python_layout.c src/common/error.c -o /tmp/gen && /tmp/gen corpus/python_frames */
+ *      src/python/layout.c src/common/error.c -o /tmp/gen && /tmp/gen corpus/python_frames */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

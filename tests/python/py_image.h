@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "common/bytes.h"
-#include "record/python_layout.h"
-#include "record/python_memory.h"
+#include "python/layout.h"
+#include "python/memory.h"
 
 #define IMG_BASE    0x10000000ull
 #define IMG_MAX     (24u * 1024u)

@@ -2,18 +2,16 @@
  * tables, frame walks over synthetic memory images (valid, shimmed, torn),
  * the code cache and the native+Python merge. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "harness.h"
 #include "stackpulse.h"
 
-/* The decoders are pure but live in src/record, which the pure test
- * library does not contain: compile them in. */
-#include "record/python_layout.c"
-#include "record/python_memory.c"
-#include "record/python_cframe.c"
-#include "record/python_code.c"
-#include "record/python_merge.c"
+#include "common/alloc.h"
+#include "python/layout.h"
+#include "python/memory.h"
+#include "python/merge.h"
 
 #include "py_image.h"
 
@@ -148,6 +146,96 @@ SP_TEST(debug_offsets_313_and_314)
 	n = img_debug_offsets(d, 14);
 	sp_put_le64(d + 8, 0x030f00a0);
 	CHECK_OK(sp_py_layout_from_debug(d, n, &l));
+}
+
+/* Each offset the walker reads from a block must fit in the bytes read for
+ * it: at the edge it does, one byte further it does not. A field a version
+ * lacks (SP_PY_NONE) is fine until it names an offset that does not fit. */
+typedef struct layout_field {
+	size_t at;      /* offsetof(sp_py_layout, field) */
+	size_t block;   /* offsetof the read size it must fit in, or 0: none */
+	uint32_t width; /* bytes read at the offset (0: frame_instr) */
+} layout_field;
+
+#define LF(f, b, w)                                                                                \
+	{                                                                                          \
+		offsetof(sp_py_layout, f), offsetof(sp_py_layout, b), w                            \
+	}
+
+SP_TEST(layout_check_refuses_each_field_out_of_its_block)
+{
+	static const layout_field fields[] = {
+		LF(tstate_next, tstate_read, 8),      LF(tstate_frame, tstate_read, 8),
+		LF(tstate_thread_id, tstate_read, 8), LF(tstate_native_thread_id, tstate_read, 4),
+		LF(frame_previous, frame_read, 8),    LF(frame_code, frame_read, 8),
+		LF(frame_instr, frame_read, 0),       LF(frame_owner, frame_read, 1),
+		LF(frame_is_entry, frame_read, 1),    LF(frame_type, frame_read, 8),
+		LF(frame_gen, frame_read, 8),         LF(code_filename, code_read, 8),
+		LF(code_name, code_read, 8),          LF(code_qualname, code_read, 8),
+		LF(code_linetable, code_read, 8),     LF(code_firstlineno, code_read, 4),
+		LF(code_framesize, code_read, 4),     LF(code_stacksize, code_read, 4),
+		LF(code_nlocalsplus, code_read, 4),   LF(ob_type, code_read, 8),
+	};
+	/* Sizes and offsets checked against a bound, not a block. */
+	static const size_t bounded[] = {
+		offsetof(sp_py_layout, tstate_read), offsetof(sp_py_layout, frame_read),
+		offsetof(sp_py_layout, code_read),   offsetof(sp_py_layout, code_adaptive),
+		offsetof(sp_py_layout, str_state),   offsetof(sp_py_layout, str_length),
+		offsetof(sp_py_layout, str_ascii),   offsetof(sp_py_layout, str_compact),
+		offsetof(sp_py_layout, bytes_data),  offsetof(sp_py_layout, var_size),
+	};
+	static const uint32_t versions[] = { 0x030a0df0, 0x030b07f0, 0x030c01f0 };
+	uint8_t d[1024];
+	sp_py_layout layouts[5];
+	for (int v = 0; v < 3; v++)
+		REQUIRE_OK(sp_py_layout_from_table(versions[v], &layouts[v]));
+	REQUIRE_OK(sp_py_layout_from_debug(d, img_debug_offsets(d, 13), &layouts[3]));
+	REQUIRE_OK(sp_py_layout_from_debug(d, img_debug_offsets(d, 14), &layouts[4]));
+	for (int v = 0; v < 5; v++) {
+		const sp_py_layout *good = &layouts[v];
+		REQUIRE_OK(sp_py_layout_check(good));
+		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+			sp_py_layout l = *good;
+			uint32_t *f = (uint32_t *)((uint8_t *)&l + fields[i].at);
+			uint32_t block =
+			        *(const uint32_t *)((const uint8_t *)good + fields[i].block);
+			uint32_t width = fields[i].width    ? fields[i].width
+			                 : l.instr_is_lasti ? 4
+			                                    : 8;
+			*f = block - width; /* the last offset that fits */
+			if (sp_py_layout_check(&l) != 0)
+				sp_test_fail(__FILE__, __LINE__, "layout %d field %zu at the edge",
+				             v, i);
+			*f = block - width + 1;
+			if (sp_py_layout_check(&l) != STACKPULSE_EFORMAT)
+				sp_test_fail(__FILE__, __LINE__,
+				             "layout %d field %zu past its block", v, i);
+			*f = SP_PY_MAX_BLOCK * 4;
+			CHECK_EQ(sp_py_layout_check(&l), STACKPULSE_EFORMAT);
+		}
+		for (size_t i = 0; i < sizeof(bounded) / sizeof(bounded[0]); i++) {
+			sp_py_layout l = *good;
+			*(uint32_t *)((uint8_t *)&l + bounded[i]) = UINT32_MAX - 16;
+			if (sp_py_layout_check(&l) != STACKPULSE_EFORMAT)
+				sp_test_fail(__FILE__, __LINE__, "layout %d bound %zu", v, i);
+		}
+		sp_py_layout l = *good;
+		l.code_read = 0;
+		CHECK_EQ(sp_py_layout_check(&l), STACKPULSE_EFORMAT);
+		l = *good;
+		l.frame_read = 0;
+		CHECK_EQ(sp_py_layout_check(&l), STACKPULSE_EFORMAT);
+		l = *good;
+		l.str_compact = l.str_ascii - 1; /* before the ASCII data */
+		CHECK_EQ(sp_py_layout_check(&l), STACKPULSE_EFORMAT);
+		l = *good;
+		l.bytes_data = l.var_size + 7; /* over ob_size */
+		CHECK_EQ(sp_py_layout_check(&l), STACKPULSE_EFORMAT);
+		l = *good;
+		l.linetable = 0;
+		CHECK_EQ(sp_py_layout_check(&l), STACKPULSE_EFORMAT);
+		CHECK(strstr(stackpulse_last_error(), "line table format") != NULL);
+	}
 }
 
 /* ---- line tables -------------------------------------------------------------------- */
@@ -919,6 +1007,67 @@ SP_TEST(code_cache_is_bounded_in_bytes)
 	CHECK_EQ(u.refused, 1u);
 	env_free(&e);
 	CHECK_EQ(shared, 0u); /* Freeing a cache returns its bytes. */
+}
+
+/* The edges of the code cache and of decoding one code object: ids of no
+ * entry, moving a cache between shared budgets, missing type addresses,
+ * the 3.13+ cleanup shim, and code pointers that lead nowhere. */
+SP_TEST(code_cache_and_intern_edges)
+{
+	walk_env e;
+	env_init(&e, IMG_V313);
+	sp_py_codes_free(NULL);
+	CHECK(sp_py_codes_get(e.w.codes, 0) == NULL);
+	CHECK(sp_py_codes_get(e.w.codes, 12345) == NULL);
+	uint32_t a, b;
+	REQUIRE_OK(sp_py_code_intern(&e.w, e.fib, &a));
+	CHECK(sp_py_codes_get(e.w.codes, a + 1) == NULL); /* a slot not used yet */
+	CHECK_EQ(sp_py_codes_get(e.w.codes, a)->synthetic, 0);
+
+	/* A cache moves its bytes from one shared counter to the next. */
+	sp_py_codes_usage u;
+	sp_py_codes_get_usage(e.w.codes, &u);
+	REQUIRE(u.bytes > 0);
+	uint64_t s1 = 0, p1 = 0, s2 = 100, p2 = 0;
+	sp_py_codes_set_budget(e.w.codes, 0, &s1, &p1, 0);
+	CHECK_EQ(s1, u.bytes);
+	CHECK_EQ(p1, u.bytes);
+	sp_py_codes_set_budget(e.w.codes, 0, &s2, &p2, 0);
+	CHECK_EQ(s1, 0u);
+	CHECK_EQ(s2, 100 + u.bytes);
+	CHECK_EQ(p2, 100 + u.bytes);
+	sp_py_codes_set_budget(e.w.codes, 0, NULL, NULL, 0);
+	CHECK_EQ(s2, 100u);
+
+	/* Without the str and bytes type addresses the type checks are
+	 * skipped; the objects still decode. */
+	env_free(&e);
+	REQUIRE_OK(sp_py_codes_new(&e.w.codes));
+	e.w.types.unicode = 0;
+	e.w.types.bytes = 0;
+	REQUIRE_OK(sp_py_code_intern(&e.w, e.run, &b));
+	CHECK_STR(sp_py_codes_get(e.w.codes, b)->qualname, "Worker.run");
+	CHECK_STR(sp_py_codes_get(e.w.codes, b)->filename, "/t/demo.py");
+	/* The code object at _Py_InitCleanup is the shim, whatever its name. */
+	e.w.types.init_cleanup = e.fib;
+	REQUIRE_OK(sp_py_code_intern(&e.w, e.fib, &a));
+	CHECK_EQ(sp_py_codes_get(e.w.codes, a)->synthetic, 1);
+
+	/* Nowhere: a pointer no object can have, unmapped memory, and no
+	 * PyCode_Type to check against. */
+	CHECK_EQ(sp_py_code_intern(&e.w, 0x11, &a), STACKPULSE_EFORMAT);
+	CHECK_EQ(sp_py_code_intern(&e.w, IMG_BASE + IMG_MAX + 4096, &a), STACKPULSE_EFORMAT);
+	e.w.types.code = 0;
+	CHECK_EQ(sp_py_code_intern(&e.w, e.mod, &a), STACKPULSE_EFORMAT);
+	env_free(&e);
+
+	/* No memory for a cache. */
+	sp_py_codes *c = NULL;
+	sp_alloc_fail_after(0);
+	int rc = sp_py_codes_new(&c);
+	sp_alloc_fail_after(-1);
+	CHECK_EQ(rc, -ENOMEM);
+	CHECK(c == NULL);
 }
 
 SP_TEST(walk_fails_cleanly_without_memory)

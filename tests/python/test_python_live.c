@@ -20,6 +20,7 @@
 
 #include "harness.h"
 #include "py_versions.h"
+#include "record/perfmap.h"
 #include "record/python.h"
 #include "stackpulse.h"
 

@@ -3,6 +3,7 @@
  * reuse, overlapping mappings), checked against real files and a real
  * spool written in memory. */
 #include <errno.h>
+#include <sched.h>
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -44,6 +45,67 @@ SP_TEST(maps_line_parser)
 		snprintf(b, sizeof(b), "%s", bad[i]);
 		CHECK_EQ(sp_proc_parse_map_line(b, &m), STACKPULSE_EFORMAT);
 	}
+}
+
+SP_TEST(nspid_parser)
+{
+	CHECK_EQ(sp_proc_parse_nspid("Name:\tx\nPid:\t4242\nNSpid:\t4242\t17\t3\nPPid:\t1\n"), 3);
+	CHECK_EQ(sp_proc_parse_nspid("Name:\tx\nNSpid:\t4242\n"), 4242);
+	CHECK_EQ(sp_proc_parse_nspid("Name:\tx\nNSpid:\t4242"), 4242);
+	/* Missing, empty, malformed or out of range: 0 (the caller keeps its pid). */
+	CHECK_EQ(sp_proc_parse_nspid(""), 0);
+	CHECK_EQ(sp_proc_parse_nspid("NSpid:\t5\n"), 0); /* not at a line start */
+	CHECK_EQ(sp_proc_parse_nspid("x\nNSpid:\n"), 0);
+	CHECK_EQ(sp_proc_parse_nspid("x\nNSpid:\tabc\n"), 0);
+	CHECK_EQ(sp_proc_parse_nspid("x\nNSpid:\t0\n"), 0);
+	CHECK_EQ(sp_proc_parse_nspid("x\nNSpid:\t99999999999\n"), 0);
+	CHECK_EQ(sp_proc_parse_nspid("x\nNSpid:\t12 x 7\n"), 12);
+	CHECK_EQ(sp_proc_nspid(getpid()), getpid());
+}
+
+/* A process in a PID namespace of its own is pid 1 there: the perf map it
+ * writes is /tmp/perf-1.map in its root. */
+SP_TEST(nspid_of_a_process_in_a_new_pid_namespace)
+{
+	int p[2];
+	REQUIRE(pipe(p) == 0);
+	pid_t mid = fork();
+	REQUIRE(mid >= 0);
+	if (mid == 0) {
+		close(p[0]);
+		pid_t gc = -1;
+		if (unshare(CLONE_NEWPID) == 0) {
+			gc = fork();
+			if (gc == 0) {
+				close(p[1]);
+				pause();
+				_exit(0);
+			}
+		}
+		int e = gc < 0 ? errno : 0;
+		int msg[2] = { (int)gc, e };
+		(void)!write(p[1], msg, sizeof(msg));
+		if (gc > 0)
+			waitpid(gc, NULL, 0);
+		_exit(0);
+	}
+	close(p[1]);
+	int msg[2] = { -1, 0 };
+	ssize_t n = read(p[0], msg, sizeof(msg));
+	close(p[0]);
+	if (n != (ssize_t)sizeof(msg) || msg[0] <= 0) {
+		waitpid(mid, NULL, 0);
+		if (msg[1] == EPERM)
+			sp_test_skip("unshare(CLONE_NEWPID) needs CAP_SYS_ADMIN");
+		sp_test_fail(__FILE__, __LINE__, "namespaced child: %s", strerror(msg[1]));
+		sp_test_abort();
+	}
+	pid_t gc = (pid_t)msg[0];
+	CHECK_EQ(sp_proc_nspid(gc), 1);
+	kill(gc, SIGKILL);
+	waitpid(mid, NULL, 0);
+	/* Gone: the pid itself. */
+	CHECK_EQ(sp_proc_nspid(gc), gc);
 }
 
 static int count_map(void *ctx, const sp_proc_map *m)

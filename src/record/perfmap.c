@@ -1,7 +1,6 @@
 /* perf map files (/tmp/perf-PID.map): "START SIZE name" per line, written by
- * JIT runtimes and by CPython 3.12+ with -X perf. See python.h. */
+ * JIT runtimes and by CPython 3.12+ with -X perf. See perfmap.h. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,7 +9,8 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "io/file.h"
-#include "record/python.h"
+#include "record/perfmap.h"
+#include "record/proc_scan.h"
 
 #define READ_CHUNK 65536u
 
@@ -81,71 +81,31 @@ long sp_perfmap_parse(const char *data, size_t len, sp_perfmap_fn fn, void *ctx)
 	return (long)pos;
 }
 
-/* The target's own pid in its PID namespace (last NSpid field). */
-static pid_t ns_pid(pid_t pid)
-{
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return pid;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return pid;
-	buf[n] = 0;
-	char *p = strstr(buf, "\nNSpid:");
-	if (!p)
-		return pid;
-	p += 7;
-	long last = pid;
-	while (*p && *p != '\n') {
-		while (*p == ' ' || *p == '\t')
-			p++;
-		long v = 0;
-		int digits = 0;
-		while (*p >= '0' && *p <= '9' && digits < 10) {
-			v = v * 10 + (*p++ - '0');
-			digits++;
-		}
-		if (!digits)
-			break;
-		last = v;
-	}
-	return last > 0 && last <= 0x7fffffff ? (pid_t)last : pid;
-}
-
 /* A map names code only when the target's own user wrote it: a regular
  * file owned by the live process's uid, or by ours once it has exited. */
 static int trusted_map(int fd, pid_t pid)
 {
-	struct stat st, proc;
-	char dir[64];
+	struct stat st;
+	char state;
+	uid_t uid;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		return 0;
-	snprintf(dir, sizeof(dir), "/proc/%d", (int)pid);
-	if (stat(dir, &proc) == 0)
-		return st.st_uid == proc.st_uid;
+	if (sp_proc_state(pid, &state, &uid) == 0 && uid != (uid_t)-1)
+		return st.st_uid == uid;
 	return st.st_uid == geteuid();
 }
 
 int sp_perfmap_read(pid_t pid, uint64_t *offset, sp_perfmap_fn fn, void *ctx)
 {
 	char path[128];
-	pid_t nspid = ns_pid(pid);
 	/* /tmp is world-writable: the one safe open (no FIFO or device, no
 	 * blocking), the file itself not a symlink, resolved inside the
 	 * target's root; our own /tmp only once the target is gone. */
-	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
-	int fd = -1, rc;
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)sp_proc_nspid(pid));
+	int fd = -1;
 	uint64_t size;
-	int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root >= 0) {
-		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)nspid);
-		rc = sp_file_open_at(root, path, SP_FILE_IN_ROOT | SP_FILE_NOFOLLOW, 0, NULL, &fd,
-		                     &size);
-		close(root);
-	} else {
+	int rc = sp_file_open_in_root(pid, path, SP_FILE_NOFOLLOW, 0, NULL, &fd, &size);
+	if (rc == -ESRCH) {
 		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)pid);
 		rc = sp_file_open_regular(path, SP_FILE_NOFOLLOW, 0, &fd, &size);
 	}

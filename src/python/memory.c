@@ -1,9 +1,9 @@
 /* CPython target memory and frame walks over a read callback (see
- * python_memory.h): batched reads with a page cache, thread states, the
- * frame chain and its verification. Code objects are in python_code.c.
+ * memory.h): batched reads with a page cache, thread states, the
+ * frame chain and its verification. Code objects are in code.c.
  * Hot paths return plain codes without formatting error details: invalid
  * frames are expected in a running target and only end a walk. */
-#include "record/python_memory.h"
+#include "python/memory.h"
 
 #include <errno.h>
 #include <string.h>

@@ -3,12 +3,12 @@
  * of Python frames it ran: one frame on 3.10, several on 3.11+ (inlined
  * Python-to-Python calls), up to and including the frame marked
  * SP_PY_FRAME_ENTRY. C frames (extensions, builtins) stay where they are. */
-#ifndef SP_RECORD_PYTHON_MERGE_H
-#define SP_RECORD_PYTHON_MERGE_H
+#ifndef SP_PYTHON_MERGE_H
+#define SP_PYTHON_MERGE_H
 
 #include <stdint.h>
 
-#include "record/python_memory.h"
+#include "python/memory.h"
 
 /* An address range [start, end) of eval-loop machine code. */
 typedef struct sp_py_range {

@@ -3,7 +3,7 @@
  * Include/internal/pycore_{runtime,interp,frame,code}.h and
  * Include/cpython/{pystate,code,frameobject,unicodeobject}.h, and were checked
  * with offsetof() against the installed headers (see docs/python.md). */
-#include "record/python_layout.h"
+#include "python/layout.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-/* Native + Python stack merge (see python_merge.h). */
-#include "record/python_merge.h"
+/* Native + Python stack merge (see merge.h). */
+#include "python/merge.h"
 
 int sp_py_in_eval(const sp_py_range *eval, uint32_t neval, uint64_t pc, int leaf)
 {

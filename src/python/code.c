@@ -1,7 +1,7 @@
 /* CPython code objects: the per-process code cache, str and bytes
- * decoding, code-object interning and line tables (see python_memory.h).
+ * decoding, code-object interning and line tables (see memory.h).
  * Pure: all target memory comes through the walker's read callback. */
-#include "record/python_memory.h"
+#include "python/memory.h"
 
 #include <errno.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * 3.13+: parsed from the _Py_DebugOffsets block at the start of _PyRuntime,
  * with one small layout of that block per minor (it changes between minors).
  * Pure: no syscalls. Offsets are for 64-bit little-endian targets. */
-#ifndef SP_RECORD_PYTHON_LAYOUT_H
-#define SP_RECORD_PYTHON_LAYOUT_H
+#ifndef SP_PYTHON_LAYOUT_H
+#define SP_PYTHON_LAYOUT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/bytes.h"
-#include "record/python_memory.h"
+#include "python/memory.h"
 
 /* Levels of activations left since the sample that are looked for. */
 #define CFRAME_LEVELS 8u

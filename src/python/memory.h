@@ -4,13 +4,13 @@
  * synthetic images. Target memory is hostile: every pointer, type, length
  * and count is checked, and a walk that meets something invalid stops with
  * a truncation flag instead of returning garbage. No syscalls. */
-#ifndef SP_RECORD_PYTHON_MEMORY_H
-#define SP_RECORD_PYTHON_MEMORY_H
+#ifndef SP_PYTHON_MEMORY_H
+#define SP_PYTHON_MEMORY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "record/python_layout.h"
+#include "python/layout.h"
 
 #define SP_PY_MAX_DEPTH     256u       /* Python frames per stack. */
 #define SP_PY_OUTER_MAX     64u        /* Outer activations a walk can resume at. */
@@ -130,7 +130,7 @@ typedef struct sp_py_code {
 	uint32_t frame_words; /* Its frames' size in the data stack, 0: unknown. */
 	uint32_t user;        /* Free for the caller (e.g. a spool index);
 	                         * UINT32_MAX when new. */
-	/* Cache bookkeeping (python_code.c). */
+	/* Cache bookkeeping (code.c). */
 	uint64_t used_walk; /* Walk (sp_py_codes_walk_begin) of the last use. */
 	uint32_t bytes;     /* What it counts against the budget. */
 	uint16_t gen;       /* Bumped when the slot is reused; part of the id. */
