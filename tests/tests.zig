@@ -106,6 +106,7 @@ pub const arm64_vm_skip = [_][]const u8{
     "tests/record/test_record_output.c", // gcc, setpriv
     "tests/record/test_record_limits.c", // gcc
     "tests/record/test_record_offcpu.c", // gcc
+    "tests/record/test_record_rotate.c", // gcc (ladder target)
     "tests/record/test_record_load.c", // gcc, setpriv
     // Timed for native speed: 90% of Python reads ahead of the drain; under
     // TCG a read takes ~2 ms and 70% were. test_arm64_guest checks the share.
