@@ -226,7 +226,7 @@ static int sym_cmp(const void *pa, const void *pb)
  * from the .rela.plt entry whose GOT slot its jump reads (x86_64: the
  * rip-relative jmp in the stub; aarch64: entries in relocation order after
  * the 32-byte header). */
-#define PLT_MAX_STUBS 65536u
+#define PLT_MAX_ENTRIES 65536u
 
 static Elf_Scn *section_named(Elf *elf, size_t shstrndx, const char *want, GElf_Shdr *sh)
 {
@@ -285,8 +285,8 @@ static size_t plt_syms(sp_dbgmod *m, size_t k)
 	if (!rd || !sd || !gelf_getshdr(sscn, &ssh))
 		return k;
 	size_t nrels = rsh.sh_size / rsh.sh_entsize;
-	if (nrels > PLT_MAX_STUBS)
-		nrels = PLT_MAX_STUBS;
+	if (nrels > PLT_MAX_ENTRIES)
+		nrels = PLT_MAX_ENTRIES;
 	plt_rel *rels = sp_calloc(nrels ? nrels : 1, sizeof(*rels));
 	if (!rels)
 		return k;
@@ -309,8 +309,8 @@ static size_t plt_syms(sp_dbgmod *m, size_t k)
 	Elf_Data *pd = pscn ? elf_getdata(pscn, NULL) : NULL;
 	uint64_t head = sec ? 0 : eh.e_machine == EM_AARCH64 ? 32 : 16;
 	size_t stubs = pd && pd->d_buf && pd->d_size > head ? (pd->d_size - head) / 16 : 0;
-	if (stubs > PLT_MAX_STUBS)
-		stubs = PLT_MAX_STUBS;
+	if (stubs > PLT_MAX_ENTRIES)
+		stubs = PLT_MAX_ENTRIES;
 	sym *grown = stubs && names_len ? sp_realloc_array(m->syms, k + stubs, sizeof(sym)) : NULL;
 	if (grown) {
 		m->syms = grown;
