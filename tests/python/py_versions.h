@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness.h"
+
 #define PY_MAX_VERSIONS 16
 
 typedef struct py_versions {
@@ -55,6 +57,28 @@ static inline void py_versions_find(py_versions *v)
 		snprintf(p, sizeof(p), "/usr/bin/python3.%d", minor);
 		py_versions_add(v, p);
 	}
+}
+
+/* The setup of a test that records @p script on every interpreter: finds
+ * them into @p v (skips when there is none), writes the script to
+ * @p name in the test's directory (its path into @p path), and keeps one
+ * interpreter under valgrind (memory errors only). Returns 1 under
+ * valgrind. */
+static inline int py_script_setup(py_versions *v, const char *name, const char *script, char *path,
+                                  size_t cap)
+{
+	py_versions_find(v);
+	if (v->n == 0)
+		sp_test_skip("no CPython 3.10+ here (pyenv or /usr/bin/python3.1x)");
+	snprintf(path, cap, "%s/%s", sp_test_tmpdir(), name);
+	FILE *f = fopen(path, "w");
+	REQUIRE(f);
+	fputs(script, f);
+	fclose(f);
+	int slow = sp_test_under_valgrind();
+	if (slow && v->n > 1)
+		v->n = 1;
+	return slow;
 }
 
 #endif

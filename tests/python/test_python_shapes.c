@@ -141,18 +141,8 @@ SP_TEST(every_version_every_shape_has_whole_or_cut_chains)
 	if (!bin || !*bin)
 		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
 	py_versions vs;
-	py_versions_find(&vs);
-	if (vs.n == 0)
-		sp_test_skip("no CPython 3.10+ here (pyenv or /usr/bin/python3.1x)");
 	char path[512];
-	snprintf(path, sizeof(path), "%s/shapes.py", sp_test_tmpdir());
-	FILE *f = fopen(path, "w");
-	REQUIRE(f);
-	fputs(script, f);
-	fclose(f);
-	int slow = sp_test_under_valgrind();
-	if (slow && vs.n > 1)
-		vs.n = 1;
+	int slow = py_script_setup(&vs, "shapes.py", script, path, sizeof(path));
 	for (int i = 0; i < vs.n; i++) {
 		char spool[600], out[700], cmd[2400];
 		snprintf(spool, sizeof(spool), "%s/shapes%d.spool", sp_test_tmpdir(), i);

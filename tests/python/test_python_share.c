@@ -205,21 +205,10 @@ SP_TEST(every_version_two_phase_shares)
 	snprintf(report, sizeof(report), "%s/report", bin);
 	if (access(report, X_OK) != 0)
 		sp_test_skip("report is not built (zig build examples)");
-	py_versions_find(&vs);
-	if (vs.n == 0)
-		sp_test_skip("no CPython 3.10+ here (pyenv or /usr/bin/python3.1x)");
 	char path[512];
-	snprintf(path, sizeof(path), "%s/phases.py", sp_test_tmpdir());
-	FILE *f = fopen(path, "w");
-	REQUIRE(f);
-	fputs(script, f);
-	fclose(f);
-
 	/* Under valgrind one interpreter is recorded, for memory errors
 	 * only: shares and orders need a recorder at full speed. */
-	int slow = sp_test_under_valgrind();
-	if (slow && vs.n > 1)
-		vs.n = 1;
+	int slow = py_script_setup(&vs, "phases.py", script, path, sizeof(path));
 	for (int i = 0; i < vs.n; i++) {
 		int ok = 0;
 		/* A second recording only absorbs a badly timed load spike. */
