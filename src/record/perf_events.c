@@ -84,6 +84,10 @@ static void base_attr(const sp_perf_config *cfg, struct perf_event_attr *a, int 
 	a->build_id = build_id ? 1 : 0;
 	a->disabled = 1;
 	a->enable_on_exec = cfg->enable_on_exec ? 1 : 0;
+	/* Each sample wakes the ring's reader at once (not at the ring
+	 * owner's watermark): a CPython stack must be read before the thread
+	 * pops its frames. Inherited, and kept by re-opens (same attr). */
+	a->wakeup_events = cfg->wakeup_each ? 1 : 0;
 	/* Lost samples per event (kernel 6.0+): with one event per thread, the
 	 * loss per thread (inherited threads count toward their creator). */
 	a->read_format = PERF_FORMAT_ID | (lost_format ? PERF_FORMAT_LOST : 0);

@@ -21,6 +21,7 @@ typedef struct sp_perf_config {
 	uint32_t stack_size;
 	uint64_t regs_mask; /* sample_regs_user. */
 	int enable_on_exec; /* spawn: start disabled, enable at exec. */
+	int wakeup_each;    /* Wake the reader at every sample (wakeup_events 1). */
 } sp_perf_config;
 
 /* The attribute chosen by sp_perf_probe, used for every other open. */

@@ -156,6 +156,8 @@ struct stackpulse_recorder {
 
 	uint64_t python_samples;          /* Samples that carry Python frames. */
 	int python_found;                 /* A CPython target was found. */
+	int py_wakeups;                   /* Sampling events wake the reader at every
+	                                   * sample (a CPython target is expected). */
 	uint32_t python_unreadable;       /* CPython processes the reader refused. */
 	char python_note[320];            /* Why the first of them was refused. */
 	int realtime;                     /* SCHED_FIFO while waiting: 1 yes, -1 refused. */
