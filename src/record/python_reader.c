@@ -637,13 +637,17 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	if (rc)
 		goto done;
 	rc = walk(py, ts.frame, out, max, n, truncated);
-	if (rc == STACKPULSE_ESTATE || (rc == 0 && py->w.lost_caller)) {
+	/* No valid frame at all: the activation named by tstate->cframe may
+	 * have ended between the reads of the pointer and of the cframe. */
+	int no_top = rc == 0 && *n == 0 && *truncated && !py->w.lost_caller;
+	if (rc == STACKPULSE_ESTATE || (rc == 0 && py->w.lost_caller) || no_top) {
 		/* The stack changed while it was read (or a generator yielded
 		 * and dropped its caller): once more, anchored again when the
-		 * copy allows (3.10), else from the thread's current top frame;
-		 * then give up cleanly (a cut chain stays marked cut). */
+		 * copy allows (3.10), else from the thread's current top frame
+		 * (with the copy again after a stale cframe); then give up
+		 * cleanly (a cut chain stays marked cut). */
 		int anchored = py->stats.anchored != before.anchored;
-		mem_begin(py, anchored ? stack : NULL, stack_len, stack_start);
+		mem_begin(py, anchored || no_top ? stack : NULL, stack_len, stack_start);
 		/* Second try: a caller that moves on while it is read (fast
 		 * recursion) no longer refuses the walk; links and code must
 		 * still hold. */
