@@ -280,9 +280,12 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 			continue;
 		int fd;
 		if (*probe_fd < 0 && rec->nfds == 0) {
-			sp_perf_config cfg = { (int)rec->opts.perf_event, (int)rec->opts.kernel,
-				               rec->opts.frequency,       rec->opts.stack_size,
-				               sp_unwind_regs_mask(),     rec->spawned,
+			sp_perf_config cfg = { (int)rec->opts.perf_event,
+				               (int)rec->opts.kernel,
+				               rec->opts.frequency,
+				               rec->opts.stack_size,
+				               sp_unwind_regs_mask(),
+				               rec->spawned,
 				               rec->py_wakeups };
 			fd = sp_perf_probe(&cfg, tid, c, &rec->setup);
 			if (fd == -ESRCH)
