@@ -435,8 +435,7 @@ SP_TEST(walk_every_version)
 /* <module> -> Worker.run on the thread's data stack, and a <genexpr>
  * generator's frame that yielded (no caller); the thread state runs Worker.run.
  * 1 when the image holds them all. */
-static int gen_env(walk_env *e, int v, uint64_t *mod, uint64_t *run, uint64_t *gen,
-                   uint64_t *ts)
+static int gen_env(walk_env *e, int v, uint64_t *mod, uint64_t *run, uint64_t *gen, uint64_t *ts)
 {
 	static const int32_t gen_lines[] = { 10, 10 };
 	env_init(e, v);
