@@ -47,12 +47,15 @@ int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int
 		    time - th->off_cs_time < CS_PAIR_NS)
 			th->off_stack = th->off_cs_stack;
 		th->off_has_cs = 0;
+		sp_offcpu_unpriv_out(th, time);
 		return 0;
 	}
 	int was = th->off_state;
 	th->off_state = SP_OFF_ON_CPU;
-	if (was == SP_OFF_OFF_CPU)
+	if (was == SP_OFF_OFF_CPU) {
+		sp_offcpu_unpriv_close(th, time);
 		return write_interval(rec, th, time);
+	}
 	/* In after in: the switch-out between them was lost. The first
 	 * switch-in of a thread (recording started while it was off CPU, or
 	 * it is new) closes nothing. */
@@ -72,6 +75,7 @@ int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now)
 		    th->off_state != SP_OFF_OFF_CPU || now < th->off_start)
 			continue;
 		th->off_state = SP_OFF_ON_CPU;
+		sp_offcpu_unpriv_close(th, now);
 		int rc = write_interval(rec, th, now);
 		if (rc)
 			return rc;

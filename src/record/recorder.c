@@ -157,6 +157,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->pyframes);
 	sp_recorder_python_early_free(rec);
 	sp_free(rec->pymerge);
+	sp_offcpu_unpriv_free(rec);
 	sp_free(rec->native);
 	sp_recorder_embed_release(rec);
 	sp_free(rec->cache_dir);
@@ -648,6 +649,10 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 			return STACKPULSE_WAIT_EXITED;
 		/* Young records become consumable within the slack. */
 		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
+		/* Unprivileged off-CPU stacks are read while the thread still
+		 * waits: see its switch-out soon. */
+		if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED && slice > SP_OFFCPU_POLL_MS)
+			slice = SP_OFFCPU_POLL_MS;
 		if (timeout_ms >= 0) {
 			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
 			if (spent >= (uint64_t)timeout_ms)
@@ -789,6 +794,8 @@ static int consume(stackpulse_recorder *rec, int all)
 	if (!all)
 		sp_recorder_rings_check(rec);
 	int rc = drain_merged(rec, cut);
+	if (rc == 0 && !all)
+		rc = sp_offcpu_unpriv_read(rec);
 	/* Everything up to cut is in: a window that ended by then is complete. */
 	if (rc == 0 && !all && sp_recorder_rotate_due(rec, cut))
 		rc = sp_recorder_rotate_to(rec, cut);
