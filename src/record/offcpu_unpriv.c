@@ -125,13 +125,42 @@ int sp_offcpu_unpriv_read(stackpulse_recorder *rec)
 	return 0;
 }
 
-void sp_offcpu_unpriv_out(sp_thread *th, uint64_t time)
+void sp_offcpu_unpriv_sample(sp_thread *th, uint64_t time, uint32_t stack)
+{
+	th->off_run_time = time;
+	th->off_run_cpu = 0;
+	th->off_run_stack = stack;
+}
+
+void sp_offcpu_unpriv_out(const stackpulse_recorder *rec, sp_thread *th, uint64_t time, int preempt)
 {
 	th->off_rd_tries = 0;
+	if (th->off_run_stack) {
+		uint64_t from =
+		        th->off_run_time > th->off_in_time ? th->off_run_time : th->off_in_time;
+		th->off_run_cpu += time > from ? time - from : 0;
+	}
+	/* A runnable thread has no saved state to read. Preemption does not
+	 * move it: it resumes where it stopped, so its stack is where the
+	 * latest sample found it, if it has not blocked since and has run
+	 * for at most two sampling periods of CPU time since (cpu-clock
+	 * counts the thread's CPU time: a later sample would have come). */
+	uint64_t recent = 2000000000ull / (rec->opts.frequency ? rec->opts.frequency : 1);
+	if (preempt && !th->off_stack && th->off_run_stack && th->off_run_cpu <= recent)
+		th->off_stack = th->off_run_stack;
+	if (!preempt)
+		th->off_run_stack = 0;
 	/* A read made after this switch-out may belong to the interval it
 	 * starts (the switch-in before it was not drained yet at the read). */
 	if (th->off_rd_stack && th->off_rd_t0 < time)
 		th->off_rd_stack = 0;
+}
+
+void sp_offcpu_unpriv_in(sp_thread *th, uint64_t time, int closes)
+{
+	th->off_in_time = time;
+	if (closes)
+		sp_offcpu_unpriv_close(th, time);
 }
 
 void sp_offcpu_unpriv_close(sp_thread *th, uint64_t end)

@@ -231,9 +231,16 @@ int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now);
  * (not preempted), for at least SP_OFFCPU_READ_AFTER_NS and without a
  * stack read for this interval yet. Returns 0 or a writer error. */
 int sp_offcpu_unpriv_read(stackpulse_recorder *rec);
-/* A switch-out of @p th at @p time: keeps a stack read that may belong to
- * the interval it starts. */
-void sp_offcpu_unpriv_out(sp_thread *th, uint64_t time);
+/* An on-CPU sample of @p th at @p time with stack @p stack. */
+void sp_offcpu_unpriv_sample(sp_thread *th, uint64_t time, uint32_t stack);
+/* A switch-out of @p th at @p time (@p preempt: still runnable): a
+ * preempted interval takes the stack of the latest on-CPU sample of the
+ * run it ends; a stack read that may belong to the interval is kept. */
+void sp_offcpu_unpriv_out(const stackpulse_recorder *rec, sp_thread *th, uint64_t time,
+                          int preempt);
+/* A switch-in of @p th at @p time; @p closes: it ends an interval
+ * (sp_offcpu_unpriv_close). */
+void sp_offcpu_unpriv_in(sp_thread *th, uint64_t time, int closes);
 /* The interval of @p th ends at @p end: its stack is the one read while it
  * was off CPU, if the read lies inside [off_start, end]; else none. */
 void sp_offcpu_unpriv_close(sp_thread *th, uint64_t end);

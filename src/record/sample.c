@@ -389,6 +389,11 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 			sp_offcpu_sample(th, sf.time, stack_id);
 		return 0;
 	}
+	if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED) {
+		th = sp_ptable_find_thread(&rec->pt, sf.tid);
+		if (th)
+			sp_offcpu_unpriv_sample(th, sf.time, stack_id);
+	}
 	return sp_writer_sample(rec->w, sf.time, thread, stack_id, 1, sf.cpu);
 }
 
