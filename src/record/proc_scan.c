@@ -2,6 +2,7 @@
  * or huge /proc entry cannot exhaust memory. */
 #include "record/proc_scan.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -130,7 +131,9 @@ int sp_proc_parse_syscall(const char *text, sp_proc_syscall *out)
 	int want = nr >= 0 ? 8 : 2;
 	const char *p = end;
 	for (int i = 0; i < want; i++) {
-		if (*p != ' ')
+		/* One space, then digits (strtoull would skip more blanks and
+		 * take a sign). */
+		if (*p != ' ' || !isxdigit((unsigned char)p[1]))
 			return STACKPULSE_EFORMAT;
 		errno = 0;
 		unsigned long long x = strtoull(p + 1, &end, 16);
