@@ -650,9 +650,18 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 		/* Young records become consumable within the slack. */
 		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
 		/* Unprivileged off-CPU stacks are read while the thread still
-		 * waits: see its switch-out soon. */
-		if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED && slice > SP_OFFCPU_POLL_MS)
-			slice = SP_OFFCPU_POLL_MS;
+		 * waits: see its switch-out soon (switch records do not wake
+		 * us). A target whose rings stayed empty for a while is
+		 * blocked: a new switch-out needs a switch-in first. */
+		if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED) {
+			uint64_t now = clock_ns(CLOCK_MONOTONIC);
+			if (st)
+				rec->offcpu_busy_until_ns = now + SP_OFFCPU_BUSY_NS;
+			int want = now < rec->offcpu_busy_until_ns ? SP_OFFCPU_POLL_MS
+			                                           : SP_OFFCPU_IDLE_POLL_MS;
+			if (slice > want)
+				slice = want;
+		}
 		if (timeout_ms >= 0) {
 			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
 			if (spent >= (uint64_t)timeout_ms)

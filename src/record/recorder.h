@@ -87,8 +87,11 @@ enum {
 #define SP_OFFCPU_RING_RATE 2000u
 
 /* Unprivileged off-CPU method: the wait polls the rings this often (ms),
- * and a thread's stack is read once it has been off CPU this long (ns). */
+ * or this often once they stayed empty for SP_OFFCPU_BUSY_NS, and a
+ * thread's stack is read once it has been off CPU this long (ns). */
 #define SP_OFFCPU_POLL_MS       1
+#define SP_OFFCPU_IDLE_POLL_MS  5
+#define SP_OFFCPU_BUSY_NS       100000000ull
 #define SP_OFFCPU_READ_AFTER_NS 1000000ull
 
 /* Off-CPU state of a thread (sp_thread.off_state). */
@@ -153,6 +156,7 @@ struct stackpulse_recorder {
 	int offcpu_probed; /* The first switch event was tried. */
 	uint64_t offcpu_intervals, offcpu_no_stack, offcpu_dropped;
 	uint8_t *offcpu_copy; /* Unprivileged method: stack copy scratch (opts.stack_size). */
+	uint64_t offcpu_busy_until_ns; /* Poll every SP_OFFCPU_POLL_MS until then. */
 
 	uint64_t lost;
 	uint64_t truncated;
