@@ -69,8 +69,13 @@ static int read_thread(stackpulse_recorder *rec, sp_process *proc, size_t i)
 	pid_t pid = proc->pid, tid = rec->pt.threads[i].tid;
 	uint64_t before, after;
 	sp_proc_syscall sc;
+	/* A runnable thread ("running", the common case in a switch storm)
+	 * costs one read; else the state is read again inside the switch
+	 * count bracket. The whole read lies in [t0, t1], which the
+	 * interval must enclose. */
 	uint64_t t0 = mono_ns();
-	if (sp_proc_thread_switches(pid, tid, &before) != 0 ||
+	if (sp_proc_thread_syscall(pid, tid, &sc) != 0 ||
+	    sp_proc_thread_switches(pid, tid, &before) != 0 ||
 	    sp_proc_thread_syscall(pid, tid, &sc) != 0 || sc.sp == 0)
 		return 0; /* Runnable, gone, or not ours: no stack. */
 	size_t len = copy_stack(pid, sc.sp, rec->offcpu_copy, rec->opts.stack_size);
