@@ -178,6 +178,7 @@ def unpriv_main(args, record, report, tmp):
     os.chmod(pub, 0o777)
     for d in (tmp, os.path.join(tmp, "out"), os.path.join(tmp, "out", "bin")):
         os.chmod(d, 0o755)
+    load0 = os.getloadavg()[0]
     acc = unpriv_accuracy(record, report, pub, args.runs)
     exe = os.path.join(pub, "pingpong")
     subprocess.run(["gcc", "-O2", "-g", "-pthread", "-I", os.path.join(ROOT, "bench", "workloads"),
@@ -208,17 +209,19 @@ def unpriv_main(args, record, report, tmp):
             text = open(err, errors="replace").read()
             out = spool if tool.startswith("stackpulse") else pdata
             size = os.path.getsize(out) if tool != "alone" and os.path.exists(out) else None
-            ev = nostack = None
+            ev = nostack = lost = None
             if tool.startswith("stackpulse"):
                 mm = re.search(r"(\d+) off-CPU intervals \((\d+) without a stack", text)
                 ev, nostack = (int(mm.group(1)), int(mm.group(2))) if mm else (None, None)
+                ml = re.search(r"samples \((\d+) lost\)", text)
+                lost = int(ml.group(1)) if ml else None
             elif tool != "alone":
                 sw = subprocess.run(["perf", "report", "-f", "-i", pdata, "--stats"], capture_output=True,
                                     text=True).stdout
                 mm = re.search(r"SWITCH events:\s+(\d+)", sw)
                 ev = int(mm.group(1)) // 2 if mm else None
             res[tool].append({"rc": m.rc, "wall": wall, "cpu": cpu, "tree": m.cpu, "size": size,
-                              "ev": ev, "nostack": nostack})
+                              "ev": ev, "nostack": nostack, "lost": lost})
             run.log("pingpong %d %-42s rc %s wall %s tree %.2f ev %s" % (r, tool, m.rc, wall, m.cpu, ev))
     idle = {"--off-cpu": [], "on-CPU only": []}
     for r in range(args.runs):
@@ -230,7 +233,8 @@ def unpriv_main(args, record, report, tmp):
     out = [UBEGIN, "### Unprivileged method (as nobody, perf_event_paranoid 2)", "",
            "`python3 bench/offcpu.py --unpriv --runs %d --rounds %d` (as root; the recordings run "
            "as nobody through setpriv), medians of %d runs on this 2-CPU machine shared with "
-           "other work." % (args.runs, args.rounds, args.runs), "",
+           "other work (load average %.1f at the start, %.1f at the end)."
+           % (args.runs, args.rounds, args.runs, load0, os.getloadavg()[0]), "",
            "**Accuracy** on `tests/record/targets/phases.c` (20 rounds of 100 ms: 30%% spin, 40%% "
            "`nanosleep`, 30%% `read()` on a pipe a thread fills late), `record -F 999 --off-cpu`, "
            "wall seconds of the main thread per phase from `report --folded --tid --time=wall` "
@@ -259,8 +263,8 @@ def unpriv_main(args, record, report, tmp):
             "--switch-events --call-graph dwarf,32768` (switch records and samples; perf has no "
             "stack for the off-CPU intervals themselves). Events: stackpulse's off-CPU intervals, "
             "perf's switch records / 2." % args.rounds, "",
-            "| | target wall | slowdown | recorder CPU | output | events | bytes per event | without a stack |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| | target wall | slowdown | recorder CPU | output | events | bytes per event | without a stack | records lost |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for tool, rs in res.items():
         ok = [x for x in rs if x["rc"] == 0 and x["wall"]]
         wall = run.med([x["wall"] for x in ok]) if ok else None
@@ -268,11 +272,15 @@ def unpriv_main(args, record, report, tmp):
         size = run.med([x["size"] for x in ok if x["size"]]) if tool != "alone" and ok else None
         ev = run.med([x["ev"] for x in ok if x["ev"]]) if tool != "alone" and ok else None
         ns = run.med([x["nostack"] for x in ok if x["nostack"] is not None]) if tool.startswith("stackpulse") and ok else None
-        out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lo = run.med([x["lost"] for x in ok if x["lost"] is not None]) if tool.startswith("stackpulse") and ok else None
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             tool, f(wall, "%.2f s"), f(wall / base if wall and base else None, "%.2f×"),
             f(rcpu, "%.2f s"), f(size / 1048576 if size else None, "%.2f MiB"), f(ev, "%.0f"),
-            f(size / ev if size and ev else None, "%.1f"), f(ns, "%.0f")))
-    out += ["", "**Idle cost** of the 1 ms ring poll: recorder CPU over `sleep 3` as nobody, "
+            f(size / ev if size and ev else None, "%.1f"), f(ns, "%.0f"), f(lo, "%.0f")))
+    out += ["", "Nearly every pingpong interval is a few microseconds long: it ends before the "
+            "recorder can read the thread's stack, so it has none (counted); the records lost "
+            "are those the 512 KiB unprivileged rings could not hold.",
+            "", "**Idle cost** of the 1 ms ring poll: recorder CPU over `sleep 3` as nobody, "
             "`record --off-cpu` %s s against %s s on-CPU only (medians)."
             % (f(run.med(idle["--off-cpu"]), "%.3f"), f(run.med(idle["on-CPU only"]), "%.3f")), UEND]
     section = "\n".join(out)
