@@ -172,6 +172,16 @@ def unpriv_accuracy(record, report, pub, runs):
     return res
 
 
+def measure_fresh(cmd, rep, outs, err):
+    """run.measure of cmd after removing its outputs: the result, the
+    target's own report and the command's stderr."""
+    for p in (rep,) + tuple(outs):
+        if os.path.exists(p):
+            os.unlink(p)
+    m = run.measure(cmd, env=dict(os.environ, BENCH_REPORT=rep), stderr=err)
+    return m, target_report(rep), open(err, errors="replace").read()
+
+
 def unpriv_main(args, record, report, tmp):
     pub = os.path.join(tmp, "public")
     os.makedirs(pub, exist_ok=True)
@@ -201,12 +211,7 @@ def unpriv_main(args, record, report, tmp):
     res = {t: [] for t in tools}
     for r in range(args.runs):
         for tool, cmd in tools.items():
-            for p in (rep, spool, pdata):
-                if os.path.exists(p):
-                    os.unlink(p)
-            m = run.measure(cmd, env=dict(os.environ, BENCH_REPORT=rep), stderr=err)
-            wall, cpu, _ = target_report(rep)
-            text = open(err, errors="replace").read()
+            m, (wall, cpu, _), text = measure_fresh(cmd, rep, (spool, pdata), err)
             out = spool if tool.startswith("stackpulse") else pdata
             size = os.path.getsize(out) if tool != "alone" and os.path.exists(out) else None
             ev = nostack = lost = None

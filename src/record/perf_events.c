@@ -178,20 +178,13 @@ void sp_perf_switch_attr(const struct perf_event_attr *base, struct perf_event_a
 
 void sp_perf_switch_user_attr(const struct perf_event_attr *base, struct perf_event_attr *out)
 {
-	*out = *base;
-	out->type = PERF_TYPE_SOFTWARE;
+	/* The privileged event's switch records and sample_id fields, on an
+	 * event that samples nothing and stays in user mode. */
+	sp_perf_switch_attr(base, out);
 	out->config = PERF_COUNT_SW_DUMMY;
-	out->freq = 0;
 	out->sample_period = 0;
 	out->exclude_kernel = 1;
 	out->exclude_callchain_kernel = 1;
-	out->mmap = 0;
-	out->mmap2 = 0;
-	out->comm = 0;
-	out->comm_exec = 0;
-	out->task = 0;
-	out->build_id = 0;
-	out->context_switch = 1;
 }
 
 int sp_perf_open_ring_owner(int cpu, uint32_t watermark)
