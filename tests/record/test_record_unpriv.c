@@ -115,7 +115,7 @@ SP_TEST(unprivileged_realtime_auto_records_without_it)
 
 /* Off-CPU intervals as nobody: the context-switch event needs kernel mode,
  * so at perf_event_paranoid 2 both REQUIRED and AUTO take the unprivileged
- * method (switch records, stacks read from the blocked threads) and say so
+ * method (spawn and attach) (switch records, stacks read from the blocked threads) and say so
  * in the stats and the spool; tests/record/test_record_offcpu.c checks its
  * intervals and stacks. */
 SP_TEST(unprivileged_off_cpu)
@@ -134,13 +134,16 @@ SP_TEST(unprivileged_off_cpu)
 	char env[2048], out[1024], spool[600], want[32];
 	snprintf(want, sizeof(want), "off_cpu=%d ", method);
 	snprintf(spool, sizeof(spool), "%s/offcpu.spool", rec_public_dir());
-	for (int req = 0; req < 2; req++) {
+	/* AUTO and REQUIRED on a spawned target, REQUIRED on an attached one. */
+	for (int run = 0; run < 3; run++) {
+		int req = run > 0;
 		snprintf(env, sizeof(env),
-		         "SP_REC_DRIVER=spawn SP_REC_OFF_CPU=%d SP_REC_SPOOL=%s SP_REC_TARGET=%s "
+		         "SP_REC_DRIVER=%s SP_REC_OFF_CPU=%d SP_REC_SPOOL=%s SP_REC_TARGET=%s "
 		         "SP_REC_ARG=1",
-		         req ? 2 : 0, spool, bin);
+		         run == 2 ? "attach" : "spawn", req ? 2 : 0, spool, bin);
 		int st = rec_drive(env, 1, out, sizeof(out));
-		printf("nobody --off-cpu=%s (paranoid %d): %s", req ? "on" : "auto", paranoid, out);
+		printf("nobody %s --off-cpu=%s (paranoid %d): %s", run == 2 ? "attach" : "spawn",
+		       req ? "on" : "auto", paranoid, out);
 		REQUIRE_EQ(st, 0);
 		CHECK(strstr(out, want) != NULL);
 		stackpulse_spool *sp;
