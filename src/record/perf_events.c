@@ -180,6 +180,17 @@ void sp_perf_switch_attr(const struct perf_event_attr *base, struct perf_event_a
 	out->context_switch = 1;
 }
 
+void sp_perf_switch_user_attr(const struct perf_event_attr *base, struct perf_event_attr *out)
+{
+	/* The privileged event's switch records and sample_id fields, on an
+	 * event that samples nothing and stays in user mode. */
+	sp_perf_switch_attr(base, out);
+	out->config = PERF_COUNT_SW_DUMMY;
+	out->sample_period = 0;
+	out->exclude_kernel = 1;
+	out->exclude_callchain_kernel = 1;
+}
+
 int sp_perf_open_ring_owner(int cpu, uint32_t watermark)
 {
 	struct perf_event_attr a;

@@ -158,6 +158,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->pyframes);
 	sp_recorder_python_early_free(rec);
 	sp_free(rec->pymerge);
+	sp_offcpu_unpriv_free(rec);
 	sp_free(rec->native);
 	sp_recorder_embed_release(rec);
 	sp_free(rec->cache_dir);
@@ -674,6 +675,19 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 			return STACKPULSE_WAIT_EXITED;
 		/* Young records become consumable within the slack. */
 		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
+		/* Unprivileged off-CPU stacks are read while the thread still
+		 * waits: see its switch-out soon (switch records do not wake
+		 * us). A target whose rings stayed empty for a while is
+		 * blocked: a new switch-out needs a switch-in first. */
+		if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED) {
+			uint64_t now = clock_ns(CLOCK_MONOTONIC);
+			if (st)
+				rec->offcpu_busy_until_ns = now + SP_OFFCPU_BUSY_NS;
+			int want = now < rec->offcpu_busy_until_ns ? SP_OFFCPU_POLL_MS
+			                                           : SP_OFFCPU_IDLE_POLL_MS;
+			if (slice > want)
+				slice = want;
+		}
 		if (timeout_ms >= 0) {
 			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
 			if (spent >= (uint64_t)timeout_ms)
@@ -816,6 +830,8 @@ static int consume(stackpulse_recorder *rec, int all)
 	if (!all)
 		sp_recorder_rings_check(rec);
 	int rc = drain_merged(rec, cut);
+	if (rc == 0 && !all)
+		rc = sp_offcpu_unpriv_read(rec);
 	/* Everything up to cut is in: a window that ended by then is complete. */
 	if (rc == 0 && !all && sp_recorder_rotate_due(rec, cut))
 		rc = sp_recorder_rotate_to(rec, cut);
