@@ -9,7 +9,8 @@ builds them) under each binary, interleaved run by run and binary by binary
 so machine load hits every binary alike. Prints, per workload and rate, the
 medians of recorder CPU per 1000 samples (user+sys of the recorder's process
 tree minus the target's own CPU, as in docs/benchmarks.md), recorder CPU per
-run, peak RSS of the tree, samples and lost. Raw runs go to
+run, peak RSS of the tree, samples and lost. Each binary has its own symbol
+cache directory, warmed by one unmeasured run. Raw runs go to
 $BENCH_TMP/record_ab.json.
 """
 import argparse
@@ -43,6 +44,15 @@ def main():
     os.makedirs(os.path.join(b.tmp, "run"), exist_ok=True)
     os.makedirs(os.path.join(b.tmp, "wl"), exist_ok=True)
     b.compile_workloads()
+    # A symbol cache per binary: versions must not answer from (or evict)
+    # each other's tables. One unmeasured run each fills it.
+    cache = {}
+    for name, path in recs:
+        cache[name] = os.path.join(b.tmp, "abcache", name)
+        os.makedirs(cache[name], exist_ok=True)
+        os.environ["STACKPULSE_SYMBOL_CACHE_DIR"] = cache[name]
+        b.rec = path
+        b.run_tool("sp", wls[0], rates[-1], "ab-warm-%s" % name)
     rows = []
     for i in range(args.runs):
         for wl in wls:
@@ -52,6 +62,7 @@ def main():
                 order = recs if i % 2 == 0 else list(reversed(recs))
                 for name, path in order:
                     b.rec = path
+                    os.environ["STACKPULSE_SYMBOL_CACHE_DIR"] = cache[name]
                     r = b.run_tool("sp", wl, hz, "ab-%s-%s-%s-%d" % (wl, name, hz, i))
                     r.update(rec=name, wl=wl, hz=int(hz))
                     rows.append(r)
