@@ -61,7 +61,7 @@ pub fn build(b: *std.Build) void {
         // optimized build that keeps its safety checks (ReleaseSafe).
         .optimize = b.option(std.builtin.Optimize, "optimize", "Optimize mode: ReleaseSafe (default), Debug, ReleaseFast or ReleaseSmall") orelse .safe,
         .debuginfod = b.option(bool, "debuginfod", "Link libdebuginfod and define SP_HAVE_DEBUGINFOD=1") orelse false,
-        .curl = b.option(bool, "curl", "Link libcurl and define SP_HAVE_CURL=1 (stackpulse_push)") orelse false,
+        .curl = b.option(bool, "curl", "Define SP_HAVE_CURL=1: stackpulse_push over libcurl (loaded when first used)") orelse false,
     };
     const fuzz_seconds = b.option([]const u8, "fuzz-seconds", "Seconds per libFuzzer harness in fuzz-smoke (default 20)") orelse "20";
     const afl_seconds = b.option([]const u8, "afl-seconds", "Seconds per AFL++ harness in fuzz-smoke (default 5)") orelse "5";
@@ -80,16 +80,10 @@ pub fn build(b: *std.Build) void {
 
     // stackpulse.pc links the shared library; stackpulse-static.pc names
     // libstackpulse.a by path, since -lstackpulse picks the .so wherever
-    // both are installed. System libraries come as pkg-config modules.
-    // libcurl is named as -lcurl, not as a module: `pkg-config --static`
-    // would pull in its private libraries (nghttp2, ssh2, ldap, ...), whose
-    // development files Debian's libcurl4-openssl-dev does not bring.
-    var req_list: std.ArrayList([]const u8) = .empty;
-    for (pkgModules(ctx, .full)) |m| {
-        if (!std.mem.eql(u8, m, "libcurl")) req_list.append(b.allocator, m) catch @panic("OOM");
-    }
-    const requires = std.mem.join(b.allocator, " ", req_list.items) catch @panic("OOM");
-    const cxx = b.fmt("{s}{s}", .{ if (ctx.curl) "-lcurl " else "", if (hasSystemLibstdcxx(ctx)) "-lstdc++" else "" });
+    // both are installed. System libraries come as pkg-config modules;
+    // libcurl is none of them: push.c loads it when it first pushes.
+    const requires = std.mem.join(b.allocator, " ", pkgModules(ctx, .full)) catch @panic("OOM");
+    const cxx = if (hasSystemLibstdcxx(ctx)) "-lstdc++" else "";
     const pc_files = [_]struct { name: []const u8, desc: []const u8, libs: []const u8, requires: []const u8, private: []const u8 }{
         .{ .name = "stackpulse", .desc = "", .libs = "-L${libdir} -lstackpulse", .requires = "Requires.private", .private = cxx },
         .{ .name = "stackpulse-static", .desc = " (static library)", .libs = b.fmt("${{libdir}}/libstackpulse.a {s}", .{cxx}), .requires = "Requires", .private = "" },
@@ -484,7 +478,6 @@ fn systemLibs(ctx: Ctx, link: Link) []const SysLib {
         .{ .module = "zlib", .lib = "z" },
     }) catch @panic("OOM");
     if (ctx.debuginfod) list.append(b.allocator, .{ .module = "libdebuginfod", .lib = "debuginfod" }) catch @panic("OOM");
-    if (ctx.curl) list.append(b.allocator, .{ .module = "libcurl", .lib = "curl" }) catch @panic("OOM");
     // libunwind-generic is the remote-unwinding API of the build's
     // architecture (libunwind-x86_64, libunwind-aarch64).
     if (link == .oracle) list.appendSlice(b.allocator, &.{

@@ -1386,8 +1386,8 @@ STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p,
 
 /* ------------------------------------------------------------------ */
 /** @name Pushing profiles to a continuous-profiling backend
- * HTTP through libcurl, built in with `zig build -Dcurl=true`; without it
- * ::stackpulse_push fails with ::STACKPULSE_EUNSUPPORTED. See
+ * HTTP through libcurl, loaded at the first push in a `-Dcurl=true` build;
+ * else ::stackpulse_push fails with ::STACKPULSE_EUNSUPPORTED. See
  * docs/continuous.md.
  */
 /**@{*/
@@ -1447,7 +1447,7 @@ STACKPULSE_API void stackpulse_push_opts_init(stackpulse_push_opts *opts);
  *         -ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH (no connection),
  *         -EPROTO (the backend answered 4xx, or 5xx after every retry;
  *         ::stackpulse_last_error names the status and the start of the
- *         answer), ::STACKPULSE_EUNSUPPORTED (built without libcurl), or
+ *         answer), ::STACKPULSE_EUNSUPPORTED (no libcurl), or
  *         an exporter's error.
  */
 STACKPULSE_API int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opts);

@@ -1,7 +1,7 @@
 /* Pushing a profile to a continuous-profiling backend: Grafana Pyroscope's
  * ingest API (gzip'd pprof) or an OTLP/HTTP collector (profiles
- * v1development). The HTTP client is libcurl, built in with -Dcurl=true;
- * retries with exponential backoff on 5xx and 429 only, since a 4xx, a
+ * v1development). The HTTP client is libcurl, built in with -Dcurl=true
+ * and loaded on the first push (see curl_init); retries with exponential backoff on 5xx and 429 only, since a 4xx, a
  * refused connection or a timeout will not get better by asking again. */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +16,7 @@
 
 #if defined(SP_HAVE_CURL) && SP_HAVE_CURL
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #endif
 
@@ -66,12 +67,76 @@ void stackpulse_push_opts_init(stackpulse_push_opts *opts)
 
 #if defined(SP_HAVE_CURL) && SP_HAVE_CURL
 
+/* libcurl comes by dlopen on the first push, not as a link dependency:
+ * loading it and the ~30 libraries it needs (TLS, SSH, LDAP, Kerberos, ...)
+ * took about 5 ms of CPU and 5 MiB of RSS at every start of every program
+ * linked with the library, pushing or not. */
+#define CURL_SONAME "libcurl.so.4" /* libcurl's ABI since 7.16 (2006). */
+
+static struct {
+	CURLcode (*global_init)(long);
+	CURL *(*easy_init)(void);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_perform)(CURL *);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	void (*easy_cleanup)(CURL *);
+	const char *(*easy_strerror)(CURLcode);
+	char *(*easy_escape)(CURL *, const char *, int);
+	void (*free)(void *);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+} cu;
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
+static CURLcode curl_init_rc = CURLE_FAILED_INIT;
+static char curl_load_error[256]; /* Why libcurl did not load, or "". */
+
+/* One symbol of the loaded libcurl into @p fn (a function pointer); 0 or -1. */
+static int curl_sym(void *lib, const char *name, void *fn, size_t fn_size)
+{
+	void *sym = dlsym(lib, name);
+	if (!sym) {
+		snprintf(curl_load_error, sizeof(curl_load_error), "%s has no %s", CURL_SONAME,
+		         name);
+		return -1;
+	}
+	memcpy(fn, &sym, fn_size); /* POSIX: a data pointer from dlsym holds a function. */
+	return 0;
+}
 
 static void curl_init(void)
 {
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+	void *lib = dlopen(CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		const char *e = dlerror();
+		snprintf(curl_load_error, sizeof(curl_load_error), "%s", e ? e : CURL_SONAME);
+		return;
+	}
+#define SYM(field, name) curl_sym(lib, name, &cu.field, sizeof(cu.field))
+	if (SYM(global_init, "curl_global_init") || SYM(easy_init, "curl_easy_init") ||
+	    SYM(easy_setopt, "curl_easy_setopt") || SYM(easy_perform, "curl_easy_perform") ||
+	    SYM(easy_getinfo, "curl_easy_getinfo") || SYM(easy_cleanup, "curl_easy_cleanup") ||
+	    SYM(easy_strerror, "curl_easy_strerror") || SYM(easy_escape, "curl_easy_escape") ||
+	    SYM(free, "curl_free") || SYM(slist_append, "curl_slist_append") ||
+	    SYM(slist_free_all, "curl_slist_free_all")) {
+		dlclose(lib);
+		return;
+	}
+#undef SYM
+	curl_init_rc = cu.global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* 0 once libcurl is loaded and initialised, else the error. */
+static int curl_ready(void)
+{
+	pthread_once(&curl_once, curl_init);
+	if (curl_load_error[0])
+		return sp_error(STACKPULSE_EUNSUPPORTED, "push: cannot load libcurl: %s",
+		                curl_load_error);
+	if (curl_init_rc != CURLE_OK)
+		return sp_error(-EIO, "push: libcurl did not initialise: %s",
+		                cu.easy_strerror(curl_init_rc));
+	return 0;
 }
 
 static int buf_sink(void *ctx, const void *data, size_t len)
@@ -128,7 +193,7 @@ static int pyroscope_url(CURL *c, const stackpulse_profile *p, const stackpulse_
 	}
 	char *esc = NULL;
 	if (!rc) {
-		esc = curl_easy_escape(c, (const char *)name.data, (int)name.len);
+		esc = cu.easy_escape(c, (const char *)name.data, (int)name.len);
 		if (!esc)
 			rc = sp_error(-ENOMEM, "push: escaping the application name");
 	}
@@ -153,7 +218,7 @@ static int pyroscope_url(CURL *c, const stackpulse_profile *p, const stackpulse_
 		rc = sp_buf_append(url, esc, strlen(esc));
 	if (!rc)
 		rc = sp_buf_append(url, q, strlen(q));
-	curl_free(esc);
+	cu.free(esc);
 	sp_buf_free(&name);
 	return rc;
 }
@@ -161,7 +226,7 @@ static int pyroscope_url(CURL *c, const stackpulse_profile *p, const stackpulse_
 /* Maps a transfer error (no HTTP answer) to a code and a message. */
 static int transfer_error(CURLcode cc, const char *url, const char *detail)
 {
-	const char *what = detail && *detail ? detail : curl_easy_strerror(cc);
+	const char *what = detail && *detail ? detail : cu.easy_strerror(cc);
 	switch (cc) {
 	case CURLE_COULDNT_CONNECT:
 		return sp_error(-ECONNREFUSED, "push: cannot connect to %s: %s", url, what);
@@ -187,51 +252,49 @@ static void sleep_ms(uint64_t ms)
 static int post(const stackpulse_push_opts *o, const char *url, const sp_buf *body,
                 const char *content_type)
 {
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK)
-		return sp_error(-EIO, "push: libcurl did not initialise: %s",
-		                curl_easy_strerror(curl_init_rc));
-	CURL *c = curl_easy_init();
+	int rc = curl_ready();
+	if (rc)
+		return rc;
+	CURL *c = cu.easy_init();
 	if (!c)
 		return sp_error(-ENOMEM, "push: curl_easy_init failed");
 	char ctype[64];
 	snprintf(ctype, sizeof(ctype), "Content-Type: %s", content_type);
-	struct curl_slist *hdr = curl_slist_append(NULL, ctype);
-	struct curl_slist *h2 = hdr ? curl_slist_append(hdr, "Expect:") : NULL;
+	struct curl_slist *hdr = cu.slist_append(NULL, ctype);
+	struct curl_slist *h2 = hdr ? cu.slist_append(hdr, "Expect:") : NULL;
 	if (!h2) {
-		curl_slist_free_all(hdr);
-		curl_easy_cleanup(c);
+		cu.slist_free_all(hdr);
+		cu.easy_cleanup(c);
 		return sp_error(-ENOMEM, "push: HTTP headers");
 	}
 	hdr = h2;
 	answer a;
 	char errbuf[CURL_ERROR_SIZE];
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_POST, 1L);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)body->data);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* A library must not touch signals. */
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "stackpulse");
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	int rc = 0;
+	cu.easy_setopt(c, CURLOPT_URL, url);
+	cu.easy_setopt(c, CURLOPT_POST, 1L);
+	cu.easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)body->data);
+	cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+	cu.easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	cu.easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)o->timeout_ms);
+	cu.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)o->timeout_ms);
+	cu.easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* A library must not touch signals. */
+	cu.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	cu.easy_setopt(c, CURLOPT_USERAGENT, "stackpulse");
+	cu.easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
+	cu.easy_setopt(c, CURLOPT_WRITEDATA, &a);
+	cu.easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	uint64_t wait = o->backoff_ms;
 	for (uint32_t attempt = 0;; attempt++) {
 		a.len = 0;
 		a.text[0] = '\0';
 		errbuf[0] = '\0';
-		CURLcode cc = curl_easy_perform(c);
+		CURLcode cc = cu.easy_perform(c);
 		if (cc != CURLE_OK) {
 			rc = transfer_error(cc, url, errbuf);
 			break;
 		}
 		long status = 0;
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+		cu.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 		if (status >= 200 && status < 300) {
 			rc = 0;
 			break;
@@ -245,8 +308,8 @@ static int post(const stackpulse_push_opts *o, const char *url, const sp_buf *bo
 		sleep_ms(wait);
 		wait *= 2;
 	}
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(c);
+	cu.slist_free_all(hdr);
+	cu.easy_cleanup(c);
 	return rc;
 }
 
@@ -275,11 +338,12 @@ int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opt
 	if (!rc)
 		rc = sp_buf_append(&url, o.url, base);
 	CURL *c = NULL;
+	if (!rc)
+		rc = curl_ready();
 	if (!rc && pyro) {
-		pthread_once(&curl_once, curl_init);
-		c = curl_easy_init();
+		c = cu.easy_init();
 		rc = c ? pyroscope_url(c, p, &o, &url) : sp_error(-ENOMEM, "push: curl_easy_init");
-		curl_easy_cleanup(c);
+		cu.easy_cleanup(c);
 	} else if (!rc) {
 		rc = sp_buf_append(&url, "/v1development/profiles", 23);
 	}

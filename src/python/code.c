@@ -67,11 +67,6 @@ void sp_py_codes_free(sp_py_codes *c)
 	sp_free(c);
 }
 
-uint32_t sp_py_codes_count(const sp_py_codes *c)
-{
-	return c->live;
-}
-
 sp_py_code *sp_py_codes_get(sp_py_codes *c, uint32_t id)
 {
 	uint32_t i = id & (SP_PY_MAX_CODES - 1);
@@ -106,6 +101,7 @@ void sp_py_codes_get_usage(const sp_py_codes *c, sp_py_codes_usage *out)
 	out->bytes = c->bytes;
 	out->evicted = c->evicted;
 	out->refused = c->refused;
+	out->count = c->live;
 }
 
 static uint32_t code_id(const sp_py_codes *c, uint32_t slot)
@@ -467,18 +463,6 @@ int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, ui
 		return rc;
 	memcpy(code.fingerprint, fp, sizeof(fp));
 	return codes_insert(c, &code, id);
-}
-
-int sp_py_code_intern(sp_py_walker *w, uint64_t addr, uint32_t *id)
-{
-	uint8_t hdr[SP_PY_MAX_BLOCK];
-	if (!sp_py_plausible(addr, 8))
-		return STACKPULSE_EFORMAT;
-	sp_py_iov iov = { addr, hdr, w->layout->code_read, 0 };
-	int rc = sp_py_mem_read(&w->mem, &iov, 1);
-	if (rc)
-		return rc == STACKPULSE_ENOTFOUND ? STACKPULSE_EFORMAT : rc;
-	return sp_py_code_intern_hdr(w, addr, hdr, id);
 }
 
 /* ---- line tables ------------------------------------------------------------ */

@@ -147,8 +147,6 @@ typedef struct sp_py_code {
 typedef struct sp_py_codes sp_py_codes;
 int sp_py_codes_new(sp_py_codes **out);
 void sp_py_codes_free(sp_py_codes *c);
-/* Entries held now. */
-uint32_t sp_py_codes_count(const sp_py_codes *c);
 /* Entry @p id, or NULL when unknown or evicted. Valid until the next insert. */
 sp_py_code *sp_py_codes_get(sp_py_codes *c, uint32_t id);
 /* Sets the per-cache byte budget (0: SP_PY_CODE_BUDGET) and the counter
@@ -164,6 +162,7 @@ typedef struct sp_py_codes_usage {
 	uint64_t bytes;   /* Held now. */
 	uint64_t evicted; /* Entries evicted so far. */
 	uint64_t refused; /* Code objects refused (nothing evictable). */
+	uint32_t count;   /* Entries held now. */
 } sp_py_codes_usage;
 void sp_py_codes_get_usage(const sp_py_codes *c, sp_py_codes_usage *out);
 
@@ -294,10 +293,5 @@ int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, ui
  * Returns 0 with *top (and w->anchor_pos set for the next sp_py_walk),
  * STACKPULSE_ENOTFOUND, or the read callback's error. */
 int sp_py_anchor(sp_py_walker *w, uint64_t *top);
-
-/* Decodes (or finds) the code object at @p addr; exposed for tests.
- * Returns 0 and its id, STACKPULSE_EFORMAT for an invalid object, or
- * another negative code. */
-int sp_py_code_intern(sp_py_walker *w, uint64_t addr, uint32_t *id);
 
 #endif

@@ -27,8 +27,8 @@
  *                    UINT32_MAX, offset = frames[index].offset, pycode =
  *                    code->user, line = frames[index].line}
  *       TRUNCATED -> a STACKPULSE_FRAME_TRUNCATED marker
- *   - at finish: sp_python_get_stats() for the cost per sample;
- *     sp_python_free(py).
+ *   - sp_python_set_totals(py, &stats) to have the reads' costs summed;
+ *     at finish, sp_python_free(py).
  *
  * Not thread-safe: one sp_python is used by one thread at a time. */
 #ifndef SP_RECORD_PYTHON_H
@@ -54,11 +54,14 @@ int sp_python_candidate(const char *path);
  * free-threaded build; the detail says which) or -errno. */
 int sp_python_probe(pid_t pid, sp_python **out);
 
-/* Like sp_python_probe for one executable mapping [start, ...) of @p path
- * at file offset @p pgoff, as seen in an MMAP2 event. The file is opened
- * as the target sees it (/proc/PID/map_files, else /proc/PID/root/PATH). */
-int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
-                         sp_python **out);
+/* Like sp_python_probe for one executable mapping [start, end) of @p path
+ * at file offset @p pgoff (@p end and @p inode 0: unknown), as a line of
+ * /proc/PID/maps or an MMAP2 event gives it; sp_python_probe tries each
+ * candidate mapping with it. The file is opened as the target sees it
+ * (/proc/PID/map_files, else /proc/PID/root/PATH), @p inode checked when
+ * nonzero. */
+int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end, uint64_t pgoff,
+                         uint64_t inode, sp_python **out);
 
 void sp_python_free(sp_python *py);
 
@@ -85,7 +88,7 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
  * sp_python_free; the pointer itself only until the next read. */
 sp_py_code *sp_python_code(sp_python *py, uint32_t id);
 
-/* Reading costs, for statistics and benchmarks. */
+/* Reading costs, summed by sp_python_set_totals. */
 typedef struct sp_python_stats {
 	uint64_t stacks;        /* sp_python_read_stack calls. */
 	uint64_t failed;        /* Calls that returned no stack (no thread
@@ -105,7 +108,6 @@ typedef struct sp_python_stats {
 	uint64_t delayed;       /* Reads whose sample time was known. */
 	uint64_t delay_ns;      /* Sum of (read time - sample time) of those. */
 	uint64_t delay_max_ns;  /* Largest such delay. */
-	uint32_t codes;         /* Code objects interned. */
 	/* Code cache (SP_PY_CODE_BUDGET): bytes held now and the most held
 	 * at once (in totals: over all readers sharing them, see
 	 * sp_python_set_totals), entries evicted, code objects refused. */
@@ -114,14 +116,13 @@ typedef struct sp_python_stats {
 	uint64_t codes_evicted;
 	uint64_t codes_refused;
 } sp_python_stats;
-void sp_python_get_stats(const sp_python *py, sp_python_stats *out);
 
 /* The CLOCK_MONOTONIC time (ns) of the sample the next
  * sp_python_read_stack belongs to (0: unknown), for the delay statistics. */
 void sp_python_set_sample_time(sp_python *py, uint64_t ns);
 
-/* Makes every later read of @p py also add its costs to @p totals (not
- * codes), so a recorder can sum them over processes that come and go.
+/* Makes every later read of @p py also add its costs to @p totals, so a
+ * recorder can sum them over processes that come and go.
  * The code caches of readers given the same @p totals share one byte
  * budget (SP_PY_CODE_BUDGET_TOTAL) counted in totals->code_bytes.
  * @p totals must outlive @p py; NULL stops it. */

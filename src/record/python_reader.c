@@ -267,8 +267,8 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 
 /* The mapped file is opened as the target sees it (map_files, else the path
  * inside the target's root, never our own root) by the one safe open. */
-static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end, uint64_t pgoff,
-                      uint64_t inode, sp_python **out)
+int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end, uint64_t pgoff,
+                         uint64_t inode, sp_python **out)
 {
 	*out = NULL;
 	uint64_t size = 0;
@@ -318,12 +318,6 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
 	return 0;
 }
 
-int sp_python_probe_file(pid_t pid, const char *path, uint64_t start, uint64_t pgoff,
-                         sp_python **out)
-{
-	return probe_file(pid, path, start, 0, pgoff, 0, out);
-}
-
 typedef struct probe_walk {
 	pid_t pid;
 	sp_python **out;
@@ -338,7 +332,7 @@ static int probe_map(void *ctx, const sp_proc_map *m)
 	    strcmp(m->path, w->last) == 0)
 		return 0;
 	snprintf(w->last, sizeof(w->last), "%s", m->path);
-	w->rc = probe_file(w->pid, m->path, m->start, m->end, m->pgoff, m->inode, w->out);
+	w->rc = sp_python_probe_file(w->pid, m->path, m->start, m->end, m->pgoff, m->inode, w->out);
 	if (w->rc == 0 || w->rc == -ESRCH || w->rc == -ENOMEM)
 		return 1;
 	if (w->best == STACKPULSE_ENOTFOUND)
@@ -386,17 +380,6 @@ const sp_py_range *sp_python_eval_ranges(const sp_python *py, uint32_t *n)
 sp_py_code *sp_python_code(sp_python *py, uint32_t id)
 {
 	return sp_py_codes_get(py->w.codes, id);
-}
-
-void sp_python_get_stats(const sp_python *py, sp_python_stats *out)
-{
-	*out = py->stats;
-	out->codes = sp_py_codes_count(py->w.codes);
-	sp_py_codes_usage cu;
-	sp_py_codes_get_usage(py->w.codes, &cu);
-	out->code_bytes = cu.bytes;
-	out->codes_evicted = cu.evicted;
-	out->codes_refused = cu.refused;
 }
 
 void sp_python_set_sample_time(sp_python *py, uint64_t ns)

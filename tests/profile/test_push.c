@@ -3,6 +3,7 @@
  * opentelemetry-proto package and hands Pyroscope bodies to
  * `go tool pprof -raw`. Also the failure paths: 5xx then 2xx (retried),
  * 4xx, a server that never answers, and a refused connection. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -315,6 +316,46 @@ SP_TEST(push_reports_a_refused_connection)
 	stackpulse_push_opts o = push_opts(ntohs(a.sin_port), STACKPULSE_PUSH_PYROSCOPE);
 	CHECK_EQ(stackpulse_push(p, &o), -ECONNREFUSED);
 	CHECK(strstr(stackpulse_last_error(), "cannot connect") != NULL);
+	stackpulse_profile_free(p);
+	sp_buf_free(&mem);
+}
+
+/* libcurl and the libraries it pulls in are loaded by the first push, not
+ * at the start of every program built with push support: the examples
+ * (linked with this build's library) load no libcurl before main, and
+ * after a push this process has it. */
+SP_TEST(libcurl_is_loaded_by_the_first_push_only)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	const char *tools[] = { "record", "report" };
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		char cmd[1024];
+		snprintf(cmd, sizeof(cmd), "ldd '%s/%s' 2>&1", bindir, tools[i]);
+		FILE *f = popen(cmd, "r");
+		REQUIRE(f != NULL);
+		char line[512];
+		int libs = 0, curl = 0;
+		while (fgets(line, sizeof(line), f)) {
+			libs++;
+			curl += strstr(line, "libcurl") != NULL;
+		}
+		CHECK_EQ(pclose(f), 0);
+		printf("%s: %d libraries at start, libcurl %d\n", tools[i], libs, curl);
+		CHECK(libs >= 3); /* libc, the loader, libdw at least: ldd did answer. */
+		CHECK_EQ(curl, 0);
+	}
+	const char *dir = server_dir("lazycurl");
+	int port = start_server(dir, "");
+	sp_buf mem;
+	stackpulse_profile *p = fixture(&mem);
+	stackpulse_push_opts o = push_opts(port, STACKPULSE_PUSH_OTLP);
+	CHECK_OK(stackpulse_push(p, &o));
+	void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_NOLOAD);
+	CHECK(lib != NULL);
+	if (lib)
+		dlclose(lib);
 	stackpulse_profile_free(p);
 	sp_buf_free(&mem);
 }

@@ -266,6 +266,9 @@ SP_TEST(demo_stacks_every_version)
 			stop_child(&c);
 			continue;
 		}
+		/* The reads' costs, summed as a recorder sums them. */
+		sp_python_stats cost = { 0 };
+		sp_python_set_totals(py, &cost);
 		printf("    %s: version %x\n", vs.path[v], sp_python_version(py));
 		uint32_t ne;
 		sp_python_eval_ranges(py, &ne);
@@ -310,11 +313,17 @@ SP_TEST(demo_stacks_every_version)
 		CHECK(edge <= 3); /* Call/return edges are rare stops. */
 		/* Live reads of the running target: never a wrong frame. */
 		int ok = 0;
+		uint32_t ids[64], nids = 0; /* Code ids seen: interned, so few. */
 		for (int k = 0; k < 300; k++) {
 			if (sp_python_read_stack(py, c.pid, NULL, 0, 0, f, SP_PY_MAX_DEPTH, &n,
 			                         &tr) != 0)
 				continue;
 			for (uint32_t i = 0; i < n; i++) {
+				uint32_t d = 0;
+				while (d < nids && ids[d] != f[i].code)
+					d++;
+				if (d == nids && nids < 64)
+					ids[nids++] = f[i].code;
 				const char *q = qual(py, &f[i]);
 				CHECK(strcmp(q, "fib") == 0 || ends_with(q, "helper") ||
 				      ends_with(q, "run") || strcmp(q, "<module>") == 0);
@@ -323,16 +332,16 @@ SP_TEST(demo_stacks_every_version)
 			ok += !tr && n >= 3 && strcmp(qual(py, &f[n - 1]), "<module>") == 0;
 		}
 		CHECK(ok > 0);
-		sp_python_stats st;
-		sp_python_get_stats(py, &st);
+		sp_python_set_totals(py, NULL);
 		printf("    %s: %llu stacks, %.1f frames, %.1f read calls, %.2f us per stack, "
 		       "%llu truncated, %u code objects\n",
-		       vs.path[v], (unsigned long long)st.stacks,
-		       (double)st.frames / (double)st.stacks,
-		       (double)st.read_calls / (double)st.stacks,
-		       (double)st.ns / 1000.0 / (double)st.stacks, (unsigned long long)st.truncated,
-		       st.codes);
-		CHECK(st.codes <= 8);
+		       vs.path[v], (unsigned long long)cost.stacks,
+		       (double)cost.frames / (double)cost.stacks,
+		       (double)cost.read_calls / (double)cost.stacks,
+		       (double)cost.ns / 1000.0 / (double)cost.stacks,
+		       (unsigned long long)cost.truncated, nids);
+		CHECK(cost.stacks >= 300);
+		CHECK(nids <= 8);
 		sp_python_free(py);
 		stop_child(&c);
 	}
@@ -535,7 +544,7 @@ SP_TEST(probe_file_from_one_mapping)
 			if (path[0] != '/')
 				continue; /* [vdso] and anonymous code */
 			sp_python *py = NULL;
-			int rc = sp_python_probe_file(c.pid, path, a, off, &py);
+			int rc = sp_python_probe_file(c.pid, path, a, b, off, inode, &py);
 			tried++;
 			if (sp_python_candidate(path) && rc == 0) {
 				sp_py_frame fr[SP_PY_MAX_DEPTH];
@@ -621,6 +630,8 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 			stop_child(&c);
 			continue;
 		}
+		sp_python_stats st = { 0 };
+		sp_python_set_totals(py, &st);
 		static sp_py_frame f[SP_PY_MAX_DEPTH];
 		uint32_t n;
 		int tr;
@@ -668,8 +679,7 @@ SP_TEST(fast_recursion_read_live_only_truncates)
 			full += !tr && n > 0 && strcmp(qual(py, &f[n - 1]), "<module>") == 0;
 			usleep(200); /* let the target move on (a loaded VM starves it) */
 		}
-		sp_python_stats st;
-		sp_python_get_stats(py, &st);
+		sp_python_set_totals(py, NULL);
 		printf("    %s: 600 live reads, %u complete, %u truncated (%u at the depth cap), "
 		       "%.1f frames avg, %llu torn walks (%llu misplaced), %.1f us per stack\n",
 		       vs.path[v], full, truncated, capped, frames / 600.0,

@@ -296,7 +296,7 @@ static int read_while_truncated(truncer *t, int which, double secs)
 		reads++;
 		if (which == 0) {
 			sp_python *py = NULL;
-			if (sp_python_probe_file(getpid(), t->path, 0x10000000, 0, &py) == 0)
+			if (sp_python_probe_file(getpid(), t->path, 0x10000000, 0, 0, 0, &py) == 0)
 				sp_python_free(py);
 			continue;
 		}
