@@ -243,8 +243,15 @@ static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
 {
 	if (rec->opts.off_cpu == STACKPULSE_FEATURE_OFF || (rec->offcpu_probed && !rec->offcpu))
 		return 0;
+	if (!rec->offcpu_probed) {
+		/* The kernel refuses a frequency above this sysctl. */
+		long max = sp_perf_sysctl("perf_event_max_sample_rate", SP_OFFCPU_STACK_HZ);
+		rec->offcpu_hz = max > 0 && max < (long)SP_OFFCPU_STACK_HZ ? (uint32_t)max
+		                                                           : SP_OFFCPU_STACK_HZ;
+	}
+	int freq = rec->reopen_size ? rec->reopen_freq : rec->offcpu_freq;
 	struct perf_event_attr a;
-	sp_perf_switch_attr(&rec->setup.attr, &a);
+	sp_perf_switch_attr(&rec->setup.attr, freq ? rec->offcpu_hz : 0, &a);
 	int fd = sp_perf_event_open(&a, tid, cpu, -1);
 	if (fd == -ESRCH)
 		return 0;
@@ -580,9 +587,12 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 	if (!rec->reopen_size) {
 		int resize = rec->copy_want && rec->copy_want != rec->copy_size &&
 		             rec->copy_resizes < SP_COPY_MAX_RESIZE && !rec->copy_stop;
+		/* A switch storm: its stacks sampled at offcpu_hz from now on. */
+		int to_freq = rec->offcpu_storm && !rec->offcpu_freq && !rec->copy_stop;
 		size_t grow = rings_grow_begin(rec, resize && rec->copy_want < rec->copy_size);
-		if (!resize && !grow)
+		if (!resize && !grow && !to_freq)
 			return 0;
+		rec->reopen_freq = rec->offcpu_freq || to_freq;
 		rec->reopen_size = resize ? rec->copy_want : rec->copy_size;
 		rec->reopen_old = rec->nfds;
 		rec->setup.attr.sample_stack_user = rec->reopen_size;
@@ -625,6 +635,7 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 		rec->copy_want = 0;
 		rec->copy_need = rec->copy_seen = 0;
 	}
+	rec->offcpu_freq = rec->reopen_freq;
 	rec->reopens++;
 	rec->reopen_size = 0;
 	return lrc;
