@@ -205,10 +205,11 @@ def main():
     sp = [x for x in res["stackpulse"] if x["rc"] == 0]
     medf = lambda k: f"{run.med([x[k] for x in sp]):.0f}" if sp else "—"
     lines += ["", "stackpulse's events are the off-CPU intervals seen, each with its exact "
-              "duration: median %s rows with a stack sample of their own (%s of them without "
-              "one), %s merged into them (no stack sample of their own: their time counts for "
-              "the stack of the row they went into), %s dropped; its \"lost\" counts ring "
-              "records (switch records and samples). perf's are `sched_switch` samples, each "
+              "duration (medians): %s written as rows (%s of them with the empty stack: 1 ms "
+              "or longer, without a stack sample), %s merged into the rows (shorter, without "
+              "a stack sample of their own: their time counts under the stack of the row they "
+              "went into), %s dropped; its \"lost\" counts ring records (switch records and "
+              "samples). perf's are `sched_switch` samples, each "
               "with its callchain, unwound later by `perf script`/`report`; perf's \"lost\" "
               "counts chunks. %s"
               % (medf("rows"), medf("no_stack"), medf("merged"), medf("dropped"),
