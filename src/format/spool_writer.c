@@ -62,8 +62,9 @@ struct sp_writer {
 	 * OFFCPU record at the end of the chunk, before SAMPLES). */
 	sp_buf ocols[SP_OFFCPU_ALL_COLUMNS];
 	uint32_t chunk_offcpu;
-	int chunk_merged; /* A row of the chunk has merged intervals: the
-	                   * block carries the two optional columns. */
+	/* A row of the chunk has merged intervals: its block carries the two
+	 * optional columns. */
+	int chunk_merged;
 	uint64_t offcpu_prev; /* Start of the chunk's latest interval. */
 	sp_writer_counts counts;
 	/* Counts when the current file began (sp_writer_next_file): its footer
@@ -124,10 +125,10 @@ static int close_chunk(sp_writer *w)
 	if (w->chunk.len == 0 && w->chunk_samples == 0 && w->chunk_offcpu == 0)
 		return 0;
 	size_t records_len = w->chunk.len;
-	int rc = w->chunk_offcpu ? append_block(w, SP_REC_OFFCPU, w->chunk_offcpu, w->ocols,
-	                                        w->chunk_merged ? SP_OFFCPU_ALL_COLUMNS
-	                                                        : SP_OFFCPU_COLUMNS)
-	                         : 0;
+	int rc = w->chunk_offcpu
+	                 ? append_block(w, SP_REC_OFFCPU, w->chunk_offcpu, w->ocols,
+	                                w->chunk_merged ? SP_OFFCPU_ALL_COLUMNS : SP_OFFCPU_COLUMNS)
+	                 : 0;
 	if (!rc && w->chunk_samples)
 		rc = append_block(w, SP_REC_SAMPLES, w->chunk_samples, w->cols, SP_SAMPLE_COLUMNS);
 	if (!rc) {

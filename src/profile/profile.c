@@ -740,7 +740,8 @@ static int run_offcpu(builder *b)
 		if (!keep(b, iv->pid, iv->tid, iv->start_ns) || ns == 0)
 			continue;
 		uint32_t w = iv->merged < UINT32_MAX - 1 ? (uint32_t)iv->merged + 1 : UINT32_MAX;
-		if ((rc = add_sample(b, iv->start_ns, iv->thread, iv->process, iv->stack, w, 1, ns)))
+		if ((rc = add_sample(b, iv->start_ns, iv->thread, iv->process, iv->stack, w, 1,
+		                     ns)))
 			break;
 	}
 	stackpulse_offcpu_iter_free(it);

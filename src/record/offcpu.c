@@ -6,11 +6,11 @@
  * kernel dropped breaks a pair: the interval it would have closed is
  * counted as dropped, never guessed.
  *
- * Stacks are sampled (SP_OFFCPU_STACK_HZ per thread and CPU), the switch
- * records are not: a short interval without a stack sample of its own is
- * not written as a row but merged, count and time, into the thread's next
- * row in the same state, whose stack the kernel sampled as one of those
- * switch-outs (it stands for its period). Left over at the end, they go
+ * In a switch storm stacks are sampled (SP_OFFCPU_STACK_HZ per thread and
+ * CPU), the switch records are not: a short interval without a stack
+ * sample of its own is not written as a row but merged, count and time,
+ * into the thread's next row in the same state, whose stack the kernel
+ * sampled as one of those switch-outs (it stands for its period). Left over at the end, they go
  * into a row with the empty stack. A long one (SP_OFFCPU_MERGE_NS) is a
  * row of its own with the empty stack: a long wait is never put under
  * another wait's stack, and a thread has few of them. */

@@ -86,9 +86,9 @@ enum {
  * intervals) per second that the kernel aims at per thread and CPU
  * (attr.freq), and what makes a storm: switch-outs per second of all the
  * followed threads together, counted over windows (docs/recording.md). */
-#define SP_OFFCPU_STACK_HZ    1000u
-#define SP_OFFCPU_STORM_RATE  10000u
-#define SP_OFFCPU_STORM_NS    100000000ull
+#define SP_OFFCPU_STACK_HZ   1000u
+#define SP_OFFCPU_STORM_RATE 10000u
+#define SP_OFFCPU_STORM_NS   100000000ull
 
 /* Context switches per second and CPU the rings are sized for when
  * off-CPU intervals are recorded (as root; docs/recording.md). */
@@ -153,8 +153,8 @@ struct stackpulse_recorder {
 	/* Off-CPU intervals (offcpu.c): enum stackpulse_offcpu_method used,
 	 * 0 when off or refused; counters for stats and the spool. */
 	int offcpu;
-	int offcpu_probed;   /* The first switch event was tried. */
-	uint32_t offcpu_hz;  /* Stack samples per second in a storm (attr.sample_freq). */
+	int offcpu_probed;  /* The first switch event was tried. */
+	uint32_t offcpu_hz; /* Stack samples per second in a storm (attr.sample_freq). */
 	/* Switch events sample every switch-out until the followed threads
 	 * switch out more than SP_OFFCPU_STORM_RATE times a second (storm,
 	 * counted per SP_OFFCPU_STORM_NS window); a re-open then samples at

@@ -649,8 +649,8 @@ SP_TEST(offcpu_rejections)
 	/* Merged counts that add up past 2^64. */
 	sp_buf_init(&b);
 	basics(&b);
-	rec(&b, SP_REC_OFFCPU, "vzzvvvvvvvvvvv", V(2), Z(5), Z(1), V(0), V(0), V(1), V(1),
-	    V(100), V(100), V(1), V(1), V(UINT64_MAX), V(1), V(0), V(0));
+	rec(&b, SP_REC_OFFCPU, "vzzvvvvvvvvvvv", V(2), Z(5), Z(1), V(0), V(0), V(1), V(1), V(100),
+	    V(100), V(1), V(1), V(UINT64_MAX), V(1), V(0), V(0));
 	EXPECT_REJECT(&b, 0, STACKPULSE_EFORMAT);
 	sp_buf_free(&b);
 	struct {

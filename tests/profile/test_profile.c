@@ -337,8 +337,8 @@ SP_TEST(offcpu_merged_time_counts_under_the_row_stack)
 	REQUIRE_OK(sp_writer_stack_frames(w, &fb, 1, &sb));
 	REQUIRE_OK(sp_writer_offcpu(w, 100, 2000, t1, sa, STACKPULSE_OFFCPU_BLOCKED));
 	REQUIRE_OK(sp_writer_flush(w));
-	REQUIRE_OK(sp_writer_offcpu_merged(w, 5000, 1000, t1, sb, STACKPULSE_OFFCPU_BLOCKED, 9,
-	                                   9000));
+	REQUIRE_OK(
+	        sp_writer_offcpu_merged(w, 5000, 1000, t1, sb, STACKPULSE_OFFCPU_BLOCKED, 9, 9000));
 	REQUIRE_OK(sp_writer_finish(w));
 	sp_writer_free(w);
 	stackpulse_spool *s = NULL;
