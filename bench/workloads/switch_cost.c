@@ -69,6 +69,21 @@ static void *reader(void *arg)
 	return NULL;
 }
 
+/* A software event @p config of the target, inherited, enabled at exec. */
+static void task_attr(struct perf_event_attr *a, uint64_t config)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = PERF_TYPE_SOFTWARE;
+	a->config = config;
+	a->sample_id_all = 1;
+	a->inherit = 1;
+	a->disabled = 1;
+	a->enable_on_exec = 1;
+	a->use_clockid = 1;
+	a->clockid = CLOCK_MONOTONIC;
+}
+
 static int open_event(struct perf_event_attr *a, pid_t pid, int cpu)
 {
 	return (int)syscall(SYS_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
@@ -103,18 +118,10 @@ int main(int argc, char **argv)
 		_exit(127);
 	}
 	for (int c = 0; c < ncpu; c++) {
-		struct perf_event_attr d = { 0 };
-		d.size = sizeof(d);
-		d.type = PERF_TYPE_SOFTWARE;
-		d.config = PERF_COUNT_SW_DUMMY;
-		d.sample_id_all = 1;
+		struct perf_event_attr d;
+		task_attr(&d, PERF_COUNT_SW_DUMMY);
 		d.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
 		                PERF_SAMPLE_IDENTIFIER;
-		d.inherit = 1;
-		d.disabled = 1;
-		d.enable_on_exec = 1;
-		d.use_clockid = 1;
-		d.clockid = CLOCK_MONOTONIC;
 		d.watermark = 1;
 		d.wakeup_watermark = (uint32_t)(ring_size / 4);
 		d.context_switch = swrec ? 1 : 0;
@@ -132,10 +139,8 @@ int main(int argc, char **argv)
 		}
 		if (!cs)
 			continue;
-		struct perf_event_attr a = { 0 };
-		a.size = sizeof(a);
-		a.type = PERF_TYPE_SOFTWARE;
-		a.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+		struct perf_event_attr a;
+		task_attr(&a, PERF_COUNT_SW_CONTEXT_SWITCHES);
 		a.sample_period = 1;
 		if (freq) {
 			a.freq = 1;
@@ -148,12 +153,6 @@ int main(int argc, char **argv)
 		a.sample_regs_user = 0xff0fff; /* x86_64: the registers the unwinder takes */
 		a.sample_stack_user = stk ? stack : 0;
 		a.exclude_callchain_user = 1;
-		a.sample_id_all = 1;
-		a.inherit = 1;
-		a.disabled = 1;
-		a.enable_on_exec = 1;
-		a.use_clockid = 1;
-		a.clockid = CLOCK_MONOTONIC;
 		a.exclude_hv = 1;
 		int fd = open_event(&a, child, c);
 		if (fd < 0 || ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_fd[c]) != 0) {
