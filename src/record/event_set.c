@@ -272,7 +272,10 @@ static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
 	int rc = push_fd(rec, fd, tid, SP_EVENT_SWITCH);
 	if (rc)
 		return rc;
-	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rec->rings[cpu].fd) != 0)
+	/* The ring the sampling event beside it writes into: during a re-open
+	 * that grows the ring, the new one (the old one is unmapped once
+	 * drained, and what went there after would be lost uncounted). */
+	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_out(rec, cpu)) != 0)
 		return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", cpu);
 	return 0;
 }

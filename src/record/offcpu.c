@@ -28,6 +28,21 @@
  * 1000 rows a second per thread. */
 #define SP_OFFCPU_MERGE_NS 1000000ull
 
+void sp_offcpu_storm_count(stackpulse_recorder *rec, uint64_t time, uint64_t n)
+{
+	if (!rec->offcpu || rec->offcpu_storm)
+		return;
+	if (time - rec->offcpu_win_start >= SP_OFFCPU_STORM_NS) {
+		rec->offcpu_win_start = time;
+		rec->offcpu_win_outs = 0;
+	}
+	rec->offcpu_win_outs += n;
+	/* A storm: the next re-open samples the stacks (event_set.c). */
+	if (rec->offcpu_win_outs >
+	    (uint64_t)SP_OFFCPU_STORM_RATE * SP_OFFCPU_STORM_NS / 1000000000ull)
+		rec->offcpu_storm = 1;
+}
+
 void sp_offcpu_sample(sp_thread *th, uint64_t time, uint32_t stack)
 {
 	th->off_cs_time = time;
@@ -97,14 +112,7 @@ static int flush_pending(stackpulse_recorder *rec, sp_thread *th)
 int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int out, int preempt)
 {
 	if (out) {
-		/* A storm: the next re-open samples the stacks (event_set.c). */
-		if (time - rec->offcpu_win_start >= SP_OFFCPU_STORM_NS) {
-			rec->offcpu_win_start = time;
-			rec->offcpu_win_outs = 0;
-		}
-		if (++rec->offcpu_win_outs >
-		    (uint64_t)SP_OFFCPU_STORM_RATE * SP_OFFCPU_STORM_NS / 1000000000ull)
-			rec->offcpu_storm = 1;
+		sp_offcpu_storm_count(rec, time, 1);
 		/* Two outs in a row: the switch-in between them was lost. */
 		if (th->off_state == SP_OFF_OFF_CPU)
 			rec->offcpu_dropped++;

@@ -88,7 +88,7 @@ enum {
  * followed threads together, counted over windows (docs/recording.md). */
 #define SP_OFFCPU_STACK_HZ   1000u
 #define SP_OFFCPU_STORM_RATE 10000u
-#define SP_OFFCPU_STORM_NS   100000000ull
+#define SP_OFFCPU_STORM_NS   10000000ull
 
 /* Context switches per second and CPU the rings are sized for when
  * off-CPU intervals are recorded (as root; docs/recording.md). */
@@ -229,6 +229,9 @@ void sp_recorder_rings_retire(stackpulse_recorder *rec);
 /* Off-CPU intervals (offcpu.c). A context-switch sample of @p th at
  * @p time with stack @p stack: the stack its next switch-out carries. */
 void sp_offcpu_sample(sp_thread *th, uint64_t time, uint32_t stack);
+/* Counts @p n switch-outs (or records the kernel lost: a recorder that
+ * falls behind sees too few to tell) at @p time toward a switch storm. */
+void sp_offcpu_storm_count(stackpulse_recorder *rec, uint64_t time, uint64_t n);
 /* PERF_RECORD_SWITCH of @p th: out (with @p preempt) or in; a switch-in
  * after a switch-out writes the interval. */
 int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int out, int preempt);
