@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "record/proc_scan.h"
 #include "record/recorder.h"
 
 /* A context-switch sample and its switch-out record come from the same
@@ -144,10 +145,13 @@ int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now)
 		return 0;
 	for (size_t i = 0; i < rec->pt.nthreads; i++) {
 		sp_thread *th = &rec->pt.threads[i];
-		/* A thread that exited switched out for good: no interval. */
+		/* A thread that exited switched out for good: no interval. Its
+		 * EXIT record may have been lost: ask /proc too. */
 		int rc = 0;
+		char st = 0;
 		if (!th->exited && !rec->pt.procs[th->process]->exited &&
-		    th->off_state == SP_OFF_OFF_CPU && now >= th->off_start) {
+		    th->off_state == SP_OFF_OFF_CPU && now >= th->off_start &&
+		    sp_proc_state(th->tid, &st, NULL) == 0 && st != 'Z' && st != 'X') {
 			th->off_state = SP_OFF_ON_CPU;
 			rc = write_interval(rec, th, now);
 		}
