@@ -141,6 +141,7 @@ def main():
         tools["perf --off-cpu"] = ["perf", "record", "--off-cpu", "-o", pdata, "--", exe,
                                    str(args.rounds)]
     res = {t: [] for t in tools}
+    loads = [os.getloadavg()[0]]
     for r in range(args.runs):
         for tool, cmd in tools.items():
             for p in (rep, spool, pdata):
@@ -173,18 +174,20 @@ def main():
                               "tree_cpu": m.cpu, "size": size, "events": events, **extra})
             run.log("run %d %-22s rc %s target %.2fs cpu %.2fs tree %.2fs events %s size %s"
                     % (r, tool, m.rc, wall or -1, cpu or -1, m.cpu, events, size))
+    loads.append(os.getloadavg()[0])
     base = run.med([x["wall"] for x in res["alone"]])
     lines = [BEGIN, "## Off-CPU recording (switch storm)", "",
              "`python3 bench/offcpu.py --runs %d --rounds %d`: `bench/workloads/pingpong.c` passes a "
              "byte between two threads over pipes %d times (every pass blocks one thread and "
              "wakes the other), alone, under `record --off-cpu` (ReleaseFast, defaults: 99 Hz, "
-             "32 KiB stack copies, switch-out stacks sampled at most 1000 times a second per "
-             "thread and CPU) and under `perf record -e sched:sched_switch -g`, interleaved "
-             "run by run; medians of %d runs on this 2-CPU machine shared with other work. "
+             "32 KiB stack copies; in a switch storm, switch-out stacks sampled at most 1000 "
+             "times a second per thread and CPU) and under `perf record -e sched:sched_switch -g`, interleaved "
+             "run by run; medians of %d runs on this 2-CPU machine shared with other work "
+             "(1-minute load average %.1f before the runs, %.1f after). "
              "Target wall and CPU are the target's own; a recorder's CPU is its process tree's "
              "minus the target's. Bytes per interval divide the whole file (samples, symbols, "
              "footer included) by the intervals in it."
-             % (args.runs, args.rounds, args.rounds, args.runs), "",
+             % (args.runs, args.rounds, args.rounds, args.runs, loads[0], loads[1]), "",
              "| | target wall | slowdown | target CPU | recorder CPU | output | events | bytes per event | lost |",
              "|---|---|---|---|---|---|---|---|---|"]
     for tool, rs in res.items():
