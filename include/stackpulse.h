@@ -338,9 +338,9 @@ struct stackpulse_recorder_stats {
 	enum stackpulse_offcpu_method off_cpu_method;
 	uint64_t offcpu_intervals; /**< Off-CPU intervals written (rows, each
 	                            *   with its own start and duration). */
-	uint64_t offcpu_no_stack;  /**< Of them: written without a stack (no
-	                            *   stack sample of their own and no later
-	                            *   one of the thread to go with). */
+	uint64_t offcpu_no_stack;  /**< Of them: written with the empty stack (no
+	                            *   stack sample of their own: 1 ms or
+	                            *   longer, or left over at the end). */
 	uint64_t offcpu_dropped;   /**< Switch-ins not written: no switch-out
 	                            *   was seen for them (lost in a switch
 	                            *   storm, or before recording began). */
