@@ -15,9 +15,11 @@ target itself (workloads/selfreport.h); a recorder's CPU is its process
 tree's minus the target's. Then Python: tests/record/targets/pyblock.py
 (functions blocked in time.sleep, Lock.acquire, socket.recv and on the GIL)
 under `record --off-cpu` (`report --time=wall --python-only`) and under
-`py-spy record --idle`, wall seconds per leaf Python function. The section "Off-CPU recording" of --out is
-replaced (or appended); run.py rewrites the whole file, so run this after
-it.
+`py-spy record --idle`, wall seconds per leaf Python function (skipped
+with --storm-only, which keeps that table as it is). The section "Off-CPU
+recording" of --out is replaced (or appended), keeping the sub-sections
+(### headings) this script does not write; run.py rewrites the whole file,
+so run this after it.
 
 --unpriv runs the unprivileged method instead, as nobody (setpriv, so run
 it as root): accuracy on tests/record/targets/phases.c (per round 30% spin,
@@ -45,6 +47,7 @@ ROOT = run.ROOT
 BEGIN, END = "<!-- offcpu:begin -->", "<!-- offcpu:end -->"
 UBEGIN, UEND = "<!-- offcpu-unpriv:begin -->", "<!-- offcpu-unpriv:end -->"
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+PY_HEADING = "### Python: functions blocked off CPU"
 
 
 def target_report(path):
@@ -99,7 +102,7 @@ def python_section(record, prefix, tmp, runs):
             if rc == 0:
                 theirs.append(leaf_seconds(raw, 1e-2))
         run.log("python run %d done" % r)
-    out = ["", "### Python: functions blocked off CPU", "",
+    out = ["", PY_HEADING, "",
            "`tests/record/targets/pyblock.py` on %s: `sleeper` sleeps 10 × 20 ms, `waiter` "
            "blocks in `Lock.acquire` and `receiver` in `socket.recv` about 450 ms each (after "
            "`settle`, 50 ms of `time.sleep` each), three `gil_worker` threads run `spin` for "
@@ -307,6 +310,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=200000)
     ap.add_argument("--unpriv", action="store_true", help="the unprivileged method, as nobody")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--storm-only", action="store_true",
+                    help="bench the switch storm only; keep the Python table")
     args = ap.parse_args()
     tmp = os.environ.get("BENCH_TMP", "/tmp/stackpulse-bench")
     os.makedirs(tmp, exist_ok=True)
@@ -336,6 +341,7 @@ def main():
         tools["perf --off-cpu"] = ["perf", "record", "--off-cpu", "-o", pdata, "--", exe,
                                    str(args.rounds)]
     res = {t: [] for t in tools}
+    loads = [os.getloadavg()[0]]
     for r in range(args.runs):
         for tool, cmd in tools.items():
             for p in (rep, spool, pdata):
@@ -348,10 +354,15 @@ def main():
             size = os.path.getsize(out) if tool != "alone" and os.path.exists(out) else None
             events = None
             if tool == "stackpulse":
-                mm = re.search(r"(\d+) off-CPU intervals \((\d+) without a stack, (\d+) dropped\)", text)
+                mm = re.search(r"(\d+) off-CPU intervals \((\d+) without a stack, (\d+) dropped\)"
+                               r"(?:, (\d+) more merged into them)?", text)
                 lost = re.search(r"samples \((\d+) lost\)", text)
-                events = int(mm.group(1)) if mm else None
-                extra = {"no_stack": int(mm.group(2)) if mm else None,
+                # Intervals seen: the rows plus the intervals merged into them.
+                rows = int(mm.group(1)) if mm else None
+                merged = int(mm.group(4) or 0) if mm else None
+                events = rows + merged if mm else None
+                extra = {"rows": rows, "merged": merged,
+                         "no_stack": int(mm.group(2)) if mm else None,
                          "dropped": int(mm.group(3)) if mm else None,
                          "lost": int(lost.group(1)) if lost else None}
             else:
@@ -363,17 +374,20 @@ def main():
                               "tree_cpu": m.cpu, "size": size, "events": events, **extra})
             run.log("run %d %-22s rc %s target %.2fs cpu %.2fs tree %.2fs events %s size %s"
                     % (r, tool, m.rc, wall or -1, cpu or -1, m.cpu, events, size))
+    loads.append(os.getloadavg()[0])
     base = run.med([x["wall"] for x in res["alone"]])
     lines = [BEGIN, "## Off-CPU recording (switch storm)", "",
              "`python3 bench/offcpu.py --runs %d --rounds %d`: `bench/workloads/pingpong.c` passes a "
              "byte between two threads over pipes %d times (every pass blocks one thread and "
              "wakes the other), alone, under `record --off-cpu` (ReleaseFast, defaults: 99 Hz, "
-             "32 KiB stack copies) and under `perf record -e sched:sched_switch -g`, interleaved "
-             "run by run; medians of %d runs on this 2-CPU machine shared with other work. "
+             "32 KiB stack copies; in a switch storm, switch-out stacks sampled at most 1000 "
+             "times a second per thread and CPU) and under `perf record -e sched:sched_switch -g`, interleaved "
+             "run by run; medians of %d runs on this 2-CPU machine shared with other work "
+             "(1-minute load average %.1f before the runs, %.1f after). "
              "Target wall and CPU are the target's own; a recorder's CPU is its process tree's "
              "minus the target's. Bytes per interval divide the whole file (samples, symbols, "
              "footer included) by the intervals in it."
-             % (args.runs, args.rounds, args.rounds, args.runs), "",
+             % (args.runs, args.rounds, args.rounds, args.runs, loads[0], loads[1]), "",
              "| | target wall | slowdown | target CPU | recorder CPU | output | events | bytes per event | lost |",
              "|---|---|---|---|---|---|---|---|---|"]
     for tool, rs in res.items():
@@ -388,20 +402,38 @@ def main():
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             tool, f(wall, "%.2f s"), f(wall / base if wall and base else None, "%.2f×"),
             f(cpu, "%.2f s"), f(rcpu, "%.2f s"),
-            f(size / 1048576 if size else None, "%.2f MiB"), f(ev, "%.0f"),
-            f(size / ev if size and ev else None, "%.1f"), f(lost, "%.0f")))
+            (f(size / 1048576, "%.2f MiB") if size and size >= 1048576
+             else f(size / 1024 if size else None, "%.1f KiB")), f(ev, "%.0f"),
+            f(size / ev if size and ev else None, "%.2f"), f(lost, "%.0f")))
     sp = [x for x in res["stackpulse"] if x["rc"] == 0]
-    lines += ["", "stackpulse's events are off-CPU intervals (median %s without a stack, %s "
-              "dropped); perf's are `sched_switch` samples, each with its callchain, unwound "
-              "later by `perf script`/`report`; perf's \"lost\" counts chunks. %s"
-              % (f"{run.med([x['no_stack'] for x in sp]):.0f}" if sp else "—",
-                 f"{run.med([x['dropped'] for x in sp]):.0f}" if sp else "—",
+    medf = lambda k: f"{run.med([x[k] for x in sp]):.0f}" if sp else "—"
+    lines += ["", "stackpulse's events are the off-CPU intervals seen, each with its exact "
+              "duration (medians): %s written as rows (%s of them with the empty stack: 1 ms "
+              "or longer, without a stack sample), %s merged into the rows (shorter, without "
+              "a stack sample of their own: their time counts under the stack of the row they "
+              "went into), %s dropped; its \"lost\" counts ring records (switch records and "
+              "samples). perf's are `sched_switch` samples, each "
+              "with its callchain, unwound later by `perf script`/`report`; perf's \"lost\" "
+              "counts chunks. %s"
+              % (medf("rows"), medf("no_stack"), medf("merged"), medf("dropped"),
                  "`perf record --off-cpu` is not in this perf (built without BPF skeletons)."
                  if not has_perf_offcpu else ""), END]
-    lines = lines[:-1] + python_section(record, prefix, tmp, args.runs) + [END]
     text = open(args.out).read() if os.path.exists(args.out) else ""
-    if UBEGIN in text and UEND in text:  # the --unpriv sub-section stays
-        lines = lines[:-1] + ["", text[text.index(UBEGIN):text.index(UEND) + len(UEND)], END]
+    # The existing section's sub-sections: the Python one is ours (kept with
+    # --storm-only), the --unpriv one (between its markers) and any other
+    # are written by someone else and kept.
+    kept, py_old, unpriv = [], [], []
+    if BEGIN in text and END in text:
+        old = text[text.index(BEGIN) + len(BEGIN):text.index(END)]
+        if UBEGIN in old and UEND in old:
+            unpriv = ["", old[old.index(UBEGIN):old.index(UEND) + len(UEND)]]
+            old = old[:old.index(UBEGIN)] + old[old.index(UEND) + len(UEND):]
+        for part in re.split(r"\n(?=### )", old)[1:]:
+            body = ["", *part.rstrip("\n").split("\n")]
+            (py_old if part.startswith(PY_HEADING) else kept).append(body)
+    py = (sum(py_old, []) if args.storm_only
+          else python_section(record, prefix, tmp, args.runs))
+    lines = lines[:-1] + py + sum(kept, []) + unpriv + [END]
     section = "\n".join(lines) + "\n"
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + section.rstrip("\n") + text[text.index(END) + len(END):]

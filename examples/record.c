@@ -627,8 +627,10 @@ int main(int argc, char **argv)
 		if (st.off_cpu_method != STACKPULSE_OFFCPU_NONE)
 			fprintf(stderr,
 			        "record: %" PRIu64 " off-CPU intervals (%" PRIu64
-			        " without a stack, %" PRIu64 " dropped)\n",
-			        st.offcpu_intervals, st.offcpu_no_stack, st.offcpu_dropped);
+			        " without a stack, %" PRIu64 " dropped), %" PRIu64
+			        " more merged into them\n",
+			        st.offcpu_intervals, st.offcpu_no_stack, st.offcpu_dropped,
+			        st.offcpu_merged);
 	}
 	if (*python_note)
 		fprintf(stderr, "record: warning: recorded without Python frames: %s\n",

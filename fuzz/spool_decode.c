@@ -159,9 +159,10 @@ static void check_offcpu(const stackpulse_spool *s)
 	if (stackpulse_offcpu_iter_new(s, &it) != 0)
 		return;
 	const struct stackpulse_offcpu *x;
-	uint64_t n = 0;
+	uint64_t n = 0, merged = 0;
 	int rc;
 	while ((rc = stackpulse_offcpu_iter_next(it, &x)) == 1) {
+		merged += x->merged; /* open bounded the sum */
 		ENSURE(x->thread < stackpulse_spool_thread_count(s));
 		ENSURE(x->stack < stackpulse_spool_stack_count(s));
 		ENSURE(x->process == stackpulse_spool_thread(s, x->thread)->process);
@@ -170,6 +171,7 @@ static void check_offcpu(const stackpulse_spool *s)
 		n++;
 	}
 	ENSURE(rc == 0 && n == stackpulse_spool_meta(s)->offcpu_intervals);
+	ENSURE(merged == stackpulse_spool_meta(s)->offcpu_merged);
 	ENSURE(stackpulse_offcpu_iter_next(it, &x) == 0);
 	stackpulse_offcpu_iter_free(it);
 }

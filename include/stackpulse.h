@@ -340,15 +340,26 @@ struct stackpulse_recorder_stats {
 	/* Off-CPU intervals (opts.off_cpu; docs/recording.md#off-cpu-time). */
 	/** How they are recorded; ::STACKPULSE_OFFCPU_NONE when not. */
 	enum stackpulse_offcpu_method off_cpu_method;
-	uint64_t offcpu_intervals; /**< Off-CPU intervals written. */
-	uint64_t offcpu_no_stack;  /**< Of them: written without a stack (the
-	                            *   switch-out sample was lost; unprivileged:
-	                            *   the interval ended before its stack was
+	uint64_t offcpu_intervals; /**< Off-CPU intervals written (rows, each
+	                            *   with its own start and duration). */
+	uint64_t offcpu_no_stack;  /**< Of them: written with the empty stack:
+	                            *   no stack sample of their own (1 ms or
+	                            *   longer in a switch storm, or left over
+	                            *   at the end); unprivileged method: the
+	                            *   interval ended before its stack was
 	                            *   read, the read failed its checks, or a
-	                            *   preempted thread had no recent sample). */
+	                            *   preempted thread had no recent sample. */
 	uint64_t offcpu_dropped;   /**< Switch-ins not written: no switch-out
 	                            *   was seen for them (lost in a switch
 	                            *   storm, or before recording began). */
+	uint64_t offcpu_merged;    /**< Intervals not written as rows: without a
+	                            *   stack sample of their own (the kernel
+	                            *   samples stacks about 1000 times a second
+	                            *   per thread and CPU at most), their count
+	                            *   and time went into the thread's next row
+	                            *   in the same state (`merged`, `merged_ns`
+	                            *   of ::stackpulse_offcpu). Intervals seen:
+	                            *   `offcpu_intervals + offcpu_merged`. */
 };
 
 /** The cost and quality of reading Python stacks (CPython targets only; all
@@ -555,7 +566,9 @@ struct stackpulse_spool_meta {
 	/** How off-CPU intervals were recorded; ::STACKPULSE_OFFCPU_NONE for
 	 *  spools without them (and every spool of older writers). */
 	enum stackpulse_offcpu_method off_cpu_method;
-	uint64_t offcpu_intervals; /**< Off-CPU intervals in the file. */
+	uint64_t offcpu_intervals; /**< Off-CPU intervals in the file (rows). */
+	uint64_t offcpu_merged;    /**< Intervals merged into those rows (the sum
+	                            *   of their `merged`). */
 };
 
 /** A process. Indexes are stable within one spool. */
@@ -831,6 +844,12 @@ struct stackpulse_offcpu {
 	uint32_t stack;       /**< Stack when it left the CPU (leaf node); 0: unknown. */
 	/** Blocked or preempted. */
 	enum stackpulse_offcpu_state state;
+	/** Earlier intervals of the thread in the same state, without a stack
+	 *  sample of their own, that this row stands for too (0 for spools of
+	 *  older writers): their stack is counted as this one's, statistically
+	 *  (docs/recording.md#off-cpu-time). */
+	uint64_t merged;
+	uint64_t merged_ns; /**< Their time off CPU in all, ns. */
 };
 
 /** Iterator over the off-CPU intervals, one chunk in memory at a time. */
@@ -1193,7 +1212,8 @@ struct stackpulse_profile_sample {
 	uint64_t time_ns; /**< Sample time; an interval's switch-out time. */
 	uint32_t thread;  /**< Thread index. */
 	uint32_t stack;   /**< Leaf stack node. */
-	uint32_t weight;  /**< Weight (1 for an off-CPU interval). */
+	uint32_t weight;  /**< Weight (for an off-CPU interval: 1 plus the
+	                   *   intervals merged into it). */
 	uint32_t off_cpu; /**< 1 for an off-CPU interval, 0 for an on-CPU sample. */
 	/** What it counts for in the profile: `weight` (::STACKPULSE_TIME_SAMPLES)
 	 *  or nanoseconds (the other ::stackpulse_time views). Function counts

@@ -305,7 +305,8 @@ struct block_iter {
 	uint64_t base_time;             /* Where the chunk's time chain starts. */
 	uint64_t prev_time;
 	int has_prev;
-	int failed; /* Sticky error code. */
+	int merged_cols; /* The OFFCPU block has the merged columns. */
+	int failed;      /* Sticky error code. */
 };
 
 struct stackpulse_sample_iter {
@@ -396,13 +397,19 @@ static int iter_block(struct block_iter *it, const uint8_t *body, size_t len)
 	/* Both block types take at least one byte per column. */
 	if (n == 0 || n > sp_cursor_left(&c) / (uint64_t)it->ncols)
 		return sp_error(STACKPULSE_EFORMAT, "bad row count %llu", (unsigned long long)n);
-	for (int col = 0; col < it->ncols; col++) {
+	/* OFFCPU blocks may carry the two merged columns after the others. */
+	int ncols = it->ncols;
+	for (int col = 0; col < ncols; col++) {
 		size_t start = c.pos;
 		for (uint64_t i = 0; i < n; i++)
 			if ((rc = sp_cursor_varint(&c, &v, "block column")))
 				return rc;
 		it->cols[col] = sp_cursor_make(body + start, c.pos - start);
+		if (col + 1 == ncols && it->type == SP_REC_OFFCPU && ncols == SP_OFFCPU_COLUMNS &&
+		    sp_cursor_left(&c))
+			ncols = SP_OFFCPU_ALL_COLUMNS;
 	}
+	it->merged_cols = ncols > it->ncols;
 	it->block_left = n;
 	return 0;
 }
@@ -474,6 +481,11 @@ static int iter_offcpu(stackpulse_offcpu_iter *oi)
 	oi->interval.tid = th->tid;
 	oi->interval.stack = stack;
 	oi->interval.state = (enum stackpulse_offcpu_state)state;
+	oi->interval.merged = oi->interval.merged_ns = 0;
+	if (it->merged_cols &&
+	    ((rc = sp_cursor_varint(&it->cols[5], &oi->interval.merged, "merged intervals")) ||
+	     (rc = sp_cursor_varint(&it->cols[6], &oi->interval.merged_ns, "merged duration"))))
+		return rc;
 	return 0;
 }
 

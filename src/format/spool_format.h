@@ -81,10 +81,13 @@ enum sp_record_type {
 #define SP_SAMPLE_MIN_BYTES 5
 
 /* Columns of an OFFCPU record, in order: start time delta (signed), thread,
- * stack, duration, state (enum stackpulse_offcpu_state). */
-#define SP_OFFCPU_COLUMNS   5
-#define SP_OFFCPU_MIN_BYTES 5
-#define SP_COLUMNS_MAX      5 /* Most columns of a block. */
+ * stack, duration, state (enum stackpulse_offcpu_state); then, optional
+ * together (both or neither), merged (intervals folded into the row) and
+ * merged_ns (their time). */
+#define SP_OFFCPU_COLUMNS     5
+#define SP_OFFCPU_ALL_COLUMNS 7
+#define SP_OFFCPU_MIN_BYTES   5
+#define SP_COLUMNS_MAX        7 /* Most columns of a block. */
 /* Largest META off_cpu_method a reader knows (stackpulse_offcpu_method). */
 #define SP_OFFCPU_METHOD_MAX 2u
 
@@ -102,6 +105,7 @@ enum sp_stat_key {
 	SP_STAT_OFFCPU_INTERVALS = 10, /* Off-CPU intervals written. */
 	SP_STAT_OFFCPU_NO_STACK = 11,  /* Of them: without a stack. */
 	SP_STAT_OFFCPU_DROPPED = 12,   /* Switch-ins without a switch-out. */
+	SP_STAT_OFFCPU_MERGED = 13,    /* Intervals folded into a later row. */
 };
 
 #endif

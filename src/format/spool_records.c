@@ -654,9 +654,22 @@ static int rec_offcpu(stackpulse_spool *s, sp_cursor *c, struct sp_chunk_ref *re
 		rc = sp_cursor_varint(c, &v64, "duration");
 	for (uint64_t i = 0; i < n && !rc; i++)
 		rc = sp_cursor_varint_max(c, STACKPULSE_OFFCPU_PREEMPTED, &v64, "off-CPU state");
+	/* The optional merged columns: both or neither (older writers). */
+	uint64_t merged = 0;
+	if (!rc && sp_cursor_left(c)) {
+		for (uint64_t i = 0; i < n && !rc; i++) {
+			rc = sp_cursor_varint(c, &v64, "merged intervals");
+			if (!rc && v64 > UINT64_MAX - merged)
+				rc = sp_error(STACKPULSE_EFORMAT, "merged intervals overflow");
+			merged += v64;
+		}
+		for (uint64_t i = 0; i < n && !rc; i++)
+			rc = sp_cursor_varint(c, &v64, "merged duration");
+	}
 	if (rc)
 		return rc;
 	s->meta.offcpu_intervals += n;
+	s->meta.offcpu_merged += merged;
 	ref->intervals += n;
 	return 0;
 }

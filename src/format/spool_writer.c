@@ -60,8 +60,11 @@ struct sp_writer {
 	uint64_t chunk_prev; /* Time of the chunk's latest sample. */
 	/* Off-CPU intervals of the open chunk, by column likewise (one
 	 * OFFCPU record at the end of the chunk, before SAMPLES). */
-	sp_buf ocols[SP_OFFCPU_COLUMNS];
+	sp_buf ocols[SP_OFFCPU_ALL_COLUMNS];
 	uint32_t chunk_offcpu;
+	/* A row of the chunk has merged intervals: its block carries the two
+	 * optional columns. */
+	int chunk_merged;
 	uint64_t offcpu_prev; /* Start of the chunk's latest interval. */
 	sp_writer_counts counts;
 	/* Counts when the current file began (sp_writer_next_file): its footer
@@ -90,7 +93,7 @@ static size_t chunk_raw_len(const sp_writer *w)
 	size_t n = w->chunk.len;
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		n += w->cols[i].len;
-	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+	for (int i = 0; i < SP_OFFCPU_ALL_COLUMNS; i++)
 		n += w->ocols[i].len;
 	return n;
 }
@@ -122,9 +125,10 @@ static int close_chunk(sp_writer *w)
 	if (w->chunk.len == 0 && w->chunk_samples == 0 && w->chunk_offcpu == 0)
 		return 0;
 	size_t records_len = w->chunk.len;
-	int rc = w->chunk_offcpu ? append_block(w, SP_REC_OFFCPU, w->chunk_offcpu, w->ocols,
-	                                        SP_OFFCPU_COLUMNS)
-	                         : 0;
+	int rc = w->chunk_offcpu
+	                 ? append_block(w, SP_REC_OFFCPU, w->chunk_offcpu, w->ocols,
+	                                w->chunk_merged ? SP_OFFCPU_ALL_COLUMNS : SP_OFFCPU_COLUMNS)
+	                 : 0;
 	if (!rc && w->chunk_samples)
 		rc = append_block(w, SP_REC_SAMPLES, w->chunk_samples, w->cols, SP_SAMPLE_COLUMNS);
 	if (!rc) {
@@ -175,10 +179,11 @@ static int close_chunk(sp_writer *w)
 	sp_buf_reset(&w->chunk);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_reset(&w->cols[i]);
-	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+	for (int i = 0; i < SP_OFFCPU_ALL_COLUMNS; i++)
 		sp_buf_reset(&w->ocols[i]);
 	w->chunk_samples = 0;
 	w->chunk_offcpu = 0;
+	w->chunk_merged = 0;
 	return 0;
 }
 
@@ -301,7 +306,7 @@ int sp_writer_new(const sp_writer_opts *opts, sp_sink_fn sink, void *sink_ctx, s
 	sp_buf_init(&w->out);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_init(&w->cols[i]);
-	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+	for (int i = 0; i < SP_OFFCPU_ALL_COLUMNS; i++)
 		sp_buf_init(&w->ocols[i]);
 	sp_htab_init(&w->module_ix);
 	sp_htab_init(&w->frame_ix);
@@ -336,7 +341,7 @@ void sp_writer_free(sp_writer *w)
 	sp_buf_free(&w->out);
 	for (int i = 0; i < SP_SAMPLE_COLUMNS; i++)
 		sp_buf_free(&w->cols[i]);
-	for (int i = 0; i < SP_OFFCPU_COLUMNS; i++)
+	for (int i = 0; i < SP_OFFCPU_ALL_COLUMNS; i++)
 		sp_buf_free(&w->ocols[i]);
 	for (uint32_t i = 0; i < w->counts.modules; i++)
 		sp_free(w->modules[i].path);
@@ -775,6 +780,12 @@ int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t s
 int sp_writer_offcpu(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint32_t thread,
                      uint32_t stack, int state)
 {
+	return sp_writer_offcpu_merged(w, start_ns, duration_ns, thread, stack, state, 0, 0);
+}
+
+int sp_writer_offcpu_merged(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint32_t thread,
+                            uint32_t stack, int state, uint64_t merged, uint64_t merged_ns)
+{
 	int rc = begin_row(w, thread, stack);
 	if (rc)
 		return rc;
@@ -785,10 +796,14 @@ int sp_writer_offcpu(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint
 	/* The chain starts from 0 in each chunk: the chunk's base time is its
 	 * first sample's, which may come after this interval. */
 	uint64_t prev = w->chunk_offcpu ? w->offcpu_prev : 0;
-	const uint64_t rest[SP_OFFCPU_COLUMNS - 1] = { thread, stack, duration_ns,
-		                                       (uint64_t)state };
-	if ((rc = put_row(w->ocols, SP_OFFCPU_COLUMNS, (int64_t)(start_ns - prev), rest)))
+	/* The optional columns are filled for every row and written only
+	 * when a row of the chunk uses them. */
+	const uint64_t rest[SP_OFFCPU_ALL_COLUMNS - 1] = {
+		thread, stack, duration_ns, (uint64_t)state, merged, merged_ns,
+	};
+	if ((rc = put_row(w->ocols, SP_OFFCPU_ALL_COLUMNS, (int64_t)(start_ns - prev), rest)))
 		return rc;
+	w->chunk_merged |= merged != 0;
 	w->chunk_offcpu++;
 	w->offcpu_prev = start_ns;
 	w->counts.offcpu++;

@@ -100,6 +100,11 @@ int sp_writer_sample(sp_writer *w, uint64_t time_ns, uint32_t thread, uint32_t s
  * is an enum stackpulse_offcpu_state. */
 int sp_writer_offcpu(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint32_t thread,
                      uint32_t stack, int state);
+/* The same row standing also for @p merged earlier intervals of the thread
+ * in the same state, without a stack of their own, @p merged_ns long in
+ * all (docs/spool-format.md, OFFCPU). */
+int sp_writer_offcpu_merged(sp_writer *w, uint64_t start_ns, uint64_t duration_ns, uint32_t thread,
+                            uint32_t stack, int state, uint64_t merged, uint64_t merged_ns);
 
 /* A kernel symbol (for kernel frames); @p module NULL or "" for vmlinux. */
 int sp_writer_ksym(sp_writer *w, uint64_t addr, const char *name, const char *module);

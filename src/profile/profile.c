@@ -719,7 +719,10 @@ static int run_samples(builder *b)
 	return rc < 0 ? rc : 0;
 }
 
-/* The off-CPU intervals, each counting for its duration (OFF and WALL). */
+/* The off-CPU intervals, each counting for its duration (OFF and WALL),
+ * plus that of the intervals merged into it: they had no stack sample of
+ * their own and the kernel sampled this one among them, so its stack
+ * stands for them (the weight says for how many). */
 static int run_offcpu(builder *b)
 {
 	const struct stackpulse_profile *p = b->p;
@@ -731,10 +734,14 @@ static int run_offcpu(builder *b)
 		return rc;
 	const struct stackpulse_offcpu *iv;
 	while ((rc = stackpulse_offcpu_iter_next(it, &iv)) == 1) {
-		if (!keep(b, iv->pid, iv->tid, iv->start_ns) || iv->duration_ns == 0)
+		uint64_t ns = iv->duration_ns + iv->merged_ns;
+		if (ns < iv->duration_ns)
+			ns = UINT64_MAX; /* A hostile file: saturate. */
+		if (!keep(b, iv->pid, iv->tid, iv->start_ns) || ns == 0)
 			continue;
-		if ((rc = add_sample(b, iv->start_ns, iv->thread, iv->process, iv->stack, 1, 1,
-		                     iv->duration_ns)))
+		uint32_t w = iv->merged < UINT32_MAX - 1 ? (uint32_t)iv->merged + 1 : UINT32_MAX;
+		if ((rc = add_sample(b, iv->start_ns, iv->thread, iv->process, iv->stack, w, 1,
+		                     ns)))
 			break;
 	}
 	stackpulse_offcpu_iter_free(it);

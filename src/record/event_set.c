@@ -241,10 +241,11 @@ static int has_direct(const stackpulse_recorder *rec, pid_t tid)
 static int switch_event_open(stackpulse_recorder *rec, pid_t tid, int cpu, int method)
 {
 	struct perf_event_attr a;
+	int freq = rec->reopen_size ? rec->reopen_freq : rec->offcpu_freq;
 	if (method == STACKPULSE_OFFCPU_UNPRIVILEGED)
 		sp_perf_switch_user_attr(&rec->setup.attr, &a);
 	else
-		sp_perf_switch_attr(&rec->setup.attr, &a);
+		sp_perf_switch_attr(&rec->setup.attr, freq ? rec->offcpu_hz : 0, &a);
 	return sp_perf_event_open(&a, tid, cpu, -1);
 }
 
@@ -258,6 +259,12 @@ static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
 {
 	if (rec->opts.off_cpu == STACKPULSE_FEATURE_OFF || (rec->offcpu_probed && !rec->offcpu))
 		return 0;
+	if (!rec->offcpu_probed) {
+		/* The kernel refuses a frequency above this sysctl. */
+		long max = sp_perf_sysctl("perf_event_max_sample_rate", SP_OFFCPU_STACK_HZ);
+		rec->offcpu_hz = max > 0 && max < (long)SP_OFFCPU_STACK_HZ ? (uint32_t)max
+		                                                           : SP_OFFCPU_STACK_HZ;
+	}
 	int method = rec->offcpu_probed ? rec->offcpu : STACKPULSE_OFFCPU_SWITCH_EVENT;
 	int fd = switch_event_open(rec, tid, cpu, method);
 	if (!rec->offcpu_probed && (fd == -EACCES || fd == -EPERM)) {
@@ -283,7 +290,10 @@ static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
 	int rc = push_fd(rec, fd, tid, SP_EVENT_SWITCH);
 	if (rc)
 		return rc;
-	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, rec->rings[cpu].fd) != 0)
+	/* The ring the sampling event beside it writes into: during a re-open
+	 * that grows the ring, the new one (the old one is unmapped once
+	 * drained, and what went there after would be lost uncounted). */
+	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_out(rec, cpu)) != 0)
 		return sp_error(-errno, "PERF_EVENT_IOC_SET_OUTPUT on cpu %d failed", cpu);
 	return 0;
 }
@@ -602,9 +612,12 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 	if (!rec->reopen_size) {
 		int resize = rec->copy_want && rec->copy_want != rec->copy_size &&
 		             rec->copy_resizes < SP_COPY_MAX_RESIZE && !rec->copy_stop;
+		/* A switch storm: its stacks sampled at offcpu_hz from now on. */
+		int to_freq = rec->offcpu_storm && !rec->offcpu_freq && !rec->copy_stop;
 		size_t grow = rings_grow_begin(rec, resize && rec->copy_want < rec->copy_size);
-		if (!resize && !grow)
+		if (!resize && !grow && !to_freq)
 			return 0;
+		rec->reopen_freq = rec->offcpu_freq || to_freq;
 		rec->reopen_size = resize ? rec->copy_want : rec->copy_size;
 		rec->reopen_old = rec->nfds;
 		rec->setup.attr.sample_stack_user = rec->reopen_size;
@@ -647,6 +660,7 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 		rec->copy_want = 0;
 		rec->copy_need = rec->copy_seen = 0;
 	}
+	rec->offcpu_freq = rec->reopen_freq;
 	rec->reopens++;
 	rec->reopen_size = 0;
 	return lrc;

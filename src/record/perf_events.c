@@ -161,13 +161,23 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
 	return sp_error(STACKPULSE_EINTERNAL, "perf_event_open fallbacks exhausted");
 }
 
-void sp_perf_switch_attr(const struct perf_event_attr *base, struct perf_event_attr *out)
+void sp_perf_switch_attr(const struct perf_event_attr *base, uint32_t stack_hz,
+                         struct perf_event_attr *out)
 {
 	*out = *base;
 	out->type = PERF_TYPE_SOFTWARE;
 	out->config = PERF_COUNT_SW_CONTEXT_SWITCHES;
-	out->freq = 0;
-	out->sample_period = 1;
+	/* Period 1: a sample at every switch-out. In frequency mode the period
+	 * starts at 1 and the kernel raises it for a thread that switches more
+	 * often than @p stack_hz times a second, so a switch storm costs the
+	 * target and the recorder a bounded number of stack samples. Every
+	 * switch still writes its PERF_RECORD_SWITCH (cheap): the intervals
+	 * stay whole. */
+	out->freq = stack_hz ? 1 : 0;
+	if (stack_hz)
+		out->sample_freq = stack_hz;
+	else
+		out->sample_period = 1;
 	/* With exclude_kernel the event never fires (its regs are the
 	 * scheduler's); kernel frames stay as the sampling event has them. */
 	out->exclude_kernel = 0;
@@ -184,7 +194,7 @@ void sp_perf_switch_user_attr(const struct perf_event_attr *base, struct perf_ev
 {
 	/* The privileged event's switch records and sample_id fields, on an
 	 * event that samples nothing and stays in user mode. */
-	sp_perf_switch_attr(base, out);
+	sp_perf_switch_attr(base, 0, out);
 	out->config = PERF_COUNT_SW_DUMMY;
 	out->sample_period = 0;
 	out->exclude_kernel = 1;

@@ -52,11 +52,14 @@ int sp_perf_read(int fd, int lost_format, sp_perf_counts *out);
 int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *out);
 
 /* The attribute of the off-CPU event from the sampling attribute @p base:
- * the context-switch software event at period 1 with the same sample
- * fields (callchain, user registers and stack copy), PERF_RECORD_SWITCH on,
- * and no other side-band records (the sampling event has those). Kernel
- * mode is never excluded: the event fires inside the scheduler. */
-void sp_perf_switch_attr(const struct perf_event_attr *base, struct perf_event_attr *out);
+ * the context-switch software event sampled at period 1, or with
+ * @p stack_hz > 0 at about @p stack_hz per second at most (frequency mode,
+ * from period 1), with the same sample fields
+ * (callchain, user registers and stack copy), PERF_RECORD_SWITCH on, and
+ * no other side-band records (the sampling event has those). Kernel mode
+ * is never excluded: the event fires inside the scheduler. */
+void sp_perf_switch_attr(const struct perf_event_attr *base, uint32_t stack_hz,
+                         struct perf_event_attr *out);
 
 /* The attribute of the unprivileged off-CPU event from @p base: a dummy
  * software event, user mode only, that counts nothing and only has the

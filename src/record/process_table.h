@@ -73,6 +73,12 @@ typedef struct sp_thread {
 	uint64_t off_run_time;
 	uint64_t off_run_cpu;
 	uint32_t off_run_stack; /* 0: none since the thread last blocked. */
+	/* Intervals without a stack sample, per state (blocked, preempted),
+	 * waiting for the next row of that state to go into (offcpu.c). */
+	struct sp_off_pending {
+		uint64_t count, ns;
+		uint64_t last_start, last_ns; /* The latest of them. */
+	} off_pending[2];
 } sp_thread;
 
 /* Integer-keyed open-addressing map: key (pid/tid) -> slot. */

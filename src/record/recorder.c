@@ -936,6 +936,7 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.offcpu_intervals = rec->offcpu_intervals;
 	s.offcpu_no_stack = rec->offcpu_no_stack;
 	s.offcpu_dropped = rec->offcpu_dropped;
+	s.offcpu_merged = rec->offcpu_merged;
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
@@ -990,6 +991,7 @@ static int write_stats(stackpulse_recorder *rec)
 		{ SP_STAT_OFFCPU_INTERVALS, rec->offcpu_intervals },
 		{ SP_STAT_OFFCPU_NO_STACK, rec->offcpu_no_stack },
 		{ SP_STAT_OFFCPU_DROPPED, rec->offcpu_dropped },
+		{ SP_STAT_OFFCPU_MERGED, rec->offcpu_merged },
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
 		/* Off-CPU keys only when intervals were recorded. */

@@ -79,8 +79,16 @@ typedef struct sp_event_id {
 
 enum {
 	SP_EVENT_SAMPLING = 0, /* cycles / cpu-clock. */
-	SP_EVENT_SWITCH = 1,   /* Context switches at period 1 (off-CPU). */
+	SP_EVENT_SWITCH = 1,   /* Context switches (off-CPU). */
 };
+
+/* In a switch storm, the context-switch samples (the stacks of off-CPU
+ * intervals) per second that the kernel aims at per thread and CPU
+ * (attr.freq), and what makes a storm: switch-outs per second of all the
+ * followed threads together, counted over windows (docs/recording.md). */
+#define SP_OFFCPU_STACK_HZ   1000u
+#define SP_OFFCPU_STORM_RATE 10000u
+#define SP_OFFCPU_STORM_NS   10000000ull
 
 /* Context switches per second and CPU the rings are sized for when
  * off-CPU intervals are recorded (as root; docs/recording.md). */
@@ -153,10 +161,17 @@ struct stackpulse_recorder {
 	/* Off-CPU intervals (offcpu.c): enum stackpulse_offcpu_method used,
 	 * 0 when off or refused; counters for stats and the spool. */
 	int offcpu;
-	int offcpu_probed; /* The first switch event was tried. */
-	uint64_t offcpu_intervals, offcpu_no_stack, offcpu_dropped;
+	int offcpu_probed;  /* The first switch event was tried. */
+	uint32_t offcpu_hz; /* Stack samples per second in a storm (attr.sample_freq). */
+	/* Switch events sample every switch-out until the followed threads
+	 * switch out more than SP_OFFCPU_STORM_RATE times a second (storm,
+	 * counted per SP_OFFCPU_STORM_NS window); a re-open then samples at
+	 * offcpu_hz (offcpu_freq; reopen_freq for the re-open under way). */
+	int offcpu_storm, offcpu_freq, reopen_freq;
+	uint64_t offcpu_win_start, offcpu_win_outs;
 	uint8_t *offcpu_copy; /* Unprivileged method: stack copy scratch (opts.stack_size). */
 	uint64_t offcpu_busy_until_ns; /* Poll every SP_OFFCPU_POLL_MS until then. */
+	uint64_t offcpu_intervals, offcpu_no_stack, offcpu_dropped, offcpu_merged;
 
 	uint64_t lost;
 	uint64_t truncated;
@@ -226,6 +241,9 @@ void sp_recorder_rings_retire(stackpulse_recorder *rec);
 /* Off-CPU intervals (offcpu.c). A context-switch sample of @p th at
  * @p time with stack @p stack: the stack its next switch-out carries. */
 void sp_offcpu_sample(sp_thread *th, uint64_t time, uint32_t stack);
+/* Counts @p n switch-outs (or records the kernel lost: a recorder that
+ * falls behind sees too few to tell) at @p time toward a switch storm. */
+void sp_offcpu_storm_count(stackpulse_recorder *rec, uint64_t time, uint64_t n);
 /* PERF_RECORD_SWITCH of @p th: out (with @p preempt) or in; a switch-in
  * after a switch-out writes the interval. */
 int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int out, int preempt);

@@ -568,8 +568,9 @@ static int handle_lost(stackpulse_recorder *rec, const uint8_t *p, size_t len, i
 			thread = th->index;
 	}
 	rec->lost += lost;
-	return sp_writer_lost(rec->w, thread, lost,
-	                      read_sample_id(p, len, &sid) == 0 ? sid.time : 0);
+	uint64_t time = read_sample_id(p, len, &sid) == 0 ? sid.time : 0;
+	sp_offcpu_storm_count(rec, time, lost);
+	return sp_writer_lost(rec->w, thread, lost, time);
 }
 
 uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p, size_t len)

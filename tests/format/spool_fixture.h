@@ -169,11 +169,14 @@ static SP_FIXTURE_UNUSED int write_offcpu(sp_writer *w, int finish)
 	TRY(sp_writer_offcpu(w, 4000, 1500, t1, root, STACKPULSE_OFFCPU_PREEMPTED));
 	TRY(sp_writer_offcpu(w, 9000, 7, t1, 0, STACKPULSE_OFFCPU_BLOCKED));
 	TRY(sp_writer_flush(w));
-	TRY(sp_writer_offcpu(w, 50000000, 30000000000ull, t0, leaf, STACKPULSE_OFFCPU_BLOCKED));
+	/* The second chunk's block carries the merged columns, the first's not. */
+	TRY(sp_writer_offcpu_merged(w, 50000000, 30000000000ull, t0, leaf,
+	                            STACKPULSE_OFFCPU_BLOCKED, 3, 4500));
 	TRY(sp_writer_sample(w, 60000000, t1, leaf, 1, 1));
 	TRY(sp_writer_stat(w, SP_STAT_OFFCPU_INTERVALS, 4));
 	TRY(sp_writer_stat(w, SP_STAT_OFFCPU_NO_STACK, 1));
 	TRY(sp_writer_stat(w, SP_STAT_OFFCPU_DROPPED, 2));
+	TRY(sp_writer_stat(w, SP_STAT_OFFCPU_MERGED, 3));
 	if (finish)
 		TRY(sp_writer_finish(w));
 #undef TRY

@@ -635,6 +635,24 @@ SP_TEST(offcpu_rejections)
 	rec(&b, SP_REC_OFFCPU, "vzvvvv", V(1), Z(5), V(0), V(1), V(100), V(1));
 	CHECK_EQ(open_records(&b, 0), 0);
 	sp_buf_free(&b);
+	/* The two merged columns come together: both, or a short body. */
+	sp_buf_init(&b);
+	basics(&b);
+	rec(&b, SP_REC_OFFCPU, "vzvvvvvv", V(1), Z(5), V(0), V(1), V(100), V(1), V(3), V(4500));
+	CHECK_EQ(open_records(&b, 0), 0);
+	sp_buf_free(&b);
+	sp_buf_init(&b);
+	basics(&b);
+	rec(&b, SP_REC_OFFCPU, "vzvvvvv", V(1), Z(5), V(0), V(1), V(100), V(1), V(3));
+	EXPECT_REJECT(&b, 0, STACKPULSE_EFORMAT);
+	sp_buf_free(&b);
+	/* Merged counts that add up past 2^64. */
+	sp_buf_init(&b);
+	basics(&b);
+	rec(&b, SP_REC_OFFCPU, "vzzvvvvvvvvvvv", V(2), Z(5), Z(1), V(0), V(0), V(1), V(1), V(100),
+	    V(100), V(1), V(1), V(UINT64_MAX), V(1), V(0), V(0));
+	EXPECT_REJECT(&b, 0, STACKPULSE_EFORMAT);
+	sp_buf_free(&b);
 	struct {
 		uint64_t n, thread, stack, state;
 		int code;

@@ -248,6 +248,7 @@ SP_TEST(offcpu_intervals_round_trip)
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(s);
 	CHECK_EQ(meta->off_cpu_method, STACKPULSE_OFFCPU_SWITCH_EVENT);
 	CHECK_EQ(meta->offcpu_intervals, 4);
+	CHECK_EQ(meta->offcpu_merged, 3);
 	CHECK_EQ(meta->samples, 2);
 	CHECK_EQ(meta->chunks, 2);
 	struct {
@@ -255,11 +256,12 @@ SP_TEST(offcpu_intervals_round_trip)
 		pid_t tid;
 		int has_stack;
 		enum stackpulse_offcpu_state state;
+		uint64_t merged, merged_ns;
 	} want[4] = {
-		{ 5000, 40000000, 300, 1, STACKPULSE_OFFCPU_BLOCKED },
-		{ 4000, 1500, 301, 1, STACKPULSE_OFFCPU_PREEMPTED },
-		{ 9000, 7, 301, 0, STACKPULSE_OFFCPU_BLOCKED },
-		{ 50000000, 30000000000ull, 300, 1, STACKPULSE_OFFCPU_BLOCKED },
+		{ 5000, 40000000, 300, 1, STACKPULSE_OFFCPU_BLOCKED, 0, 0 },
+		{ 4000, 1500, 301, 1, STACKPULSE_OFFCPU_PREEMPTED, 0, 0 },
+		{ 9000, 7, 301, 0, STACKPULSE_OFFCPU_BLOCKED, 0, 0 },
+		{ 50000000, 30000000000ull, 300, 1, STACKPULSE_OFFCPU_BLOCKED, 3, 4500 },
 	};
 	stackpulse_offcpu_iter *it = NULL;
 	REQUIRE_OK(stackpulse_offcpu_iter_new(s, &it));
@@ -274,6 +276,8 @@ SP_TEST(offcpu_intervals_round_trip)
 		CHECK_EQ(iv->process, 0);
 		CHECK_EQ(iv->stack != 0, want[n].has_stack);
 		CHECK_EQ(iv->state, want[n].state);
+		CHECK_EQ(iv->merged, want[n].merged);
+		CHECK_EQ(iv->merged_ns, want[n].merged_ns);
 		if (want[n].has_stack)
 			CHECK(stackpulse_spool_stack_depth(s, iv->stack) >= 1);
 		n++;
@@ -293,6 +297,8 @@ SP_TEST(offcpu_intervals_round_trip)
 	uint64_t v = 0;
 	CHECK_OK(sp_spool_stat(s, SP_STAT_OFFCPU_NO_STACK, &v));
 	CHECK_EQ(v, 1);
+	CHECK_OK(sp_spool_stat(s, SP_STAT_OFFCPU_MERGED, &v));
+	CHECK_EQ(v, 3);
 
 	/* Copy: equal contents, the same bytes on a second copy. */
 	memsink c1 = { 0 }, c2 = { 0 };

@@ -311,6 +311,56 @@ SP_TEST(jit_and_unknown_frames_without_symbolizer)
 	sp_buf_free(&mem);
 }
 
+/* An off-CPU row counts for its own time plus the time of the intervals
+ * merged into it (no stack sample of their own), under its stack, with a
+ * weight of 1 + their count; rows of older writers (no merged columns)
+ * count for their own time. */
+SP_TEST(offcpu_merged_time_counts_under_the_row_stack)
+{
+	sp_buf mem;
+	sp_buf_init(&mem);
+	sp_writer *w = NULL;
+	sp_writer_opts wo = { 0, 0 };
+	REQUIRE_OK(sp_writer_new(&wo, syn_sink, &mem, &w));
+	sp_writer_set_offcpu_method(w, STACKPULSE_OFFCPU_SWITCH_EVENT);
+	uint32_t p1, t1, fa, fb, sa, sb;
+	REQUIRE_OK(sp_writer_process(w, 10, UINT32_MAX, 1, "pp", "pp", &p1));
+	REQUIRE_OK(sp_writer_thread(w, p1, 10, 1, "pp", &t1));
+	REQUIRE_OK(sp_writer_jitsym(w, p1, 0x7000, 0x100, "wait_a"));
+	REQUIRE_OK(sp_writer_jitsym(w, p1, 0x8000, 0x100, "wait_b"));
+	struct stackpulse_raw_frame rf = { STACKPULSE_FRAME_JIT, UINT32_MAX, 0x7010, UINT32_MAX,
+		                           0 };
+	REQUIRE_OK(sp_writer_frame(w, &rf, &fa));
+	rf.offset = 0x8010;
+	REQUIRE_OK(sp_writer_frame(w, &rf, &fb));
+	REQUIRE_OK(sp_writer_stack_frames(w, &fa, 1, &sa));
+	REQUIRE_OK(sp_writer_stack_frames(w, &fb, 1, &sb));
+	REQUIRE_OK(sp_writer_offcpu(w, 100, 2000, t1, sa, STACKPULSE_OFFCPU_BLOCKED));
+	REQUIRE_OK(sp_writer_flush(w));
+	REQUIRE_OK(
+	        sp_writer_offcpu_merged(w, 5000, 1000, t1, sb, STACKPULSE_OFFCPU_BLOCKED, 9, 9000));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(sp_spool_open_memory(mem.data, mem.len, 0, &s));
+	stackpulse_profile_opts o;
+	stackpulse_profile_opts_init(&o);
+	o.time = STACKPULSE_TIME_OFF;
+	stackpulse_profile *p = NULL;
+	REQUIRE_OK(stackpulse_profile_build(s, NULL, &o, &p));
+	REQUIRE_EQ(stackpulse_profile_sample_count(p), 2);
+	const struct stackpulse_profile_sample *a = stackpulse_profile_sample(p, 0);
+	const struct stackpulse_profile_sample *b = stackpulse_profile_sample(p, 1);
+	CHECK_EQ(a->value, 2000);
+	CHECK_EQ(a->weight, 1);
+	CHECK_EQ(b->value, 10000);
+	CHECK_EQ(b->weight, 10);
+	CHECK(a->stack != b->stack);
+	stackpulse_profile_free(p);
+	stackpulse_spool_close(s);
+	sp_buf_free(&mem);
+}
+
 /* Self and inclusive weights per function, against the known tree: a
  * recursive function counts once per sample, weights sum to the samples. */
 static const struct stackpulse_profile_func_count *find_count(

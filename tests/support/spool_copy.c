@@ -163,8 +163,9 @@ int sp_spool_copy(const stackpulse_spool *s, sp_writer *w)
 		return rc;
 	const struct stackpulse_offcpu *iv;
 	while ((rc = stackpulse_offcpu_iter_next(oi, &iv)) == 1) {
-		if ((rc = sp_writer_offcpu(w, iv->start_ns, iv->duration_ns, iv->thread, iv->stack,
-		                           (int)iv->state)))
+		if ((rc = sp_writer_offcpu_merged(w, iv->start_ns, iv->duration_ns, iv->thread,
+		                                  iv->stack, (int)iv->state, iv->merged,
+		                                  iv->merged_ns)))
 			break;
 	}
 	stackpulse_offcpu_iter_free(oi);
@@ -198,7 +199,7 @@ static int meta_equal(const stackpulse_spool *a, const stackpulse_spool *b, char
 	    !str_eq(x->hostname, y->hostname) || x->kernel_frames != y->kernel_frames ||
 	    !str_eq(x->kernel_note, y->kernel_note) || x->samples != y->samples ||
 	    x->lost != y->lost || x->off_cpu_method != y->off_cpu_method ||
-	    x->offcpu_intervals != y->offcpu_intervals)
+	    x->offcpu_intervals != y->offcpu_intervals || x->offcpu_merged != y->offcpu_merged)
 		DIFF("metadata differs");
 	return 1;
 }
@@ -398,7 +399,8 @@ static int offcpu_equal(const stackpulse_spool *a, const stackpulse_spool *b, ch
 			break;
 		if (x->start_ns != y->start_ns || x->duration_ns != y->duration_ns ||
 		    x->thread != y->thread || x->process != y->process || x->pid != y->pid ||
-		    x->tid != y->tid || x->stack != y->stack || x->state != y->state) {
+		    x->tid != y->tid || x->stack != y->stack || x->state != y->state ||
+		    x->merged != y->merged || x->merged_ns != y->merged_ns) {
 			(void)snprintf(why, why_len, "interval %llu differs",
 			               (unsigned long long)n);
 			rc = 1;
