@@ -23,6 +23,7 @@
 #define MAX_EVAL_RANGES           8
 #define MAX_SYMBOLS               (16u << 20) /* Symbols scanned per table. */
 #define RESCAN_NS                 20000000ull /* Least time between thread rescans. */
+#define RESCAN_PENDING_NS         1000000ull  /* The same while a thread state has no tid yet. */
 #define GLIBC_X86_64_PTHREAD_TID  720         /* offsetof(struct pthread, tid), glibc 2.x */
 #define GLIBC_AARCH64_PTHREAD_TID 208         /* the same on aarch64 (glibc 2.36) */
 #define MAPS_PATH_MAX             1088u       /* Paths compared for "tried already". */
@@ -34,6 +35,9 @@ typedef struct tid_entry {
 
 struct sp_python {
 	pid_t pid;
+	pid_t mem_pid;  /* Whose memory is read: the pid, or a live thread of it
+	                 * once the leader is gone (pthread_exit in main). */
+	pid_t read_tid; /* The thread being read. */
 	uint64_t runtime; /* Address of _PyRuntime. */
 	sp_py_layout layout;
 	sp_py_walker w;
@@ -45,6 +49,11 @@ struct sp_python {
 	uint32_t nthreads;
 	uint64_t last_scan_ns;
 	int scanned;
+	/* The list as the last rescan saw it: its first interpreter (0: none
+	 * yet), that interpreter's newest thread state, and how many thread
+	 * states had no tid yet (a thread starting: it sets its own). */
+	uint64_t interp0, head0;
+	uint32_t pending;
 	sp_python_stats stats;
 	sp_python_stats *totals; /* Also gets each read's costs, or NULL. */
 	uint64_t sample_ns;      /* Of the next read; 0: unknown. */
@@ -65,7 +74,8 @@ static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n, int prefix)
 		/* The kernel's own file of the process, not a path in its root:
 		 * nothing the target controls (no FIFO, no planted link). */
 		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/mem", (int)py->pid);
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/mem", (int)py->pid,
+		         (int)py->mem_pid);
 		py->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (py->mem_fd < 0)
 			return -errno;
@@ -104,9 +114,17 @@ static int read_live(void *ctx, sp_py_iov *iov, uint32_t n, int prefix)
 			remote[i].iov_len = iov[first + i].len;
 		}
 		py->stats.read_calls++;
-		ssize_t r = process_vm_readv(py->pid, local, cnt, remote, cnt, 0);
+		ssize_t r = process_vm_readv(py->mem_pid, local, cnt, remote, cnt, 0);
 		if (r < 0) {
 			int e = errno;
+			if (e == ESRCH && py->read_tid > 0 && py->read_tid != py->mem_pid) {
+				/* The thread whose memory we read has ended (a leader
+				 * that called pthread_exit has no mm left, and its
+				 * pid answers ESRCH): read through the sampled
+				 * thread, which shares the memory. */
+				py->mem_pid = py->read_tid;
+				continue;
+			}
 			if (e == ESRCH)
 				return -ESRCH;
 			if (e == EPERM || e == ENOSYS) {
@@ -365,6 +383,7 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
 	if (!py)
 		return sp_error(-ENOMEM, "python reader");
 	py->pid = pid;
+	py->mem_pid = pid;
 	py->mem_fd = -1;
 	py->w.layout = &py->layout;
 	py->w.mem.read = read_live;
@@ -515,7 +534,14 @@ static int rescan(sp_python *py)
 	py->scanned = 1;
 	py->w.mem.stack = NULL;
 	sp_py_mem_reset(&py->w.mem);
-	int rc = sp_py_list_tstates(&py->w, py->runtime, addrs, SP_PY_MAX_THREADS, &n);
+	/* The list's heads first: a change after this is seen by the next
+	 * list_changed. */
+	uint64_t interp0 = 0, head0 = 0;
+	int rc = sp_py_list_head(&py->w, py->runtime, 0, &interp0);
+	if (rc == 0 && interp0)
+		rc = sp_py_list_head(&py->w, py->runtime, interp0, &head0);
+	if (rc == 0)
+		rc = sp_py_list_tstates(&py->w, py->runtime, addrs, SP_PY_MAX_THREADS, &n);
 	if (rc == -ESRCH || rc == -ENOMEM) {
 		sp_free(addrs);
 		return rc;
@@ -526,20 +552,45 @@ static int rescan(sp_python *py)
 		sp_free(addrs);
 		return -ENOMEM;
 	}
-	uint32_t k = 0;
+	uint32_t k = 0, pending = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		sp_py_tstate ts;
-		if (sp_py_read_tstate(&py->w, addrs[i], &ts) == 0 && ts.tid > 0) {
+		if (sp_py_read_tstate(&py->w, addrs[i], &ts) != 0)
+			continue;
+		if (ts.tid > 0) {
 			t[k].tid = ts.tid;
 			t[k].tstate = addrs[i];
 			k++;
+		} else {
+			pending++;
 		}
 	}
 	sp_free(addrs);
 	sp_free(py->threads);
 	py->threads = t;
 	py->nthreads = k;
+	py->interp0 = interp0;
+	py->head0 = head0;
+	py->pending = pending;
 	return 0;
+}
+
+/* 1 when the thread list may hold a thread it did not hold at the last
+ * rescan, so a tid it did not know is worth a rescan before RESCAN_NS: a
+ * new thread state at the head (a thread started, or the interpreter came
+ * up), or one that had no tid then and has had time to set it. One read;
+ * a thread without Python state (a native helper thread) costs that per
+ * sample. */
+static int list_changed(sp_python *py, uint64_t t0)
+{
+	if (py->pending && t0 - py->last_scan_ns >= RESCAN_PENDING_NS)
+		return 1;
+	uint64_t head = 0;
+	py->w.mem.stack = NULL;
+	sp_py_mem_reset(&py->w.mem);
+	if (sp_py_list_head(&py->w, py->runtime, py->interp0, &head) != 0)
+		return 0;
+	return head != (py->interp0 ? py->head0 : 0);
 }
 
 static uint64_t lookup(const sp_python *py, pid_t tid)
@@ -587,7 +638,8 @@ static int find_tstate(sp_python *py, pid_t tid, uint64_t t0, const uint8_t *sta
 	uint64_t addr = lookup(py, tid);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!addr) {
-			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS)
+			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS &&
+			    !list_changed(py, t0))
 				return STACKPULSE_ENOTFOUND;
 			int rc = rescan(py);
 			if (rc != 0)
@@ -621,6 +673,7 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	         misses0 = py->w.anchor_misses;
 	*n = 0;
 	*truncated = 0;
+	py->read_tid = tid;
 	py->stats.stacks++;
 	sp_py_codes_walk_begin(py->w.codes);
 	if (py->sample_ns && t0 >= py->sample_ns) {
