@@ -44,6 +44,7 @@ pub const os = [_][]const u8{
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
     "tests/python/test_python_shapes.c",
+    "tests/python/test_python_lifecycle.c",
     "tests/io/test_spool_file.c",
     "tests/unwind/test_unwind_hostile.c",
     "tests/unwind/test_unwind_real.c",

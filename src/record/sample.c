@@ -165,17 +165,19 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 	sp_python *py = sp_recorder_python_for(rec, proc);
 	uint32_t npy = 0;
 	int py_trunc = 0;
-	int early_rc = 0;
+	int early_rc = 0, read_rc = STACKPULSE_ENOTFOUND;
 	if (py && sp_recorder_python_take(rec, proc, tid, time, &npy, &py_trunc, &early_rc)) {
-		if (early_rc != 0)
-			npy = 0;
+		read_rc = early_rc;
 	} else if (py) {
 		sp_python_set_sample_time(py, time);
-		if (sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
-		                         SP_MAX_PY_FRAMES, &npy, &py_trunc) != 0)
-			npy = 0;
+		read_rc = sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
+		                               SP_MAX_PY_FRAMES, &npy, &py_trunc);
 	}
-	if (npy > 0 || (py && py_trunc)) {
+	if (read_rc != 0)
+		npy = 0;
+	/* A thread with Python state goes through the merge even without
+	 * frames: if its sample ran the eval loop, the merge marks it cut. */
+	if (npy > 0 || (py && (py_trunc || read_rc == 0))) {
 		sp_py_merge_in in;
 		memset(&in, 0, sizeof(in));
 		in.pcs = rec->pcs;
