@@ -35,9 +35,10 @@ typedef struct tid_entry {
 
 struct sp_python {
 	pid_t pid;
-	pid_t mem_pid;  /* Whose memory is read: the pid, or a live thread of it
-	                 * once the leader is gone (pthread_exit in main). */
-	pid_t read_tid; /* The thread being read. */
+	/* Whose memory is read: the pid, or a live thread of it once the
+	 * leader is gone (pthread_exit in main). */
+	pid_t mem_pid;
+	pid_t read_tid;   /* The thread being read. */
 	uint64_t runtime; /* Address of _PyRuntime. */
 	sp_py_layout layout;
 	sp_py_walker w;

@@ -175,9 +175,11 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 	}
 	if (read_rc != 0)
 		npy = 0;
-	/* A thread with Python state goes through the merge even without
-	 * frames: if its sample ran the eval loop, the merge marks it cut. */
-	if (npy > 0 || (py && (py_trunc || read_rc == 0))) {
+	/* Every sample of a CPython process goes through the merge, also
+	 * when no frame was read (the thread left Python before the read, or
+	 * its thread state was not found yet): if it ran the eval loop, the
+	 * merge marks it cut. */
+	if (py) {
 		sp_py_merge_in in;
 		memset(&in, 0, sizeof(in));
 		in.pcs = rec->pcs;

@@ -44,30 +44,28 @@ static const char threads_script[] =
         "for t in ts:\n"
         "    t.join()\n";
 
-static const char first_script[] =
-        "import sys, time\n"
-        "deadline = time.process_time() + float(sys.argv[1])\n"
-        "acc = 0\n"
-        "while time.process_time() < deadline:\n"
-        "    acc = (acc * 31 + 7) & 0xFFFFFFFF\n";
+static const char first_script[] = "import sys, time\n"
+                                   "deadline = time.process_time() + float(sys.argv[1])\n"
+                                   "acc = 0\n"
+                                   "while time.process_time() < deadline:\n"
+                                   "    acc = (acc * 31 + 7) & 0xFFFFFFFF\n";
 
 static const char import_script[] =
         "import os, sys\n"
         "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
         "import sp_heavy_mod\n";
 
-static const char heavy_module[] =
-        "import sys, time\n"
-        "def spin(n):\n"
-        "    acc = 0\n"
-        "    for i in range(n):\n"
-        "        acc = (acc * 31 + i) & 0xFFFFFFFF\n"
-        "    return acc\n"
-        "def warm(cpu):\n"
-        "    deadline = time.process_time() + cpu\n"
-        "    while time.process_time() < deadline:\n"
-        "        spin(5000)\n"
-        "warm(float(sys.argv[1]))\n";
+static const char heavy_module[] = "import sys, time\n"
+                                   "def spin(n):\n"
+                                   "    acc = 0\n"
+                                   "    for i in range(n):\n"
+                                   "        acc = (acc * 31 + i) & 0xFFFFFFFF\n"
+                                   "    return acc\n"
+                                   "def warm(cpu):\n"
+                                   "    deadline = time.process_time() + cpu\n"
+                                   "    while time.process_time() < deadline:\n"
+                                   "        spin(5000)\n"
+                                   "warm(float(sys.argv[1]))\n";
 
 /* One folded line: its frames, root first (f[0] is the process or
  * "process/TID" label), and its sample count. */
@@ -168,27 +166,6 @@ static int chain_is(const fline *l, const shape *s, const char *const *want, int
 	return k == n;
 }
 
-/* Records @p cmd (the target's command line) at 999 Hz into @p tag's
- * spool in the test directory and returns report --folded's text (with
- * @p report_args). */
-static char *record_folded(const char *tag, const char *cmd, const char *report_args)
-{
-	const char *bin = getenv("SP_BIN_DIR");
-	if (!bin || !*bin)
-		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
-	char spool[600], out[700], line[4096];
-	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), tag);
-	snprintf(out, sizeof(out), "%s.folded", spool);
-	snprintf(line, sizeof(line),
-	         "%s/record -F 999 --python=on -o %s -- %s 2>/dev/null && "
-	         "%s/report %s --folded %s >%s 2>/dev/null",
-	         bin, spool, cmd, bin, spool, report_args, out);
-	REQUIRE_EQ(sp_test_run(line), 0);
-	char *text = sp_test_read_file(out, NULL);
-	REQUIRE(text != NULL);
-	return text;
-}
-
 /* Writes @p text to @p name in the test directory. */
 static void write_file(const char *name, const char *text)
 {
@@ -241,8 +218,8 @@ static int tally_threads(char *text, thread_tally *t, int max)
 		th->with_py += l.n;
 		/* Whole: from the thread's bootstrap (the main thread's, from
 		 * <module>, are checked by the other tests). */
-		int whole = !s.cut && (is_fn(l.f[s.root], "_bootstrap") ||
-		                       is_fn(l.f[s.root], "<module>"));
+		int whole = !s.cut &&
+		            (is_fn(l.f[s.root], "_bootstrap") || is_fn(l.f[s.root], "<module>"));
 		th->whole += whole ? l.n : 0;
 		th->in_worker += whole && chain_is(&l, &s, worker_chain, 4) ? l.n : 0;
 		th->cut += s.cut ? l.n : 0;
@@ -264,7 +241,7 @@ static void check_threads(int leader_exits)
 		snprintf(cmd, sizeof(cmd), "%s %s %s%s", vs.path[i], path, slow ? "0.1" : "0.4",
 		         leader_exits ? " exit" : "");
 		snprintf(tag, sizeof(tag), "threads%d%s", i, leader_exits ? "x" : "");
-		char *text = record_folded(tag, cmd, "--tid");
+		char *text = py_record_folded(tag, 999, cmd, "--tid");
 		thread_tally t[MAX_TIDS];
 		int nt = tally_threads(text, t, MAX_TIDS);
 		free(text);
@@ -293,16 +270,18 @@ static void check_threads(int leader_exits)
 				sp_test_fail(__FILE__, __LINE__,
 				             "%s: worker %ld: %lld of %lld samples partial shown "
 				             "whole, %lld native only, e.g. %s",
-				             vs.path[i], th->tid, th->dishonest, th->all, th->native,
-				             th->example);
+				             vs.path[i], th->tid, th->dishonest, th->all,
+				             th->native, th->example);
+			CHECK(th->with_py > 0); /* no Python in a Python target fails */
 			if (slow)
 				continue;
 			/* Each worker ran its 0.4 s of CPU under the recorder
 			 * (also after the leader left), nearly all of it whole. */
 			CHECK(th->in_worker >= 100);
 			if (th->whole * 10 < th->with_py * 9)
-				sp_test_fail(__FILE__, __LINE__, "%s: worker %ld: %lld of %lld whole",
-				             vs.path[i], th->tid, th->whole, th->with_py);
+				sp_test_fail(__FILE__, __LINE__,
+				             "%s: worker %ld: %lld of %lld whole", vs.path[i],
+				             th->tid, th->whole, th->with_py);
 		}
 		CHECK_EQ(workers, 3);
 	}
@@ -328,8 +307,7 @@ typedef struct tally {
 /* Tallies report --folded output: samples in @p file's code (a frame of
  * it), whole when their chain is @p want (root first), else cut or
  * dishonest. */
-static void tally_code(char *text, const char *file, const char *const *want, int nwant,
-                       tally *t)
+static void tally_code(char *text, const char *file, const char *const *want, int nwant, tally *t)
 {
 	static fline l;
 	memset(t, 0, sizeof(*t));
@@ -406,7 +384,7 @@ SP_TEST(first_samples_of_a_new_interpreter_are_whole)
 			else
 				snprintf(cmd, sizeof(cmd), "%s %s %s", vs.path[i], path, cpu);
 			snprintf(tag, sizeof(tag), "first%d_%d", i, via_shell);
-			char *text = record_folded(tag, cmd, "");
+			char *text = py_record_folded(tag, 999, cmd, "");
 			tally t;
 			tally_code(text, "first.py", chain, 1, &t);
 			free(text);
@@ -431,7 +409,7 @@ SP_TEST(import_time_samples_show_importlib_frames)
 		char cmd[1200], tag[64];
 		snprintf(cmd, sizeof(cmd), "%s %s %s", vs.path[i], path, slow ? "0.1" : "0.4");
 		snprintf(tag, sizeof(tag), "import%d", i);
-		char *text = record_folded(tag, cmd, "");
+		char *text = py_record_folded(tag, 999, cmd, "");
 		tally t;
 		tally_code(text, "sp_heavy_mod.py", chain, 5, &t);
 		free(text);
