@@ -503,8 +503,11 @@ static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p
 	int rc = process_for(rec, pid, sid.time, &proc);
 	if (rc)
 		return rc;
-	if (misc & PERF_RECORD_MISC_COMM_EXEC)
+	if (misc & PERF_RECORD_MISC_COMM_EXEC) {
+		if (!rec->python_found)
+			rec->py_watch_until_ns = sid.time + SP_PY_WATCH_NS;
 		return sp_ptable_exec(&rec->pt, pid, tid, comm, sid.time);
+	}
 	return sp_ptable_rename(&rec->pt, proc, tid, comm, sid.time);
 }
 
