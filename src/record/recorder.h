@@ -24,9 +24,13 @@
 
 #define SP_EARLY_PY 64 /* Python stacks read ahead of the ordered drain. */
 
-/* A Python stack read as soon as its sample showed up in a ring. */
-#define SP_PY_WATCH_NS 250000000ull /* py_watch_until_ns after a start or exec */
+/* Before a CPython is found, the wait polls every millisecond for this
+ * long after the start and after each exec (py_watch_until_ns): the new
+ * image may be one, and the rings wake the recorder only at their
+ * watermark, so its first samples would wait up to WAIT_SLICE_MS. */
+#define SP_PY_WATCH_NS 250000000ull
 
+/* A Python stack read as soon as its sample showed up in a ring. */
 typedef struct sp_early_py {
 	pid_t tid; /* 0: a free slot. */
 	uint64_t time;
@@ -156,23 +160,19 @@ struct stackpulse_recorder {
 	uint64_t corrupt;       /* Malformed records skipped. */
 	uint64_t last_flush_ns; /* CLOCK_MONOTONIC of the last chunk flush. */
 
-	uint64_t python_samples;      /* Samples that carry Python frames. */
-	int python_found;             /* A CPython target was found. */
-	uint32_t python_unreadable;   /* CPython processes the reader refused. */
-	char python_note[320];        /* Why the first of them was refused. */
-	int realtime;                 /* SCHED_FIFO while waiting: 1 yes, -1 refused. */
-	int error;                    /* First error of a drain (sticky). */
-	sp_python_stats python_stats; /* Python reading costs, summed over processes. */
-	struct sp_py_frame *pyframes; /* Scratch: Python frames. */
-	sp_early_py *early;           /* SP_EARLY_PY slots once Python is found. */
-	uint64_t py_serials;          /* Last sp_process.py_serial handed out. */
-	uint64_t python_early;        /* Python reads taken from early slots. */
-	uint64_t py_busy_until_ns;    /* Poll fast until then (CLOCK_MONOTONIC). */
-	/* Until then, with no CPython found yet, poll every millisecond: a
-	 * new image (the start, an exec) may be one, and the rings wake the
-	 * recorder only at their watermark, so its first samples would wait
-	 * up to WAIT_SLICE_MS to be read. */
-	uint64_t py_watch_until_ns;
+	uint64_t python_samples;          /* Samples that carry Python frames. */
+	int python_found;                 /* A CPython target was found. */
+	uint32_t python_unreadable;       /* CPython processes the reader refused. */
+	char python_note[320];            /* Why the first of them was refused. */
+	int realtime;                     /* SCHED_FIFO while waiting: 1 yes, -1 refused. */
+	int error;                        /* First error of a drain (sticky). */
+	sp_python_stats python_stats;     /* Python reading costs, summed over processes. */
+	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */
+	sp_early_py *early;               /* SP_EARLY_PY slots once Python is found. */
+	uint64_t py_serials;              /* Last sp_process.py_serial handed out. */
+	uint64_t python_early;            /* Python reads taken from early slots. */
+	uint64_t py_busy_until_ns;        /* Poll fast until then (CLOCK_MONOTONIC). */
+	uint64_t py_watch_until_ns;       /* See SP_PY_WATCH_NS. */
 	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
 	uint64_t *pcs;                    /* Scratch: unwound pcs. */
 	uint32_t *frames;                 /* Scratch: frame ids of one stack. */
