@@ -568,6 +568,24 @@ def render(d, bench):
                           for k in ("phase_gen", "phase_async", "phase_json")],
                         f(dmax, "%.3f"), f(cpu1k and cpu1k * 1000, "%.0f ms")))
         w("")
+        w("Incomplete samples by kind, as shares of all samples (medians): *no Python, cut*: "
+          "no Python frame and a cut marker (the frames the sample saw changed before they "
+          "were read); *no Python*: none at the sample (start-up, exit, C only); *cut chain*: "
+          "Python frames with a cut marker; *other root*: a whole chain whose root is not "
+          "`<module>` (imports run by the interpreter's start-up).")
+        w("")
+        w("| CPython | Hz | tool | no Python, cut | no Python | cut chain | other root |")
+        w("|---|---|---|---|---|---|---|")
+        for label, E in ps.items():
+            for hz in ("199", "999"):
+                for tool in ("pyspy", "sp"):
+                    sh = [x["shapes"] for x in E.get("%s@%s" % (tool, hz)) or []
+                          if x["shapes"].get("incomplete")]
+                    if sh:
+                        w("| %s | %s | %s | %s |" % (label, hz, TOOLNAME.get(tool, tool), " | ".join(
+                            fshare(med([y["incomplete"][k] for y in sh]))
+                            for k in ("nopy_cut", "nopy", "py_cut", "other_root"))))
+        w("")
 
     # ---------------------------------------------------------- reader
     w("## Reader throughput and memory")

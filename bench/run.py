@@ -1020,14 +1020,25 @@ PHASES = ("phase_gen", "phase_async", "phase_json")
 def py_chains(stacks):
     """Per sample (frames root first): its Python frames, whether the chain
     is complete (the outermost Python frame is `<module>` and the stack was
-    not cut), which phase it is in, and its innermost Python function."""
+    not cut), which phase it is in, and its innermost Python function.
+    Incomplete samples by kind: no Python frame and cut (the frames changed
+    before the read), no Python frame (none at the sample: start-up, exit,
+    C only), a cut chain, a whole chain with another root (imports run by
+    the start-up)."""
     n = complete = 0
     phase = {k: 0 for k in PHASES}
     leaf = {}
+    why = {"nopy_cut": 0, "nopy": 0, "py_cut": 0, "other_root": 0}
     for _, fr in stacks:
         n += 1
         py = [x.split(" (")[0] for x in fr if PY_FRAME.search(x)]
         cut = any(x == "[truncated]" for x in fr)
+        if not py:
+            why["nopy_cut" if cut else "nopy"] += 1
+        elif cut:
+            why["py_cut"] += 1
+        elif py[0] != "<module>":
+            why["other_root"] += 1
         if py and py[0] == "<module>" and not cut:
             complete += 1
         ph = [x for x in py if x in PHASES]
@@ -1039,7 +1050,8 @@ def py_chains(stacks):
     return {"samples": n, "complete": complete / n if n else None,
             "in_phase": inph / n if n else None,
             "phase_share": {k: v / inph if inph else None for k, v in phase.items()},
-            "leaf_share": {k: v / n for k, v in leaf.items()} if n else {}}
+            "leaf_share": {k: v / n for k, v in leaf.items()} if n else {},
+            "incomplete": {k: v / n for k, v in why.items()} if n else {}}
 
 
 def main():

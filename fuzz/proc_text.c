@@ -1,6 +1,6 @@
 /* Fuzzes the parsers of /proc text over untrusted bytes: maps lines, alone
  * and through the file reader (whose buffer splits lines and drops
- * over-long ones), and /proc/kallsyms through the full resolver (line
+ * over-long ones), /proc/PID/task/TID/syscall lines, and /proc/kallsyms through the full resolver (line
  * parser, name/module split, address passes). The input is served as a
  * file (a memfd), as the kernel would. Every answer must be in bounds. */
 #include <stddef.h>
@@ -79,6 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			sp_proc_map m;
 			memset(&m, 0, sizeof(m));
 			if (sp_proc_parse_map_line(line, &m) == 0 && m.end < m.start)
+				__builtin_trap();
+			memcpy(line, data + pos, len);
+			line[len] = '\0';
+			sp_proc_syscall sc;
+			if (sp_proc_parse_syscall(line, &sc) == 0 && sc.nr < -1)
 				__builtin_trap();
 			memcpy(line, data + pos, len);
 			line[len] = '\0';

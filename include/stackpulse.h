@@ -140,8 +140,11 @@ enum stackpulse_offcpu_method {
 	 *  switch-out) and PERF_RECORD_SWITCH (switch-in times): root,
 	 *  CAP_PERFMON or perf_event_paranoid <= 1. */
 	STACKPULSE_OFFCPU_SWITCH_EVENT = 1,
-	/** PERF_RECORD_SWITCH intervals with stacks read from the stopped
-	 *  thread's saved user state (no privilege). */
+	/** PERF_RECORD_SWITCH intervals with stacks read from the blocked
+	 *  thread's saved user state (/proc/PID/task/TID/syscall and
+	 *  process_vm_readv, the thread never stopped): user and Python
+	 *  frames only; taken when the context-switch event is refused
+	 *  (perf_event_paranoid 2). */
 	STACKPULSE_OFFCPU_UNPRIVILEGED = 2,
 };
 
@@ -263,9 +266,10 @@ typedef struct stackpulse_recorder_opts {
 	/** Off-CPU intervals (docs/recording.md#off-cpu-time): each time a
 	 * followed thread leaves the CPU, how long it stays off, whether it
 	 * blocked or was preempted, and its stack when it left. OFF (default):
-	 * none. AUTO: when the kernel allows the context-switch event (root,
-	 * CAP_PERFMON or perf_event_paranoid <= 1). REQUIRED: fail when it is
-	 * refused. */
+	 * none. AUTO and REQUIRED: the context-switch event when the kernel
+	 * allows it (root, CAP_PERFMON or perf_event_paranoid <= 1), else the
+	 * unprivileged method (STACKPULSE_OFFCPU_UNPRIVILEGED); when both are
+	 * refused AUTO records none and REQUIRED fails. */
 	enum stackpulse_feature off_cpu;
 } stackpulse_recorder_opts;
 
@@ -338,7 +342,10 @@ struct stackpulse_recorder_stats {
 	enum stackpulse_offcpu_method off_cpu_method;
 	uint64_t offcpu_intervals; /**< Off-CPU intervals written. */
 	uint64_t offcpu_no_stack;  /**< Of them: written without a stack (the
-	                            *   switch-out sample was lost). */
+	                            *   switch-out sample was lost; unprivileged:
+	                            *   the interval ended before its stack was
+	                            *   read, the read failed its checks, or a
+	                            *   preempted thread had no recent sample). */
 	uint64_t offcpu_dropped;   /**< Switch-ins not written: no switch-out
 	                            *   was seen for them (lost in a switch
 	                            *   storm, or before recording began). */

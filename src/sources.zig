@@ -58,6 +58,8 @@ pub const record = [_][]const u8{
     "src/record/ring.c",
     "src/record/sample.c",
     "src/record/offcpu.c",
+    "src/record/offcpu_unpriv.c",
+    "src/record/target_mem.c",
     "src/record/kernel_symbols.c",
     "src/record/embed_symbols.c",
     "src/record/perfmap_names.c",

@@ -44,6 +44,35 @@ static int frame_ok(sp_py_walker *w, uint64_t frame)
 	       sp_le64(cb + l->ob_type) == w->types.code;
 }
 
+/* The word at @p addr as the target holds it now, not as the copy held it. */
+static int read_word_live(sp_py_mem *m, uint64_t addr, uint64_t *v)
+{
+	const uint8_t *stack = m->stack;
+	m->stack = NULL;
+	int rc = read_word(m, addr, v);
+	m->stack = stack;
+	return rc;
+}
+
+/* 1 unless the copy covers the cframe at @p c and shows something else
+ * there (the thread entered that activation after the sample, where the
+ * sample had other C frames): the copy's current frame is not a Python
+ * frame, and its previous link is not the live one (an activation keeps
+ * its link while it lives; its frame may have been popped since). */
+static int copy_shows_cframe(sp_py_walker *w, uint64_t c, uint32_t need)
+{
+	const sp_py_layout *l = w->layout;
+	sp_py_mem *m = &w->mem;
+	if (c < m->stack_start || c - m->stack_start > m->stack_len ||
+	    m->stack_len - (c - m->stack_start) < need)
+		return 1;
+	const uint8_t *at = m->stack + (c - m->stack_start);
+	uint64_t prev = sp_le64(at + l->cframe_previous), now;
+	if (frame_ok(w, sp_le64(at + l->cframe_current_frame)))
+		return 1;
+	return read_word_live(m, c + l->cframe_previous, &now) != 0 || now == prev;
+}
+
 /* The cframe in the copy, below @p c, whose previous is @p c and whose
  * current frame is a Python frame; the nearest to @p c wins (a stray copy
  * of the pointer, such as a saved local, sits in the same stack frame but
@@ -89,6 +118,19 @@ uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *tops, uin
 			return live;
 	if (c < m->stack_start)
 		return live;
+	/* Entered since at a depth the copy covers: the copy shows the
+	 * sample's C frames there, not this cframe; its live links lead out
+	 * to the sampled activations. */
+	uint32_t need = l->cframe_previous + 8;
+	if (l->cframe_current_frame + 8 > need)
+		need = l->cframe_current_frame + 8;
+	for (uint32_t hops = 0; !copy_shows_cframe(w, c, need); hops++) {
+		uint64_t p;
+		if (hops >= CFRAME_HOPS || read_word_live(m, c + l->cframe_previous, &p) != 0 ||
+		    !sp_py_plausible(p, 8))
+			return live;
+		c = p;
+	}
 	/* Left some since: the sampled ones are still in the copy. */
 	for (uint32_t level = 0; level < CFRAME_LEVELS; level++) {
 		uint64_t d = child_cframe(w, c);

@@ -474,6 +474,7 @@ typedef struct frame_rec {
 	uint64_t addr;
 	uint8_t bytes[24];  /* previous, code, instr fields as read */
 	uint32_t out_index; /* Index in the output its frame gets (if shown). */
+	uint8_t gen;        /* A generator's frame (owner 1, 3.11+). */
 } frame_rec;
 
 static void rec_fields(const sp_py_layout *l, const uint8_t *fb, uint8_t *out)
@@ -654,6 +655,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		    !in_stack(&w->mem, addr, l->frame_read)) {
 			recs[*nrecs].addr = addr;
 			recs[*nrecs].out_index = count;
+			recs[*nrecs].gen = l->frame_owner != SP_PY_NONE && fb[l->frame_owner] == 1;
 			rec_fields(l, fb, recs[*nrecs].bytes);
 			(*nrecs)++;
 		}
@@ -806,9 +808,16 @@ static int verify(sp_py_walker *w, uint64_t top, const frame_rec *recs, uint32_t
 		/* Links and code of every frame; the instruction of callers too:
 		 * a caller only moves on once its callee has returned, so the
 		 * frames above it are another call's. The top frame's may move:
-		 * it is still the same call, with a slightly later line. */
-		if (memcmp(now, recs[i].bytes, recs[i].addr == top || w->loose_verify ? 16 : 24) !=
-		    0) {
+		 * it is still the same call, with a slightly later line. A
+		 * generator's frame lives in its generator object: its link is
+		 * set at each resume and cleared at each yield, and it moves on
+		 * between resumes, yet it stays the same generator while it
+		 * holds the same code there (its callers are checked each on
+		 * their own). */
+		int gen = recs[i].gen && fb[l->frame_owner] == 1;
+		uint32_t from = gen ? 8 : 0,
+		         to = gen || recs[i].addr == top || w->loose_verify ? 16 : 24;
+		if (memcmp(now + from, recs[i].bytes + from, to - from) != 0) {
 			bad = 1;
 			*changed = i;
 		}

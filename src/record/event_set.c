@@ -236,16 +236,34 @@ static int has_direct(const stackpulse_recorder *rec, pid_t tid)
 	return 0;
 }
 
+/* Opens the off-CPU event of thread @p tid on @p cpu with @p method
+ * (enum stackpulse_offcpu_method). */
+static int switch_event_open(stackpulse_recorder *rec, pid_t tid, int cpu, int method)
+{
+	struct perf_event_attr a;
+	if (method == STACKPULSE_OFFCPU_UNPRIVILEGED)
+		sp_perf_switch_user_attr(&rec->setup.attr, &a);
+	else
+		sp_perf_switch_attr(&rec->setup.attr, &a);
+	return sp_perf_event_open(&a, tid, cpu, -1);
+}
+
 /* Opens the off-CPU event of thread @p tid on @p cpu (opts.off_cpu) into
- * the CPU's ring. The first open decides: refused with AUTO, off-CPU
- * recording is off (rec->offcpu 0); with REQUIRED, the recording fails. */
+ * the CPU's ring. The first open decides the method: the context-switch
+ * event, else (refused: perf_event_paranoid 2) the switch records alone
+ * (the unprivileged method, offcpu_unpriv.c); both refused with AUTO,
+ * off-CPU recording is off (rec->offcpu 0); with REQUIRED, the recording
+ * fails. */
 static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
 {
 	if (rec->opts.off_cpu == STACKPULSE_FEATURE_OFF || (rec->offcpu_probed && !rec->offcpu))
 		return 0;
-	struct perf_event_attr a;
-	sp_perf_switch_attr(&rec->setup.attr, &a);
-	int fd = sp_perf_event_open(&a, tid, cpu, -1);
+	int method = rec->offcpu_probed ? rec->offcpu : STACKPULSE_OFFCPU_SWITCH_EVENT;
+	int fd = switch_event_open(rec, tid, cpu, method);
+	if (!rec->offcpu_probed && (fd == -EACCES || fd == -EPERM)) {
+		method = STACKPULSE_OFFCPU_UNPRIVILEGED;
+		fd = switch_event_open(rec, tid, cpu, method);
+	}
 	if (fd == -ESRCH)
 		return 0;
 	if (fd < 0) {
@@ -256,12 +274,12 @@ static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
 		char hint[320];
 		sp_perf_permission_hint(hint, sizeof(hint));
 		return sp_error(fd,
-		                "off-CPU recording needs the context-switch event, refused for "
+		                "off-CPU recording needs context-switch records, refused for "
 		                "thread %d on cpu %d; %s",
 		                (int)tid, cpu, hint);
 	}
 	rec->offcpu_probed = 1;
-	rec->offcpu = STACKPULSE_OFFCPU_SWITCH_EVENT;
+	rec->offcpu = method;
 	int rc = push_fd(rec, fd, tid, SP_EVENT_SWITCH);
 	if (rc)
 		return rc;
@@ -280,9 +298,13 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 			continue;
 		int fd;
 		if (*probe_fd < 0 && rec->nfds == 0) {
-			sp_perf_config cfg = { (int)rec->opts.perf_event, (int)rec->opts.kernel,
-				               rec->opts.frequency,       rec->opts.stack_size,
-				               sp_unwind_regs_mask(),     rec->spawned };
+			sp_perf_config cfg = { (int)rec->opts.perf_event,
+				               (int)rec->opts.kernel,
+				               rec->opts.frequency,
+				               rec->opts.stack_size,
+				               sp_unwind_regs_mask(),
+				               rec->spawned,
+				               rec->py_wakeups };
 			fd = sp_perf_probe(&cfg, tid, c, &rec->setup);
 			if (fd == -ESRCH)
 				return 0; /* gone (or a zombie leader): the next one probes */

@@ -47,10 +47,12 @@ int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int
 		    time - th->off_cs_time < CS_PAIR_NS)
 			th->off_stack = th->off_cs_stack;
 		th->off_has_cs = 0;
+		sp_offcpu_unpriv_out(rec, th, time, preempt);
 		return 0;
 	}
 	int was = th->off_state;
 	th->off_state = SP_OFF_ON_CPU;
+	sp_offcpu_unpriv_in(th, time, was == SP_OFF_OFF_CPU);
 	if (was == SP_OFF_OFF_CPU)
 		return write_interval(rec, th, time);
 	/* In after in: the switch-out between them was lost. The first
@@ -72,6 +74,7 @@ int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now)
 		    th->off_state != SP_OFF_OFF_CPU || now < th->off_start)
 			continue;
 		th->off_state = SP_OFF_ON_CPU;
+		sp_offcpu_unpriv_close(th, now);
 		int rc = write_interval(rec, th, now);
 		if (rc)
 			return rc;

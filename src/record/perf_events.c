@@ -84,6 +84,10 @@ static void base_attr(const sp_perf_config *cfg, struct perf_event_attr *a, int 
 	a->build_id = build_id ? 1 : 0;
 	a->disabled = 1;
 	a->enable_on_exec = cfg->enable_on_exec ? 1 : 0;
+	/* Each sample wakes the ring's reader at once (not at the ring
+	 * owner's watermark): a CPython stack must be read before the thread
+	 * pops its frames. Inherited, and kept by re-opens (same attr). */
+	a->wakeup_events = cfg->wakeup_each ? 1 : 0;
 	/* Lost samples per event (kernel 6.0+): with one event per thread, the
 	 * loss per thread (inherited threads count toward their creator). */
 	a->read_format = PERF_FORMAT_ID | (lost_format ? PERF_FORMAT_LOST : 0);
@@ -174,6 +178,17 @@ void sp_perf_switch_attr(const struct perf_event_attr *base, struct perf_event_a
 	out->task = 0;
 	out->build_id = 0;
 	out->context_switch = 1;
+}
+
+void sp_perf_switch_user_attr(const struct perf_event_attr *base, struct perf_event_attr *out)
+{
+	/* The privileged event's switch records and sample_id fields, on an
+	 * event that samples nothing and stays in user mode. */
+	sp_perf_switch_attr(base, out);
+	out->config = PERF_COUNT_SW_DUMMY;
+	out->sample_period = 0;
+	out->exclude_kernel = 1;
+	out->exclude_callchain_kernel = 1;
 }
 
 int sp_perf_open_ring_owner(int cpu, uint32_t watermark)

@@ -21,6 +21,7 @@ typedef struct sp_perf_config {
 	uint32_t stack_size;
 	uint64_t regs_mask; /* sample_regs_user. */
 	int enable_on_exec; /* spawn: start disabled, enable at exec. */
+	int wakeup_each;    /* Wake the reader at every sample (wakeup_events 1). */
 } sp_perf_config;
 
 /* The attribute chosen by sp_perf_probe, used for every other open. */
@@ -56,6 +57,13 @@ int sp_perf_probe(const sp_perf_config *cfg, pid_t tid, int cpu, sp_perf_setup *
  * and no other side-band records (the sampling event has those). Kernel
  * mode is never excluded: the event fires inside the scheduler. */
 void sp_perf_switch_attr(const struct perf_event_attr *base, struct perf_event_attr *out);
+
+/* The attribute of the unprivileged off-CPU event from @p base: a dummy
+ * software event, user mode only, that counts nothing and only has the
+ * kernel write PERF_RECORD_SWITCH records (switch-out with the preempt
+ * flag, switch-in) with the sample_id fields of @p base. Allowed at
+ * perf_event_paranoid 2 on one's own threads. */
+void sp_perf_switch_user_attr(const struct perf_event_attr *base, struct perf_event_attr *out);
 
 /* Opens the per-CPU ring owner: a dummy event on the calling thread with
  * the same clock as the sampling events, waking readers every

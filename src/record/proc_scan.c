@@ -2,6 +2,7 @@
  * or huge /proc entry cannot exhaust memory. */
 #include "record/proc_scan.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -114,6 +115,87 @@ pid_t sp_proc_nspid(pid_t pid)
 		return pid;
 	pid_t ns = sp_proc_parse_nspid(buf);
 	return ns ? ns : pid;
+}
+
+int sp_proc_parse_syscall(const char *text, sp_proc_syscall *out)
+{
+	if (strncmp(text, "running", 7) == 0)
+		return -EAGAIN;
+	char *end;
+	errno = 0;
+	long long nr = strtoll(text, &end, 10);
+	if (end == text || errno || nr < -1 || nr > INT_MAX)
+		return STACKPULSE_EFORMAT;
+	/* "NR A1 .. A6 SP PC", or "-1 SP PC" outside a system call. */
+	uint64_t v[8];
+	int want = nr >= 0 ? 8 : 2;
+	const char *p = end;
+	for (int i = 0; i < want; i++) {
+		/* One space, then digits (strtoull would skip more blanks and
+		 * take a sign). */
+		if (*p != ' ' || !isxdigit((unsigned char)p[1]))
+			return STACKPULSE_EFORMAT;
+		errno = 0;
+		unsigned long long x = strtoull(p + 1, &end, 16);
+		if (end == p + 1 || errno)
+			return STACKPULSE_EFORMAT;
+		v[i] = x;
+		p = end;
+	}
+	out->nr = (long)nr;
+	out->sp = v[want - 2];
+	out->pc = v[want - 1];
+	return 0;
+}
+
+int sp_proc_thread_syscall(pid_t pid, pid_t tid, sp_proc_syscall *out)
+{
+	char path[96], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	long n = sp_proc_read_small(path, buf, sizeof(buf));
+	if (n < 0)
+		return n == -ENOENT ? -ESRCH : (int)n;
+	return sp_proc_parse_syscall(buf, out);
+}
+
+int sp_proc_thread_switches(pid_t pid, pid_t tid, uint64_t *count)
+{
+	char path[96], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+	char *end;
+	if (sp_proc_read_small(path, buf, sizeof(buf)) > 0) {
+		/* "run_ns wait_ns timeslices" */
+		const char *p = buf;
+		unsigned long long v = 0;
+		for (int i = 0; i < 3; i++) {
+			errno = 0;
+			v = strtoull(p, &end, 10);
+			if (end == p || errno)
+				return STACKPULSE_EFORMAT;
+			p = end;
+		}
+		*count = v;
+		return 0;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	if (sp_proc_read_small(path, buf, sizeof(buf)) <= 0)
+		return -ESRCH;
+	static const char *const key[2] = { "\nvoluntary_ctxt_switches:",
+		                            "\nnonvoluntary_ctxt_switches:" };
+	uint64_t sum = 0;
+	for (int i = 0; i < 2; i++) {
+		const char *p = strstr(buf, key[i]);
+		if (!p)
+			return STACKPULSE_EFORMAT;
+		p += strlen(key[i]);
+		errno = 0;
+		unsigned long long v = strtoull(p, &end, 10);
+		if (end == p || errno)
+			return STACKPULSE_EFORMAT;
+		sum += v;
+	}
+	*count = sum;
+	return 0;
 }
 
 static int cmp_pid(const void *a, const void *b)

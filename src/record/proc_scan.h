@@ -35,6 +35,32 @@ pid_t sp_proc_nspid(pid_t pid);
  * the line is missing or malformed. */
 pid_t sp_proc_parse_nspid(const char *status);
 
+/* The user state a thread left the CPU with, from
+ * /proc/PID/task/TID/syscall: the system call it is blocked in (-1 when it
+ * is blocked outside one, e.g. in a page fault), its user stack pointer and
+ * program counter. */
+typedef struct sp_proc_syscall {
+	long nr;
+	uint64_t sp, pc;
+} sp_proc_syscall;
+
+/* Reads the user state of thread @p tid of @p pid without stopping it.
+ * Returns 0, -EAGAIN when the thread is runnable (on a CPU or preempted:
+ * the kernel says "running"), -ESRCH or -EACCES (another user's), or
+ * STACKPULSE_EFORMAT. */
+int sp_proc_thread_syscall(pid_t pid, pid_t tid, sp_proc_syscall *out);
+
+/* Parses the text of a /proc/.../syscall file (NUL-ended); exposed for
+ * tests. Same returns as sp_proc_thread_syscall. */
+int sp_proc_parse_syscall(const char *text, sp_proc_syscall *out);
+
+/* How many times thread @p tid of @p pid has been switched in: the
+ * timeslices of /proc/PID/task/TID/schedstat, else (no schedstat) the
+ * voluntary plus involuntary context switches of its status. A thread
+ * whose count did not change did not run in between. Returns 0, -ESRCH or
+ * STACKPULSE_EFORMAT. */
+int sp_proc_thread_switches(pid_t pid, pid_t tid, uint64_t *count);
+
 /* The thread ids of @p pid (sorted ascending). Caller frees *tids. */
 int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count);
 

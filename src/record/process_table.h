@@ -64,6 +64,18 @@ typedef struct sp_thread {
 	uint32_t off_stack;   /* Its stack (0: none). */
 	uint64_t off_cs_time; /* Latest context-switch sample. */
 	uint32_t off_cs_stack;
+	/* Unprivileged method (offcpu_unpriv.c): the stack read from the
+	 * blocked thread and the CLOCK_MONOTONIC window of that read, and the
+	 * reads tried for the current interval; the latest switch-in, and the
+	 * latest on-CPU sample with the CPU time run since (preempted
+	 * intervals). */
+	uint8_t off_rd_tries;
+	uint32_t off_rd_stack; /* 0: none pending. */
+	uint64_t off_rd_t0, off_rd_t1;
+	uint64_t off_in_time;
+	uint64_t off_run_time;
+	uint64_t off_run_cpu;
+	uint32_t off_run_stack; /* 0: none since the thread last blocked. */
 } sp_thread;
 
 /* Integer-keyed open-addressing map: key (pid/tid) -> slot. */

@@ -1,16 +1,14 @@
 /* Finding CPython in a live process and reading its thread stacks with
- * process_vm_readv (fallback: /proc/PID/mem). See python.h. */
+ * the target memory reader (target_mem.h). See python.h. */
 #include "record/python.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 #include "common/error.h"
 #include "io/elf.h"
 #include "record/proc_scan.h"
+#include "record/target_mem.h"
 
 #define MAX_EVAL_RANGES           8
 #define MAX_SYMBOLS               (16u << 20) /* Symbols scanned per table. */
@@ -35,15 +34,10 @@ typedef struct tid_entry {
 
 struct sp_python {
 	pid_t pid;
-	/* Whose memory is read: the pid, or a live thread of it once the
-	 * leader is gone (pthread_exit in main). */
-	pid_t mem_pid;
-	pid_t read_tid;   /* The thread being read. */
 	uint64_t runtime; /* Address of _PyRuntime. */
 	sp_py_layout layout;
 	sp_py_walker w;
-	int mem_fd; /* /proc/PID/mem after process_vm_readv was refused; else -1. */
-	int use_mem_fd;
+	sp_target_mem mem;
 	sp_py_range eval[MAX_EVAL_RANGES];
 	uint32_t neval;
 	tid_entry *threads;
@@ -69,87 +63,14 @@ static uint64_t now_ns(void)
 
 /* ---- target memory ----------------------------------------------------------- */
 
-static int read_memfd(sp_python *py, sp_py_iov *iov, uint32_t n, int prefix)
-{
-	if (py->mem_fd < 0) {
-		/* The kernel's own file of the process, not a path in its root:
-		 * nothing the target controls (no FIFO, no planted link). */
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/mem", (int)py->pid,
-		         (int)py->mem_pid);
-		py->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (py->mem_fd < 0)
-			return -errno;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		py->stats.read_calls++;
-		ssize_t r = pread(py->mem_fd, iov[i].buf, iov[i].len, (off_t)iov[i].addr);
-		iov[i].ok = r == (ssize_t)iov[i].len;
-		if (!iov[i].ok && prefix) {
-			for (uint32_t k = i + 1; k < n; k++)
-				iov[k].ok = 0;
-			break;
-		}
-	}
-	return 0;
-}
-
-/* The sp_py_read_fn of a live process: one process_vm_readv for the batch;
- * after a failed element, the rest are retried (the call stops at the first
- * element it cannot read). */
+/* The sp_py_read_fn of a live process (target_mem.h). */
 static int read_live(void *ctx, sp_py_iov *iov, uint32_t n, int prefix)
 {
 	sp_python *py = ctx;
-	if (py->use_mem_fd)
-		return read_memfd(py, iov, n, prefix);
-	struct iovec local[SP_PY_MAX_LIVE], remote[SP_PY_MAX_LIVE];
-	if (n > SP_PY_MAX_LIVE)
-		return STACKPULSE_ELIMIT;
-	uint32_t first = 0;
-	while (first < n) {
-		uint32_t cnt = n - first;
-		for (uint32_t i = 0; i < cnt; i++) {
-			local[i].iov_base = iov[first + i].buf;
-			local[i].iov_len = iov[first + i].len;
-			remote[i].iov_base = (void *)(uintptr_t)iov[first + i].addr;
-			remote[i].iov_len = iov[first + i].len;
-		}
-		py->stats.read_calls++;
-		ssize_t r = process_vm_readv(py->mem_pid, local, cnt, remote, cnt, 0);
-		if (r < 0) {
-			int e = errno;
-			if (e == ESRCH && py->read_tid > 0 && py->read_tid != py->mem_pid) {
-				/* The thread whose memory we read has ended (a leader
-				 * that called pthread_exit has no mm left, and its
-				 * pid answers ESRCH): read through the sampled
-				 * thread, which shares the memory. */
-				py->mem_pid = py->read_tid;
-				continue;
-			}
-			if (e == ESRCH)
-				return -ESRCH;
-			if (e == EPERM || e == ENOSYS) {
-				py->use_mem_fd = 1;
-				return read_memfd(py, iov + first, n - first, prefix);
-			}
-			r = 0; /* EFAULT: the first element is unreadable. */
-		}
-		size_t done = (size_t)r;
-		uint32_t i = 0;
-		for (; i < cnt && done >= iov[first + i].len; i++) {
-			iov[first + i].ok = 1;
-			done -= iov[first + i].len;
-		}
-		if (i < cnt)
-			iov[first + i].ok = 0; /* Skip the element that failed. */
-		first += i + 1;
-		if (i < cnt && prefix) {
-			for (uint32_t k = first; k < n; k++)
-				iov[k].ok = 0;
-			break;
-		}
-	}
-	return 0;
+	uint64_t calls = py->mem.read_calls;
+	int rc = sp_target_mem_read(&py->mem, iov, n, prefix);
+	py->stats.read_calls += py->mem.read_calls - calls;
+	return rc;
 }
 
 /* ---- ELF ------------------------------------------------------------------------ */
@@ -384,8 +305,7 @@ static int probe_file(pid_t pid, const char *path, uint64_t start, uint64_t end,
 	if (!py)
 		return sp_error(-ENOMEM, "python reader");
 	py->pid = pid;
-	py->mem_pid = pid;
-	py->mem_fd = -1;
+	sp_target_mem_init(&py->mem, pid);
 	py->w.layout = &py->layout;
 	py->w.mem.read = read_live;
 	py->w.mem.ctx = py;
@@ -450,8 +370,7 @@ void sp_python_free(sp_python *py)
 {
 	if (!py)
 		return;
-	if (py->mem_fd >= 0)
-		close(py->mem_fd);
+	sp_target_mem_close(&py->mem);
 	sp_py_codes_free(py->w.codes);
 	sp_free(py->w.mem.pages);
 	sp_free(py->w.mem.verify);
@@ -674,7 +593,7 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	         misses0 = py->w.anchor_misses;
 	*n = 0;
 	*truncated = 0;
-	py->read_tid = tid;
+	py->mem.via_tid = tid;
 	py->stats.stacks++;
 	sp_py_codes_walk_begin(py->w.codes);
 	if (py->sample_ns && t0 >= py->sample_ns) {
@@ -691,13 +610,17 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	if (rc)
 		goto done;
 	rc = walk(py, ts.frame, out, max, n, truncated);
-	if (rc == STACKPULSE_ESTATE || (rc == 0 && py->w.lost_caller)) {
+	/* No valid frame at all: the activation named by tstate->cframe may
+	 * have ended between the reads of the pointer and of the cframe. */
+	int no_top = rc == 0 && *n == 0 && *truncated && !py->w.lost_caller;
+	if (rc == STACKPULSE_ESTATE || (rc == 0 && py->w.lost_caller) || no_top) {
 		/* The stack changed while it was read (or a generator yielded
 		 * and dropped its caller): once more, anchored again when the
-		 * copy allows (3.10), else from the thread's current top frame;
-		 * then give up cleanly (a cut chain stays marked cut). */
+		 * copy allows (3.10), else from the thread's current top frame
+		 * (with the copy again after a stale cframe); then give up
+		 * cleanly (a cut chain stays marked cut). */
 		int anchored = py->stats.anchored != before.anchored;
-		mem_begin(py, anchored ? stack : NULL, stack_len, stack_start);
+		mem_begin(py, anchored || no_top ? stack : NULL, stack_len, stack_start);
 		/* Second try: a caller that moves on while it is read (fast
 		 * recursion) no longer refuses the walk; links and code must
 		 * still hold. */

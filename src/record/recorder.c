@@ -53,8 +53,9 @@
 #define WAIT_SLICE_MS    100 /* Liveness re-check period inside wait(). */
 /* Polling period once a CPython target is found: its stacks are read after
  * the sample, when the recorder sees it, so look soon after samples arrive
- * instead of at the wakeup watermark (ring/4): every 200 us while samples
- * keep coming, else every millisecond. */
+ * instead of at the wakeup watermark (ring/4): every millisecond, and every
+ * 200 us while samples keep coming when the events do not wake the reader
+ * at each sample (python_wakeups). */
 #define PY_WAIT_SLICE_MS 1
 #define PY_WAIT_SLICE_US 200
 #define PY_BUSY_NS       20000000ull /* "while samples keep coming" */
@@ -157,6 +158,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->pyframes);
 	sp_recorder_python_early_free(rec);
 	sp_free(rec->pymerge);
+	sp_offcpu_unpriv_free(rec);
 	sp_free(rec->native);
 	sp_recorder_embed_release(rec);
 	sp_free(rec->cache_dir);
@@ -343,6 +345,29 @@ static int python_required(stackpulse_recorder *rec, sp_process *p)
 	return 0;
 }
 
+/* A candidate CPython file among the executable mappings (sp_proc_maps). */
+static int python_mapping(void *ctx, const sp_proc_map *m)
+{
+	(void)ctx;
+	return sp_python_candidate(m->path);
+}
+
+/* Whether the sampling events wake the reader at every sample: when
+ * Python frames are wanted and the target looks like CPython before its
+ * events are opened (REQUIRED, a python* program to spawn, or a mapped
+ * python* / libpython3 file). Its stacks are then read tens of
+ * microseconds after each sample rather than at the next 200 us poll, while
+ * the frames a sample saw are still there; other targets keep the
+ * watermark wakeups (a wakeup per sample would cost them CPU for nothing). */
+static void python_wakeups(stackpulse_recorder *rec, pid_t pid, const char *prog)
+{
+	if (rec->opts.python == STACKPULSE_FEATURE_OFF)
+		return;
+	rec->py_wakeups = rec->opts.python == STACKPULSE_FEATURE_REQUIRED ||
+	                  (prog && sp_python_candidate(prog)) ||
+	                  (pid > 0 && sp_proc_maps(pid, python_mapping, NULL) == 1);
+}
+
 /* ---- public: attach and spawn ---- */
 
 /* The stop-enable-resume attach, on a thread of its own. */
@@ -423,6 +448,7 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, enum stackpulse_atta
 	rec->target = pid;
 	watch_pidfd(rec);
 	kptr_check(rec);
+	python_wakeups(rec, pid, NULL);
 	if ((rc = sp_recorder_open_rings(rec)) != 0)
 		goto fail;
 
@@ -477,6 +503,7 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 		return rc ? rc : STACKPULSE_EINTERNAL;
 	rec->spawned = 1;
 	kptr_check(rec);
+	python_wakeups(rec, 0, prog);
 	if ((rc = sp_recorder_open_rings(rec)) != 0)
 		goto fail;
 	sigset_t mask;
@@ -652,6 +679,19 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 		if (slice > PY_WAIT_SLICE_MS && rec->opts.python != STACKPULSE_FEATURE_OFF &&
 		    clock_ns(CLOCK_MONOTONIC) < rec->py_watch_until_ns)
 			slice = PY_WAIT_SLICE_MS;
+		/* Unprivileged off-CPU stacks are read while the thread still
+		 * waits: see its switch-out soon (switch records do not wake
+		 * us). A target whose rings stayed empty for a while is
+		 * blocked: a new switch-out needs a switch-in first. */
+		if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED) {
+			uint64_t now = clock_ns(CLOCK_MONOTONIC);
+			if (st)
+				rec->offcpu_busy_until_ns = now + SP_OFFCPU_BUSY_NS;
+			int want = now < rec->offcpu_busy_until_ns ? SP_OFFCPU_POLL_MS
+			                                           : SP_OFFCPU_IDLE_POLL_MS;
+			if (slice > want)
+				slice = want;
+		}
 		if (timeout_ms >= 0) {
 			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
 			if (spent >= (uint64_t)timeout_ms)
@@ -661,11 +701,12 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 		}
 		struct epoll_event ev[8];
 		int n;
-		if (rec->python_found && slice > 0 &&
+		if (rec->python_found && !rec->py_wakeups && slice > 0 &&
 		    clock_ns(CLOCK_MONOTONIC) < rec->py_busy_until_ns) {
 			/* A busy CPython target: its next sample is due soon, and
 			 * every 100 us of delay costs whole chains (its frames
-			 * move on under a late read). */
+			 * move on under a late read). Events that wake the reader
+			 * at every sample need no such polling. */
 			struct timespec ts = { 0, PY_WAIT_SLICE_US * 1000 };
 			n = epoll_pwait2(rec->epfd, ev, 8, &ts, NULL);
 			if (n < 0 && errno == ENOSYS) /* Linux < 5.11 */
@@ -793,6 +834,8 @@ static int consume(stackpulse_recorder *rec, int all)
 	if (!all)
 		sp_recorder_rings_check(rec);
 	int rc = drain_merged(rec, cut);
+	if (rc == 0 && !all)
+		rc = sp_offcpu_unpriv_read(rec);
 	/* Everything up to cut is in: a window that ended by then is complete. */
 	if (rc == 0 && !all && sp_recorder_rotate_due(rec, cut))
 		rc = sp_recorder_rotate_to(rec, cut);

@@ -92,6 +92,14 @@ enum {
  * off-CPU intervals are recorded (as root; docs/recording.md). */
 #define SP_OFFCPU_RING_RATE 2000u
 
+/* Unprivileged off-CPU method: the wait polls the rings this often (ms),
+ * or this often once they stayed empty for SP_OFFCPU_BUSY_NS, and a
+ * thread's stack is read once it has been off CPU this long (ns). */
+#define SP_OFFCPU_POLL_MS       1
+#define SP_OFFCPU_IDLE_POLL_MS  5
+#define SP_OFFCPU_BUSY_NS       100000000ull
+#define SP_OFFCPU_READ_AFTER_NS 1000000ull
+
 /* Off-CPU state of a thread (sp_thread.off_state). */
 enum {
 	SP_OFF_UNKNOWN = 0, /* No switch seen yet. */
@@ -153,6 +161,8 @@ struct stackpulse_recorder {
 	int offcpu;
 	int offcpu_probed; /* The first switch event was tried. */
 	uint64_t offcpu_intervals, offcpu_no_stack, offcpu_dropped;
+	uint8_t *offcpu_copy; /* Unprivileged method: stack copy scratch (opts.stack_size). */
+	uint64_t offcpu_busy_until_ns; /* Poll every SP_OFFCPU_POLL_MS until then. */
 
 	uint64_t lost;
 	uint64_t truncated;
@@ -162,6 +172,8 @@ struct stackpulse_recorder {
 
 	uint64_t python_samples;          /* Samples that carry Python frames. */
 	int python_found;                 /* A CPython target was found. */
+	int py_wakeups;                   /* Sampling events wake the reader at every
+	                                   * sample (a CPython target is expected). */
 	uint32_t python_unreadable;       /* CPython processes the reader refused. */
 	char python_note[320];            /* Why the first of them was refused. */
 	int realtime;                     /* SCHED_FIFO while waiting: 1 yes, -1 refused. */
@@ -227,6 +239,26 @@ int sp_offcpu_switch(stackpulse_recorder *rec, sp_thread *th, uint64_t time, int
 /* Writes the intervals of live threads still off CPU at @p now. */
 int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now);
 
+/* The unprivileged method (offcpu_unpriv.c). After a drain: reads the
+ * stack of every followed thread that is off CPU per the rings, blocked
+ * (not preempted), for at least SP_OFFCPU_READ_AFTER_NS and without a
+ * stack read for this interval yet. Returns 0 or a writer error. */
+int sp_offcpu_unpriv_read(stackpulse_recorder *rec);
+/* An on-CPU sample of @p th at @p time with stack @p stack. */
+void sp_offcpu_unpriv_sample(sp_thread *th, uint64_t time, uint32_t stack);
+/* A switch-out of @p th at @p time (@p preempt: still runnable): a
+ * preempted interval takes the stack of the latest on-CPU sample of the
+ * run it ends; a stack read that may belong to the interval is kept. */
+void sp_offcpu_unpriv_out(const stackpulse_recorder *rec, sp_thread *th, uint64_t time,
+                          int preempt);
+/* A switch-in of @p th at @p time; @p closes: it ends an interval
+ * (sp_offcpu_unpriv_close). */
+void sp_offcpu_unpriv_in(sp_thread *th, uint64_t time, int closes);
+/* The interval of @p th ends at @p end: its stack is the one read while it
+ * was off CPU, if the read lies inside [off_start, end]; else none. */
+void sp_offcpu_unpriv_close(sp_thread *th, uint64_t end);
+void sp_offcpu_unpriv_free(stackpulse_recorder *rec);
+
 /* Handles one ring record; returns 0 or a writer error. */
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
                        const uint8_t *p, size_t len);
@@ -238,6 +270,14 @@ int sp_recorder_thread_lost(stackpulse_recorder *rec, pid_t tid, uint32_t thread
  * (no message: the caller counts and skips it). */
 int sp_recorder_parse_sample(const stackpulse_recorder *rec, const uint8_t *p, size_t len,
                              sp_sample_fields *s);
+
+/* Interns the stack of sample @p sf of @p proc: kernel frames, then the
+ * user frames of the online unwinder (merged with Python frames). A sample
+ * built by the recorder (no kernel part, sf->ssize 0: no copy sizing,
+ * sf->time 0: no early Python read) serves the unprivileged off-CPU
+ * stacks. */
+int sp_recorder_sample_stack(stackpulse_recorder *rec, const sp_sample_fields *sf, sp_process *proc,
+                             uint32_t *stack_id);
 
 /* Reads the Python stacks of the samples that arrived in the rings since
  * the last call, before the time-ordered drain reaches them: the target

@@ -311,10 +311,8 @@ static void copy_learn(stackpulse_recorder *rec, const sp_unwind_result *res, ui
 		rec->copy_want = (uint32_t)want;
 }
 
-/* Interns the stack of sample @p sf of @p proc: kernel frames, then the
- * user frames of the online unwinder (merged with Python frames). */
-static int sample_stack(stackpulse_recorder *rec, const sp_sample_fields *sf, sp_process *proc,
-                        uint32_t *stack_id)
+int sp_recorder_sample_stack(stackpulse_recorder *rec, const sp_sample_fields *sf, sp_process *proc,
+                             uint32_t *stack_id)
 {
 	pid_t tid = sf->tid;
 	uint64_t time = sf->time, nr = sf->nr, dyn = sf->dyn;
@@ -383,7 +381,7 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 	if (rc)
 		return rc;
 	uint32_t thread = th->index, stack_id;
-	if ((rc = sample_stack(rec, &sf, proc, &stack_id)) != 0)
+	if ((rc = sp_recorder_sample_stack(rec, &sf, proc, &stack_id)) != 0)
 		return rc;
 	const sp_event_id *owner = id_owner(rec, sf.id);
 	if (owner && owner->kind == SP_EVENT_SWITCH) {
@@ -394,6 +392,11 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 		if (th)
 			sp_offcpu_sample(th, sf.time, stack_id);
 		return 0;
+	}
+	if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED) {
+		th = sp_ptable_find_thread(&rec->pt, sf.tid);
+		if (th)
+			sp_offcpu_unpriv_sample(th, sf.time, stack_id);
 	}
 	return sp_writer_sample(rec->w, sf.time, thread, stack_id, 1, sf.cpu);
 }

@@ -54,6 +54,26 @@ uint64_t sp_unwind_regs_mask(void)
 	return SP_REGS_MASK;
 }
 
+void sp_unwind_regs_sp_pc(sp_regs *r, uint64_t sp, uint64_t pc)
+{
+	memset(r, 0, sizeof(*r));
+	r->abi = SP_ABI_64;
+	uint64_t mask = SP_REGS_MASK;
+	for (unsigned bit = 0; bit < 64 && mask; bit++) {
+		if (!(mask & (1ULL << bit)))
+			continue;
+		mask &= ~(1ULL << bit);
+		int d = bit < sizeof(perf_to_dwarf) ? perf_to_dwarf[bit] : -1;
+		if (d == SP_REG_SP)
+			r->value[r->count] = sp;
+		else if (d == SP_REG_RA)
+			r->value[r->count] = pc;
+		else
+			r->unknown |= 1ULL << r->count;
+		r->count++;
+	}
+}
+
 /* Registers of one frame; bit i of @p valid says reg[i] is known. */
 typedef struct regset {
 	uint64_t reg[SP_NREGS];
@@ -402,8 +422,9 @@ int sp_unwind(sp_unwind_space *s, const sp_regs *regs, const uint8_t *stack, siz
 			mask &= ~(1ULL << bit);
 			if (k >= regs->count || k >= SP_UNWIND_MAX_REGS)
 				break;
+			int known = !((regs->unknown >> k) & 1);
 			uint64_t v = regs->value[k++];
-			if (bit >= sizeof(perf_to_dwarf) || perf_to_dwarf[bit] < 0)
+			if (!known || bit >= sizeof(perf_to_dwarf) || perf_to_dwarf[bit] < 0)
 				continue;
 			unsigned d = (unsigned)perf_to_dwarf[bit];
 			/* The sampled IP (x86_64) or PC (aarch64) is also a

@@ -19,11 +19,18 @@ typedef struct sp_regs {
 	uint64_t abi;                       /* PERF_SAMPLE_REGS_ABI_*; 0: none. */
 	uint64_t value[SP_UNWIND_MAX_REGS]; /* Values for the mask's bits. */
 	uint32_t count;                     /* Number of values. */
+	uint64_t unknown;                   /* Bit k: value[k] is not known (the
+	                                     * walk treats it as unavailable). */
 } sp_regs;
 
 /* The perf_event_attr.sample_regs_user mask this unwinder needs on the
  * build's architecture (x86_64 or aarch64). */
 uint64_t sp_unwind_regs_mask(void);
+
+/* Registers of a thread of which only the stack pointer @p sp and the
+ * program counter @p pc are known (a thread blocked in a system call, as
+ * /proc/PID/task/TID/syscall shows it): every other register unknown. */
+void sp_unwind_regs_sp_pc(sp_regs *r, uint64_t sp, uint64_t pc);
 
 typedef struct sp_unwinder sp_unwinder;
 typedef struct sp_unwind_space sp_unwind_space;

@@ -1,4 +1,4 @@
-/* Wall-clock time end to end, as root: `record --off-cpu` of a target that
+/* Wall-clock time end to end, as root and as an unprivileged user: `record --off-cpu` of a target that
  * per round spins 30%, sleeps 40% in nanosleep and blocks 30% in read() on
  * a pipe a filler thread writes late; `report --folded --time=...` and
  * `go tool pprof -sample_index=...` of `report --pprof`. The target
@@ -7,36 +7,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../python/py_versions.h"
 #include "example_tools.h"
 #include "harness.h"
 
-/* One recording for every test of the file. */
-static char g_spool[512], g_report[512];
-static double g_truth[3]; /* spin, sleep, read: seconds. */
-static int g_pid;
+/* One recording per user for every test of the file. */
+typedef struct phases_run {
+	char spool[512];
+	double truth[3]; /* spin, sleep, read: seconds. */
+	int pid;
+} phases_run;
+static phases_run g_root, g_nobody;
+static char g_report[512];
 
-static void recorded(void)
+/* Records `phases 20 100` into @p r: as root (the context-switch event,
+ * kernel frames) or, with @p nobody, as an unprivileged user (nobody
+ * through setpriv when we are root, else ourselves). */
+static void record_run(phases_run *r, int nobody)
 {
-	if (g_spool[0])
-		return;
-	char record[512], exe[512], cmd[4096], truth[512], log[512];
+	char record[512], exe[512], cmd[4096], truth[512], log[512], dir[512];
 	tools(record, g_report, sizeof(record));
-	if (geteuid() != 0)
+	if (!nobody && geteuid() != 0)
 		sp_test_skip("the context-switch event needs root (or CAP_PERFMON)");
+	if (nobody && geteuid() == 0 && sp_test_run("command -v setpriv >/dev/null 2>&1") != 0)
+		sp_test_skip("setpriv missing (util-linux)");
+	/* A directory the unprivileged recorder and its target can write. */
+	snprintf(dir, sizeof(dir), "%s/%s", sp_test_tmpdir(), nobody ? "public" : "root");
+	mkdir(dir, 0777);
+	chmod(dir, 0777);
+	chmod(sp_test_tmpdir(), 0755);
 	snprintf(exe, sizeof(exe), "%s/phases", sp_test_tmpdir());
 	snprintf(cmd, sizeof(cmd),
-	         "cc -O2 -g -fomit-frame-pointer -pthread -o %s %s/tests/record/targets/phases.c",
-	         exe, sp_test_source_root());
+	         "test -x %s || cc -O2 -g -fomit-frame-pointer -pthread -o %s "
+	         "%s/tests/record/targets/phases.c",
+	         exe, exe, sp_test_source_root());
 	REQUIRE_EQ(sp_test_run(cmd), 0);
-	snprintf(g_spool, sizeof(g_spool), "%s/phases.spool", sp_test_tmpdir());
-	snprintf(truth, sizeof(truth), "%s/phases.truth", sp_test_tmpdir());
-	snprintf(log, sizeof(log), "%s/phases.log", sp_test_tmpdir());
+	snprintf(r->spool, sizeof(r->spool), "%s/phases.spool", dir);
+	snprintf(truth, sizeof(truth), "%s/phases.truth", dir);
+	snprintf(log, sizeof(log), "%s/phases.log", dir);
 	snprintf(cmd, sizeof(cmd),
-	         "%s -F 999 --off-cpu -o %s -- sh -c 'echo $$ >%s.pid; exec %s 20 100 >%s' 2>%s",
-	         record, g_spool, truth, exe, truth, log);
+	         "%s %s -F 999 --off-cpu -o %s -- sh -c 'echo $$ >%s.pid; exec %s 20 100 >%s' 2>%s",
+	         nobody && geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups"
+	                                  : "",
+	         record, r->spool, truth, exe, truth, log);
 	int rc = sp_test_run(cmd);
 	char *text = sp_test_read_file(log, NULL);
 	fprintf(stderr, "    %s", text ? text : "");
@@ -47,22 +63,36 @@ static void recorded(void)
 	unsigned long long a = 0, b = 0, c = 0;
 	REQUIRE_EQ(sscanf(text, "spin %llu sleep %llu read %llu", &a, &b, &c), 3);
 	free(text);
-	g_truth[0] = (double)a / 1e9;
-	g_truth[1] = (double)b / 1e9;
-	g_truth[2] = (double)c / 1e9;
+	r->truth[0] = (double)a / 1e9;
+	r->truth[1] = (double)b / 1e9;
+	r->truth[2] = (double)c / 1e9;
 	snprintf(cmd, sizeof(cmd), "%s.pid", truth);
 	text = sp_test_read_file(cmd, NULL);
 	REQUIRE(text != NULL);
-	g_pid = atoi(text);
+	r->pid = atoi(text);
 	free(text);
 }
 
+static const phases_run *recorded(void)
+{
+	if (!g_root.spool[0])
+		record_run(&g_root, 0);
+	return &g_root;
+}
+
+static const phases_run *recorded_nobody(void)
+{
+	if (!g_nobody.spool[0])
+		record_run(&g_nobody, 1);
+	return &g_nobody;
+}
+
 /* Runs report with @p args; returns its stdout (free it). */
-static char *report(const char *args)
+static char *report(const phases_run *r, const char *args)
 {
 	char cmd[4096], out[512];
 	snprintf(out, sizeof(out), "%s/report.out", sp_test_tmpdir());
-	snprintf(cmd, sizeof(cmd), "%s %s %s >%s", g_report, g_spool, args, out);
+	snprintf(cmd, sizeof(cmd), "%s %s %s >%s", g_report, r->spool, args, out);
 	REQUIRE_EQ(sp_test_run(cmd), 0);
 	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
@@ -81,10 +111,10 @@ static double cut_weight(char *line)
 static const char *const phase_fn[3] = { ";spin_phase", ";sleep_phase;", ";read_phase;" };
 
 /* Sums the folded weights of the main thread per phase; *all gets every line. */
-static void fold_phases(char *text, double us[3], double *all)
+static void fold_phases(const phases_run *r, char *text, double us[3], double *all)
 {
 	char label[64];
-	snprintf(label, sizeof(label), "phases/%d;", g_pid);
+	snprintf(label, sizeof(label), "phases/%d;", r->pid);
 	us[0] = us[1] = us[2] = *all = 0;
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		double v = cut_weight(line);
@@ -97,24 +127,25 @@ static void fold_phases(char *text, double us[3], double *all)
 	}
 }
 
-SP_TEST(wall_shares_match_the_phases)
+/* Wall shares of the phases (the default time of an off-CPU spool) against
+ * the truth the target measured. */
+static void wall_shares(const phases_run *r)
 {
-	recorded();
-	char *text = report("--folded --tid"); /* Default: wall, for an off-CPU spool. */
-	char *same = report("--folded --tid --time=wall");
+	char *text = report(r, "--folded --tid"); /* Default: wall, for an off-CPU spool. */
+	char *same = report(r, "--folded --tid --time=wall");
 	CHECK_STR(text, same);
 	free(same);
 	double us[3], all;
-	fold_phases(text, us, &all);
+	fold_phases(r, text, us, &all);
 	free(text);
-	double sum = us[0] + us[1] + us[2], tsum = g_truth[0] + g_truth[1] + g_truth[2];
+	double sum = us[0] + us[1] + us[2], tsum = r->truth[0] + r->truth[1] + r->truth[2];
 	REQUIRE(sum > 0);
-	printf("    truth  spin %.3fs sleep %.3fs read %.3fs\n", g_truth[0], g_truth[1],
-	       g_truth[2]);
+	printf("    truth  spin %.3fs sleep %.3fs read %.3fs\n", r->truth[0], r->truth[1],
+	       r->truth[2]);
 	printf("    wall   spin %.3fs sleep %.3fs read %.3fs\n", us[0] / 1e6, us[1] / 1e6,
 	       us[2] / 1e6);
 	for (int k = 0; k < 3; k++) {
-		double share = us[k] / sum, truth = g_truth[k] / tsum;
+		double share = us[k] / sum, truth = r->truth[k] / tsum;
 		printf("    share %d: %.4f, truth %.4f\n", k, share, truth);
 		CHECK(share > truth - 0.03 && share < truth + 0.03);
 	}
@@ -122,14 +153,27 @@ SP_TEST(wall_shares_match_the_phases)
 	CHECK(sum / 1e6 > tsum * 0.97 && sum / 1e6 < tsum * 1.03);
 }
 
-/* Off-CPU stacks end in the blocking call: the user frame next to the
- * kernel is clock_nanosleep (sleep) or read (pipe), under kernel frames. */
-SP_TEST(offcpu_stacks_end_in_the_blocking_call)
+SP_TEST(wall_shares_match_the_phases)
 {
-	recorded();
-	char *text = report("--folded --tid --time=off");
+	wall_shares(recorded());
+}
+
+/* The same recorded by an unprivileged user (perf_event_paranoid 2: switch
+ * records, stacks read from the blocked threads). */
+SP_TEST(wall_shares_match_the_phases_unprivileged)
+{
+	wall_shares(recorded_nobody());
+}
+
+/* Off-CPU stacks end in the blocking call. With @p kernel: the user frame
+ * next to the kernel is clock_nanosleep (sleep) or read (pipe), under
+ * kernel frames; without: the leaf is that user frame, the stack reaches
+ * main, and no kernel frame is there. */
+static void stacks_end(const phases_run *r, int kernel)
+{
+	char *text = report(r, "--folded --tid --time=off");
 	char label[64];
-	snprintf(label, sizeof(label), "phases/%d;", g_pid);
+	snprintf(label, sizeof(label), "phases/%d;", r->pid);
 	double in[2] = { 0, 0 }, ends[2] = { 0, 0 };
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		double v = cut_weight(line);
@@ -139,6 +183,14 @@ SP_TEST(offcpu_stacks_end_in_the_blocking_call)
 			if (!strstr(line, phase_fn[k + 1]))
 				continue;
 			in[k] += v;
+			const char *want = k == 0 ? "clock_nanosleep" : "read";
+			if (!kernel) {
+				const char *leaf = strrchr(line, ';');
+				if (leaf && strstr(leaf, want) && !strstr(line, "_[k]") &&
+				    strstr(line, ";main;"))
+					ends[k] += v;
+				continue;
+			}
 			/* The user frame before the first kernel frame. */
 			char *kf = strstr(line, "_[k]");
 			if (!kf)
@@ -151,7 +203,7 @@ SP_TEST(offcpu_stacks_end_in_the_blocking_call)
 				start--;
 			char user[256];
 			snprintf(user, sizeof(user), "%.*s", (int)(end - 1 - start), start);
-			if (strstr(user, k == 0 ? "clock_nanosleep" : "read") &&
+			if (strstr(user, want) &&
 			    strstr(line, k == 0 ? "do_nanosleep_[k]" : "pipe_read_[k]"))
 				ends[k] += v;
 		}
@@ -161,11 +213,21 @@ SP_TEST(offcpu_stacks_end_in_the_blocking_call)
 	       "%.3fs (%.1f%% in read)\n",
 	       in[0] / 1e6, 100 * ends[0] / (in[0] > 0 ? in[0] : 1), in[1] / 1e6,
 	       100 * ends[1] / (in[1] > 0 ? in[1] : 1));
-	CHECK(in[0] / 1e6 > g_truth[1] * 0.95);
-	CHECK(in[1] / 1e6 > g_truth[2] * 0.95);
+	CHECK(in[0] / 1e6 > r->truth[1] * 0.95);
+	CHECK(in[1] / 1e6 > r->truth[2] * 0.95);
 	/* What is left is preemption inside the phase functions. */
 	CHECK(ends[0] >= in[0] * 0.97);
 	CHECK(ends[1] >= in[1] * 0.97);
+}
+
+SP_TEST(offcpu_stacks_end_in_the_blocking_call)
+{
+	stacks_end(recorded(), 1);
+}
+
+SP_TEST(offcpu_stacks_end_in_the_blocking_call_unprivileged)
+{
+	stacks_end(recorded_nobody(), 0);
 }
 
 /* Totals of a -raw column of `go tool pprof`, by sample type name. */
@@ -212,12 +274,12 @@ static double pprof_total(const char *raw, const char *type)
 
 SP_TEST(pprof_has_cpu_and_off_cpu_nanoseconds)
 {
-	recorded();
+	const phases_run *r = recorded();
 	if (sp_test_run("command -v go >/dev/null 2>&1") != 0)
 		sp_test_skip("go is not installed (Debian golang-go)");
 	char args[1024], cmd[4096], path[512];
 	snprintf(args, sizeof(args), "--pprof %s/phases.pb.gz", sp_test_tmpdir());
-	free(report(args));
+	free(report(r, args));
 	double got[2], folded[2];
 	const char *types[2] = { "cpu", "off_cpu" };
 	for (int k = 0; k < 2; k++) {
@@ -233,9 +295,9 @@ SP_TEST(pprof_has_cpu_and_off_cpu_nanoseconds)
 		CHECK(strstr(raw, "off_cpu/nanoseconds") != NULL);
 		got[k] = pprof_total(raw, types[k]);
 		free(raw);
-		char *text = report(k == 0 ? "--folded --time=cpu" : "--folded --time=off");
+		char *text = report(r, k == 0 ? "--folded --time=cpu" : "--folded --time=off");
 		double us[3], all;
-		fold_phases(text, us, &all);
+		fold_phases(r, text, us, &all);
 		free(text);
 		folded[k] = all;
 	}
@@ -251,11 +313,11 @@ SP_TEST(pprof_has_cpu_and_off_cpu_nanoseconds)
  * sleep phase weighs what it took. */
 SP_TEST(svg_and_firefox_show_time)
 {
-	recorded();
+	const phases_run *r = recorded();
 	char args[1024], cmd[4096], path[512];
 	snprintf(path, sizeof(path), "%s/phases.svg", sp_test_tmpdir());
 	snprintf(args, sizeof(args), "--svg %s", path);
-	free(report(args));
+	free(report(r, args));
 	char *svg = sp_test_read_file(path, NULL);
 	REQUIRE(svg != NULL);
 	const char *t = strstr(svg, "<title>sleep_phase (");
@@ -267,7 +329,7 @@ SP_TEST(svg_and_firefox_show_time)
 	 * interval. */
 	snprintf(path, sizeof(path), "%s/phases.json", sp_test_tmpdir());
 	snprintf(args, sizeof(args), "--firefox %s", path);
-	free(report(args));
+	free(report(r, args));
 	char out[512];
 	snprintf(out, sizeof(out), "%s/ff.txt", sp_test_tmpdir());
 	snprintf(cmd, sizeof(cmd),
@@ -286,16 +348,16 @@ SP_TEST(svg_and_firefox_show_time)
 	         "    return False\n"
 	         "  n=sum(1 for x in th[\"samples\"][\"data\"] if has(x[0]))\n"
 	         "  print(n*iv)' %s %d >%s",
-	         path, g_pid, out);
+	         path, r->pid, out);
 	REQUIRE_EQ(sp_test_run(cmd), 0);
 	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	double ff_ms = strtod(text, NULL);
 	free(text);
-	printf("    sleep phase: truth %.1f ms, SVG %.1f ms, Firefox %.1f ms\n", g_truth[1] * 1e3,
+	printf("    sleep phase: truth %.1f ms, SVG %.1f ms, Firefox %.1f ms\n", r->truth[1] * 1e3,
 	       svg_ms, ff_ms);
-	CHECK(svg_ms > g_truth[1] * 1e3 * 0.97 && svg_ms < g_truth[1] * 1e3 * 1.03);
-	CHECK(ff_ms > g_truth[1] * 1e3 * 0.97 && ff_ms < g_truth[1] * 1e3 * 1.03);
+	CHECK(svg_ms > r->truth[1] * 1e3 * 0.97 && svg_ms < r->truth[1] * 1e3 * 1.03);
+	CHECK(ff_ms > r->truth[1] * 1e3 * 0.97 && ff_ms < r->truth[1] * 1e3 * 1.03);
 }
 
 SP_TEST(time_views_need_off_cpu_data)
@@ -313,15 +375,33 @@ SP_TEST(time_views_need_off_cpu_data)
 }
 
 /* A Python function blocked in time.sleep, Lock.acquire, socket.recv, or
- * waiting for the GIL sits under its Python callers in the off-CPU stacks. */
-SP_TEST(python_blocked_frames_under_their_callers)
+ * waiting for the GIL sits under its Python callers in the off-CPU stacks:
+ * recorded as root, or with @p nobody as an unprivileged user (the stacks
+ * read from the blocked threads, Python frames merged the same way). */
+static void python_blocked(int nobody)
 {
-	char record[512], report_bin[512], cmd[4096], spool[512], out[512];
+	char record[512], report_bin[512], cmd[4096], spool[512], out[512], dir[512];
 	tools(record, report_bin, sizeof(record));
-	if (geteuid() != 0)
+	if (!nobody && geteuid() != 0)
 		sp_test_skip("the context-switch event needs root (or CAP_PERFMON)");
+	snprintf(dir, sizeof(dir), "%s/%s", sp_test_tmpdir(), nobody ? "public" : "root");
+	mkdir(dir, 0777);
+	chmod(dir, 0777);
+	chmod(sp_test_tmpdir(), 0755);
+	const char *as = nobody && geteuid() == 0
+	                         ? "setpriv --reuid=65534 --regid=65534 --clear-groups"
+	                         : "";
 	py_versions v;
 	py_versions_find(&v);
+	/* As nobody, the interpreters nobody may run (pyenv builds under
+	 * /root are not). */
+	int keep = 0;
+	for (int i = 0; i < v.n; i++) {
+		snprintf(cmd, sizeof(cmd), "%s test -x %s", as, v.path[i]);
+		if (!*as || sp_test_run(cmd) == 0)
+			memmove(v.path[keep++], v.path[i], sizeof(v.path[0]));
+	}
+	v.n = keep;
 	REQUIRE(v.n > 0);
 	/* Python function, its Python caller, what it blocks in (two
 	 * spellings: time.sleep is select() before 3.11). The GIL is a futex
@@ -334,12 +414,13 @@ SP_TEST(python_blocked_frames_under_their_callers)
 		{ "spin (", "gil_worker (", "futex", "futex" },
 	};
 	for (int i = 0; i < v.n; i++) {
-		snprintf(spool, sizeof(spool), "%s/pyblock-%d.spool", sp_test_tmpdir(), i);
-		snprintf(out, sizeof(out), "%s/pyblock-%d.folded", sp_test_tmpdir(), i);
+		snprintf(spool, sizeof(spool), "%s/pyblock-%d.spool", dir, i);
+		snprintf(out, sizeof(out), "%s/pyblock-%d.folded", dir, i);
 		snprintf(cmd, sizeof(cmd),
-		         "%s --off-cpu -o %s -- %s %s/tests/record/targets/pyblock.py 2>/dev/null "
-		         "&& %s %s --folded --time=off >%s 2>/dev/null",
-		         record, spool, v.path[i], sp_test_source_root(), report_bin, spool, out);
+		         "%s %s --off-cpu -o %s -- %s %s/tests/record/targets/pyblock.py "
+		         "2>/dev/null && %s %s --folded --time=off >%s 2>/dev/null",
+		         as, record, spool, v.path[i], sp_test_source_root(), report_bin, spool,
+		         out);
 		REQUIRE_EQ(sp_test_run(cmd), 0);
 		char *text = sp_test_read_file(out, NULL);
 		REQUIRE(text != NULL);
@@ -364,4 +445,14 @@ SP_TEST(python_blocked_frames_under_their_callers)
 		CHECK(us[2] / 1e6 > 0.3);
 		CHECK(us[3] > 0);
 	}
+}
+
+SP_TEST(python_blocked_frames_under_their_callers)
+{
+	python_blocked(0);
+}
+
+SP_TEST(python_blocked_frames_under_their_callers_unprivileged)
+{
+	python_blocked(1);
 }

@@ -432,20 +432,28 @@ SP_TEST(walk_every_version)
  * sum() resumed has usually yielded by then (tstate->cframe names the
  * caller's activation) and its frame lost its caller; the stack copy still
  * holds the sampled activation's cframe. */
-SP_TEST(read_tstate_finds_the_sampled_generator_activation)
+/* <module> -> Worker.run on the thread's data stack, and a <genexpr>
+ * generator's frame that yielded (no caller); the thread state runs Worker.run.
+ * 1 when the image holds them all. */
+static int gen_env(walk_env *e, int v, uint64_t *mod, uint64_t *run, uint64_t *gen, uint64_t *ts)
 {
 	static const int32_t gen_lines[] = { 10, 10 };
+	env_init(e, v);
+	uint64_t genc = img_code(&e->im, "<genexpr>", "/t/demo.py", 10, gen_lines, 2);
+	*mod = img_frame(&e->im, e->mod, 2, 0, 1, 0, 0);
+	*run = img_frame(&e->im, e->run, 2, *mod, 0, 0, 0);
+	*gen = img_frame(&e->im, genc, 1, 0, 1, 1, 0);
+	*ts = img_runtime(&e->im, 4242, *run);
+	return genc && *mod && *run && *gen && *ts;
+}
+
+SP_TEST(read_tstate_finds_the_sampled_generator_activation)
+{
 	for (int v = IMG_V311; v <= IMG_V312; v++) {
 		walk_env e;
-		env_init(&e, v);
+		uint64_t mod, run, gen, ts;
+		REQUIRE(gen_env(&e, v, &mod, &run, &gen, &ts));
 		const sp_py_layout *l = &e.im.l;
-		uint64_t genc = img_code(&e.im, "<genexpr>", "/t/demo.py", 10, gen_lines, 2);
-		uint64_t mod = img_frame(&e.im, e.mod, 2, 0, 1, 0, 0);
-		uint64_t run = img_frame(&e.im, e.run, 2, mod, 0, 0, 0);
-		/* Yielded: a generator's frame, without a caller. */
-		uint64_t gen = img_frame(&e.im, genc, 1, 0, 1, 1, 0);
-		uint64_t ts = img_runtime(&e.im, 4242, run);
-		REQUIRE(genc && mod && run && gen && ts);
 		uint64_t stack = IMG_BASE + IMG_MAX - IMG_STACK_LEN;
 		uint64_t outer = stack + 64, inner = stack + 16; /* img_runtime's cframe */
 		img_put64(&e.im, inner + l->cframe_current_frame, gen);
@@ -516,6 +524,56 @@ SP_TEST(read_tstate_finds_the_sampled_generator_activation)
 	CHECK_EQ(sp_py_sample_cframe(&e.w, 0x7f0000000000ull, tops, &nt), 0x7f0000000000ull);
 	CHECK_EQ(nt, 0);
 	env_free(&e);
+}
+
+/* The thread entered an activation after the sample, at a depth the
+ * sample's stack copy covers: the copy shows the sample's C frames there,
+ * not that cframe, so its current frame is not the sample's. Its live
+ * links lead out to the sampled activation. And a sampled activation whose
+ * frame was popped since keeps its place (its link is unchanged). */
+SP_TEST(sample_cframe_skips_activations_entered_since_inside_the_copy)
+{
+	for (int v = IMG_V311; v <= IMG_V312; v++) {
+		walk_env e;
+		uint64_t mod, run, gen, ts;
+		REQUIRE(gen_env(&e, v, &mod, &run, &gen, &ts));
+		const sp_py_layout *l = &e.im.l;
+		uint64_t stack = IMG_BASE + IMG_MAX - IMG_STACK_LEN;
+		uint64_t fresh = stack + 512, inner = stack + 1024, outer = stack + 2048;
+		img_put64(&e.im, outer + l->cframe_current_frame, run);
+		img_put64(&e.im, outer + l->cframe_previous, 0);
+		img_put64(&e.im, inner + l->cframe_current_frame, gen);
+		img_put64(&e.im, inner + l->cframe_previous, outer);
+		/* The sample's copy: C frames where the new cframe is now. */
+		uint8_t *copy = malloc(IMG_STACK_LEN);
+		REQUIRE(copy != NULL);
+		memcpy(copy, e.im.mem + IMG_MAX - IMG_STACK_LEN, IMG_STACK_LEN);
+		for (uint32_t k = 0; k < 64; k++)
+			copy[512 + k] = 0x1a;
+		img_put64(&e.im, fresh + l->cframe_current_frame, mod);
+		img_put64(&e.im, fresh + l->cframe_previous, inner);
+		e.w.mem.stack = copy;
+		e.w.mem.stack_len = IMG_STACK_LEN;
+		e.w.mem.stack_start = stack;
+		uint64_t tops[SP_PY_OUTER_MAX];
+		uint32_t nt = 0;
+		CHECK_EQ(sp_py_sample_cframe(&e.w, fresh, tops, &nt), inner);
+		REQUIRE_EQ(nt, 1);
+		CHECK_EQ(tops[0], run);
+		/* The generator's frame overwritten since: the sampled
+		 * activation is still the one the thread runs. */
+		e.im.mem[gen - IMG_BASE + l->frame_owner] = 0x89;
+		sp_py_mem_reset(&e.w.mem);
+		CHECK_EQ(sp_py_sample_cframe(&e.w, inner, tops, &nt), inner);
+		CHECK_EQ(nt, 1);
+		/* A link that changed since: a new activation, followed out. */
+		copy[1024 + l->cframe_previous] ^= 0x40;
+		sp_py_mem_reset(&e.w.mem);
+		CHECK_EQ(sp_py_sample_cframe(&e.w, inner, tops, &nt), outer);
+		CHECK_EQ(nt, 0);
+		free(copy);
+		env_free(&e);
+	}
 }
 
 /* sum(evens(numbers())): two generators, each resumed from C in its own

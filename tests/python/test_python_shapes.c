@@ -172,16 +172,25 @@ SP_TEST(every_version_every_shape_has_whole_or_cut_chains)
 			             vs.path[i], t.dishonest, t.all, t.example);
 		if (slow)
 			continue;
-		/* Each shape is there, and most of its samples are whole. */
+		/* Each shape is there, and most of its samples are whole. The
+		 * phases take a third of the CPU time each, and a sample read
+		 * after its frames were popped names no phase at all: so each
+		 * phase's whole chains must also make a quarter of all
+		 * samples. A python* target's samples wake the recorder, which
+		 * reads their stacks before the thread pops the frames they
+		 * saw (json: 29-32% of all samples whole here, against 21-28%
+		 * with a read at the next 200 us poll), and a generator's frame
+		 * stays whole while it yields and resumes under the reader. */
 		for (int p = 0; p < NPHASE; p++) {
 			CHECK(t.in_phase[p] >= 40);
-			if (t.whole[p] * 2 < t.in_phase[p])
+			CHECK(t.whole[p] * 4 >= t.all);
+			if (t.whole[p] * 4 < t.in_phase[p] * 3)
 				sp_test_fail(__FILE__, __LINE__,
 				             "%s: %s: %lld of %lld samples whole", vs.path[i],
 				             phase_fn[p], t.whole[p], t.in_phase[p]);
 		}
-		CHECK(t.gen_leaf_whole * 4 >= t.in_phase[GEN]);
-		CHECK(t.crunch_whole * 4 >= t.in_phase[ASYNC]);
-		CHECK(t.c_leaf_whole * 10 >= t.in_phase[JSON]);
+		CHECK(t.gen_leaf_whole * 2 >= t.in_phase[GEN]);
+		CHECK(t.crunch_whole * 2 >= t.in_phase[ASYNC]);
+		CHECK(t.c_leaf_whole * 2 >= t.in_phase[JSON]);
 	}
 }

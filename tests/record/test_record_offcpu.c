@@ -1,16 +1,32 @@
-/* Off-CPU recording with the context-switch event (root here): a target
+/* Off-CPU recording with the context-switch event (root here) and with
+ * the unprivileged method (as nobody, perf_event_paranoid 2): a target
  * that sleeps in nanosleep and blocks in read() on a pipe, recorded through
  * the public API; its intervals add up to the time it measured itself, and
- * their stacks end in the blocking call, user side and kernel side. */
+ * their stacks end in the blocking call, user side (and kernel side when
+ * kernel frames are allowed). */
 #include <errno.h>
 
 #include "format/spool_format.h"
 #include "format/spool_reader.h"
-#include "rec_util.h"
+#include "rec_driver.h"
+#include "record/perf_events.h"
 
 typedef struct phases_truth {
 	double spin, sleep, read; /* Seconds, as the target measured them. */
 } phases_truth;
+
+/* Reads the report `phases` wrote to @p path. */
+static void read_truth(const char *path, phases_truth *truth)
+{
+	char *text = sp_test_read_file(path, NULL);
+	REQUIRE(text != NULL);
+	unsigned long long a = 0, b = 0, c = 0;
+	REQUIRE_EQ(sscanf(text, "spin %llu sleep %llu read %llu", &a, &b, &c), 3);
+	free(text);
+	truth->spin = (double)a / 1e9;
+	truth->sleep = (double)b / 1e9;
+	truth->read = (double)c / 1e9;
+}
 
 /* Records `phases ROUNDS ROUND_MS` (its report to @p truth_path). */
 static void record_phases(const char *tag, const stackpulse_recorder_opts *opts, char *spool,
@@ -32,14 +48,7 @@ static void record_phases(const char *tag, const stackpulse_recorder_opts *opts,
 	int status;
 	waitpid(pid, &status, 0);
 	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	char *text = sp_test_read_file(truth_path, NULL);
-	REQUIRE(text != NULL);
-	unsigned long long a = 0, b = 0, c = 0;
-	REQUIRE_EQ(sscanf(text, "spin %llu sleep %llu read %llu", &a, &b, &c), 3);
-	free(text);
-	truth->spin = (double)a / 1e9;
-	truth->sleep = (double)b / 1e9;
-	truth->read = (double)c / 1e9;
+	read_truth(truth_path, truth);
 }
 
 typedef struct names {
@@ -77,6 +86,85 @@ static const char *user_leaf(const names *nm)
 	return "";
 }
 
+/* The intervals of a `phases 10 100` spool: the blocked ones in
+ * sleep_phase and read_phase add up to the time those took, and every one
+ * ends in the blocking call and reaches main, with kernel frames when
+ * @p kernel (none otherwise). */
+static void check_phases_spool(const char *spool, const phases_truth *truth, int method, int kernel)
+{
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
+	CHECK_EQ(m->off_cpu_method, method);
+	stackpulse_symbolizer *sym;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp, NULL, &sym));
+	stackpulse_offcpu_iter *it;
+	REQUIRE_OK(stackpulse_offcpu_iter_new(sp, &it));
+	const struct stackpulse_offcpu *iv;
+	double sleep = 0, rd = 0;
+	int nsleep = 0, nread = 0, sleep_leaf = 0, read_leaf = 0, sleep_kernel = 0, read_kernel = 0;
+	int with_main = 0, long_blocked = 0, long_no_stack = 0, kernel_any = 0;
+	uint64_t n = 0;
+	int rc;
+	while ((rc = stackpulse_offcpu_iter_next(it, &iv)) == 1) {
+		n++;
+		names nm;
+		nm.n = 0;
+		if (iv->stack)
+			CHECK_OK(stackpulse_symbolizer_for_each_stack_frame(sym, iv->stack, collect,
+			                                                    &nm));
+		for (int i = 0; i < nm.n; i++)
+			kernel_any += nm.kind[i] == STACKPULSE_FRAME_KERNEL;
+		if (iv->state != STACKPULSE_OFFCPU_BLOCKED)
+			continue;
+		/* Every block of the target is 30 ms or more: all must have
+		 * their stack. */
+		if (iv->duration_ns >= 20000000) {
+			long_blocked++;
+			long_no_stack += iv->stack == 0;
+		}
+		const char *leaf = user_leaf(&nm);
+		int kern = nm.n > 0 && nm.kind[0] == STACKPULSE_FRAME_KERNEL;
+		if (has(&nm, "sleep_phase")) {
+			sleep += (double)iv->duration_ns / 1e9;
+			nsleep++;
+			sleep_leaf += strstr(leaf, "clock_nanosleep") != NULL;
+			sleep_kernel += kern;
+			with_main += has(&nm, "main");
+		} else if (has(&nm, "read_phase")) {
+			rd += (double)iv->duration_ns / 1e9;
+			nread++;
+			read_leaf += strstr(leaf, "read") != NULL;
+			read_kernel += kern;
+			with_main += has(&nm, "main");
+		}
+	}
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(n, m->offcpu_intervals);
+	stackpulse_offcpu_iter_free(it);
+	stackpulse_symbolizer_free(sym);
+	stackpulse_spool_close(sp);
+	printf("    off-CPU: sleep_phase %.3fs in %d, read_phase %.3fs in %d; %d blocks of 20 ms "
+	       "or more, %d without a stack\n",
+	       sleep, nsleep, rd, nread, long_blocked, long_no_stack);
+	CHECK(nsleep >= 10 && nread >= 10);
+	CHECK(long_blocked >= 40); /* 10 rounds: sleep and read, filler's nap and wait */
+	CHECK_EQ(long_no_stack, 0);
+	/* Every sleep and read ends in the blocking call and reaches main. */
+	CHECK_EQ(sleep_leaf, nsleep);
+	CHECK_EQ(read_leaf, nread);
+	CHECK_EQ(with_main, nsleep + nread);
+	if (kernel) {
+		CHECK_EQ(sleep_kernel, nsleep);
+		CHECK_EQ(read_kernel, nread);
+	} else {
+		CHECK_EQ(kernel_any, 0);
+	}
+	/* The blocked time is the time the calls took, less their CPU part. */
+	CHECK(sleep > truth->sleep * 0.95 && sleep <= truth->sleep * 1.01);
+	CHECK(rd > truth->read * 0.95 && rd <= truth->read * 1.01);
+}
+
 SP_TEST(offcpu_intervals_of_blocking_calls)
 {
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
@@ -95,61 +183,55 @@ SP_TEST(offcpu_intervals_of_blocking_calls)
 	/* Per round at least a sleep and a read of the main thread and of the filler. */
 	CHECK(st.offcpu_intervals >= 40);
 	CHECK(st.offcpu_no_stack * 20 <= st.offcpu_intervals);
-
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
-	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
-	CHECK_EQ(m->off_cpu_method, STACKPULSE_OFFCPU_SWITCH_EVENT);
 	/* finish() writes the threads still off CPU after the stats were taken. */
-	CHECK(m->offcpu_intervals >= st.offcpu_intervals);
-	stackpulse_symbolizer *sym;
-	REQUIRE_OK(stackpulse_symbolizer_new(sp, NULL, &sym));
-	stackpulse_offcpu_iter *it;
-	REQUIRE_OK(stackpulse_offcpu_iter_new(sp, &it));
-	const struct stackpulse_offcpu *iv;
-	double sleep = 0, rd = 0;
-	int nsleep = 0, nread = 0, sleep_leaf = 0, read_leaf = 0, sleep_kernel = 0, read_kernel = 0;
-	uint64_t n = 0;
-	int rc;
-	while ((rc = stackpulse_offcpu_iter_next(it, &iv)) == 1) {
-		n++;
-		names nm;
-		nm.n = 0;
-		if (iv->stack)
-			CHECK_OK(stackpulse_symbolizer_for_each_stack_frame(sym, iv->stack, collect,
-			                                                    &nm));
-		if (iv->state != STACKPULSE_OFFCPU_BLOCKED)
-			continue;
-		const char *leaf = user_leaf(&nm);
-		int kernel = nm.n > 0 && nm.kind[0] == STACKPULSE_FRAME_KERNEL;
-		if (has(&nm, "sleep_phase")) {
-			sleep += (double)iv->duration_ns / 1e9;
-			nsleep++;
-			sleep_leaf += strstr(leaf, "clock_nanosleep") != NULL;
-			sleep_kernel += kernel;
-		} else if (has(&nm, "read_phase")) {
-			rd += (double)iv->duration_ns / 1e9;
-			nread++;
-			read_leaf += strstr(leaf, "read") != NULL;
-			read_kernel += kernel;
-		}
-	}
-	CHECK_EQ(rc, 0);
-	CHECK_EQ(n, m->offcpu_intervals);
-	stackpulse_offcpu_iter_free(it);
-	stackpulse_symbolizer_free(sym);
+	CHECK(stackpulse_spool_meta(sp)->offcpu_intervals >= st.offcpu_intervals);
 	stackpulse_spool_close(sp);
-	printf("    off-CPU: sleep_phase %.3fs in %d, read_phase %.3fs in %d\n", sleep, nsleep, rd,
-	       nread);
-	CHECK(nsleep >= 10 && nread >= 10);
-	/* Every sleep and read ends in the blocking call, with kernel frames. */
-	CHECK_EQ(sleep_leaf, nsleep);
-	CHECK_EQ(read_leaf, nread);
-	CHECK_EQ(sleep_kernel, nsleep);
-	CHECK_EQ(read_kernel, nread);
-	/* The blocked time is the time the calls took, less their CPU part. */
-	CHECK(sleep > truth.sleep * 0.95 && sleep <= truth.sleep * 1.01);
-	CHECK(rd > truth.read * 0.95 && rd <= truth.read * 1.01);
+	check_phases_spool(spool, &truth, STACKPULSE_OFFCPU_SWITCH_EVENT, 1);
+}
+
+/* The same as nobody at perf_event_paranoid 2: the context-switch event
+ * is refused, so the intervals come from the switch records and the stacks
+ * from the blocked threads' saved user state (no kernel frames). */
+SP_TEST(offcpu_unprivileged_intervals_of_blocking_calls)
+{
+	if (geteuid() != 0)
+		sp_test_skip("needs root to switch to nobody");
+	long paranoid = sp_perf_sysctl("perf_event_paranoid", 2);
+	if (paranoid > 2)
+		sp_test_skip("perf_event_paranoid above 2: nobody may not sample at all");
+	/* At 1 or below nobody gets the context-switch event and kernel frames. */
+	int method =
+	        paranoid <= 1 ? STACKPULSE_OFFCPU_SWITCH_EVENT : STACKPULSE_OFFCPU_UNPRIVILEGED;
+	const char *exe = rec_target("phases", "-lpthread");
+	char script[600], truth_path[600], spool[600], env[2048], out[1024];
+	snprintf(script, sizeof(script), "%s/phases.sh", rec_public_dir());
+	snprintf(truth_path, sizeof(truth_path), "%s/phases.truth", rec_public_dir());
+	snprintf(spool, sizeof(spool), "%s/phases.spool", rec_public_dir());
+	FILE *f = fopen(script, "w");
+	REQUIRE(f != NULL);
+	fprintf(f, "#!/bin/sh\nexec '%s' 10 100 >'%s'\n", exe, truth_path);
+	fclose(f);
+	chmod(script, 0755);
+	/* REQUIRED and AUTO alike take the unprivileged method. */
+	for (int req = 0; req < 2; req++) {
+		snprintf(env, sizeof(env),
+		         "SP_REC_DRIVER=spawn SP_REC_OFF_CPU=%d SP_REC_SPOOL=%s SP_REC_TARGET=%s",
+		         req ? STACKPULSE_FEATURE_REQUIRED : STACKPULSE_FEATURE_AUTO, spool,
+		         script);
+		int st = rec_drive(env, 1, out, sizeof(out));
+		printf("    nobody off_cpu=%s: %s", req ? "REQUIRED" : "AUTO", out);
+		REQUIRE_EQ(st, 0);
+		char want[32];
+		snprintf(want, sizeof(want), "off_cpu=%d ", method);
+		CHECK(strstr(out, want) != NULL);
+		phases_truth truth;
+		read_truth(truth_path, &truth);
+		printf("    truth: spin %.3fs sleep %.3fs read %.3fs\n", truth.spin, truth.sleep,
+		       truth.read);
+		check_phases_spool(spool, &truth, method, paranoid <= 1);
+	}
 }
 
 SP_TEST(offcpu_is_off_by_default)

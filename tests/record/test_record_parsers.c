@@ -4,6 +4,7 @@
  * spool written in memory. */
 #include <errno.h>
 #include <sched.h>
+#include <sys/syscall.h>
 
 #include "common/alloc.h"
 #include "common/buf.h"
@@ -61,6 +62,69 @@ SP_TEST(nspid_parser)
 	CHECK_EQ(sp_proc_parse_nspid("x\nNSpid:\t99999999999\n"), 0);
 	CHECK_EQ(sp_proc_parse_nspid("x\nNSpid:\t12 x 7\n"), 12);
 	CHECK_EQ(sp_proc_nspid(getpid()), getpid());
+}
+
+SP_TEST(syscall_parser)
+{
+	sp_proc_syscall sc;
+	CHECK_OK(sp_proc_parse_syscall("230 0x0 0x0 0x7ffe47c83730 0x0 0x0 0x7f0ad1c09740 "
+	                               "0x7ffe47c83418 0x7f0ad1cdb503\n",
+	                               &sc));
+	CHECK_EQ(sc.nr, 230);
+	CHECK_EQ(sc.sp, 0x7ffe47c83418ull);
+	CHECK_EQ(sc.pc, 0x7f0ad1cdb503ull);
+	/* Blocked outside a system call (a page fault): only sp and pc. */
+	CHECK_OK(sp_proc_parse_syscall("-1 0x7ffd00001000 0x401000\n", &sc));
+	CHECK_EQ(sc.nr, -1);
+	CHECK_EQ(sc.sp, 0x7ffd00001000ull);
+	CHECK_EQ(sc.pc, 0x401000ull);
+	CHECK_EQ(sp_proc_parse_syscall("running\n", &sc), -EAGAIN);
+	CHECK_EQ(sp_proc_parse_syscall("", &sc), STACKPULSE_EFORMAT);
+	CHECK_EQ(sp_proc_parse_syscall("230 0x0 0x0\n", &sc), STACKPULSE_EFORMAT);
+	CHECK_EQ(sp_proc_parse_syscall("-2 0x1 0x2\n", &sc), STACKPULSE_EFORMAT);
+	CHECK_EQ(sp_proc_parse_syscall("x 0x1 0x2\n", &sc), STACKPULSE_EFORMAT);
+	CHECK_EQ(sp_proc_parse_syscall("-1 0x1  0x2\n", &sc), STACKPULSE_EFORMAT);
+	CHECK_EQ(sp_proc_parse_syscall("-1 0x1 0xfffffffffffffffff\n", &sc), STACKPULSE_EFORMAT);
+}
+
+/* A child blocked in read() on a pipe: its system call, sp and pc, and a
+ * switch count that holds while it waits; a spinning child is "running". */
+SP_TEST(syscall_of_a_blocked_thread)
+{
+	int fds[2];
+	REQUIRE_EQ(pipe(fds), 0);
+	pid_t blocked = fork();
+	if (blocked == 0) {
+		char c;
+		_exit(read(fds[0], &c, 1) == 1 ? 0 : 1);
+	}
+	pid_t spinner = fork();
+	if (spinner == 0) {
+		for (volatile unsigned long i = 0;; i++)
+			;
+	}
+	usleep(100000);
+	sp_proc_syscall sc;
+	uint64_t a = 0, b = 0;
+	CHECK_OK(sp_proc_thread_switches(blocked, blocked, &a));
+	CHECK_OK(sp_proc_thread_syscall(blocked, blocked, &sc));
+	CHECK_EQ(sc.nr, (long)SYS_read);
+	CHECK(sc.sp != 0 && sc.pc != 0);
+	usleep(20000);
+	CHECK_OK(sp_proc_thread_switches(blocked, blocked, &b));
+	CHECK_EQ(a, b);
+	CHECK(a > 0);
+	CHECK_EQ(sp_proc_thread_syscall(spinner, spinner, &sc), -EAGAIN);
+	CHECK_EQ(sp_proc_thread_syscall(999999999, 999999999, &sc), -ESRCH);
+	kill(spinner, SIGKILL);
+	CHECK_EQ(write(fds[1], "x", 1), 1);
+	int st;
+	waitpid(blocked, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	waitpid(spinner, &st, 0);
+	CHECK_OK(sp_proc_thread_switches(getpid(), getpid(), &b));
+	close(fds[0]);
+	close(fds[1]);
 }
 
 /* A process in a PID namespace of its own is pid 1 there: the perf map it

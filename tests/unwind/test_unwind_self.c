@@ -120,6 +120,41 @@ static NOIPA void self_entry(snapshot *s)
 	__asm__ volatile("" ::: "memory");
 }
 
+/* Only the stack pointer and pc of snapshot @p snap known (a blocked
+ * thread as /proc/PID/task/TID/syscall shows it): the walk names a prefix
+ * of the @p rf.count callers @p full the full registers gave, and where it
+ * needs a register it does not have it stops, marked truncated, rather
+ * than guessing, whatever the unknown registers hold. */
+static void unwind_sp_pc_only(sp_unwind_space *sp, const snapshot *snap, const uint64_t *full,
+                              const sp_unwind_result *rf)
+{
+#if defined(__x86_64__)
+	uint64_t pc = snap->regs.value[8];
+#else
+	uint64_t pc = snap->regs.value[32];
+#endif
+	sp_regs only;
+	sp_unwind_regs_sp_pc(&only, snap->sp, pc);
+	CHECK_EQ(only.count, snap->regs.count);
+	uint64_t part[64], again[64];
+	sp_unwind_result rp, rq;
+	REQUIRE_OK(sp_unwind(sp, &only, snap->stack, snap->len, snap->sp, part, 64, &rp));
+	printf("    %u of %u frames from sp and pc alone%s\n", rp.count, rf->count,
+	       rp.truncated ? " (truncated)" : "");
+	REQUIRE(rp.count >= 1);
+	CHECK(rp.count <= rf->count);
+	for (uint32_t i = 0; i < rp.count && i < rf->count; i++)
+		CHECK_EQ(part[i], full[i]);
+	CHECK(rp.count == rf->count || rp.truncated);
+	for (uint32_t k = 0; k < only.count; k++)
+		if (only.unknown & (1ULL << k))
+			only.value[k] = snap->sp + 16; /* tempting, and unknown */
+	REQUIRE_OK(sp_unwind(sp, &only, snap->stack, snap->len, snap->sp, again, 64, &rq));
+	CHECK_EQ(rq.count, rp.count);
+	for (uint32_t i = 0; i < rq.count && i < rp.count; i++)
+		CHECK_EQ(again[i], part[i]);
+}
+
 SP_TEST(self_unwind_names_callers)
 {
 	volatile char top[32];
@@ -163,6 +198,7 @@ SP_TEST(self_unwind_names_callers)
 	CHECK_EQ(r.used_fp, 0);
 	/* The copy ends just above this frame, so the walk cannot finish. */
 	CHECK_EQ(r.truncated, 1);
+	unwind_sp_pc_only(sp, &s, pcs, &r);
 	ps_symtab_free(&tab);
 	free(s.stack);
 	free(maps);
