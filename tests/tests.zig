@@ -44,6 +44,7 @@ pub const os = [_][]const u8{
     "tests/python/test_python_live.c",
     "tests/python/test_python_share.c",
     "tests/python/test_python_shapes.c",
+    "tests/python/test_python_lifecycle.c",
     "tests/io/test_spool_file.c",
     "tests/unwind/test_unwind_hostile.c",
     "tests/unwind/test_unwind_real.c",
@@ -111,6 +112,10 @@ pub const arm64_vm_skip = [_][]const u8{
     // Timed for native speed: 90% of Python reads ahead of the drain; under
     // TCG a read takes ~2 ms and 70% were. test_arm64_guest checks the share.
     "tests/python/test_python_share.c",
+    // 999 Hz with bounds for native speed (nine in ten samples of each
+    // shape whole), /bin/sh, pyenv; test_python_shapes covers Python
+    // chains in the guest.
+    "tests/python/test_python_lifecycle.c",
     "tests/unwind/test_unwind_hostile.c", // gcc
     "tests/unwind/test_unwind_real.c", // gcc
     "tests/unwind/test_unwind_oracle.c", // gcc

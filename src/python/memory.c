@@ -273,6 +273,20 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
 	return 0;
 }
 
+int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t *head)
+{
+	const sp_py_layout *l = w->layout;
+	uint8_t v[8];
+	*head = 0;
+	int rc = sp_py_mem_read1(&w->mem,
+	                         interp ? interp + l->interp_threads_head
+	                                : runtime + l->runtime_interpreters_head,
+	                         v, 8);
+	if (rc == 0)
+		*head = sp_le64(v);
+	return rc;
+}
+
 /* ---- anchoring on the stack copy (3.10) ----------------------------------------- */
 
 /* Byte offset in the stack copy of the first aligned word equal to @p v in

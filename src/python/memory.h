@@ -254,6 +254,12 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out);
 int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint32_t max,
                        uint32_t *n);
 
+/* The head of the thread list of interpreter @p interp (the newest thread
+ * state: CPython links new ones at the head), or, with @p interp 0, the
+ * head of @p runtime's interpreter list: one read that tells whether the
+ * list changed since it was last listed. Returns 0 or a read error. */
+int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t *head);
+
 /* Walks the frame chain from @p top (a _PyInterpreterFrame, or 3.10's
  * PyFrameObject), leaf first, into @p out. Sets *truncated to 1 when the
  * walk stopped early (invalid frame, unreadable memory, depth or @p max).

@@ -134,15 +134,18 @@ int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, u
 	for (uint32_t i = 0; i < in->npcs; i++)
 		E += (uint32_t)sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0);
 	uint32_t G = group_count(in->py, in->npy);
-	int leaf_aligned = E == G || in->native_truncated || in->py_truncated;
+	/* No frame read while the sample ran the eval loop: the thread left
+	 * its frames before the read (or the read could not reach them). */
+	int py_truncated = in->py_truncated || (in->npy == 0 && E > 0);
+	int leaf_aligned = E == G || in->native_truncated || py_truncated;
 	/* Activation k (from the leaf) runs group k + shift. */
 	int64_t shift = leaf_aligned ? 0 : (int64_t)G - (int64_t)E;
-	if ((E > G && !in->py_truncated) || (G > E && !in->native_truncated))
+	if ((E > G && !py_truncated) || (G > E && !in->native_truncated))
 		*flags |= SP_PY_MERGE_MISMATCH;
-	if (in->py_truncated)
+	if (py_truncated)
 		*flags |= SP_PY_MERGE_PY_CUT;
 
-	int marker_done = !in->py_truncated;
+	int marker_done = !py_truncated;
 	uint32_t k = 0, last_group = UINT32_MAX;
 	for (uint32_t i = 0; i < in->npcs; i++) {
 		if (!sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0)) {

@@ -55,7 +55,9 @@ typedef struct sp_py_merge_in {
  * (SP_PY_FRAME_GAP) pairs the frames before the gap from the leaf and those
  * after it from the root; the activations between stay native after one
  * TRUNCATED marker (with a truncated side, only the leaf part is kept).
- * SP_PY_FRAME_LEAF_GAP on the first frame is a gap before it.
+ * SP_PY_FRAME_LEAF_GAP on the first frame is a gap before it. No Python
+ * frame at all while the native stack runs the eval loop counts as a
+ * truncated walk (a marker before the leafmost activation).
  * Returns 0; *flags gets enum sp_py_merge_flag bits. */
 int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, uint32_t *n,
                 uint32_t *flags);

@@ -697,9 +697,11 @@ int sp_ptable_exec(sp_ptable *t, pid_t pid, pid_t tid, const char *comm, uint64_
 	p->execed = 1;
 	if (p->space)
 		sp_unwind_space_clear(p->space);
-	sp_python_free(p->py); /* A new image: probe again. */
-	p->py = NULL;
-	p->py_probed = 0;
+	if (!p->py_probed || p->py_probe_ns < time_ns) {
+		sp_python_free(p->py); /* A new image: probe again. */
+		p->py = NULL;
+		p->py_probed = 0;
+	}
 	char *cmdline = NULL;
 	if (sp_proc_cmdline(pid, &cmdline) == -ENOMEM)
 		return -ENOMEM;

@@ -40,6 +40,9 @@ typedef struct sp_process {
 	int leader_exited;     /* The pid == tid thread exited (pthread_exit). */
 	struct sp_python *py;  /* CPython reader, or NULL. Owned. */
 	int py_probed;         /* 1 once probed for the current image. */
+	uint64_t py_probe_ns;  /* CLOCK_MONOTONIC time of that probe (it saw the
+	                        * image of that time: an exec record older than
+	                        * it, drained later, keeps its result). */
 	uint64_t py_serial;    /* Tells readers apart across execs (recorder.h). */
 	uint64_t first_ns;     /* First seen: its FORK, a scan or its first record. */
 	int unscanned;         /* First seen in its own records, /proc unreadable. */

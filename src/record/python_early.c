@@ -3,9 +3,11 @@
  * ordering slack, so a sample waits milliseconds there; a CPython thread
  * has moved on by then (3.10 frame objects freed, callers on other lines).
  * Reading ahead of the drain only needs what is already known about the
- * sample's process: a sample of a process whose reader is not there yet is
- * left to the drain, and a read made by a reader that an exec replaced
- * since is dropped (py_serial). */
+ * sample's process: a process known to the process table but not probed
+ * yet is probed by the scan (an exec record not drained yet keeps a
+ * reader probed after it: process_table.c), a sample of a process not
+ * known yet is left to the drain, and a read made by a reader that an
+ * exec replaced since is dropped (py_serial). */
 #include <errno.h>
 #include <string.h>
 
@@ -39,26 +41,40 @@ static int early_alloc(stackpulse_recorder *rec)
 uint32_t sp_recorder_python_early(stackpulse_recorder *rec)
 {
 	uint32_t reads = 0;
-	if (!rec->python_found || rec->opts.python == STACKPULSE_FEATURE_OFF)
+	if (rec->opts.python == STACKPULSE_FEATURE_OFF)
 		return 0;
-	if (!rec->early && early_alloc(rec) != 0)
-		return 0; /* the drain reads them, later */
 	for (int c = 0; c < rec->ncpu; c++) {
 		sp_ring *r = &rec->rings[c];
 		struct perf_event_header h;
 		const uint8_t *p;
 		size_t len;
 		for (;;) {
-			sp_early_py *e = free_slot(rec);
-			if (!e || sp_ring_scan(r, &h, &p, &len) != 1)
+			/* Before any CPython is found, the scan only probes. */
+			if (rec->python_found && !rec->early && early_alloc(rec) != 0)
+				return reads; /* the drain reads them, later */
+			sp_early_py *e = rec->early ? free_slot(rec) : NULL;
+			if ((rec->python_found && !e) || sp_ring_scan(r, &h, &p, &len) != 1)
 				break;
 			sp_sample_fields s;
 			if (h.type != PERF_RECORD_SAMPLE ||
 			    sp_recorder_parse_sample(rec, p, len, &s) != 0 || s.tid <= 0)
 				continue;
 			sp_process *proc = sp_ptable_find(&rec->pt, s.pid);
-			if (!proc || proc->exited || !proc->py_probed || !proc->py)
+			if (!proc || proc->exited)
 				continue;
+			/* A process not probed yet is probed here, not when the
+			 * drain reaches its first sample: the samples queued
+			 * meanwhile (the interpreter's first ones) are then read
+			 * ahead like the others. */
+			if (!proc->py_probed && !sp_recorder_python_for(rec, proc))
+				continue;
+			if (!proc->py)
+				continue;
+			if (!e) {
+				if (!rec->early && early_alloc(rec) != 0)
+					return reads;
+				e = free_slot(rec);
+			}
 			sp_python_set_sample_time(proc->py, s.time);
 			e->n = 0;
 			e->truncated = 0;

@@ -3,6 +3,7 @@
  * interned through the writer once. */
 #include <errno.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "common/error.h"
 #include "record/python.h"
@@ -14,7 +15,10 @@ sp_python *sp_recorder_python_for(stackpulse_recorder *rec, sp_process *proc)
 	if (rec->opts.python == STACKPULSE_FEATURE_OFF)
 		return NULL;
 	if (!proc->py_probed) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 		proc->py_probed = 1;
+		proc->py_probe_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 		int rc = sp_python_probe(proc->pid, &proc->py);
 		if (rc != 0) {
 			proc->py = NULL;

@@ -22,6 +22,7 @@
 #define MAX_EVAL_RANGES           8
 #define MAX_SYMBOLS               (16u << 20) /* Symbols scanned per table. */
 #define RESCAN_NS                 20000000ull /* Least time between thread rescans. */
+#define RESCAN_PENDING_NS         1000000ull  /* The same while a thread state has no tid yet. */
 #define GLIBC_X86_64_PTHREAD_TID  720         /* offsetof(struct pthread, tid), glibc 2.x */
 #define GLIBC_AARCH64_PTHREAD_TID 208         /* the same on aarch64 (glibc 2.36) */
 #define MAPS_PATH_MAX             1088u       /* Paths compared for "tried already". */
@@ -43,6 +44,11 @@ struct sp_python {
 	uint32_t nthreads;
 	uint64_t last_scan_ns;
 	int scanned;
+	/* The list as the last rescan saw it: its first interpreter (0: none
+	 * yet), that interpreter's newest thread state, and how many thread
+	 * states had no tid yet (a thread starting: it sets its own). */
+	uint64_t interp0, head0;
+	uint32_t pending;
 	sp_python_stats stats;
 	sp_python_stats *totals; /* Also gets each read's costs, or NULL. */
 	uint64_t sample_ns;      /* Of the next read; 0: unknown. */
@@ -431,7 +437,14 @@ static int rescan(sp_python *py)
 	py->scanned = 1;
 	py->w.mem.stack = NULL;
 	sp_py_mem_reset(&py->w.mem);
-	int rc = sp_py_list_tstates(&py->w, py->runtime, addrs, SP_PY_MAX_THREADS, &n);
+	/* The list's heads first: a change after this is seen by the next
+	 * list_changed. */
+	uint64_t interp0 = 0, head0 = 0;
+	int rc = sp_py_list_head(&py->w, py->runtime, 0, &interp0);
+	if (rc == 0 && interp0)
+		rc = sp_py_list_head(&py->w, py->runtime, interp0, &head0);
+	if (rc == 0)
+		rc = sp_py_list_tstates(&py->w, py->runtime, addrs, SP_PY_MAX_THREADS, &n);
 	if (rc == -ESRCH || rc == -ENOMEM) {
 		sp_free(addrs);
 		return rc;
@@ -442,20 +455,45 @@ static int rescan(sp_python *py)
 		sp_free(addrs);
 		return -ENOMEM;
 	}
-	uint32_t k = 0;
+	uint32_t k = 0, pending = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		sp_py_tstate ts;
-		if (sp_py_read_tstate(&py->w, addrs[i], &ts) == 0 && ts.tid > 0) {
+		if (sp_py_read_tstate(&py->w, addrs[i], &ts) != 0)
+			continue;
+		if (ts.tid > 0) {
 			t[k].tid = ts.tid;
 			t[k].tstate = addrs[i];
 			k++;
+		} else {
+			pending++;
 		}
 	}
 	sp_free(addrs);
 	sp_free(py->threads);
 	py->threads = t;
 	py->nthreads = k;
+	py->interp0 = interp0;
+	py->head0 = head0;
+	py->pending = pending;
 	return 0;
+}
+
+/* 1 when the thread list may hold a thread it did not hold at the last
+ * rescan, so a tid it did not know is worth a rescan before RESCAN_NS: a
+ * new thread state at the head (a thread started, or the interpreter came
+ * up), or one that had no tid then and has had time to set it. One read;
+ * a thread without Python state (a native helper thread) costs that per
+ * sample. */
+static int list_changed(sp_python *py, uint64_t t0)
+{
+	if (py->pending && t0 - py->last_scan_ns >= RESCAN_PENDING_NS)
+		return 1;
+	uint64_t head = 0;
+	py->w.mem.stack = NULL;
+	sp_py_mem_reset(&py->w.mem);
+	if (sp_py_list_head(&py->w, py->runtime, py->interp0, &head) != 0)
+		return 0;
+	return head != (py->interp0 ? py->head0 : 0);
 }
 
 static uint64_t lookup(const sp_python *py, pid_t tid)
@@ -503,7 +541,8 @@ static int find_tstate(sp_python *py, pid_t tid, uint64_t t0, const uint8_t *sta
 	uint64_t addr = lookup(py, tid);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!addr) {
-			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS)
+			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS &&
+			    !list_changed(py, t0))
 				return STACKPULSE_ENOTFOUND;
 			int rc = rescan(py);
 			if (rc != 0)
@@ -537,6 +576,7 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	         misses0 = py->w.anchor_misses;
 	*n = 0;
 	*truncated = 0;
+	py->mem.via_tid = tid;
 	py->stats.stacks++;
 	sp_py_codes_walk_begin(py->w.codes);
 	if (py->sample_ns && t0 >= py->sample_ns) {

@@ -247,6 +247,7 @@ fail:
  * failure before this leaves that untouched and no file behind. */
 static int start_output(stackpulse_recorder *rec)
 {
+	rec->py_watch_until_ns = clock_ns(CLOCK_MONOTONIC) + SP_PY_WATCH_NS;
 	if (rec->opts.rotate_ns)
 		return 0; /* Each window is renamed onto its name once complete. */
 	int rc = sp_file_sink_commit(&rec->sink);
@@ -675,6 +676,9 @@ static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 			return STACKPULSE_WAIT_EXITED;
 		/* Young records become consumable within the slack. */
 		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
+		if (slice > PY_WAIT_SLICE_MS && rec->opts.python != STACKPULSE_FEATURE_OFF &&
+		    clock_ns(CLOCK_MONOTONIC) < rec->py_watch_until_ns)
+			slice = PY_WAIT_SLICE_MS;
 		/* Unprivileged off-CPU stacks are read while the thread still
 		 * waits: see its switch-out soon (switch records do not wake
 		 * us). A target whose rings stayed empty for a while is

@@ -24,6 +24,12 @@
 
 #define SP_EARLY_PY 64 /* Python stacks read ahead of the ordered drain. */
 
+/* Before a CPython is found, the wait polls every millisecond for this
+ * long after the start and after each exec (py_watch_until_ns): the new
+ * image may be one, and the rings wake the recorder only at their
+ * watermark, so its first samples would wait up to WAIT_SLICE_MS. */
+#define SP_PY_WATCH_NS 250000000ull
+
 /* A Python stack read as soon as its sample showed up in a ring. */
 typedef struct sp_early_py {
 	pid_t tid; /* 0: a free slot. */
@@ -193,6 +199,7 @@ struct stackpulse_recorder {
 	uint64_t py_serials;              /* Last sp_process.py_serial handed out. */
 	uint64_t python_early;            /* Python reads taken from early slots. */
 	uint64_t py_busy_until_ns;        /* Poll fast until then (CLOCK_MONOTONIC). */
+	uint64_t py_watch_until_ns;       /* See SP_PY_WATCH_NS. */
 	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
 	uint64_t *pcs;                    /* Scratch: unwound pcs. */
 	uint32_t *frames;                 /* Scratch: frame ids of one stack. */

@@ -165,17 +165,21 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 	sp_python *py = sp_recorder_python_for(rec, proc);
 	uint32_t npy = 0;
 	int py_trunc = 0;
-	int early_rc = 0;
+	int early_rc = 0, read_rc = STACKPULSE_ENOTFOUND;
 	if (py && sp_recorder_python_take(rec, proc, tid, time, &npy, &py_trunc, &early_rc)) {
-		if (early_rc != 0)
-			npy = 0;
+		read_rc = early_rc;
 	} else if (py) {
 		sp_python_set_sample_time(py, time);
-		if (sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
-		                         SP_MAX_PY_FRAMES, &npy, &py_trunc) != 0)
-			npy = 0;
+		read_rc = sp_python_read_stack(py, tid, stack, stack_len, sp, rec->pyframes,
+		                               SP_MAX_PY_FRAMES, &npy, &py_trunc);
 	}
-	if (npy > 0 || (py && py_trunc)) {
+	if (read_rc != 0)
+		npy = 0;
+	/* Every sample of a CPython process goes through the merge, also
+	 * when no frame was read (the thread left Python before the read, or
+	 * its thread state was not found yet): if it ran the eval loop, the
+	 * merge marks it cut. */
+	if (py) {
 		sp_py_merge_in in;
 		memset(&in, 0, sizeof(in));
 		in.pcs = rec->pcs;
@@ -502,8 +506,11 @@ static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p
 	int rc = process_for(rec, pid, sid.time, &proc);
 	if (rc)
 		return rc;
-	if (misc & PERF_RECORD_MISC_COMM_EXEC)
+	if (misc & PERF_RECORD_MISC_COMM_EXEC) {
+		if (!rec->python_found)
+			rec->py_watch_until_ns = sid.time + SP_PY_WATCH_NS;
 		return sp_ptable_exec(&rec->pt, pid, tid, comm, sid.time);
+	}
 	return sp_ptable_rename(&rec->pt, proc, tid, comm, sid.time);
 }
 

@@ -12,6 +12,8 @@
 void sp_target_mem_init(sp_target_mem *m, pid_t pid)
 {
 	m->pid = pid;
+	m->mem_pid = pid;
+	m->via_tid = 0;
 	m->mem_fd = -1;
 	m->use_mem_fd = 0;
 	m->read_calls = 0;
@@ -30,7 +32,7 @@ static int read_memfd(sp_target_mem *m, sp_py_iov *iov, uint32_t n, int prefix)
 		/* The kernel's own file of the process, not a path in its root:
 		 * nothing the target controls (no FIFO, no planted link). */
 		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/mem", (int)m->pid);
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/mem", (int)m->pid, (int)m->mem_pid);
 		m->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (m->mem_fd < 0)
 			return -errno;
@@ -65,9 +67,15 @@ int sp_target_mem_read(sp_target_mem *m, sp_py_iov *iov, uint32_t n, int prefix)
 			remote[i].iov_len = iov[first + i].len;
 		}
 		m->read_calls++;
-		ssize_t r = process_vm_readv(m->pid, local, cnt, remote, cnt, 0);
+		ssize_t r = process_vm_readv(m->mem_pid, local, cnt, remote, cnt, 0);
 		if (r < 0) {
 			int e = errno;
+			if (e == ESRCH && m->via_tid > 0 && m->via_tid != m->mem_pid) {
+				/* The thread whose memory we read has ended: go on
+				 * through one that shares it. */
+				m->mem_pid = m->via_tid;
+				continue;
+			}
 			if (e == ESRCH)
 				return -ESRCH;
 			if (e == EPERM || e == ENOSYS) {

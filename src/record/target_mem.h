@@ -11,6 +11,10 @@
 
 typedef struct sp_target_mem {
 	pid_t pid;
+	/* Whose memory is read: the pid, or once that answers ESRCH (a leader
+	 * that called pthread_exit leaves no memory behind its pid) via_tid,
+	 * a thread of the process the caller knows alive (0: none). */
+	pid_t mem_pid, via_tid;
 	int mem_fd;          /* /proc/PID/mem after process_vm_readv was refused; else -1. */
 	int use_mem_fd;      /* process_vm_readv was refused once. */
 	uint64_t read_calls; /* process_vm_readv (or pread) calls made. */

@@ -1,6 +1,7 @@
 /* The CPython interpreters the Python tests run against: every pyenv build
  * of 3.10+ (under $PYENV_ROOT, else /root/.pyenv) and /usr/bin/python3.1x,
- * each executable path once. */
+ * each executable path once; and the setup and recording of a script on
+ * each of them. */
 #ifndef SP_TEST_PY_VERSIONS_H
 #define SP_TEST_PY_VERSIONS_H
 
@@ -79,6 +80,28 @@ static inline int py_script_setup(py_versions *v, const char *name, const char *
 	if (slow && v->n > 1)
 		v->n = 1;
 	return slow;
+}
+
+/* Records @p cmd (a target's command line) at @p hz with the record
+ * example into @p tag's spool in the test directory, and returns the text
+ * of report --folded (with @p report_args) of it, to free. */
+static inline char *py_record_folded(const char *tag, int hz, const char *cmd,
+                                     const char *report_args)
+{
+	const char *bin = getenv("SP_BIN_DIR");
+	if (!bin || !*bin)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	char spool[600], out[700], line[4096];
+	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), tag);
+	snprintf(out, sizeof(out), "%s.folded", spool);
+	snprintf(line, sizeof(line),
+	         "%s/record -F %d --python=on -o %s -- %s 2>/dev/null && "
+	         "%s/report %s --folded %s >%s 2>/dev/null",
+	         bin, hz, spool, cmd, bin, spool, report_args, out);
+	REQUIRE_EQ(sp_test_run(line), 0);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	return text;
 }
 
 #endif

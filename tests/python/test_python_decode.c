@@ -1223,6 +1223,15 @@ SP_TEST(merge_replaces_eval_activations)
 	merged(m, n, s);
 	CHECK_STR(s, "n0 T0 n1 n2 n3 n4");
 
+	/* No frame read, the walk not truncated, while the eval loop ran
+	 * (the thread left Python before the read): marked the same. */
+	in.py_truncated = 0;
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 T0 n1 n2 n3 n4");
+	CHECK_EQ(fl, SP_PY_MERGE_PY_CUT);
+	in.py_truncated = 1;
+
 	/* Native stack cut: remaining groups go to the root end. */
 	const uint64_t pcs2[] = { 0x9000, 0x1500 };
 	sp_py_merge_in in2 = { pcs2, 2, 1, eval_r, 1, py, 4, 0 };

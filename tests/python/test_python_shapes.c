@@ -137,23 +137,14 @@ static void count_line(char *line, tally *t)
 
 SP_TEST(every_version_every_shape_has_whole_or_cut_chains)
 {
-	const char *bin = getenv("SP_BIN_DIR");
-	if (!bin || !*bin)
-		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
 	py_versions vs;
 	char path[512];
 	int slow = py_script_setup(&vs, "shapes.py", script, path, sizeof(path));
 	for (int i = 0; i < vs.n; i++) {
-		char spool[600], out[700], cmd[2400];
-		snprintf(spool, sizeof(spool), "%s/shapes%d.spool", sp_test_tmpdir(), i);
-		snprintf(out, sizeof(out), "%s.folded", spool);
-		snprintf(cmd, sizeof(cmd),
-		         "%s/record -F 499 --python=on -o %s -- %s %s 1.8 2>/dev/null && "
-		         "%s/report %s --folded >%s 2>/dev/null",
-		         bin, spool, vs.path[i], path, bin, spool, out);
-		REQUIRE_EQ(sp_test_run(cmd), 0);
-		char *text = sp_test_read_file(out, NULL);
-		REQUIRE(text != NULL);
+		char tag[32], cmd[1200];
+		snprintf(tag, sizeof(tag), "shapes%d", i);
+		snprintf(cmd, sizeof(cmd), "%s %s 1.8", vs.path[i], path);
+		char *text = py_record_folded(tag, 499, cmd, "");
 		tally t;
 		memset(&t, 0, sizeof(t));
 		char *save = NULL;
