@@ -53,6 +53,7 @@ pub const record = [_][]const u8{
     "src/record/proc_scan.c",
     "src/record/process_table.c",
     "src/record/recorder.c",
+    "src/record/loop.c",
     "src/record/rotate.c",
     "src/record/event_set.c",
     "src/record/ring.c",

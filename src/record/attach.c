@@ -1,6 +1,7 @@
 /* Attach and spawn mechanics. Every path that stops a thread has a path
  * that resumes it: sp_attach_stop undoes its own work on failure and the
  * recorder calls sp_attach_resume on every exit from the stop window. */
+#include "io/clock.h"
 #include "record/attach.h"
 
 #include <errno.h>
@@ -68,9 +69,7 @@ void sp_attach_restore_signals(const sigset_t *old)
 
 static long now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (long)(sp_mono_ns() / 1000000u);
 }
 
 /* Index of @p tid in the sorted stopped set, or -1. */

@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/clock.h"
 #include "record/proc_scan.h"
 #include "record/recorder.h"
 
@@ -526,13 +527,6 @@ static int set_direct(stackpulse_recorder *rec, size_t from)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Opens new-size events on the threads of the followed processes that
  * have none yet, enabling them when @p enable, until CLOCK_MONOTONIC
  * passes @p deadline (0: no limit; at least one thread). Sets *opened to
@@ -558,7 +552,7 @@ static int reopen_batch(stackpulse_recorder *rec, uint64_t deadline, int enable,
 		for (size_t k = 0; k < nt && rc == 0; k++) {
 			if (reopen_has(rec, tids[k]))
 				continue;
-			if (deadline && *opened && mono_ns() > deadline) {
+			if (deadline && *opened && sp_mono_ns() > deadline) {
 				*more = 1;
 				break;
 			}
@@ -626,7 +620,7 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 	}
 	size_t old = rec->reopen_old, opened = 0;
 	int more = 0;
-	int rc = reopen_batch(rec, mono_ns() + REOPEN_STEP_NS, 0, &opened, &more);
+	int rc = reopen_batch(rec, sp_mono_ns() + REOPEN_STEP_NS, 0, &opened, &more);
 	if (rc == 0 && more)
 		return 0; /* More threads at the next call. */
 	if (rc || rec->nfds == old) {

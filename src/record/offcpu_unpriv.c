@@ -21,6 +21,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/clock.h"
 #include "record/proc_scan.h"
 #include "record/recorder.h"
 #include "record/target_mem.h"
@@ -29,13 +30,6 @@
  * is tried again at the next drain, if its interval is still open. */
 #define READ_TRIES 2
 #define PAGE       4096u
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Copies up to @p cap bytes of the stack of @p pid from @p sp upwards
  * into @p buf, page by page up to the first unreadable one (the end of
@@ -73,7 +67,7 @@ static int read_thread(stackpulse_recorder *rec, sp_process *proc, size_t i)
 	 * costs one read; else the state is read again inside the switch
 	 * count bracket. The whole read lies in [t0, t1], which the
 	 * interval must enclose. */
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = sp_mono_ns();
 	if (sp_proc_thread_syscall(pid, tid, &sc) != 0 ||
 	    sp_proc_thread_switches(pid, tid, &before) != 0 ||
 	    sp_proc_thread_syscall(pid, tid, &sc) != 0 || sc.sp == 0)
@@ -98,7 +92,7 @@ static int read_thread(stackpulse_recorder *rec, sp_process *proc, size_t i)
 	sp_thread *th = &rec->pt.threads[i];
 	th->off_rd_stack = stack_id;
 	th->off_rd_t0 = t0;
-	th->off_rd_t1 = mono_ns();
+	th->off_rd_t1 = sp_mono_ns();
 	return 0;
 }
 
@@ -111,7 +105,7 @@ int sp_offcpu_unpriv_read(stackpulse_recorder *rec)
 		if (!rec->offcpu_copy)
 			return -ENOMEM;
 	}
-	uint64_t now = mono_ns();
+	uint64_t now = sp_mono_ns();
 	for (size_t i = 0; i < rec->pt.nthreads; i++) {
 		const sp_thread *th = &rec->pt.threads[i];
 		if (th->exited || th->off_state != SP_OFF_OFF_CPU || th->off_preempt ||

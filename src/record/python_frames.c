@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "io/clock.h"
 #include "record/python.h"
 #include "record/recorder.h"
 
@@ -15,10 +16,8 @@ sp_python *sp_recorder_python_for(stackpulse_recorder *rec, sp_process *proc)
 	if (rec->opts.python == STACKPULSE_FEATURE_OFF)
 		return NULL;
 	if (!proc->py_probed) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
 		proc->py_probed = 1;
-		proc->py_probe_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		proc->py_probe_ns = sp_mono_ns();
 		int rc = sp_python_probe(proc->pid, &proc->py);
 		if (rc != 0) {
 			proc->py = NULL;

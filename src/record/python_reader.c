@@ -15,6 +15,7 @@
 #include "common/alloc.h"
 #include "common/bytes.h"
 #include "common/error.h"
+#include "io/clock.h"
 #include "io/elf.h"
 #include "record/proc_scan.h"
 #include "record/target_mem.h"
@@ -53,13 +54,6 @@ struct sp_python {
 	sp_python_stats *totals; /* Also gets each read's costs, or NULL. */
 	uint64_t sample_ns;      /* Of the next read; 0: unknown. */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- target memory ----------------------------------------------------------- */
 
@@ -433,7 +427,7 @@ static int rescan(sp_python *py)
 		return -ENOMEM;
 	uint32_t n = 0;
 	py->stats.rescans++;
-	py->last_scan_ns = now_ns();
+	py->last_scan_ns = sp_mono_ns();
 	py->scanned = 1;
 	py->w.mem.stack = NULL;
 	sp_py_mem_reset(&py->w.mem);
@@ -570,7 +564,7 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
                          uint64_t stack_start, sp_py_frame *out, uint32_t max, uint32_t *n,
                          int *truncated)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = sp_mono_ns();
 	sp_python_stats before = py->stats;
 	uint64_t torn0 = py->w.mem.torn, misplaced0 = py->w.mem.misplaced,
 	         misses0 = py->w.anchor_misses;
@@ -630,7 +624,7 @@ done:
 	py->stats.torn += py->w.mem.torn - torn0;
 	py->stats.misplaced += py->w.mem.misplaced - misplaced0;
 	py->stats.anchor_misses += py->w.anchor_misses - misses0;
-	py->stats.ns += now_ns() - t0;
+	py->stats.ns += sp_mono_ns() - t0;
 	sp_py_codes_usage cu;
 	sp_py_codes_get_usage(py->w.codes, &cu);
 	py->stats.codes_evicted = cu.evicted;

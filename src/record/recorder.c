@@ -1,6 +1,6 @@
 /* The public recorder API: option checks, attach/spawn orchestration,
- * the event loop (waiting, liveness, the time-ordered drain) and finish;
- * the rings and perf events are event_set.c's. Records in the caller's thread;
+ * stats and finish; the event loop (waiting, liveness, the time-ordered
+ * drain) is loop.c's, the rings and perf events are event_set.c's. Records in the caller's thread;
  * only the stop-enable-resume attach runs on a short-lived thread of its
  * own (stop_enable_resume, joined before attach returns).
  *
@@ -40,6 +40,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "format/spool_format.h"
+#include "io/clock.h"
 #include "io/file.h"
 #include "record/attach.h"
 #include "record/kallsyms.h"
@@ -50,22 +51,6 @@
 #define MAX_STACK_SIZE 65528u /* perf's limit: u16 record size minus headers. */
 /* Shortest rotation window: each window embeds its symbol tables again. */
 #define SP_ROTATE_MIN_NS 100000000ull
-#define WAIT_SLICE_MS    100 /* Liveness re-check period inside wait(). */
-/* Polling period once a CPython target is found: its stacks are read after
- * the sample, when the recorder sees it, so look soon after samples arrive
- * instead of at the wakeup watermark (ring/4): every millisecond, and every
- * 200 us while samples keep coming when the events do not wake the reader
- * at each sample (python_wakeups). */
-#define PY_WAIT_SLICE_MS 1
-#define PY_WAIT_SLICE_US 200
-#define PY_BUSY_NS       20000000ull /* "while samples keep coming" */
-
-static uint64_t clock_ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- options ---- */
 
@@ -189,7 +174,7 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 			return -ENOMEM;
 		}
 	}
-	rec->last_flush_ns = clock_ns(CLOCK_MONOTONIC);
+	rec->last_flush_ns = sp_clock_ns(CLOCK_MONOTONIC);
 	/* Under a temporary name until recording has started (start_output),
 	 * or with rotation until its window is complete. */
 	char *first = NULL;
@@ -247,7 +232,7 @@ fail:
  * failure before this leaves that untouched and no file behind. */
 static int start_output(stackpulse_recorder *rec)
 {
-	rec->py_watch_until_ns = clock_ns(CLOCK_MONOTONIC) + SP_PY_WATCH_NS;
+	rec->py_watch_until_ns = sp_clock_ns(CLOCK_MONOTONIC) + SP_PY_WATCH_NS;
 	if (rec->opts.rotate_ns)
 		return 0; /* Each window is renamed onto its name once complete. */
 	int rc = sp_file_sink_commit(&rec->sink);
@@ -301,7 +286,8 @@ int sp_recorder_write_meta(stackpulse_recorder *rec, uint64_t wall_ns, uint64_t 
 
 static int write_meta(stackpulse_recorder *rec)
 {
-	return sp_recorder_write_meta(rec, clock_ns(CLOCK_REALTIME), clock_ns(CLOCK_MONOTONIC), 0);
+	return sp_recorder_write_meta(rec, sp_clock_ns(CLOCK_REALTIME),
+	                              sp_clock_ns(CLOCK_MONOTONIC), 0);
 }
 
 static int open_pidfd(pid_t pid)
@@ -391,7 +377,7 @@ static void *stop_job_run(void *arg)
 		rc = write_meta(rec);
 	sp_process *p = NULL;
 	if (rc == 0)
-		rc = sp_ptable_scan(&rec->pt, j->pid, SP_NONE, clock_ns(CLOCK_MONOTONIC), &p);
+		rc = sp_ptable_scan(&rec->pt, j->pid, SP_NONE, sp_clock_ns(CLOCK_MONOTONIC), &p);
 	if (rc == 0)
 		rc = python_required(rec, p);
 	if (rc == 0)
@@ -466,7 +452,8 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, enum stackpulse_atta
 			rc = sp_recorder_enable_all(rec);
 		sp_process *p = NULL;
 		if (rc == 0)
-			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, clock_ns(CLOCK_MONOTONIC), &p);
+			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, sp_clock_ns(CLOCK_MONOTONIC),
+			                    &p);
 		if (rc == 0)
 			rc = python_required(rec, p);
 		if (rc == 0)
@@ -535,12 +522,12 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 			const char *base = strrchr(prog, '/');
 			char name[16];
 			snprintf(name, sizeof(name), "%s", base ? base + 1 : prog);
-			rc = sp_ptable_add(&rec->pt, child, SP_NONE, clock_ns(CLOCK_MONOTONIC),
+			rc = sp_ptable_add(&rec->pt, child, SP_NONE, sp_clock_ns(CLOCK_MONOTONIC),
 			                   name, cmd, &p);
 			sp_thread *th;
 			if (rc == 0)
-				rc = sp_ptable_thread(&rec->pt, p, child, clock_ns(CLOCK_MONOTONIC),
-				                      name, &th);
+				rc = sp_ptable_thread(&rec->pt, p, child,
+				                      sp_clock_ns(CLOCK_MONOTONIC), name, &th);
 			sp_free(cmd);
 		}
 	}
@@ -563,323 +550,6 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 fail:
 	recorder_free(rec);
 	return rc;
-}
-
-/* ---- event loop ---- */
-
-#define ORDER_SLACK_NS 2000000ull    /* Records commit within microseconds. */
-#define FLUSH_NS       1000000000ull /* Longest time a completed sample stays unwritten. */
-
-/* 2 when some ring holds a record old enough to be consumed now, 1 when
- * the rings only hold records younger than the ordering slack, 0 when
- * they are empty. */
-/* The ordering slack, or 0 once a ring is half full: the merge order of
- * records written within the slack on different CPUs matters less than
- * losing samples (a child seen before its FORK is adopted later). */
-static uint64_t order_slack(const stackpulse_recorder *rec)
-{
-	for (int c = 0; c < 2 * rec->ncpu; c++)
-		if (rec->rings[c].meta && sp_ring_used(&rec->rings[c]) * 2 >= rec->rings[c].size)
-			return 0;
-	return ORDER_SLACK_NS;
-}
-
-static int rings_state(stackpulse_recorder *rec)
-{
-	uint64_t cut = clock_ns(CLOCK_MONOTONIC) - order_slack(rec);
-	int st = 0;
-	for (int c = 0; c < 2 * rec->ncpu; c++) {
-		struct perf_event_header h;
-		const uint8_t *p;
-		size_t l;
-		if (sp_ring_peek(&rec->rings[c], &h, &p, &l) != 1)
-			continue;
-		if (sp_recorder_record_time(&h, p, l) <= cut)
-			return 2;
-		st = 1;
-	}
-	return st;
-}
-
-/* 1 when @p pid is alive. A zombie leader whose other threads still run
- * (it called pthread_exit) is alive: only the thread has ended. */
-static int sp_recorder_pid_alive(pid_t pid)
-{
-	char st;
-	if (sp_proc_state(pid, &st, NULL) != 0 || st == 'X')
-		return 0;
-	if (st != 'Z')
-		return 1;
-	pid_t *tids;
-	size_t n;
-	if (sp_proc_tasks(pid, &tids, &n) != 0)
-		return 0;
-	sp_free(tids);
-	return n > 1;
-}
-
-/* 1 while the target lives; remembers its end. */
-static int sp_recorder_target_alive(stackpulse_recorder *rec)
-{
-	if (rec->target_gone)
-		return 0;
-	if (rec->pidfd >= 0) {
-		/* The pidfd turns readable at exit, even before reaping. */
-		struct epoll_event ev;
-		int ep = epoll_create1(EPOLL_CLOEXEC);
-		int readable = 0;
-		if (ep >= 0) {
-			struct epoll_event in = { .events = EPOLLIN };
-			if (epoll_ctl(ep, EPOLL_CTL_ADD, rec->pidfd, &in) == 0)
-				readable = epoll_wait(ep, &ev, 1, 0) > 0;
-			close(ep);
-		}
-		if (!readable)
-			return 1;
-	} else if (sp_recorder_pid_alive(rec->target)) {
-		return 1;
-	}
-	rec->target_gone = 1;
-	if (rec->pidfd >= 0)
-		epoll_ctl(rec->epfd, EPOLL_CTL_DEL, rec->pidfd, NULL);
-	return 0;
-}
-
-/* 1 while the target or a followed child lives. */
-static int sp_recorder_any_alive(stackpulse_recorder *rec)
-{
-	if (sp_recorder_target_alive(rec))
-		return 1;
-	if (!rec->opts.children)
-		return 0;
-	for (size_t i = 0; i < rec->pt.nprocs; i++) {
-		sp_process *p = rec->pt.procs[i];
-		if (!p->exited && p->pid != rec->target && sp_recorder_pid_alive(p->pid))
-			return 1;
-	}
-	return 0;
-}
-
-static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
-{
-	uint64_t start = clock_ns(CLOCK_MONOTONIC);
-	for (;;) {
-		if (sp_recorder_python_early(rec) > 0)
-			rec->py_busy_until_ns = clock_ns(CLOCK_MONOTONIC) + PY_BUSY_NS;
-		int st = rings_state(rec);
-		if (st == 2)
-			return STACKPULSE_WAIT_READY;
-		/* A window to close, even with nothing sampled. */
-		if (sp_recorder_rotate_due(rec, clock_ns(CLOCK_MONOTONIC) - order_slack(rec)))
-			return STACKPULSE_WAIT_READY;
-		if (st == 0 && !sp_recorder_any_alive(rec))
-			return STACKPULSE_WAIT_EXITED;
-		/* Young records become consumable within the slack. */
-		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
-		if (slice > PY_WAIT_SLICE_MS && rec->opts.python != STACKPULSE_FEATURE_OFF &&
-		    clock_ns(CLOCK_MONOTONIC) < rec->py_watch_until_ns)
-			slice = PY_WAIT_SLICE_MS;
-		/* Unprivileged off-CPU stacks are read while the thread still
-		 * waits: see its switch-out soon (switch records do not wake
-		 * us). A target whose rings stayed empty for a while is
-		 * blocked: a new switch-out needs a switch-in first. */
-		if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED) {
-			uint64_t now = clock_ns(CLOCK_MONOTONIC);
-			if (st)
-				rec->offcpu_busy_until_ns = now + SP_OFFCPU_BUSY_NS;
-			int want = now < rec->offcpu_busy_until_ns ? SP_OFFCPU_POLL_MS
-			                                           : SP_OFFCPU_IDLE_POLL_MS;
-			if (slice > want)
-				slice = want;
-		}
-		if (timeout_ms >= 0) {
-			uint64_t spent = (clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
-			if (spent >= (uint64_t)timeout_ms)
-				return STACKPULSE_WAIT_TIMEOUT;
-			if ((uint64_t)timeout_ms - spent < (uint64_t)slice)
-				slice = (int)((uint64_t)timeout_ms - spent);
-		}
-		struct epoll_event ev[8];
-		int n;
-		if (rec->python_found && !rec->py_wakeups && slice > 0 &&
-		    clock_ns(CLOCK_MONOTONIC) < rec->py_busy_until_ns) {
-			/* A busy CPython target: its next sample is due soon, and
-			 * every 100 us of delay costs whole chains (its frames
-			 * move on under a late read). Events that wake the reader
-			 * at every sample need no such polling. */
-			struct timespec ts = { 0, PY_WAIT_SLICE_US * 1000 };
-			n = epoll_pwait2(rec->epfd, ev, 8, &ts, NULL);
-			if (n < 0 && errno == ENOSYS) /* Linux < 5.11 */
-				n = epoll_wait(rec->epfd, ev, 8, slice);
-		} else {
-			n = epoll_wait(rec->epfd, ev, 8, slice);
-		}
-		if (n < 0) {
-			if (errno == EINTR)
-				return -EINTR;
-			return sp_error(-errno, "epoll_wait failed");
-		}
-	}
-}
-
-/* The waiting thread's scheduling, saved while it runs at SCHED_FIFO. */
-typedef struct sp_sched_saved {
-	int policy;
-	struct sched_param param;
-} sp_sched_saved;
-
-/* Raises the calling thread to SCHED_FIFO for one wait, into @p saved
- * (see opts.realtime): a reader that shares a CPU with a CPython target
- * otherwise only runs when the target enters the kernel (lazy preemption)
- * and so reads its stacks at its system calls. 1 when raised. */
-static int sp_recorder_realtime_begin(stackpulse_recorder *rec, sp_sched_saved *saved)
-{
-	int want = rec->opts.realtime == STACKPULSE_FEATURE_REQUIRED ||
-	           (rec->opts.realtime == STACKPULSE_FEATURE_AUTO && rec->python_found);
-	if (!want || rec->realtime < 0)
-		return 0;
-	saved->policy = sched_getscheduler(0);
-	if (saved->policy < 0 || sched_getparam(0, &saved->param) != 0) {
-		rec->realtime = -1;
-		return 0;
-	}
-	if (saved->policy == SCHED_FIFO || saved->policy == SCHED_RR)
-		return 0; /* the caller chose a real-time policy already */
-	struct sched_param sp = { .sched_priority = 1 };
-	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0) {
-		rec->realtime = -1;
-		return 0;
-	}
-	rec->realtime = 1;
-	return 1;
-}
-
-static void sp_recorder_realtime_end(const sp_sched_saved *saved)
-{
-	sched_setscheduler(0, saved->policy, &saved->param);
-}
-
-int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
-{
-	SP_API_ENTRY();
-	if (!rec)
-		return sp_error(-EINVAL, "recorder is NULL");
-	sp_sched_saved saved;
-	int raised = sp_recorder_realtime_begin(rec, &saved);
-	if (!raised && rec->opts.realtime == STACKPULSE_FEATURE_REQUIRED && rec->realtime < 0)
-		return sp_error(-EPERM, "SCHED_FIFO was refused (needs CAP_SYS_NICE or "
-		                        "RLIMIT_RTPRIO, and real-time runtime in the cgroup)");
-	int rc = wait_rings(rec, timeout_ms);
-	if (raised)
-		sp_recorder_realtime_end(&saved);
-	return rc;
-}
-
-/* Merges the per-CPU rings (and the spares a ring growth fills or leaves)
- * by timestamp so that a fork is handled before its child's first records
- * (which may sit in another CPU's ring). Records newer than @p cut stay in
- * the rings for the next call: an older record may still be being written
- * on another CPU. A ring that lost records is noted for growth. */
-static int drain_merged(stackpulse_recorder *rec, uint64_t cut)
-{
-	int nr = 2 * rec->ncpu;
-	for (;;) {
-		int best = -1;
-		uint64_t best_t = 0;
-		struct perf_event_header bh;
-		const uint8_t *bp = NULL;
-		size_t bl = 0;
-		for (int c = 0; c < nr; c++) {
-			struct perf_event_header h;
-			const uint8_t *p;
-			size_t l;
-			if (sp_ring_peek(&rec->rings[c], &h, &p, &l) != 1)
-				continue;
-			uint64_t t = sp_recorder_record_time(&h, p, l);
-			if (t > cut)
-				continue;
-			if (best < 0 || t < best_t) {
-				best = c;
-				best_t = t;
-			}
-		}
-		if (best < 0)
-			return 0;
-		/* Peek again: other rings' peeks may not disturb it, but the copy
-		 * buffer is per ring so the pointers stay valid. */
-		if (sp_ring_peek(&rec->rings[best], &bh, &bp, &bl) != 1)
-			continue;
-		/* Every record goes to the window its time falls in. */
-		int rc = sp_recorder_rotate_due(rec, best_t) ? sp_recorder_rotate_to(rec, best_t)
-		                                             : 0;
-		if (rc)
-			return rc;
-		if ((bh.type == PERF_RECORD_LOST || bh.type == PERF_RECORD_LOST_SAMPLES) &&
-		    best < rec->ncpu && rec->ring_cap && !rec->reopen_size)
-			rec->ring_state[best] |= SP_RING_BEHIND;
-		rc = sp_recorder_record(rec, &bh, bp, bl);
-		sp_ring_release(&rec->rings[best]);
-		if (rc)
-			return rc;
-	}
-}
-
-static int consume(stackpulse_recorder *rec, int all)
-{
-	if (rec->error)
-		return rec->error;
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
-	uint64_t cut = all ? UINT64_MAX : now - order_slack(rec);
-	sp_recorder_python_early(rec);
-	if (!all)
-		sp_recorder_rings_check(rec);
-	int rc = drain_merged(rec, cut);
-	if (rc == 0 && !all)
-		rc = sp_offcpu_unpriv_read(rec);
-	/* Everything up to cut is in: a window that ended by then is complete. */
-	if (rc == 0 && !all && sp_recorder_rotate_due(rec, cut))
-		rc = sp_recorder_rotate_to(rec, cut);
-	if (rc == 0 && !all && sp_recorder_reopen_step(rec) == -ENOMEM)
-		rc = -ENOMEM; /* Other refusals only stop the sizing. */
-	sp_recorder_rings_retire(rec);
-	/* Bound what a crash can lose on a quiet target: close the chunk
-	 * at least once per FLUSH_NS even when it is not full. */
-	if (rc == 0 && now - rec->last_flush_ns > FLUSH_NS) {
-		rc = sp_writer_flush(rec->w);
-		rec->last_flush_ns = now;
-	}
-	if (rc)
-		rec->error = rc;
-	return rc;
-}
-
-int stackpulse_recorder_consume_available(stackpulse_recorder *rec)
-{
-	SP_API_ENTRY();
-	if (!rec)
-		return sp_error(-EINVAL, "recorder is NULL");
-	return consume(rec, 0);
-}
-
-int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
-{
-	SP_API_ENTRY();
-	if (!rec)
-		return 0;
-	if (pid == 0)
-		return sp_recorder_any_alive(rec);
-	if (pid == rec->target)
-		return sp_recorder_target_alive(rec);
-	if (!rec->opts.children)
-		return 0;
-	sp_process *p = sp_ptable_find(&rec->pt, pid);
-	return p && !p->exited && sp_recorder_pid_alive(pid);
-}
-
-int stackpulse_recorder_fd(const stackpulse_recorder *rec)
-{
-	SP_API_ENTRY();
-	return rec ? rec->epfd : -1;
 }
 
 /* The arguments of a stats call: a recorder, and a struct whose leading
@@ -1046,7 +716,7 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
 	int rc = rec->error;
 	rec->error = 0;
-	int rc2 = consume(rec, 1);
+	int rc2 = sp_recorder_consume(rec, 1);
 	if (rc == 0)
 		rc = rc2;
 	if (rc == 0) {
@@ -1056,10 +726,10 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 		rc = sp_recorder_read_loss(rec, 0, rec->nfds);
 	}
 	if (rc == 0)
-		rc = sp_offcpu_finish(rec, clock_ns(CLOCK_MONOTONIC));
+		rc = sp_offcpu_finish(rec, sp_clock_ns(CLOCK_MONOTONIC));
 	if (rc == 0)
 		rc = rec->opts.rotate_ns
-		             ? sp_recorder_window_close(rec, clock_ns(CLOCK_MONOTONIC), 1)
+		             ? sp_recorder_window_close(rec, sp_clock_ns(CLOCK_MONOTONIC), 1)
 		             : sp_recorder_seal(rec);
 	rc2 = sp_file_sink_close(&rec->sink);
 	if (rc == 0)

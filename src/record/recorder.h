@@ -1,6 +1,6 @@
-/* Internal state of a recording, shared by recorder.c (public API, event
- * loop), event_set.c (rings and perf events), sample.c (perf records ->
- * spool) and the files that serve them. */
+/* Internal state of a recording, shared by recorder.c (public API),
+ * loop.c (event loop), event_set.c (rings and perf events), sample.c
+ * (perf records -> spool) and the files that serve them. */
 #ifndef SP_RECORD_RECORDER_H
 #define SP_RECORD_RECORDER_H
 
@@ -345,6 +345,12 @@ int sp_recorder_write_meta(stackpulse_recorder *rec, uint64_t wall_ns, uint64_t 
 /* Ends the spool file: counters, kernel symbols, embedded symbol tables,
  * JIT names, footer, fsync. */
 int sp_recorder_seal(stackpulse_recorder *rec);
+
+/* The event loop (loop.c). Drains the rings into the writer: the records
+ * older than the ordering slack, or with @p all everything they hold
+ * (finish); then the ring checks, re-opens and the periodic flush. Keeps
+ * the first error in rec->error. */
+int sp_recorder_consume(stackpulse_recorder *rec, int all);
 
 /* Rotation (rotate.c). The window file for the first window, in
  * rec->base_path and the path to create (sp_free it). */

@@ -12,14 +12,8 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "io/clock.h"
 #include "record/recorder.h"
-
-static uint64_t clock_ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* "PATH.NNNN" for window @p index (sp_free it). */
 static char *window_path(const char *base, uint32_t index)
@@ -113,7 +107,7 @@ int sp_recorder_rotate_to(stackpulse_recorder *rec, uint64_t t)
 	rec->win_start = start;
 	rec->win_end = start + rot;
 	/* The wall clock at the window's start, through the monotonic one. */
-	uint64_t mono = clock_ns(CLOCK_MONOTONIC), wall = clock_ns(CLOCK_REALTIME);
+	uint64_t mono = sp_clock_ns(CLOCK_MONOTONIC), wall = sp_clock_ns(CLOCK_REALTIME);
 	uint64_t back = mono > start ? mono - start : 0;
 	rc = sp_recorder_write_meta(rec, wall > back ? wall - back : wall, start, 1);
 	/* Out at once: a recorder killed during this window leaves a cut spool
