@@ -232,7 +232,8 @@ fail:
  * failure before this leaves that untouched and no file behind. */
 static int start_output(stackpulse_recorder *rec)
 {
-	rec->py_watch_until_ns = sp_clock_ns(CLOCK_MONOTONIC) + SP_PY_WATCH_NS;
+	if (rec->py_wakeups)
+		rec->py_watch_until_ns = sp_clock_ns(CLOCK_MONOTONIC) + SP_PY_WATCH_NS;
 	if (rec->opts.rotate_ns)
 		return 0; /* Each window is renamed onto its name once complete. */
 	int rc = sp_file_sink_commit(&rec->sink);

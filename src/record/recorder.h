@@ -25,9 +25,10 @@
 #define SP_EARLY_PY 64 /* Python stacks read ahead of the ordered drain. */
 
 /* Before a CPython is found, the wait polls every millisecond for this
- * long after the start and after each exec (py_watch_until_ns): the new
- * image may be one, and the rings wake the recorder only at their
- * watermark, so its first samples would wait up to WAIT_SLICE_MS. */
+ * long after the start of a target that looks like one (py_wakeups) and
+ * after an exec of an image named like one (python*, *.py): the rings wake
+ * the recorder only at their watermark, so its first samples would wait up
+ * to WAIT_SLICE_MS. Other targets are not polled (it costs them CPU). */
 #define SP_PY_WATCH_NS 250000000ull
 
 /* A Python stack read as soon as its sample showed up in a ring. */

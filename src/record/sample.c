@@ -482,6 +482,14 @@ static int handle_mmap2(stackpulse_recorder *rec, uint16_t misc, const uint8_t *
 	                      m.bid_len ? m.bid : NULL, m.bid_len, m.inode, sid.time);
 }
 
+/* A new image named like CPython (python3.11, or a #! script.py, whose
+ * comm is the script's name): worth watching for its first samples. */
+static int python_comm(const char *comm)
+{
+	size_t n = strnlen(comm, 16);
+	return sp_python_candidate(comm) || (n > 3 && memcmp(comm + n - 3, ".py", 3) == 0);
+}
+
 static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p, size_t len)
 {
 	sample_id sid;
@@ -507,7 +515,8 @@ static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p
 	if (rc)
 		return rc;
 	if (misc & PERF_RECORD_MISC_COMM_EXEC) {
-		if (!rec->python_found)
+		if (!rec->python_found && rec->opts.python != STACKPULSE_FEATURE_OFF &&
+		    python_comm(comm))
 			rec->py_watch_until_ns = sid.time + SP_PY_WATCH_NS;
 		return sp_ptable_exec(&rec->pt, pid, tid, comm, sid.time);
 	}
