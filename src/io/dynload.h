@@ -14,7 +14,10 @@ typedef struct sp_dynsym {
 	size_t fn_size; /* sizeof that pointer. */
 } sp_dynsym;
 
-#define SP_DYNSYM(ptr, name) { (name), &(ptr), sizeof(ptr) }
+#define SP_DYNSYM(ptr, name)                                                                       \
+	{                                                                                          \
+		(name), &(ptr), sizeof(ptr)                                                        \
+	}
 
 /* A library loaded once per process, on the first sp_dynlib_load. */
 typedef struct sp_dynlib {
@@ -30,8 +33,10 @@ typedef struct sp_dynlib {
 } sp_dynlib;
 
 #define SP_DYNLIB(soname, syms, loaded)                                                            \
-	{ (soname), (syms), sizeof(syms) / sizeof((syms)[0]), (loaded), PTHREAD_MUTEX_INITIALIZER, \
-	  0, "" }
+	{                                                                                          \
+		(soname), (syms), sizeof(syms) / sizeof((syms)[0]), (loaded),                      \
+		        PTHREAD_MUTEX_INITIALIZER, 0, ""                                           \
+	}
 
 /* Loads @p lib on the first call (RTLD_NOW | RTLD_LOCAL, never closed once
  * loaded) and binds all its symbols; later calls return the same answer.

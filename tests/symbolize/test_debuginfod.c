@@ -97,8 +97,8 @@ static int debuginfod_loaded(void)
 
 /* Runs this binary on the probe with the environment prefix @p env and
  * reads what it wrote to @p out: "queries debug_files loaded name". */
-static void run_probe(const char *env, const char *bin, uint64_t off, const char *out,
-                      char *line, size_t cap)
+static void run_probe(const char *env, const char *bin, uint64_t off, const char *out, char *line,
+                      size_t cap)
 {
 	char cmd[2048];
 	unlink(out);
