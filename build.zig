@@ -60,7 +60,7 @@ pub fn build(b: *std.Build) void {
         // Not standardOptimizeOption: a plain `zig build` installs an
         // optimized build that keeps its safety checks (ReleaseSafe).
         .optimize = b.option(std.builtin.Optimize, "optimize", "Optimize mode: ReleaseSafe (default), Debug, ReleaseFast or ReleaseSmall") orelse .safe,
-        .debuginfod = b.option(bool, "debuginfod", "Link libdebuginfod and define SP_HAVE_DEBUGINFOD=1") orelse false,
+        .debuginfod = b.option(bool, "debuginfod", "Define SP_HAVE_DEBUGINFOD=1: debuginfod queries over libdebuginfod (loaded when first used)") orelse false,
         .curl = b.option(bool, "curl", "Define SP_HAVE_CURL=1: stackpulse_push over libcurl (loaded when first used)") orelse false,
     };
     const fuzz_seconds = b.option([]const u8, "fuzz-seconds", "Seconds per libFuzzer harness in fuzz-smoke (default 20)") orelse "20";
@@ -81,7 +81,8 @@ pub fn build(b: *std.Build) void {
     // stackpulse.pc links the shared library; stackpulse-static.pc names
     // libstackpulse.a by path, since -lstackpulse picks the .so wherever
     // both are installed. System libraries come as pkg-config modules;
-    // libcurl is none of them: push.c loads it when it first pushes.
+    // libcurl and libdebuginfod are none of them: push.c and dbgfind.c load
+    // them at their first push or debuginfod query.
     const requires = std.mem.join(b.allocator, " ", pkgModules(ctx, .full)) catch @panic("OOM");
     const cxx = if (hasSystemLibstdcxx(ctx)) "-lstdc++" else "";
     const pc_files = [_]struct { name: []const u8, desc: []const u8, libs: []const u8, requires: []const u8, private: []const u8 }{
@@ -477,7 +478,6 @@ fn systemLibs(ctx: Ctx, link: Link) []const SysLib {
         .{ .module = "libdw", .lib = "dw" },
         .{ .module = "zlib", .lib = "z" },
     }) catch @panic("OOM");
-    if (ctx.debuginfod) list.append(b.allocator, .{ .module = "libdebuginfod", .lib = "debuginfod" }) catch @panic("OOM");
     // libunwind-generic is the remote-unwinding API of the build's
     // architecture (libunwind-x86_64, libunwind-aarch64).
     if (link == .oracle) list.appendSlice(b.allocator, &.{

@@ -43,6 +43,7 @@ pub const io = [_][]const u8{
     "src/io/file.c",
     "src/io/elf.c",
     "src/io/spool_file.c",
+    "src/io/dynload.c",
 };
 
 pub const record = [_][]const u8{

@@ -1,7 +1,7 @@
 /* Pushing a profile to a continuous-profiling backend: Grafana Pyroscope's
  * ingest API (gzip'd pprof) or an OTLP/HTTP collector (profiles
  * v1development). The HTTP client is libcurl, built in with -Dcurl=true
- * and loaded on the first push (see curl_init); retries with exponential backoff on 5xx and 429 only, since a 4xx, a
+ * and loaded on the first push (see curl_ready); retries with exponential backoff on 5xx and 429 only, since a 4xx, a
  * refused connection or a timeout will not get better by asking again. */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,8 +16,8 @@
 
 #if defined(SP_HAVE_CURL) && SP_HAVE_CURL
 #include <curl/curl.h>
-#include <dlfcn.h>
-#include <pthread.h>
+
+#include "io/dynload.h"
 #endif
 
 enum {
@@ -87,52 +87,35 @@ static struct {
 	void (*slist_free_all)(struct curl_slist *);
 } cu;
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static const sp_dynsym curl_syms[] = {
+	SP_DYNSYM(cu.global_init, "curl_global_init"),
+	SP_DYNSYM(cu.easy_init, "curl_easy_init"),
+	SP_DYNSYM(cu.easy_setopt, "curl_easy_setopt"),
+	SP_DYNSYM(cu.easy_perform, "curl_easy_perform"),
+	SP_DYNSYM(cu.easy_getinfo, "curl_easy_getinfo"),
+	SP_DYNSYM(cu.easy_cleanup, "curl_easy_cleanup"),
+	SP_DYNSYM(cu.easy_strerror, "curl_easy_strerror"),
+	SP_DYNSYM(cu.easy_escape, "curl_easy_escape"),
+	SP_DYNSYM(cu.free, "curl_free"),
+	SP_DYNSYM(cu.slist_append, "curl_slist_append"),
+	SP_DYNSYM(cu.slist_free_all, "curl_slist_free_all"),
+};
+
 static CURLcode curl_init_rc = CURLE_FAILED_INIT;
-static char curl_load_error[256]; /* Why libcurl did not load, or "". */
 
-/* One symbol of the loaded libcurl into @p fn (a function pointer); 0 or -1. */
-static int curl_sym(void *lib, const char *name, void *fn, size_t fn_size)
+static void curl_global(void)
 {
-	void *sym = dlsym(lib, name);
-	if (!sym) {
-		snprintf(curl_load_error, sizeof(curl_load_error), "%s has no %s", CURL_SONAME,
-		         name);
-		return -1;
-	}
-	memcpy(fn, &sym, fn_size); /* POSIX: a data pointer from dlsym holds a function. */
-	return 0;
-}
-
-static void curl_init(void)
-{
-	void *lib = dlopen(CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		const char *e = dlerror();
-		snprintf(curl_load_error, sizeof(curl_load_error), "%s", e ? e : CURL_SONAME);
-		return;
-	}
-#define SYM(field, name) curl_sym(lib, name, &cu.field, sizeof(cu.field))
-	if (SYM(global_init, "curl_global_init") || SYM(easy_init, "curl_easy_init") ||
-	    SYM(easy_setopt, "curl_easy_setopt") || SYM(easy_perform, "curl_easy_perform") ||
-	    SYM(easy_getinfo, "curl_easy_getinfo") || SYM(easy_cleanup, "curl_easy_cleanup") ||
-	    SYM(easy_strerror, "curl_easy_strerror") || SYM(easy_escape, "curl_easy_escape") ||
-	    SYM(free, "curl_free") || SYM(slist_append, "curl_slist_append") ||
-	    SYM(slist_free_all, "curl_slist_free_all")) {
-		dlclose(lib);
-		return;
-	}
-#undef SYM
 	curl_init_rc = cu.global_init(CURL_GLOBAL_DEFAULT);
 }
+
+static sp_dynlib curl_lib = SP_DYNLIB(CURL_SONAME, curl_syms, curl_global);
 
 /* 0 once libcurl is loaded and initialised, else the error. */
 static int curl_ready(void)
 {
-	pthread_once(&curl_once, curl_init);
-	if (curl_load_error[0])
+	if (sp_dynlib_load(&curl_lib) != 0)
 		return sp_error(STACKPULSE_EUNSUPPORTED, "push: cannot load libcurl: %s",
-		                curl_load_error);
+		                curl_lib.why);
 	if (curl_init_rc != CURLE_OK)
 		return sp_error(-EIO, "push: libcurl did not initialise: %s",
 		                cu.easy_strerror(curl_init_rc));

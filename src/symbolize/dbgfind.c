@@ -1,7 +1,8 @@
 /* Debug file search. Order: <root>/.build-id/xx/rest.debug under each
  * debug root; then .gnu_debuglink (next to the binary, in its .debug/
  * folder, and under each root) with its CRC checked; then debuginfod, only
- * when built in and DEBUGINFOD_URLS is set. Every candidate is opened as a
+ * when built in and DEBUGINFOD_URLS is set (libdebuginfod is loaded by the
+ * first query, see dif_ready). Every candidate is opened as a
  * regular file only, and one whose build-id differs is never used. libdwfl
  * falls back to the binary itself when this finds nothing. */
 #include "dbgmod.h"
@@ -16,6 +17,8 @@
 #include <elfutils/debuginfod.h>
 #include <pthread.h>
 #include <time.h>
+
+#include "io/dynload.h"
 
 /* Longest debuginfod query (a lower DEBUGINFOD_MAXTIME wins). */
 #define SP_DEBUGINFOD_MAX_SECONDS 60
@@ -150,6 +153,32 @@ static void debuginfod_env_once(const char *cache)
 	pthread_mutex_unlock(&env_lock);
 }
 
+/* libdebuginfod comes by dlopen at the first query, not as a link
+ * dependency: it needs libcurl, and with it ~30 libraries (TLS, SSH, LDAP,
+ * Kerberos, ...) that cost every program linked with ours ~5 ms of CPU and
+ * ~5 MiB of RSS at start, symbolizing or not. */
+#define DEBUGINFOD_SONAME "libdebuginfod.so.1"
+
+static struct {
+	debuginfod_client *(*begin)(void);
+	void (*set_user_data)(debuginfod_client *, void *);
+	void *(*get_user_data)(debuginfod_client *);
+	void (*set_progressfn)(debuginfod_client *, debuginfod_progressfn_t);
+	int (*find_debuginfo)(debuginfod_client *, const unsigned char *, int, char **);
+	void (*end)(debuginfod_client *);
+} dif;
+
+static const sp_dynsym dif_syms[] = {
+	SP_DYNSYM(dif.begin, "debuginfod_begin"),
+	SP_DYNSYM(dif.set_user_data, "debuginfod_set_user_data"),
+	SP_DYNSYM(dif.get_user_data, "debuginfod_get_user_data"),
+	SP_DYNSYM(dif.set_progressfn, "debuginfod_set_progressfn"),
+	SP_DYNSYM(dif.find_debuginfo, "debuginfod_find_debuginfo"),
+	SP_DYNSYM(dif.end, "debuginfod_end"),
+};
+
+static sp_dynlib dif_lib = SP_DYNLIB(DEBUGINFOD_SONAME, dif_syms, NULL);
+
 /* Time limit of one query, without touching the environment: the client
  * calls the progress function about once a second while it waits, and a
  * nonzero return cancels the transfer. */
@@ -161,7 +190,7 @@ typedef struct query_clock {
 
 static int query_progress(debuginfod_client *c, long a, long b)
 {
-	const query_clock *k = debuginfod_get_user_data(c);
+	const query_clock *k = dif.get_user_data(c);
 	struct timespec now;
 	if (!k)
 		return 0;
@@ -176,6 +205,10 @@ static int query_progress(debuginfod_client *c, long a, long b)
 static int query_debuginfod(const sp_dbg_config *cfg, const uint8_t *bid, uint32_t bid_len,
                             char **out)
 {
+	/* Without the library the search goes on as in a build without
+	 * debuginfod: no query is made (nor counted). */
+	if (sp_dynlib_load(&dif_lib) != 0)
+		return -1;
 	if (cfg->counters)
 		cfg->counters->debuginfod_queries++;
 	query_clock k = { { 0, 0 }, SP_DEBUGINFOD_MAX_SECONDS, SP_DEBUGINFOD_MAX_BYTES };
@@ -196,12 +229,12 @@ static int query_debuginfod(const sp_dbg_config *cfg, const uint8_t *bid, uint32
 	clock_gettime(CLOCK_MONOTONIC, &k.start);
 	int fd = -1;
 	char *path = NULL;
-	debuginfod_client *c = debuginfod_begin();
+	debuginfod_client *c = dif.begin();
 	if (c) {
-		debuginfod_set_user_data(c, &k);
-		debuginfod_set_progressfn(c, query_progress);
-		fd = debuginfod_find_debuginfo(c, bid, (int)bid_len, &path);
-		debuginfod_end(c);
+		dif.set_user_data(c, &k);
+		dif.set_progressfn(c, query_progress);
+		fd = dif.find_debuginfo(c, bid, (int)bid_len, &path);
+		dif.end(c);
 	}
 	if (fd < 0) {
 		free(path);

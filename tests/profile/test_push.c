@@ -322,8 +322,9 @@ SP_TEST(push_reports_a_refused_connection)
 
 /* libcurl and the libraries it pulls in are loaded by the first push, not
  * at the start of every program built with push support: the examples
- * (linked with this build's library) load no libcurl before main, and
- * after a push this process has it. */
+ * (linked with this build's library) load no libcurl before main, nor
+ * libdebuginfod (which needs libcurl; a -Ddebuginfod=true build loads it at
+ * the first debuginfod query), and after a push this process has libcurl. */
 SP_TEST(libcurl_is_loaded_by_the_first_push_only)
 {
 	const char *bindir = getenv("SP_BIN_DIR");
@@ -336,15 +337,18 @@ SP_TEST(libcurl_is_loaded_by_the_first_push_only)
 		FILE *f = popen(cmd, "r");
 		REQUIRE(f != NULL);
 		char line[512];
-		int libs = 0, curl = 0;
+		int libs = 0, curl = 0, dif = 0;
 		while (fgets(line, sizeof(line), f)) {
 			libs++;
 			curl += strstr(line, "libcurl") != NULL;
+			dif += strstr(line, "libdebuginfod") != NULL;
 		}
 		CHECK_EQ(pclose(f), 0);
-		printf("%s: %d libraries at start, libcurl %d\n", tools[i], libs, curl);
+		printf("%s: %d libraries at start, libcurl %d, libdebuginfod %d\n", tools[i], libs,
+		       curl, dif);
 		CHECK(libs >= 3); /* libc, the loader, libdw at least: ldd did answer. */
 		CHECK_EQ(curl, 0);
+		CHECK_EQ(dif, 0);
 	}
 	const char *dir = server_dir("lazycurl");
 	int port = start_server(dir, "");

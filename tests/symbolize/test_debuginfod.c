@@ -1,7 +1,11 @@
 /* debuginfod end to end: a real debuginfod server on 127.0.0.1 serves the
  * debug file of a stripped binary; with DEBUGINFOD_URLS set the frame
  * resolves through the download into STACKPULSE_DEBUGINFOD_CACHE_DIR, and
- * without it nothing goes to the network. */
+ * without it nothing goes to the network. libdebuginfod is loaded by the
+ * first query; this binary run again (/proc/self/exe) on the probe test
+ * with an unloadable libdebuginfod.so.1 first in LD_LIBRARY_PATH makes no
+ * query and leaves the frame unresolved. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -81,7 +85,58 @@ static void resolve_served(const char *bin, uint64_t off, fx_frames *c,
 	stackpulse_symbolizer_free(sym);
 	fx_spool_free(&sp);
 }
+
+/* 1 when libdebuginfod is loaded in this process. */
+static int debuginfod_loaded(void)
+{
+	void *h = dlopen("libdebuginfod.so.1", RTLD_NOW | RTLD_NOLOAD);
+	if (h)
+		dlclose(h);
+	return h != NULL;
+}
+
+/* Runs this binary on the probe with the environment prefix @p env and
+ * reads what it wrote to @p out: "queries debug_files loaded name". */
+static void run_probe(const char *env, const char *bin, uint64_t off, const char *out, char *line,
+                      size_t cap)
+{
+	char cmd[2048];
+	unlink(out);
+	snprintf(cmd, sizeof(cmd),
+	         "%s SP_DIF_PROBE_BIN='%s' SP_DIF_PROBE_OFF=%llu SP_DIF_PROBE_OUT='%s' "
+	         "\"$(readlink /proc/%d/exe)\" probe_debuginfod_query",
+	         env, bin, (unsigned long long)off, out, (int)getpid());
+	CHECK_EQ(sp_test_run(cmd), 0);
+	line[0] = '\0';
+	FILE *f = fopen(out, "r");
+	REQUIRE(f != NULL);
+	if (!fgets(line, (int)cap, f))
+		line[0] = '\0';
+	fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+}
 #endif
+
+/* Acts only when run by debuginfod_server_resolves_stripped_binary: one
+ * resolution through this process's environment, written for it to check. */
+SP_TEST(probe_debuginfod_query)
+{
+#ifdef SP_HAVE_DEBUGINFOD
+	const char *bin = getenv("SP_DIF_PROBE_BIN");
+	const char *off = getenv("SP_DIF_PROBE_OFF");
+	const char *out = getenv("SP_DIF_PROBE_OUT");
+	if (!bin || !off || !out)
+		return;
+	fx_frames c;
+	struct stackpulse_symbolizer_stats k;
+	resolve_served(bin, strtoull(off, NULL, 10), &c, &k);
+	FILE *f = fopen(out, "w");
+	REQUIRE(f != NULL);
+	fprintf(f, "%llu %llu %d %s\n", (unsigned long long)k.debuginfod_queries,
+	        (unsigned long long)k.debug_files, debuginfod_loaded(), c.f[c.n - 1].name);
+	fclose(f);
+#endif
+}
 
 SP_TEST(debuginfod_server_resolves_stripped_binary)
 {
@@ -114,13 +169,16 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 	uint64_t addr, size;
 	fx_symbol(full, "served_fn", &addr, &size);
 
-	/* Without DEBUGINFOD_URLS: no query, unresolved. */
+	/* Without DEBUGINFOD_URLS: no query, unresolved, and libdebuginfod is
+	 * not even loaded (it is no link dependency: the first query loads it). */
 	unsetenv("DEBUGINFOD_URLS");
+	CHECK(!debuginfod_loaded());
 	fx_frames c;
 	struct stackpulse_symbolizer_stats k;
 	resolve_served(stripped, fx_offset(full, addr), &c, &k);
 	CHECK_EQ(k.debuginfod_queries, 0);
 	CHECK(strncmp(c.f[c.n - 1].name, "served_s+0x", 11) == 0);
+	CHECK(!debuginfod_loaded());
 
 	int port = 20000 + (int)(getpid() % 20000);
 	pid_t server = start_server(srv, db, log, port);
@@ -146,9 +204,34 @@ SP_TEST(debuginfod_server_resolves_stripped_binary)
 		sp_test_abort();
 	}
 
+	/* A libdebuginfod.so.1 that does not load (an empty file found first):
+	 * no query, the frame unresolved, no crash. The same probe with the
+	 * system's library resolves it through the server. */
+	if (!sp_test_under_valgrind()) {
+		char bogus[600], out[600], env[2048], line[512];
+		snprintf(bogus, sizeof(bogus), "%s/nolib", tmp);
+		snprintf(out, sizeof(out), "%s/probe.out", tmp);
+		fx_sh("mkdir -p '%s' && : > '%s/libdebuginfod.so.1'", bogus, bogus);
+		snprintf(env, sizeof(env),
+		         "LD_LIBRARY_PATH='%s' DEBUGINFOD_URLS=%s DEBUGINFOD_CACHE_PATH='%s/pc1' "
+		         "STACKPULSE_DEBUGINFOD_CACHE_DIR='%s/pc1'",
+		         bogus, url, tmp, tmp);
+		run_probe(env, stripped, fx_offset(full, addr), out, line, sizeof(line));
+		printf("without libdebuginfod: %s\n", line);
+		CHECK(strncmp(line, "0 0 0 served_s+0x", 17) == 0);
+		snprintf(env, sizeof(env),
+		         "DEBUGINFOD_URLS=%s DEBUGINFOD_CACHE_PATH='%s/pc2' "
+		         "STACKPULSE_DEBUGINFOD_CACHE_DIR='%s/pc2'",
+		         url, tmp, tmp);
+		run_probe(env, stripped, fx_offset(full, addr), out, line, sizeof(line));
+		printf("with libdebuginfod: %s\n", line);
+		CHECK_STR(line, "1 1 1 served_fn");
+	}
+
 	setenv("DEBUGINFOD_URLS", url, 1);
 	setenv("STACKPULSE_DEBUGINFOD_CACHE_DIR", cache, 1);
 	resolve_served(stripped, fx_offset(full, addr), &c, &k);
+	CHECK(debuginfod_loaded());
 	/* DEBUGINFOD_MAXSIZE caps a download: with the file gone from the
 	 * cache and a 64-byte cap, the debug file is not taken and the frame
 	 * stays unresolved. Then it is fetched again for the checks below. */
