@@ -2,10 +2,11 @@
 #include "io/dynload.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Binds every symbol of @p lib from @p h; 0, or -1 with lib->why set. */
+/* Binds every symbol of @p lib from @p h; 0, or -ENOENT with lib->why set. */
 static int bind_all(sp_dynlib *lib, void *h)
 {
 	for (size_t i = 0; i < lib->nsyms; i++) {
@@ -13,7 +14,7 @@ static int bind_all(sp_dynlib *lib, void *h)
 		if (!sym) {
 			snprintf(lib->why, sizeof(lib->why), "%s has no %s", lib->soname,
 			         lib->syms[i].name);
-			return -1;
+			return -ENOENT;
 		}
 		/* POSIX: a data pointer from dlsym holds a function. */
 		memcpy(lib->syms[i].fn, &sym, lib->syms[i].fn_size);
@@ -49,5 +50,5 @@ int sp_dynlib_load(sp_dynlib *lib)
 		load(lib);
 	int state = lib->state;
 	pthread_mutex_unlock(&lib->lock);
-	return state == 1 ? 0 : -1;
+	return state == 1 ? 0 : -ENOENT;
 }

@@ -40,7 +40,7 @@ typedef struct sp_dynlib {
 
 /* Loads @p lib on the first call (RTLD_NOW | RTLD_LOCAL, never closed once
  * loaded) and binds all its symbols; later calls return the same answer.
- * Returns 0, or -1 with the reason in lib->why (the dynamic loader's
+ * Returns 0, or -ENOENT with the reason in lib->why (the dynamic loader's
  * message, or the missing symbol): then no pointer of the table is set. */
 int sp_dynlib_load(sp_dynlib *lib);
 
