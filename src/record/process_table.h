@@ -40,6 +40,7 @@ typedef struct sp_process {
 	int leader_exited;     /* The pid == tid thread exited (pthread_exit). */
 	struct sp_python *py;  /* CPython reader, or NULL. Owned. */
 	int py_probed;         /* 1 once probed for the current image. */
+	int py_unreadable;     /* A probe found a CPython it cannot read (counted once). */
 	uint64_t py_probe_ns;  /* CLOCK_MONOTONIC time of that probe (it saw the
 	                        * image of that time: an exec record older than
 	                        * it, drained later, keeps its result). */

@@ -22,11 +22,17 @@ sp_python *sp_recorder_python_for(stackpulse_recorder *rec, sp_process *proc)
 		if (rc != 0) {
 			proc->py = NULL;
 			/* A CPython found but not readable (an unsupported version):
-			 * recorded without Python frames, and said in the stats. */
+			 * recorded without Python frames, and said in the stats.
+			 * A process counts once, however often it is probed again
+			 * (a libpython mapped after the executable, an exec). */
 			if (rc != STACKPULSE_ENOTFOUND && rc != -ESRCH && rc != -ENOMEM &&
-			    rec->python_unreadable++ == 0)
-				snprintf(rec->python_note, sizeof(rec->python_note), "pid %d: %s",
-				         (int)proc->pid, stackpulse_last_error());
+			    !proc->py_unreadable) {
+				proc->py_unreadable = 1;
+				if (rec->python_unreadable++ == 0)
+					snprintf(rec->python_note, sizeof(rec->python_note),
+					         "pid %d: %s", (int)proc->pid,
+					         stackpulse_last_error());
+			}
 		} else {
 			rec->python_found = 1;
 			proc->py_serial = ++rec->py_serials;
