@@ -570,10 +570,18 @@ static int is_scope_tag(int tag)
 	       tag == DW_TAG_lexical_block;
 }
 
+/* Scope DIEs kept per lookup by fast_innermost (deeper: ask libdw). */
+#define MAX_SCOPE_DEPTH 256
+
 /* The innermost scope DIE containing @p da, as dwarf_getscopes finds it
- * (first match at each level, in DIE order). Returns 1 found, 0 none, -1
- * when this fast path cannot be sure (the caller then asks libdw). */
-static int fast_innermost(sp_dbgmod *m, const top_cu *c, uint64_t da, Dwarf_Die *out)
+ * (first match at each level, in DIE order), and the chain of DIEs
+ * descended to reach it in @p chain (outermost, a child of the CU, first;
+ * *@p depth of them, the last one the innermost): that chain is what
+ * dwarf_getscopes_die would return, without its walk over every DIE of the
+ * CU before the innermost one. Returns 1 found, 0 none, -1 when this fast
+ * path cannot be sure (the caller then asks libdw). */
+static int fast_innermost(sp_dbgmod *m, const top_cu *c, uint64_t da,
+                          Dwarf_Die chain[MAX_SCOPE_DEPTH], int *depth)
 {
 	if (!c || !c->usable)
 		return -1;
@@ -590,9 +598,10 @@ static int fast_innermost(sp_dbgmod *m, const top_cu *c, uint64_t da, Dwarf_Die 
 	if (!best)
 		return 0;
 	Dwarf_Die cur = best->die;
-	for (int depth = 0; depth < 256; depth++) {
+	for (int d = 0; d < MAX_SCOPE_DEPTH; d++) {
 		if (!is_scope_tag(dwarf_tag(&cur)))
 			return -1;
+		chain[d] = cur;
 		Dwarf_Die child;
 		int r = dwarf_child(&cur, &child);
 		if (r < 0)
@@ -613,7 +622,7 @@ static int fast_innermost(sp_dbgmod *m, const top_cu *c, uint64_t da, Dwarf_Die 
 				return -1;
 		}
 		if (!found) {
-			*out = cur;
+			*depth = d + 1;
 			return 1;
 		}
 		cur = child;
@@ -695,27 +704,36 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 	const top_cu *tc;
 	if ((rc = cu_tops(m, cudie, &tc)) != 0)
 		return rc;
-	Dwarf_Die first;
-	int nscopes = fast_innermost(m, tc, da, &first);
-	if (nscopes < 0) {
-		nscopes = dwarf_getscopes(cudie, da, &scopes);
-		if (nscopes > 0)
-			first = scopes[0];
-	}
+	Dwarf_Die chain[MAX_SCOPE_DEPTH];
+	int depth = 0;
+	int nscopes = fast_innermost(m, tc, da, chain, &depth);
 	if (nscopes > 0) {
-		/* dwarf_getscopes loses the outer levels of nested inlines: redo the
-		 * walk from the innermost DIE, as eu-addr2line -i does. */
-		Dwarf_Off off = dwarf_dieoffset(&first);
-		free(scopes);
-		scopes = NULL;
-		nscopes = dwarf_offdie(dwarf_cu_getdwarf(cudie->cu), off, &inner)
-		                  ? dwarf_getscopes_die(&inner, &scopes)
-		                  : -1;
+		/* Innermost first, as dwarf_getscopes_die orders them. */
+		for (int i = 0, j = depth - 1; i < j; i++, j--) {
+			Dwarf_Die t = chain[i];
+			chain[i] = chain[j];
+			chain[j] = t;
+		}
+		inner = chain[0];
+		nscopes = depth;
+	} else if (nscopes < 0) {
+		nscopes = dwarf_getscopes(cudie, da, &scopes);
+		if (nscopes > 0) {
+			/* dwarf_getscopes loses the outer levels of nested inlines: redo
+			 * the walk from the innermost DIE, as eu-addr2line -i does. */
+			Dwarf_Off off = dwarf_dieoffset(&scopes[0]);
+			free(scopes);
+			scopes = NULL;
+			nscopes = dwarf_offdie(dwarf_cu_getdwarf(cudie->cu), off, &inner)
+			                  ? dwarf_getscopes_die(&inner, &scopes)
+			                  : -1;
+		}
 	}
+	Dwarf_Die *sc = scopes ? scopes : chain;
 	Dwarf_Files *files = NULL;
 	if (nscopes > 0) {
 		Dwarf_Die cu;
-		if (!dwarf_diecu(&scopes[0], &cu, NULL, NULL) ||
+		if (!dwarf_diecu(&sc[0], &cu, NULL, NULL) ||
 		    dwarf_getsrcfiles(&cu, &files, NULL) != 0)
 			files = NULL;
 	}
@@ -723,7 +741,7 @@ static int dwarf_frames(sp_dbgmod *m, uint64_t a, sp_strpool *pool, int raw_name
 	uint32_t loc_line = line > 0 ? (uint32_t)line : 0;
 	int have_func = 0;
 	for (int i = 0; i < nscopes && !rc; i++) {
-		Dwarf_Die *die = &scopes[i];
+		Dwarf_Die *die = &sc[i];
 		int tag = dwarf_tag(die);
 		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
 			continue;
