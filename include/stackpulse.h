@@ -241,11 +241,12 @@ typedef struct stackpulse_recorder_opts {
 	                        *   `STACKPULSE_NO_SYMBOL_CACHE` (other than "0")
 	                        *   turns the cache off whatever this says. */
 	/** Run the calling thread at SCHED_FIFO priority 1 (with
-	 * SCHED_RESET_ON_FORK) inside ::stackpulse_recorder_wait, restoring its
-	 * policy on return. AUTO (default): once a CPython target is found, when
-	 * allowed, so that its stacks are read right after their samples even on
-	 * the target's CPU. OFF: never. REQUIRED: always, and wait fails with
-	 * -EPERM when it is refused. */
+	 * SCHED_RESET_ON_FORK) inside ::stackpulse_recorder_wait and
+	 * ::stackpulse_recorder_consume_available, restoring its policy on
+	 * return. AUTO (default): once a CPython target is found, when allowed,
+	 * so that its stacks are read right after their samples even on the
+	 * target's CPU or a loaded machine. OFF: never. REQUIRED: always, and
+	 * wait fails with -EPERM when it is refused. */
 	enum stackpulse_feature realtime;
 	/** Rotation. 0 (default): one spool at the given path. Otherwise the
 	 * recording is cut every @c rotate_ns nanoseconds of sample time (at
@@ -312,7 +313,7 @@ struct stackpulse_recorder_stats {
 	/** The event actually used. */
 	enum stackpulse_perf_event perf_event;
 	uint64_t python_samples;    /**< Samples that carry Python frames. */
-	int realtime;               /**< 1 when waits ran at SCHED_FIFO (see
+	int realtime;               /**< 1 when waits and consumes ran at SCHED_FIFO (see
 	                          *   opts.realtime), -1 when it was
 	                          *   refused, 0 when not tried. */
 	uint64_t mappings_dropped;  /**< Executable mappings not kept because

@@ -168,6 +168,28 @@ static void fetch_pages(sp_py_mem *m, const uint64_t *pages, uint32_t k, int pre
 			m->page_addr[slots[i]] = live[i].addr;
 }
 
+void sp_py_mem_fetch(sp_py_mem *m, const uint64_t *pages, uint32_t k)
+{
+	if (m->pages)
+		fetch_pages(m, pages, k < SP_PY_PAGES / 2 ? k : SP_PY_PAGES / 2, 0);
+}
+
+/* Adds the pages of the frame at @p addr to the walk's hot pages. */
+static void hot_add(sp_py_walker *w, uint64_t addr, uint32_t len)
+{
+	uint64_t a = addr & ~(uint64_t)(SP_PY_PAGE - 1);
+	uint64_t b = (addr + len - 1) & ~(uint64_t)(SP_PY_PAGE - 1);
+	for (uint64_t p = a; w->nhot < SP_PY_HOT; p += SP_PY_PAGE) {
+		int dup = 0;
+		for (uint32_t k = 0; k < w->nhot && !dup; k++)
+			dup = w->hot[k] == p;
+		if (!dup)
+			w->hot[w->nhot++] = p;
+		if (p == b)
+			break;
+	}
+}
+
 void sp_py_mem_prefetch(sp_py_mem *m, uint64_t addr, uint32_t n)
 {
 	uint64_t pages[SP_PY_PREFETCH];
@@ -543,6 +565,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 	uint32_t act = 0, n_outer = w->n_outer;
 	w->n_outer = 0; /* one walk only */
 	w->lost_caller = 0;
+	w->nhot = 0;
 	*misplaced_from = UINT32_MAX;
 	*n = 0;
 	*nrecs = 0;
@@ -651,6 +674,8 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 			checked = anchored;
 		}
 		last_frame = addr;
+		if (!saved && !l->instr_is_lasti && !in_stack(&w->mem, addr, l->frame_read))
+			hot_add(w, addr, l->frame_read);
 		if (!checked && *nrecs < 2 * SP_PY_MAX_DEPTH + 2 &&
 		    !in_stack(&w->mem, addr, l->frame_read)) {
 			recs[*nrecs].addr = addr;

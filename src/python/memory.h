@@ -14,6 +14,7 @@
 
 #define SP_PY_MAX_DEPTH     256u       /* Python frames per stack. */
 #define SP_PY_OUTER_MAX     64u        /* Outer activations a walk can resume at. */
+#define SP_PY_HOT           8u         /* Pages of a walk's live frames kept (hot). */
 #define SP_PY_MAX_STR       1024u      /* Characters kept of a name or file. */
 #define SP_PY_MAX_LINETABLE 65536u     /* Larger line tables are not kept. */
 #define SP_PY_MAX_CODES     (1u << 20) /* Code objects interned per process. */
@@ -104,6 +105,10 @@ void sp_py_mem_reset(sp_py_mem *m);
 /* Reads the @p n pages ending with the one holding @p addr (downwards) into
  * the page cache in one call; unreadable ones are skipped. */
 void sp_py_mem_prefetch(sp_py_mem *m, uint64_t addr, uint32_t n);
+
+/* Reads the @p k (at most SP_PY_PAGES / 2) pages at @p pages that are not
+ * cached yet into the page cache, in one call. */
+void sp_py_mem_fetch(sp_py_mem *m, const uint64_t *pages, uint32_t k);
 
 /* Addresses of type objects in the target; 0 skips that check, except
  * @p code, which every frame's code object must match. */
@@ -223,6 +228,14 @@ typedef struct sp_py_walker {
 	 * cleared (it yielded while read) and could not resume: the walk
 	 * was cut there (truncated), and a fresh read may do better. */
 	uint8_t lost_caller;
+	/* Set by each walk: the pages its frames were read from outside the
+	 * stack copy, leaf first (3.11+ generator and coroutine frames live
+	 * in their objects, not in the data stack). Read with the thread
+	 * state at the thread's next sample, they give its frames as of that
+	 * instant: a generator that yields a microsecond later has cleared
+	 * its caller link by the time a separate read gets there. */
+	uint64_t hot[SP_PY_HOT];
+	uint32_t nhot;
 } sp_py_walker;
 
 /* A thread state as read. */

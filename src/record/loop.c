@@ -179,7 +179,7 @@ typedef struct sp_sched_saved {
 	struct sched_param param;
 } sp_sched_saved;
 
-/* Raises the calling thread to SCHED_FIFO for one wait, into @p saved
+/* Raises the calling thread to SCHED_FIFO for one wait or consume, into @p saved
  * (see opts.realtime): a reader that shares a CPU with a CPython target
  * otherwise only runs when the target enters the kernel (lazy preemption)
  * and so reads its stacks at its system calls. 1 when raised. */
@@ -309,7 +309,14 @@ int stackpulse_recorder_consume_available(stackpulse_recorder *rec)
 	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
-	return sp_recorder_consume(rec, 0);
+	/* At the wait's priority too: preempted here, the reader misses the
+	 * samples that arrive meanwhile, and reads them milliseconds late. */
+	sp_sched_saved saved;
+	int raised = sp_recorder_realtime_begin(rec, &saved);
+	int rc = sp_recorder_consume(rec, 0);
+	if (raised)
+		sp_recorder_realtime_end(&saved);
+	return rc;
 }
 
 int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)

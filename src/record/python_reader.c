@@ -31,6 +31,8 @@
 typedef struct tid_entry {
 	int64_t tid;
 	uint64_t tstate;
+	uint64_t hot[SP_PY_HOT]; /* Its last walk's frame pages (sp_py_walker.hot). */
+	uint32_t nhot;
 } tid_entry;
 
 struct sp_python {
@@ -455,6 +457,7 @@ static int rescan(sp_python *py)
 		if (sp_py_read_tstate(&py->w, addrs[i], &ts) != 0)
 			continue;
 		if (ts.tid > 0) {
+			memset(&t[k], 0, sizeof(t[k]));
 			t[k].tid = ts.tid;
 			t[k].tstate = addrs[i];
 			k++;
@@ -490,12 +493,38 @@ static int list_changed(sp_python *py, uint64_t t0)
 	return head != (py->interp0 ? py->head0 : 0);
 }
 
-static uint64_t lookup(const sp_python *py, pid_t tid)
+static tid_entry *lookup_entry(const sp_python *py, pid_t tid)
 {
 	for (uint32_t i = 0; i < py->nthreads; i++)
 		if (py->threads[i].tid == tid)
-			return py->threads[i].tstate;
-	return 0;
+			return &py->threads[i];
+	return NULL;
+}
+
+static uint64_t lookup(const sp_python *py, pid_t tid)
+{
+	const tid_entry *e = lookup_entry(py, tid);
+	return e ? e->tstate : 0;
+}
+
+/* Reads the thread state's pages together with those its last walk read
+ * frames from, in one call: the frames are then seen as of the same
+ * instant as the thread state's top frame pointer. */
+static void fetch_hot(sp_python *py, pid_t tid, uint64_t addr)
+{
+	const tid_entry *e = lookup_entry(py, tid);
+	uint64_t pages[SP_PY_HOT + 2];
+	uint32_t k = 0;
+	uint64_t a = addr & ~(uint64_t)(SP_PY_PAGE - 1);
+	uint64_t b = (addr + py->layout.tstate_read - 1) & ~(uint64_t)(SP_PY_PAGE - 1);
+	if (!e || !e->nhot || !sp_py_plausible(addr, 8))
+		return;
+	pages[k++] = a;
+	if (b != a)
+		pages[k++] = b;
+	for (uint32_t i = 0; i < e->nhot; i++)
+		pages[k++] = e->hot[i];
+	sp_py_mem_fetch(&py->w.mem, pages, k);
 }
 
 /* Points the reader at the sample's stack copy, with an empty page cache. */
@@ -546,6 +575,7 @@ static int find_tstate(sp_python *py, pid_t tid, uint64_t t0, const uint8_t *sta
 				return STACKPULSE_ENOTFOUND;
 		}
 		mem_begin(py, stack, stack_len, stack_start);
+		fetch_hot(py, tid, addr);
 		int rc = sp_py_read_tstate(&py->w, addr, ts);
 		if (rc == -ESRCH)
 			return rc;
@@ -618,6 +648,11 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	}
 	py->stats.frames += *n;
 	py->stats.truncated += (uint64_t)(*truncated != 0);
+	tid_entry *e = lookup_entry(py, tid);
+	if (e) {
+		memcpy(e->hot, py->w.hot, sizeof(e->hot));
+		e->nhot = py->w.nhot;
+	}
 done:
 	py->w.mem.stack = NULL;
 	py->stats.failed += (uint64_t)(rc != 0);

@@ -192,7 +192,7 @@ struct stackpulse_recorder {
 	                                   * sample (a CPython target is expected). */
 	uint32_t python_unreadable;       /* CPython processes the reader refused. */
 	char python_note[320];            /* Why the first of them was refused. */
-	int realtime;                     /* SCHED_FIFO while waiting: 1 yes, -1 refused. */
+	int realtime;                     /* SCHED_FIFO in wait/consume: 1 yes, -1 refused. */
 	int error;                        /* First error of a drain (sticky). */
 	sp_python_stats python_stats;     /* Python reading costs, summed over processes. */
 	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */

@@ -889,6 +889,67 @@ SP_TEST(walk_refuses_a_stack_torn_while_read)
 /* 3.11+ push a callee's frame right after its caller's in the data stack.
  * A caller whose size does not put its callee there was read after the
  * stack was popped below it and pushed again: its callees are stale. */
+/* A walk keeps the pages it read frames from (3.11+); fetched again in
+ * one call before the next walk, they are what that walk sees: a frame
+ * that changes after the fetch (a generator that yields and clears its
+ * caller link) is walked as it was at the fetch. */
+SP_TEST(walk_hot_pages_snapshot_the_frames)
+{
+	static uint8_t pages[SP_PY_PAGES * SP_PY_PAGE];
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		walk_env e;
+		env_init(&e, v);
+		uint64_t top = build_chain(&e, 0);
+		const sp_py_layout *l = &e.im.l;
+		changing c = { e.r, 0, 0, 0, 0, &e.im };
+		e.w.mem.read = changing_read;
+		e.w.mem.ctx = &c;
+		e.w.mem.pages = pages;
+		sp_py_frame f[16];
+		uint32_t n;
+		int tr;
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		REQUIRE_EQ(n, 4);
+		if (v == IMG_V310) {
+			CHECK_EQ(e.w.nhot, 0); /* frame objects: anchored on the copy instead */
+			env_free(&e);
+			continue;
+		}
+		REQUIRE(e.w.nhot > 0 && e.w.nhot <= SP_PY_HOT);
+		CHECK_EQ(e.w.hot[0], top & ~(uint64_t)(SP_PY_PAGE - 1));
+		uint64_t hot[SP_PY_HOT];
+		uint32_t nhot = e.w.nhot;
+		memcpy(hot, e.w.hot, sizeof(hot));
+		/* Fetched in one call; then the top frame loses its caller. */
+		sp_py_mem_reset(&e.w.mem);
+		c.calls = 0;
+		sp_py_mem_fetch(&e.w.mem, hot, nhot);
+		CHECK_EQ(c.calls, 1);
+		uint64_t pa = top + l->frame_previous;
+		uint64_t old = sp_le64(e.im.mem + (pa - IMG_BASE));
+		img_put64(&e.im, pa, 0);
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK_EQ(n, 4);
+		CHECK_EQ(tr, 0);
+		/* Without the fetch, the walk sees the cleared link. */
+		sp_py_mem_reset(&e.w.mem);
+		CHECK_OK(sp_py_walk(&e.w, top, f, 16, &n, &tr));
+		CHECK(n < 4);
+		img_put64(&e.im, pa, old);
+		/* More pages than one call takes, or no cache: nothing breaks. */
+		uint64_t many[SP_PY_PAGES];
+		for (uint32_t i = 0; i < SP_PY_PAGES; i++)
+			many[i] = IMG_BASE + (uint64_t)i * SP_PY_PAGE;
+		sp_py_mem_reset(&e.w.mem);
+		sp_py_mem_fetch(&e.w.mem, many, SP_PY_PAGES);
+		e.w.mem.pages = NULL;
+		c.calls = 0;
+		sp_py_mem_fetch(&e.w.mem, hot, nhot);
+		CHECK_EQ(c.calls, 0);
+		env_free(&e);
+	}
+}
+
 SP_TEST(walk_refuses_frames_misplaced_in_the_data_stack)
 {
 	int tested = 0;

@@ -103,6 +103,10 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	/* One wait first, while the target runs: its policy must stay. */
 	int r2 = stackpulse_recorder_wait(rec, 50);
 	int target_policy = sched_getscheduler(pid);
+	/* And one drain: the caller's policy is back after it too. */
+	if (r2 >= 0 && stackpulse_recorder_consume_available(rec) != 0)
+		r2 = -1;
+	int consume_policy = sched_getscheduler(0);
 	r2 = r2 < 0 && r2 != -EINTR ? r2 : rec_run(rec, 60);
 	char err[400] = "";
 	if (r2)
@@ -112,9 +116,9 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	if (!r2 && r3)
 		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
 	printf("rc=%d run=%d finish=%d kernel=%d samples=%llu lost=%llu realtime=%d "
-	       "policy=%d target_policy=%d ring_bytes=%llu off_cpu=%d intervals=%llu err=%s\n",
+	       "policy=%d consume_policy=%d target_policy=%d ring_bytes=%llu off_cpu=%d intervals=%llu err=%s\n",
 	       rc, r2, r3, st.kernel_frames, (unsigned long long)st.samples,
-	       (unsigned long long)st.lost, st.realtime, sched_getscheduler(0), target_policy,
+	       (unsigned long long)st.lost, st.realtime, sched_getscheduler(0), consume_policy, target_policy,
 	       (unsigned long long)st.ring_bytes, (int)st.off_cpu_method,
 	       (unsigned long long)st.offcpu_intervals, err);
 	fflush(stdout);

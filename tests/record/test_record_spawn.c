@@ -465,7 +465,7 @@ SP_TEST(spawn_leader_exits_before_its_thread)
 	stackpulse_spool_close(r.sp);
 }
 
-SP_TEST(realtime_required_is_held_only_inside_wait)
+SP_TEST(realtime_required_is_held_only_inside_wait_and_consume)
 {
 	if (geteuid() != 0)
 		sp_test_skip("SCHED_FIFO needs root (CAP_SYS_NICE) here");
@@ -479,8 +479,10 @@ SP_TEST(realtime_required_is_held_only_inside_wait)
 		        "real-time scheduling is refused here (cgroup without RT runtime?)");
 	REQUIRE_EQ(st, 0);
 	CHECK(strstr(out, "realtime=1 ") != NULL);
-	/* Back to SCHED_OTHER (0) after each wait; the target never had it. */
+	/* Back to SCHED_OTHER (0) after each wait and consume; the target
+	 * never had it. */
 	CHECK(strstr(out, " policy=0 ") != NULL);
+	CHECK(strstr(out, " consume_policy=0 ") != NULL);
 	CHECK(strstr(out, "target_policy=0 ") != NULL);
 }
 
