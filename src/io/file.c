@@ -1,10 +1,12 @@
 #include "io/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/file.h>
@@ -161,14 +163,46 @@ int sp_file_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *pat
 	return sp_file_open_in_root(pid, path, 0, max_size, want, fd, size);
 }
 
+/* The root directory of process @p pid as an O_PATH descriptor: its
+ * /proc/PID/root, else that of one of its live threads (a leader that left
+ * with pthread_exit has none, its threads still have the process's). -1
+ * with errno set when neither opens; *p names the path last tried. */
+static int open_root(pid_t pid, char *p, size_t cap)
+{
+	snprintf(p, cap, "/proc/%d/root", (int)pid);
+	int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root >= 0 || errno != ENOENT)
+		return root;
+	char dir[48];
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(dir);
+	if (!d) {
+		errno = ENOENT;
+		return -1;
+	}
+	const struct dirent *e;
+	while (root < 0 && (e = readdir(d)) != NULL) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
+		if (*end || tid <= 0 || tid == pid)
+			continue;
+		char t[80];
+		snprintf(t, sizeof(t), "/proc/%d/task/%ld/root", (int)pid, tid);
+		root = open(t, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
+	closedir(d);
+	if (root < 0)
+		errno = ENOENT;
+	return root;
+}
+
 int sp_file_open_in_root(pid_t pid, const char *path, unsigned flags, uint64_t max_size,
                          const sp_file_id *want, int *fd, uint64_t *size)
 {
 	char p[64];
 	*fd = -1;
 	*size = 0;
-	snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
-	int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int root = open_root(pid, p, sizeof(p));
 	if (root < 0) {
 		int e = errno;
 		return sp_error(e == ENOENT ? -ESRCH : -e, "%s: %s", p, stackpulse_strerror(-e));

@@ -7,7 +7,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/error.h"
+#include "record/proc_scan.h"
 
 void sp_target_mem_init(sp_target_mem *m, pid_t pid)
 {
@@ -50,6 +52,25 @@ static int read_memfd(sp_target_mem *m, sp_py_iov *iov, uint32_t n, int prefix)
 	return 0;
 }
 
+/* Points the reader at a live thread other than the leader, when the
+ * leader left with pthread_exit before any thread was named to read
+ * through (its own memory is gone; its threads share the process's). */
+static int live_thread(sp_target_mem *m)
+{
+	pid_t *tids;
+	size_t n;
+	if (sp_proc_tasks(m->pid, &tids, &n) != 0)
+		return -ESRCH;
+	int rc = -ESRCH;
+	for (size_t i = 0; i < n && rc != 0; i++)
+		if (tids[i] != m->pid) {
+			m->mem_pid = tids[i];
+			rc = 0;
+		}
+	sp_free(tids);
+	return rc;
+}
+
 int sp_target_mem_read(sp_target_mem *m, sp_py_iov *iov, uint32_t n, int prefix)
 {
 	if (m->use_mem_fd)
@@ -76,6 +97,9 @@ int sp_target_mem_read(sp_target_mem *m, sp_py_iov *iov, uint32_t n, int prefix)
 				m->mem_pid = m->via_tid;
 				continue;
 			}
+			if (e == ESRCH && m->via_tid <= 0 && m->mem_pid == m->pid &&
+			    live_thread(m) == 0)
+				continue; /* a leader gone before us: through a thread */
 			if (e == ESRCH)
 				return -ESRCH;
 			if (e == EPERM || e == ENOSYS) {

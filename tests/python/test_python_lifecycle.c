@@ -3,7 +3,8 @@
  * - worker threads (threading.Thread), each sample down to the thread's
  *   bootstrap;
  * - the same after the main thread called pthread_exit: the workers run
- *   on in a process whose leader is gone;
+ *   on in a process whose leader is gone, recorded from the start or
+ *   attached to after the leader left;
  * - the first samples of a new interpreter whose <module> runs a loop at
  *   once, spawned directly and exec'd by a shell;
  * - a local module whose import does the work, so its samples run under
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "py_versions.h"
@@ -231,23 +234,81 @@ static int tally_threads(char *text, thread_tally *t, int max)
 	return nt;
 }
 
-static void check_threads(int leader_exits)
+/* Starts @p py on the threads script with its leader exiting, and waits
+ * until the leader is gone (a zombie while its threads run on). Returns
+ * the pid. */
+static pid_t start_leaderless(const char *py, const char *script, const char *cpu)
+{
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		execl(py, py, script, cpu, "exit", (char *)NULL);
+		_exit(127);
+	}
+	char status[64], *text = NULL;
+	snprintf(status, sizeof(status), "/proc/%d/status", (int)pid);
+	int gone = 0;
+	for (int tries = 0; tries < 500 && !gone; tries++) {
+		usleep(10000);
+		text = sp_test_read_file(status, NULL);
+		gone = text && strstr(text, "\nState:\tZ") != NULL;
+		free(text);
+	}
+	if (!gone) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		sp_test_fail(__FILE__, __LINE__, "%s: the leader of %d did not exit", py, (int)pid);
+		return -1;
+	}
+	return pid;
+}
+
+/* @p mode 0: spawned; 1: spawned, the leader exits with pthread_exit while
+ * recorded; 2: attached after the leader exited. */
+static void check_threads(int mode)
 {
 	py_versions vs;
 	char path[512];
 	int slow = py_script_setup(&vs, "threads.py", threads_script, path, sizeof(path));
+	int leader_exits = mode != 0;
 	for (int i = 0; i < vs.n; i++) {
 		char cmd[1200], tag[64];
-		snprintf(cmd, sizeof(cmd), "%s %s %s%s", vs.path[i], path, slow ? "0.1" : "0.4",
-		         leader_exits ? " exit" : "");
-		snprintf(tag, sizeof(tag), "threads%d%s", i, leader_exits ? "x" : "");
-		char *text = py_record_folded(tag, 999, cmd, "--tid");
+		snprintf(tag, sizeof(tag), "threads%d%s", i,
+		         mode == 1   ? "x"
+		         : mode == 2 ? "a"
+		                     : "");
+		char *text;
+		if (mode == 2) {
+			/* Threads still busy through the whole recording. */
+			pid_t pid = start_leaderless(vs.path[i], path, slow ? "2" : "3");
+			if (pid < 0)
+				continue;
+			const char *bin = getenv("SP_BIN_DIR");
+			char spool[600], out[700];
+			snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), tag);
+			snprintf(out, sizeof(out), "%s.folded", spool);
+			snprintf(cmd, sizeof(cmd),
+			         "%s/record -p %d -d %s -F 999 --python=on -o %s 2>&1 && "
+			         "%s/report %s --folded --tid >%s 2>/dev/null",
+			         bin, (int)pid, slow ? "0.5" : "1", spool, bin, spool, out);
+			int rc = sp_test_run(cmd);
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			REQUIRE_EQ(rc, 0);
+			text = sp_test_read_file(out, NULL);
+			REQUIRE(text != NULL);
+		} else {
+			snprintf(cmd, sizeof(cmd), "%s %s %s%s", vs.path[i], path,
+			         slow ? "0.1" : "0.4", leader_exits ? " exit" : "");
+			text = py_record_folded(tag, 999, cmd, "--tid");
+		}
 		thread_tally t[MAX_TIDS];
 		int nt = tally_threads(text, t, MAX_TIDS);
 		free(text);
-		/* The leader is the lowest tid (the spawned pid). */
-		int leader = 0;
-		for (int k = 1; k < nt; k++)
+		/* The leader is the lowest tid (the spawned pid); attached after
+		 * it left, every thread sampled is a worker. */
+		int leader = mode == 2 ? -1 : 0;
+		for (int k = 1; k < nt && leader >= 0; k++)
 			if (t[k].tid < t[leader].tid)
 				leader = k;
 		int workers = 0;
@@ -260,9 +321,12 @@ static void check_threads(int leader_exits)
 			        "    %s%s: worker %ld: %lld samples, %lld with Python, %lld whole "
 			        "(%lld in worker), %lld cut, %lld not whole and not cut, %lld eval "
 			        "loop without Python\n",
-			        vs.path[i], leader_exits ? " (leader exits)" : "", th->tid, th->all,
-			        th->with_py, th->whole, th->in_worker, th->cut, th->dishonest,
-			        th->native);
+			        vs.path[i],
+			        mode == 1   ? " (leader exits)"
+			        : mode == 2 ? " (attached, no leader)"
+			                    : "",
+			        th->tid, th->all, th->with_py, th->whole, th->in_worker, th->cut,
+			        th->dishonest, th->native);
 			/* Never a partial chain shown whole, and no Python code
 			 * left native (1 in 200 allowed for a frame reused under
 			 * the reader that still looked valid). */
@@ -275,8 +339,9 @@ static void check_threads(int leader_exits)
 			CHECK(th->with_py > 0); /* no Python in a Python target fails */
 			if (slow)
 				continue;
-			/* Each worker ran its 0.4 s of CPU under the recorder
-			 * (also after the leader left), nearly all of it whole. */
+			/* Each worker ran 0.4 s of CPU under the recorder (also
+			 * after the leader left; attached: a third of 2 CPUs for
+			 * 1 s), nearly all of it whole. */
 			CHECK(th->in_worker >= 100);
 			if (th->whole * 10 < th->with_py * 9)
 				sp_test_fail(__FILE__, __LINE__,
@@ -295,6 +360,11 @@ SP_TEST(worker_threads_have_whole_chains)
 SP_TEST(workers_keep_whole_chains_after_the_leader_exits)
 {
 	check_threads(1);
+}
+
+SP_TEST(attach_after_the_leader_exited_reads_the_workers)
+{
+	check_threads(2);
 }
 
 /* ---- the first samples -------------------------------------------------------------- */
