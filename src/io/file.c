@@ -163,6 +163,62 @@ int sp_file_open_mapped(pid_t pid, uint64_t start, uint64_t end, const char *pat
 	return sp_file_open_in_root(pid, path, 0, max_size, want, fd, size);
 }
 
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	*tids = NULL;
+	*count = 0;
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? -ESRCH : -errno;
+	pid_t *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	int rc = 0;
+	while ((de = readdir(d)) != NULL) {
+		char *end;
+		long t = strtol(de->d_name, &end, 10);
+		if (*end != '\0' || end == de->d_name || t <= 0 || t > INT_MAX)
+			continue;
+		if (n == SP_PROC_MAX_TASKS) {
+			rc = sp_error(STACKPULSE_ELIMIT, "pid %d has more than %u threads",
+			              (int)pid, SP_PROC_MAX_TASKS);
+			break;
+		}
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			pid_t *nv = sp_realloc_array(v, nc, sizeof(*v));
+			if (!nv) {
+				rc = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = nc;
+		}
+		v[n++] = (pid_t)t;
+	}
+	closedir(d);
+	if (rc < 0) {
+		sp_free(v);
+		return rc;
+	}
+	if (n == 0) {
+		sp_free(v);
+		return -ESRCH;
+	}
+	qsort(v, n, sizeof(*v), cmp_pid);
+	*tids = v;
+	*count = n;
+	return 0;
+}
+
 /* The root directory of process @p pid as an O_PATH descriptor: its
  * /proc/PID/root, else that of one of its live threads (a leader that left
  * with pthread_exit has none, its threads still have the process's). -1
@@ -173,24 +229,20 @@ static int open_root(pid_t pid, char *p, size_t cap)
 	int root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root >= 0 || errno != ENOENT)
 		return root;
-	char dir[48];
-	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
-	DIR *d = opendir(dir);
-	if (!d) {
+	pid_t *tids;
+	size_t n;
+	if (sp_proc_tasks(pid, &tids, &n) != 0) {
 		errno = ENOENT;
 		return -1;
 	}
-	const struct dirent *e;
-	while (root < 0 && (e = readdir(d)) != NULL) {
-		char *end;
-		long tid = strtol(e->d_name, &end, 10);
-		if (*end || tid <= 0 || tid == pid)
+	for (size_t i = 0; i < n && root < 0; i++) {
+		if (tids[i] == pid)
 			continue;
 		char t[80];
-		snprintf(t, sizeof(t), "/proc/%d/task/%ld/root", (int)pid, tid);
+		snprintf(t, sizeof(t), "/proc/%d/task/%d/root", (int)pid, (int)tids[i]);
 		root = open(t, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	}
-	closedir(d);
+	sp_free(tids);
 	if (root < 0)
 		errno = ENOENT;
 	return root;

@@ -134,4 +134,11 @@ int sp_file_writer_alive(int fd);
  * committed; returns the first error seen (write or close). */
 int sp_file_sink_close(sp_file_sink *sink);
 
+#define SP_PROC_MAX_TASKS 65536u /* Threads listed per process. */
+
+/* The thread ids of @p pid from /proc/PID/task (sorted ascending): -ESRCH
+ * when there are none, STACKPULSE_ELIMIT past SP_PROC_MAX_TASKS. Caller
+ * frees *tids. */
+int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count);
+
 #endif

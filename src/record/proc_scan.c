@@ -198,62 +198,6 @@ int sp_proc_thread_switches(pid_t pid, pid_t tid, uint64_t *count)
 	return 0;
 }
 
-static int cmp_pid(const void *a, const void *b)
-{
-	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-	return (x > y) - (x < y);
-}
-
-int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	*tids = NULL;
-	*count = 0;
-	DIR *d = opendir(path);
-	if (!d)
-		return errno == ENOENT ? -ESRCH : -errno;
-	pid_t *v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	int rc = 0;
-	while ((de = readdir(d)) != NULL) {
-		char *end;
-		long t = strtol(de->d_name, &end, 10);
-		if (*end != '\0' || end == de->d_name || t <= 0 || t > INT_MAX)
-			continue;
-		if (n == SP_PROC_MAX_TASKS) {
-			rc = sp_error(STACKPULSE_ELIMIT, "pid %d has more than %u threads",
-			              (int)pid, SP_PROC_MAX_TASKS);
-			break;
-		}
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			pid_t *nv = sp_realloc_array(v, nc, sizeof(*v));
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			v = nv;
-			cap = nc;
-		}
-		v[n++] = (pid_t)t;
-	}
-	closedir(d);
-	if (rc < 0) {
-		sp_free(v);
-		return rc;
-	}
-	if (n == 0) {
-		sp_free(v);
-		return -ESRCH;
-	}
-	qsort(v, n, sizeof(*v), cmp_pid);
-	*tids = v;
-	*count = n;
-	return 0;
-}
-
 void sp_proc_comm(pid_t pid, pid_t tid, char *buf, size_t cap)
 {
 	char path[96];

@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SP_PROC_MAX_TASKS   65536u /* Threads listed per process. */
+#include "io/file.h" /* sp_proc_tasks */
+
 #define SP_PROC_MAX_MAPS    65536u /* Executable mappings read per process. */
 #define SP_PROC_NAME_MAX    64     /* comm fits 16; leave room. */
 #define SP_PROC_CMDLINE_MAX 4096   /* Longer command lines are cut. */
@@ -60,9 +61,6 @@ int sp_proc_parse_syscall(const char *text, sp_proc_syscall *out);
  * whose count did not change did not run in between. Returns 0, -ESRCH or
  * STACKPULSE_EFORMAT. */
 int sp_proc_thread_switches(pid_t pid, pid_t tid, uint64_t *count);
-
-/* The thread ids of @p pid (sorted ascending). Caller frees *tids. */
-int sp_proc_tasks(pid_t pid, pid_t **tids, size_t *count);
 
 /* comm of thread @p tid of @p pid (pid 0: /proc/TID/comm). Empty string
  * when unreadable; never fails. */
