@@ -18,7 +18,12 @@ struct tally {
 	uint64_t samples;
 	uint64_t last_time;
 	int out_of_order;
-	uint32_t hot_stack; /* Stack of the latest sample. */
+	uint32_t hot_stack; /* The stack sampled most often so far. */
+	/* Sample counts of the first 64 stacks seen. The latest
+	 * sample alone may fall in the loop's clock read or the exit path. */
+	uint32_t ids[64];
+	uint64_t counts[64];
+	uint32_t nids;
 };
 
 static int count_sample(const struct stackpulse_sample *s, void *ctx)
@@ -28,7 +33,22 @@ static int count_sample(const struct stackpulse_sample *s, void *ctx)
 		t->out_of_order++;
 	t->last_time = s->time_ns;
 	t->samples++;
-	t->hot_stack = s->stack;
+	uint32_t k = 0;
+	while (k < t->nids && t->ids[k] != s->stack)
+		k++;
+	if (k == t->nids && t->nids < 64) {
+		t->ids[k] = s->stack;
+		t->counts[k] = 0;
+		t->nids++;
+	}
+	if (k < t->nids) {
+		t->counts[k]++;
+		uint32_t h = 0;
+		while (h < t->nids && t->ids[h] != t->hot_stack)
+			h++;
+		if (h == t->nids || t->counts[k] > t->counts[h])
+			t->hot_stack = s->stack;
+	}
 	return 0;
 }
 
@@ -116,7 +136,7 @@ SP_TEST(tail_sees_samples_while_a_recorder_writes)
 	so.flags = STACKPULSE_SYM_NO_CACHE;
 	stackpulse_symbolizer *sym = NULL;
 	REQUIRE_OK(stackpulse_symbolizer_new(sp, &so, &sym));
-	struct tally tl = { 0, 0, 0, 0 };
+	struct tally tl = { 0 };
 	enum stackpulse_tail_state st = STACKPULSE_TAIL_GROWING;
 	uint64_t seen_while_running = 0;
 	int polls_growing = 0;
@@ -169,7 +189,7 @@ SP_TEST(killed_recorder_ends_the_tail_as_truncated)
 	int msg;
 	pid_t rp = start_recorder(spool, "30", &msg);
 	stackpulse_spool_tail *t = open_tail(spool);
-	struct tally tl = { 0, 0, 0, 0 };
+	struct tally tl = { 0 };
 	enum stackpulse_tail_state st = STACKPULSE_TAIL_GROWING;
 	double t0 = rel_now();
 	while (tl.samples < 200 && rel_now() - t0 < 20) {
@@ -261,7 +281,7 @@ SP_TEST(torn_chunk_is_waited_for_never_misread)
 	int wfd = writer_file(path);
 	stackpulse_spool_tail *t = NULL;
 	REQUIRE_OK(stackpulse_spool_tail_open(path, NULL, &t));
-	struct tally tl = { 0, 0, 0, 0 };
+	struct tally tl = { 0 };
 	enum stackpulse_tail_state st;
 	/* Empty file, then half a header. */
 	REQUIRE_OK(stackpulse_spool_tail_poll(t, count_sample, &tl, &st));
@@ -349,7 +369,7 @@ SP_TEST(long_spool_is_tailed_in_flat_memory)
 	int wfd = writer_file(path);
 	stackpulse_spool_tail *t = NULL;
 	REQUIRE_OK(stackpulse_spool_tail_open(path, NULL, &t));
-	struct tally tl = { 0, 0, 0, 0 };
+	struct tally tl = { 0 };
 	enum stackpulse_tail_state st = STACKPULSE_TAIL_GROWING;
 	size_t slice = 10007, at = 0;
 	size_t heap_early = 0, heap_late = 0;
