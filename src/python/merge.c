@@ -142,10 +142,18 @@ int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, u
 	int64_t shift = leaf_aligned ? 0 : (int64_t)G - (int64_t)E;
 	if ((E > G && !py_truncated) || (G > E && !in->native_truncated))
 		*flags |= SP_PY_MERGE_MISMATCH;
-	if (py_truncated)
+	/* Fewer groups than activations: the thread left activations (or
+	 * moved on) between the sample and the read. Only the leaf one may
+	 * lack frames at the sample itself, caught in the eval loop's entry
+	 * or exit, before its frame is linked or after it is unlinked. Else
+	 * the leaf side is cut: marked, never shown as whole. */
+	int leaf_cut =
+	        E > G && !py_truncated && !in->native_truncated &&
+	        !(E == G + 1 && in->npcs > 0 && sp_py_in_eval(in->eval, in->neval, in->pcs[0], 1));
+	if (py_truncated || leaf_cut)
 		*flags |= SP_PY_MERGE_PY_CUT;
 
-	int marker_done = !py_truncated;
+	int marker_done = !py_truncated && !leaf_cut;
 	uint32_t k = 0, last_group = UINT32_MAX;
 	for (uint32_t i = 0; i < in->npcs; i++) {
 		if (!sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0)) {

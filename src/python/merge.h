@@ -50,7 +50,10 @@ typedef struct sp_py_merge_in {
  * certain end is kept: from the leaf when either side was truncated (the
  * cut end is unknown), else from the root (the leaf side may have moved
  * on since the sample); unmatched activations stay native and unmatched
- * leaf-side groups are dropped. Python groups left over after a truncated
+ * leaf-side groups are dropped. Leaf-side activations left without frames
+ * get one TRUNCATED marker before them (the sample's frames there were
+ * not read), except a single leaf activation whose sampled IP is in the
+ * eval loop (its entry or exit, where it has no frame linked). Python groups left over after a truncated
  * native stack are appended at the root end. A Python stack with a gap
  * (SP_PY_FRAME_GAP) pairs the frames before the gap from the leaf and those
  * after it from the root; the activations between stay native after one

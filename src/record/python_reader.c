@@ -24,6 +24,7 @@
 #define MAX_SYMBOLS               (16u << 20) /* Symbols scanned per table. */
 #define RESCAN_NS                 20000000ull /* Least time between thread rescans. */
 #define RESCAN_PENDING_NS         1000000ull  /* The same while a thread state has no tid yet. */
+#define READ_TRIES                4           /* Reads of one stack that changed while read. */
 #define GLIBC_X86_64_PTHREAD_TID  720         /* offsetof(struct pthread, tid), glibc 2.x */
 #define GLIBC_AARCH64_PTHREAD_TID 208         /* the same on aarch64 (glibc 2.36) */
 #define MAPS_PATH_MAX             1088u       /* Paths compared for "tried already". */
@@ -55,6 +56,9 @@ struct sp_python {
 	sp_python_stats stats;
 	sp_python_stats *totals; /* Also gets each read's costs, or NULL. */
 	uint64_t sample_ns;      /* Of the next read; 0: unknown. */
+	/* A walk cut where a generator lost its caller, kept while later
+	 * tries look for a whole one. */
+	sp_py_frame cut[SP_PY_MAX_DEPTH];
 };
 
 /* ---- target memory ----------------------------------------------------------- */
@@ -620,15 +624,28 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	/* No valid frame at all: the activation named by tstate->cframe may
 	 * have ended between the reads of the pointer and of the cframe. */
 	int no_top = rc == 0 && *n == 0 && *truncated && !py->w.lost_caller;
-	if (rc == STACKPULSE_ESTATE || (rc == 0 && py->w.lost_caller) || no_top) {
-		/* The stack changed while it was read (or a generator yielded
-		 * and dropped its caller): once more, anchored again when the
-		 * copy allows (3.10), else from the thread's current top frame
-		 * (with the copy again after a stale cframe); then give up
-		 * cleanly (a cut chain stays marked cut). */
-		int anchored = py->stats.anchored != before.anchored;
-		mem_begin(py, anchored || no_top ? stack : NULL, stack_len, stack_start);
-		/* Second try: a caller that moves on while it is read (fast
+	int anchored = py->stats.anchored != before.anchored;
+	/* The stack changed while it was read (or a generator yielded and
+	 * dropped its caller): again, anchored again when the copy allows
+	 * (3.10), else from the thread's current top frame (with the copy
+	 * again after a stale cframe). Each try is a fresh look at a target
+	 * that changes every few microseconds, so a few of them rarely all
+	 * fail; then give up cleanly (a cut chain stays marked cut). */
+	/* A generator that lost its caller: its walk is cut but names the
+	 * sample's leaf. A later try must find the same leaf to replace it,
+	 * else the try would move the sample to whatever runs at read time
+	 * (the generator's consumer, as often as not). */
+	uint32_t ncut = 0;
+	if (rc == 0 && py->w.lost_caller && *n > 0) {
+		ncut = *n < SP_PY_MAX_DEPTH ? *n : SP_PY_MAX_DEPTH;
+		memcpy(py->cut, out, ncut * sizeof(*out));
+	}
+	for (int again = 0; again < READ_TRIES - 1 &&
+	                    (rc == STACKPULSE_ESTATE || (rc == 0 && py->w.lost_caller) || no_top);
+	     again++) {
+		mem_begin(py, anchored || (no_top && again == 0) ? stack : NULL, stack_len,
+		          stack_start);
+		/* Later tries: a caller that moves on while it is read (fast
 		 * recursion) no longer refuses the walk; links and code must
 		 * still hold. */
 		py->w.loose_verify = 1;
@@ -639,12 +656,29 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 			                                       truncated)
 			                          : 0);
 		py->w.loose_verify = 0;
-		if (rc == STACKPULSE_ESTATE || (rc == 0 && ts.tid != tid) ||
-		    (rc != 0 && rc != -ESRCH && rc != -ENOMEM)) {
-			*n = 0;
+		if (rc == -ESRCH || rc == -ENOMEM)
+			break;
+		if (rc != 0 || ts.tid != tid)
+			rc = STACKPULSE_ESTATE;
+		if (ts.tid != tid)
+			break; /* the thread state was reused: no try helps */
+		no_top = rc == 0 && *n == 0 && *truncated && !py->w.lost_caller;
+		if (ncut && rc == 0 && (*n == 0 || out[0].code != py->cut[0].code)) {
+			py->w.lost_caller = 1; /* another leaf: try again */
 			*truncated = 1;
-			rc = 0;
 		}
+	}
+	if (ncut && (rc != 0 || py->w.lost_caller)) {
+		/* No whole chain at the sample's leaf: the first walk, cut. */
+		memcpy(out, py->cut, ncut * sizeof(*out));
+		*n = ncut;
+		*truncated = 1;
+		rc = 0;
+	}
+	if (rc == STACKPULSE_ESTATE) {
+		*n = 0;
+		*truncated = 1;
+		rc = 0;
 	}
 	py->stats.frames += *n;
 	py->stats.truncated += (uint64_t)(*truncated != 0);

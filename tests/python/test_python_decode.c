@@ -1262,14 +1262,36 @@ SP_TEST(merge_replaces_eval_activations)
 	CHECK_STR(s, "n0 p0 p1 n2 p2 p3 n4");
 	CHECK_EQ(fl, 0);
 
-	/* More activations than groups, Python complete: align at the root,
-	 * the extra leaf activation stays native. */
+	/* More activations than groups, Python complete: align at the root;
+	 * the extra leaf activation stays native, after a marker (its frames
+	 * were not read: the thread left it before the read). */
 	in.npy = 2;
 	py[1].flags = SP_PY_FRAME_ENTRY;
 	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
 	merged(m, n, s);
-	CHECK_STR(s, "n0 n1 n2 p0 p1 n4");
+	CHECK_STR(s, "n0 T0 n1 n2 p0 p1 n4");
+	CHECK_EQ(fl, SP_PY_MERGE_MISMATCH | SP_PY_MERGE_PY_CUT);
+
+	/* The same sampled in the eval loop itself (its entry or exit, no
+	 * frame linked yet): whole, no marker. */
+	const uint64_t pcs_e[] = { 0x1200, 0x8000, 0x1001, 0x7000 };
+	sp_py_merge_in in_e = { pcs_e, 4, 0, eval_r, 1, py, 2, 0 };
+	CHECK_OK(sp_py_merge(&in_e, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 n1 p0 p1 n3");
 	CHECK_EQ(fl, SP_PY_MERGE_MISMATCH);
+
+	/* Two activations short, even so: cut. */
+	in_e.npy = 1;
+	py[0].flags = SP_PY_FRAME_ENTRY;
+	const uint64_t pcs_e2[] = { 0x1200, 0x8000, 0x1001, 0x8000, 0x1001, 0x7000 };
+	in_e.pcs = pcs_e2;
+	in_e.npcs = 6;
+	CHECK_OK(sp_py_merge(&in_e, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "T0 n0 n1 n2 n3 p0 n5");
+	CHECK_EQ(fl, SP_PY_MERGE_MISMATCH | SP_PY_MERGE_PY_CUT);
+	py[0].flags = 0;
 
 	/* Python walk truncated after group 0: leaf alignment and a marker. */
 	in.py_truncated = 1;
