@@ -363,8 +363,33 @@ static int anchor_ok(const sp_py_walker *w, const uint8_t *fb, uint64_t pos)
  * points at a live frame object which may continue the sample's chain.
  * Returns 0 with its address and offset, STACKPULSE_ENOTFOUND or the read
  * callback's error. */
+/* Freed frames an anchor scan passed over (for sp_py_anchor's stale
+ * prefix): where each sat in the copy, its f_back and its code. */
+#define ZOMBIES_MAX 32u
+typedef struct zombies {
+	uint32_t n;
+	uint64_t addr[ZOMBIES_MAX], pos[ZOMBIES_MAX], back[ZOMBIES_MAX], code[ZOMBIES_MAX];
+} zombies;
+
+/* Keeps the candidate @p fb at @p addr, offset @p pos, when it is a freed
+ * frame (type intact, no references) with its code pointer close by. */
+static void zombie_add(const sp_py_walker *w, zombies *z, uint64_t addr, const uint8_t *fb,
+                       uint64_t pos)
+{
+	const sp_py_layout *l = w->layout;
+	uint64_t code = sp_le64(fb + l->frame_code);
+	if (!z || z->n >= ZOMBIES_MAX || sp_le64(fb + l->frame_type) != w->types.frame ||
+	    sp_le64(fb) != 0 || !sp_py_plausible(code, 8) || !code_near(&w->mem, code, pos))
+		return;
+	z->addr[z->n] = addr;
+	z->pos[z->n] = pos;
+	z->back[z->n] = sp_le64(fb + l->frame_previous);
+	z->code[z->n] = code;
+	z->n++;
+}
+
 static int anchor_scan(sp_py_walker *w, uint64_t from, uint64_t skip, uint64_t *top,
-                       uint64_t *top_pos)
+                       uint64_t *top_pos, zombies *z)
 {
 	const sp_py_layout *l = w->layout;
 	sp_py_mem *m = &w->mem;
@@ -410,6 +435,8 @@ static int anchor_scan(sp_py_walker *w, uint64_t from, uint64_t skip, uint64_t *
 				*top_pos = pos[k];
 				return 0;
 			}
+			if (iov[k].ok)
+				zombie_add(w, z, iov[k].addr, iov[k].buf, pos[k]);
 		}
 	}
 	return STACKPULSE_ENOTFOUND;
@@ -421,14 +448,38 @@ int sp_py_anchor(sp_py_walker *w, uint64_t *top)
 	const sp_py_mem *m = &w->mem;
 	w->anchor_pos = 0;
 	w->anchor_addr = 0;
+	w->nstale = 0;
 	if (!m->stack || !m->verify || l->frame_type == SP_PY_NONE || !w->types.frame ||
 	    l->frame_read > SP_PY_PAGE / 2)
 		return STACKPULSE_ENOTFOUND;
 	uint64_t pos;
-	int rc = anchor_scan(w, 0, 0, top, &pos);
-	if (rc == 0)
-		w->anchor_pos = pos + 1;
-	return rc;
+	zombies z;
+	z.n = 0;
+	int rc = anchor_scan(w, 0, 0, top, &pos, &z);
+	if (rc != 0)
+		return rc;
+	w->anchor_pos = pos + 1;
+	/* Freed frames leafward of the anchor that link to it, one below the
+	 * other in the copy: the sample's leaf side, returned since (or
+	 * returned before it; the merge decides). */
+	uint64_t chain[SP_PY_STALE_MAX], at = *top, at_pos = pos;
+	uint32_t k = 0;
+	while (k < SP_PY_STALE_MAX) {
+		uint32_t best = UINT32_MAX;
+		for (uint32_t i = 0; i < z.n; i++)
+			if (z.back[i] == at && z.pos[i] < at_pos &&
+			    (best == UINT32_MAX || z.pos[i] > z.pos[best]))
+				best = i;
+		if (best == UINT32_MAX)
+			break;
+		chain[k++] = z.code[best];
+		at = z.addr[best];
+		at_pos = z.pos[best];
+	}
+	for (uint32_t i = 0; i < k; i++)
+		w->stale_code[i] = chain[k - 1 - i];
+	w->nstale = k;
+	return 0;
 }
 
 /* ---- frame walk ------------------------------------------------------------------ */
@@ -578,6 +629,26 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		sp_py_mem_prefetch(&w->mem, top, SP_PY_PREFETCH);
 	if (w->mem.pages)
 		prefetch_codes(w, top);
+	/* The anchor's stale prefix (3.10): freed frames, each its own
+	 * activation; no line (f_lasti moved on when they returned). All or
+	 * none: a hole would pair the wrong frames with activations. */
+	uint32_t nstale = anchored ? w->nstale : 0;
+	w->nstale = 0; /* one walk only */
+	for (uint32_t i = 0; i < nstale && count < max; i++) {
+		uint8_t hdr[SP_PY_MAX_BLOCK];
+		uint32_t id;
+		int rc = sp_py_mem_read1(&w->mem, w->stale_code[i], hdr, l->code_read);
+		if (rc == 0)
+			rc = sp_py_code_intern_hdr(w, w->stale_code[i], hdr, &id);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc != 0 || sp_py_codes_get(w->codes, id)->synthetic) {
+			count = 0;
+			break;
+		}
+		out[count++] = (sp_py_frame){ id, SP_PY_FRAME_ENTRY | SP_PY_FRAME_STALE, 0, 0 };
+	}
+	group_start = count;
 	for (;;) {
 		if (addr && (!sp_py_plausible(addr, 8) || ++steps > 2 * SP_PY_MAX_DEPTH + 2)) {
 			*truncated = 1;
@@ -659,7 +730,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 				uint64_t next, npos;
 				w->anchor_misses++;
 				if (++gaps > SP_PY_ANCHOR_GAPS ||
-				    anchor_scan(w, apos + 8, last_frame, &next, &npos) != 0) {
+				    anchor_scan(w, apos + 8, last_frame, &next, &npos, NULL) != 0) {
 					*truncated = 1;
 					break;
 				}
@@ -737,7 +808,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		if (prev == 0 && l->frame_gen != SP_PY_NONE && sp_le64(fb + l->frame_gen) != 0) {
 			uint64_t next, npos;
 			if (anchored && gaps < SP_PY_ANCHOR_GAPS &&
-			    anchor_scan(w, apos + 8, addr, &next, &npos) == 0) {
+			    anchor_scan(w, apos + 8, addr, &next, &npos, NULL) == 0) {
 				gaps++;
 				prev = next;
 				apos = npos;

@@ -15,6 +15,7 @@
 #define SP_PY_MAX_DEPTH     256u       /* Python frames per stack. */
 #define SP_PY_OUTER_MAX     64u        /* Outer activations a walk can resume at. */
 #define SP_PY_HOT           8u         /* Pages of a walk's live frames kept (hot). */
+#define SP_PY_STALE_MAX     8u         /* Freed leaf frames kept by a 3.10 anchor. */
 #define SP_PY_MAX_STR       1024u      /* Characters kept of a name or file. */
 #define SP_PY_MAX_LINETABLE 65536u     /* Larger line tables are not kept. */
 #define SP_PY_MAX_CODES     (1u << 20) /* Code objects interned per process. */
@@ -189,6 +190,10 @@ enum sp_py_frame_flag {
 	SP_PY_FRAME_LEAF_GAP = 4u, /* On the first frame: frames of an unknown
 	                            * number are missing leafward of it (they
 	                            * changed while read, twice). */
+	SP_PY_FRAME_STALE = 8u,    /* A leaf-side 3.10 frame that returned after
+	                            * the sample, or before it (see
+	                            * sp_py_anchor): kept only when the native
+	                            * stack has an activation for it. */
 };
 typedef struct sp_py_frame {
 	uint32_t code;   /* Code id in the sp_py_codes. */
@@ -211,11 +216,16 @@ typedef struct sp_py_walker {
 	uint64_t anchor_addr;
 	uint8_t anchor_frame[SP_PY_MAX_BLOCK];
 	uint64_t anchor_misses; /* Frames missing from the copy in anchored walks. */
-	uint8_t loose_verify;   /* 1 (a second try): verification compares
+	/* Set by sp_py_anchor for the next walk: the code objects of freed
+	 * frames leafward of the anchor in the copy that chain to it,
+	 * leafmost first. */
+	uint32_t nstale;
+	uint64_t stale_code[SP_PY_STALE_MAX];
+	uint8_t loose_verify; /* 1 (a second try): verification compares
 	                         * links and code only, not the callers'
 	                         * instructions, and a torn walk keeps the
 	                         * frames rootward of the change. */
-	uint32_t pthread_tid;   /* 3.10: offset of the tid in glibc's struct
+	uint32_t pthread_tid; /* 3.10: offset of the tid in glibc's struct
 	                       * pthread (thread_id points at it); 0: unknown. */
 	/* Set by sp_py_read_tstate for the next walk (3.11/3.12 with a stack
 	 * copy): the current frame, at sample time, of each activation outer
@@ -300,7 +310,14 @@ int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, ui
  * chain may leave the copy and is read live). A frame that does not was
  * freed since the sample: the walk goes on from the next live frame
  * further up the copy and flags the gap (SP_PY_FRAME_GAP), so the root
- * side of the stack survives fast-changing leaves. */
+ * side of the stack survives fast-changing leaves. Leafward of the anchor,
+ * frames freed since the sample (json.loads -> decode -> raw_decode, all
+ * returned by the time of the read) still sit in the copy beside their
+ * code pointers, each linked to the next: they are kept as well, flagged
+ * SP_PY_FRAME_STALE with no line (their f_lasti has moved on). The copy
+ * cannot tell them from frames that returned before the sample, whose
+ * pointers linger in reused stack; the merge keeps them only when the
+ * native stack has an eval activation for each. */
 #define SP_PY_NO_ANCHOR      UINT64_MAX
 #define SP_PY_ANCHOR_TAIL    4096u /* Bytes at the end of the copy past which frames are read live. */
 #define SP_PY_ANCHOR_WORDS   4096u /* Stack words scanned for the top frame. */

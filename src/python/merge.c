@@ -102,9 +102,45 @@ static void merge_gap(const sp_py_merge_in *in, uint32_t cut, emitter *e, uint32
 	}
 }
 
+/* Number of eval activations in the native stack. */
+static uint32_t activations(const sp_py_merge_in *in)
+{
+	uint32_t E = 0;
+	for (uint32_t i = 0; i < in->npcs; i++)
+		E += (uint32_t)sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0);
+	return E;
+}
+
+/* 1 when some frame of @p in has a gap flag. */
+static int has_gap(const sp_py_merge_in *in)
+{
+	for (uint32_t i = 0; i < in->npy; i++)
+		if (in->py[i].flags & (SP_PY_FRAME_GAP | SP_PY_FRAME_LEAF_GAP))
+			return 1;
+	return 0;
+}
+
 int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, uint32_t *n,
                 uint32_t *flags)
 {
+	/* A stale leaf prefix (SP_PY_FRAME_STALE) stays only when, with it,
+	 * every activation of a whole native stack has its group: then the
+	 * frames returned after the sample. Else they may have returned
+	 * before it (their pointers linger in reused stack): dropped. */
+	uint32_t S = 0;
+	while (S < in->npy && (in->py[S].flags & SP_PY_FRAME_STALE))
+		S++;
+	if (S && (in->native_truncated || in->py_truncated || has_gap(in) ||
+	          group_count(in->py, in->npy) != activations(in))) {
+		sp_py_merge_in rest = *in;
+		rest.py += S;
+		rest.npy -= S;
+		int rc = sp_py_merge(&rest, out, max, n, flags);
+		for (uint32_t i = 0; i < *n; i++)
+			if (out[i].kind == SP_PY_MERGE_PYTHON)
+				out[i].index += S;
+		return rc;
+	}
 	emitter e = { out, max, 0, flags };
 	*flags = 0;
 	uint32_t cut = 0;
@@ -123,16 +159,11 @@ int sp_py_merge(const sp_py_merge_in *in, sp_py_merge_item *out, uint32_t max, u
 			leaf.py_truncated = 1;
 			return sp_py_merge(&leaf, out, max, n, flags);
 		}
-		uint32_t E = 0;
-		for (uint32_t i = 0; i < in->npcs; i++)
-			E += (uint32_t)sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0);
-		merge_gap(in, cut, &e, E);
+		merge_gap(in, cut, &e, activations(in));
 		*n = e.n;
 		return 0;
 	}
-	uint32_t E = 0;
-	for (uint32_t i = 0; i < in->npcs; i++)
-		E += (uint32_t)sp_py_in_eval(in->eval, in->neval, in->pcs[i], i == 0);
+	uint32_t E = activations(in);
 	uint32_t G = group_count(in->py, in->npy);
 	/* No frame read while the sample ran the eval loop: the thread left
 	 * its frames before the read (or the read could not reach them). */

@@ -58,7 +58,10 @@ typedef struct sp_py_merge_in {
  * (SP_PY_FRAME_GAP) pairs the frames before the gap from the leaf and those
  * after it from the root; the activations between stay native after one
  * TRUNCATED marker (with a truncated side, only the leaf part is kept).
- * SP_PY_FRAME_LEAF_GAP on the first frame is a gap before it. No Python
+ * SP_PY_FRAME_LEAF_GAP on the first frame is a gap before it. Leading
+ * SP_PY_FRAME_STALE frames are kept only when, with them, a whole native
+ * stack and a whole gapless Python stack pair one to one; else they are
+ * left out (the indices written still refer to @p in->py). No Python
  * frame at all while the native stack runs the eval loop counts as a
  * truncated walk (a marker before the leafmost activation).
  * Returns 0; *flags gets enum sp_py_merge_flag bits. */

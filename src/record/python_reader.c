@@ -645,10 +645,12 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
 	     again++) {
 		mem_begin(py, anchored || (no_top && again == 0) ? stack : NULL, stack_len,
 		          stack_start);
-		/* Later tries: a caller that moves on while it is read (fast
+		/* The last try: a caller that moves on while it is read (fast
 		 * recursion) no longer refuses the walk; links and code must
-		 * still hold. */
-		py->w.loose_verify = 1;
+		 * still hold. It is the last resort: a loose walk may, rarely,
+		 * pair a recursion's leaf side with an earlier call's root side
+		 * (docs/python.md, data stack geometry). */
+		py->w.loose_verify = again == READ_TRIES - 2;
 		rc = sp_py_read_tstate(&py->w, ts_addr, &ts);
 		if (rc == 0 && ts.tid == tid)
 			rc = anchored ? walk(py, ts.frame, out, max, n, truncated)

@@ -1413,15 +1413,44 @@ SP_TEST(anchor_310_on_stack_copy_and_bridge_freed_frames)
 	CHECK(f[0].flags & SP_PY_FRAME_GAP);
 	img_put64(&e.im, fib1 + e.im.l.frame_code, e.fib);
 
-	/* The leaf itself was freed: the walk starts at fib1 (the merge
-	 * pairs it from the root, as the native stack is deeper). */
+	/* The leaf itself was freed: the walk starts at fib1, and the freed
+	 * leaf, beside its code pointer and linked to fib1, comes first as a
+	 * stale frame without a line (the merge keeps it only when the
+	 * native stack has an activation for it). */
 	img_put64(&e.im, fib0, 0);
 	REQUIRE_OK(sp_py_anchor(&e.w, &top));
 	CHECK_EQ(top, fib1);
+	CHECK_EQ(e.w.nstale, 1);
 	CHECK_OK(sp_py_walk(&e.w, top, f, 8, &n, &tr));
-	REQUIRE_EQ(n, 3);
+	REQUIRE_EQ(n, 4);
 	CHECK_EQ(tr, 0);
-	CHECK_EQ(f[0].flags & SP_PY_FRAME_GAP, 0);
+	CHECK_STR(qual(&e, &f[0]), "fib");
+	CHECK_EQ(f[0].flags, SP_PY_FRAME_ENTRY | SP_PY_FRAME_STALE);
+	CHECK_EQ(f[0].line, 0);
+	CHECK_STR(qual(&e, &f[1]), "fib");
+	CHECK_EQ(f[1].flags & (SP_PY_FRAME_GAP | SP_PY_FRAME_STALE), 0);
+	CHECK_STR(qual(&e, &f[3]), "<module>");
+	/* One walk only: a walk without a new anchor has no stale prefix. */
+	CHECK_OK(sp_py_walk(&e.w, fib1, f, 8, &n, &tr));
+	CHECK_EQ(n, 3);
+
+	/* A freed frame that links elsewhere is not the sample's leaf. */
+	img_put64(&e.im, fib0 + e.im.l.frame_previous, run);
+	REQUIRE_OK(sp_py_anchor(&e.w, &top));
+	CHECK_EQ(top, fib1);
+	CHECK_EQ(e.w.nstale, 0);
+	/* Nor one whose code pointer is not beside it (reused for another
+	 * code object). */
+	img_put64(&e.im, fib0 + e.im.l.frame_previous, fib1);
+	img_put64(&e.im, fib0 + e.im.l.frame_code, e.mod);
+	REQUIRE_OK(sp_py_anchor(&e.w, &top));
+	CHECK_EQ(e.w.nstale, 0);
+	img_put64(&e.im, fib0 + e.im.l.frame_code, e.fib);
+	/* A stale code object that cannot be read: no stale frame at all. */
+	img_put64(&e.im, e.fib + e.im.l.ob_type, 0);
+	REQUIRE_OK(sp_py_anchor(&e.w, &top));
+	CHECK_OK(sp_py_walk(&e.w, top, f, 8, &n, &tr));
+	CHECK(n == 0 || (f[0].flags & SP_PY_FRAME_STALE) == 0);
 
 	/* No frame in the copy: no anchor (the caller reads tstate->frame). */
 	memset(stk, 0, sizeof(stk));
@@ -1435,6 +1464,52 @@ SP_TEST(anchor_310_on_stack_copy_and_bridge_freed_frames)
 	CHECK_EQ(sp_py_anchor(&e2.w, &top), STACKPULSE_ENOTFOUND);
 	env_free(&e2);
 	env_free(&e);
+}
+
+SP_TEST(merge_keeps_stale_leaf_frames_only_when_the_counts_agree)
+{
+	/* native: leaf libc, eval, C, eval, main. Python: a stale leaf frame
+	 * (returned since the sample) and one live frame, each its own
+	 * activation (3.10). */
+	const uint64_t pcs[] = { 0x9000, 0x1500, 0x8000, 0x1001, 0x7000 };
+	sp_py_frame py[2] = { { 0, SP_PY_FRAME_ENTRY | SP_PY_FRAME_STALE, 0, 0 },
+		              { 1, SP_PY_FRAME_ENTRY, 0, 0 } };
+	sp_py_merge_in in = { pcs, 5, 0, eval_r, 1, py, 2, 0 };
+	sp_py_merge_item m[32];
+	uint32_t n, fl;
+	char s[256];
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 p0 n2 p1 n4");
+	CHECK_EQ(fl, 0);
+
+	/* One activation only: the stale frame returned before the sample
+	 * (its pointer lingered in reused stack): left out, indices kept. */
+	const uint64_t pcs1[] = { 0x9000, 0x8000, 0x1001, 0x7000 };
+	in.pcs = pcs1;
+	in.npcs = 4;
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 n1 p1 n3");
+	CHECK_EQ(fl, 0);
+
+	/* Counts agree but the native stack is cut: not trusted. */
+	in.pcs = pcs;
+	in.npcs = 5;
+	in.native_truncated = 1;
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_STR(s, "n0 p1 n2 n3 n4");
+	in.native_truncated = 0;
+
+	/* A gap elsewhere in the Python stack: not trusted either. */
+	py[1].flags |= SP_PY_FRAME_GAP;
+	sp_py_frame py3[3] = { py[0], py[1], { 2, SP_PY_FRAME_ENTRY, 0, 0 } };
+	in.py = py3;
+	in.npy = 3;
+	CHECK_OK(sp_py_merge(&in, m, 32, &n, &fl));
+	merged(m, n, s);
+	CHECK_EQ(strstr(s, "p0") == NULL, 1);
 }
 
 SP_TEST(merge_pairs_both_sides_of_a_gap)

@@ -103,17 +103,20 @@ SP_TEST(mapping_flood_is_cut_and_recording_goes_on)
  * their full names and their own round's file. Rounds may only grow
  * towards the root: a read later than the sample sees the next round's
  * chain in the root part of the data stack (the reader's known limit,
- * docs/python.md), counted in *torn. Returns the chain length (0: no flood
- * frame), -1 when the frames contradict each other. */
+ * docs/python.md), counted in *torn. A chain marked cut may stop short of
+ * depth 0 (its frames must still agree with each other). Returns the
+ * chain length (0: no flood frame, or a cut one), -1 when the frames
+ * contradict each other. */
 static int flood_chain(const stackpulse_spool *sp, uint32_t stack, int *round_out, int *torn)
 {
 	uint32_t ids[512];
 	uint32_t d = stackpulse_spool_stack_frames(sp, stack, ids, 512);
 	if (d > 512)
 		d = 512;
-	int n = 0, round = -1, last = -1;
+	int n = 0, round = -1, last = -1, cut = 0;
 	for (uint32_t i = 0; i < d; i++) {
 		const struct stackpulse_raw_frame *f = stackpulse_spool_frame(sp, ids[i]);
+		cut |= f && f->kind == STACKPULSE_FRAME_TRUNCATED;
 		if (!f || f->kind != STACKPULSE_FRAME_PYTHON)
 			continue;
 		const struct stackpulse_pycode *c = stackpulse_spool_pycode(sp, f->pycode);
@@ -135,7 +138,9 @@ static int flood_chain(const stackpulse_spool *sp, uint32_t stack, int *round_ou
 		last = dep;
 		n++;
 	}
-	return n && last != 0 ? -1 : n;
+	if (n && last != 0)
+		return cut ? 0 : -1;
+	return n;
 }
 
 SP_TEST(python_code_flood_stays_in_budget)
