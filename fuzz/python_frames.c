@@ -35,7 +35,7 @@ static void check_frames(sp_py_walker *w, const sp_py_frame *f, uint32_t n, uint
 		if (strlen(c->qualname) > 4 * SP_PY_MAX_STR ||
 		    strlen(c->filename) > 4 * SP_PY_MAX_STR)
 			__builtin_trap();
-		if (c->linetable_len > SP_PY_MAX_LINETABLE || (f[i].flags & ~7u))
+		if (c->linetable_len > SP_PY_MAX_LINETABLE || (f[i].flags & ~15u))
 			__builtin_trap();
 	}
 }

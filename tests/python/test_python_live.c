@@ -909,6 +909,7 @@ SP_TEST(merge_with_unwound_native_stack)
 		uint32_t neval;
 		const sp_py_range *eval = sp_python_eval_ranges(py, &neval);
 		int exact = 0, tries = 0;
+		uint32_t stale_dropped = 0;
 		for (int k = 0; k < 8; k++) {
 			REQUIRE(ptrace(PTRACE_ATTACH, c.pid, NULL, NULL) == 0);
 			int st;
@@ -957,18 +958,28 @@ SP_TEST(merge_with_unwound_native_stack)
 				 * loop (3.10 sets tstate->frame inside it) has one
 				 * activation more than groups, and the leafmost one stays
 				 * native. */
-				uint32_t E = 0, G = 0, left = 0;
+				uint32_t E = 0, G = 0, left = 0, S = 0, first = 0;
 				for (uint32_t i = 0; i < ur.count; i++)
 					E += (uint32_t)sp_py_in_eval(eval, neval, pcs[i], i == 0);
 				for (uint32_t i = 0; i < n; i++)
 					G += (f[i].flags & SP_PY_FRAME_ENTRY) || i + 1 == n;
+				/* 3.10: freed frames whose pointers linger in the stack
+				 * (a stopped thread has no frame freed since) are left
+				 * out by the merge unless the counts agree with them. */
+				while (S < n && (f[S].flags & SP_PY_FRAME_STALE))
+					S++;
+				if (S && G != E) {
+					first = S;
+					G -= S;
+					stale_dropped += S;
+				}
 				for (uint32_t i = 0; i < nm; i++)
 					left += m[i].kind == SP_PY_MERGE_NATIVE &&
 					        sp_py_in_eval(eval, neval, pcs[m[i].index],
 					                      m[i].index == 0);
 				if (flags == 0) {
 					CHECK_EQ(E, G);
-					CHECK_EQ(py_seen, n);
+					CHECK_EQ(py_seen, n - first);
 					CHECK_EQ(left, 0);
 					exact++;
 				} else {
@@ -977,7 +988,7 @@ SP_TEST(merge_with_unwound_native_stack)
 					CHECK_EQ(flags, SP_PY_MERGE_MISMATCH);
 					CHECK_EQ(E, G + 1);
 					CHECK_EQ(left, 1);
-					CHECK_EQ(py_seen, n);
+					CHECK_EQ(py_seen, n - first);
 					/* the one left is the leafmost activation */
 					for (uint32_t i = 0;
 					     i < nm && m[i].kind != SP_PY_MERGE_PYTHON; i++)
@@ -992,8 +1003,9 @@ SP_TEST(merge_with_unwound_native_stack)
 			}
 			usleep(3000);
 		}
-		printf("    %s: %d stopped samples merged, %d matched exactly\n", vs.path[v], tries,
-		       exact);
+		printf("    %s: %d stopped samples merged, %d matched exactly (%u lingering freed "
+		       "frames left out)\n",
+		       vs.path[v], tries, exact, stale_dropped);
 		CHECK(2 * exact >= tries && tries > 0);
 		sp_unwind_space_free(s);
 		sp_python_free(py);
