@@ -35,6 +35,7 @@ pub const python = [_][]const u8{
     "src/python/layout.c",
     "src/python/memory.c",
     "src/python/cframe.c",
+    "src/python/anchor.c",
     "src/python/code.c",
     "src/python/merge.c",
 };

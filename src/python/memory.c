@@ -1,6 +1,7 @@
 /* CPython target memory and frame walks over a read callback (see
  * memory.h): batched reads with a page cache, thread states, the
- * frame chain and its verification. Code objects are in code.c.
+ * frame chain and its verification. Code objects are in code.c, the 3.10
+ * anchor on the stack copy in anchor.c.
  * Hot paths return plain codes without formatting error details: invalid
  * frames are expected in a running target and only end a walk. */
 #include "python/memory.h"
@@ -13,12 +14,6 @@
 #include "common/error.h"
 
 /* ---- memory ------------------------------------------------------------ */
-
-static int in_stack(const sp_py_mem *m, uint64_t addr, uint32_t len)
-{
-	return m->stack && addr >= m->stack_start && addr - m->stack_start <= m->stack_len &&
-	       m->stack_len - (addr - m->stack_start) >= len;
-}
 
 /* Marks a slot empty: never equal to a page address (they are aligned). */
 #define PAGE_NONE UINT64_MAX
@@ -82,7 +77,7 @@ int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n)
 		iov[i].ok = 0;
 		if (iov[i].len == 0) {
 			iov[i].ok = 1;
-		} else if (in_stack(m, iov[i].addr, iov[i].len)) {
+		} else if (sp_py_in_stack(m, iov[i].addr, iov[i].len)) {
 			memcpy(iov[i].buf, m->stack + (iov[i].addr - m->stack_start), iov[i].len);
 			iov[i].ok = 1;
 		} else if (!sp_py_plausible(iov[i].addr, 1) ||
@@ -151,7 +146,7 @@ static void fetch_pages(sp_py_mem *m, const uint64_t *pages, uint32_t k, int pre
 	sp_py_iov live[SP_PY_PAGES / 2];
 	uint32_t slots[SP_PY_PAGES / 2], n = 0;
 	for (uint32_t i = 0; i < k && n < SP_PY_PAGES / 2; i++) {
-		if (page_find(m, pages[i]) || in_stack(m, pages[i], SP_PY_PAGE))
+		if (page_find(m, pages[i]) || sp_py_in_stack(m, pages[i], SP_PY_PAGE))
 			continue;
 		slots[n] = page_slot(m, pages[i]);
 		live[n] = (sp_py_iov){ pages[i], m->pages + (size_t)slots[n] * SP_PY_PAGE,
@@ -205,7 +200,7 @@ void sp_py_mem_prefetch(sp_py_mem *m, uint64_t addr, uint32_t n)
 /* Copies from the stack copy or cached pages only; 1 when it could. */
 static int mem_peek(const sp_py_mem *m, uint64_t addr, void *buf, uint32_t len)
 {
-	if (in_stack(m, addr, len)) {
+	if (sp_py_in_stack(m, addr, len)) {
 		memcpy(buf, m->stack + (addr - m->stack_start), len);
 		return 1;
 	}
@@ -307,179 +302,6 @@ int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t
 	if (rc == 0)
 		*head = sp_le64(v);
 	return rc;
-}
-
-/* ---- anchoring on the stack copy (3.10) ----------------------------------------- */
-
-/* Byte offset in the stack copy of the first aligned word equal to @p v in
- * [@p from, @p to), else SP_PY_NO_ANCHOR. */
-static uint64_t stack_find(const sp_py_mem *m, uint64_t v, uint64_t from, uint64_t to)
-{
-	uint64_t o = from + ((8 - ((m->stack_start + from) & 7)) & 7);
-	if (to > m->stack_len)
-		to = m->stack_len;
-	for (; o + 8 <= to; o += 8)
-		if (sp_le64(m->stack + o) == v)
-			return o;
-	return SP_PY_NO_ANCHOR;
-}
-
-/* 1 when @p code appears within SP_PY_ANCHOR_NEAR bytes of offset @p pos. */
-static int code_near(const sp_py_mem *m, uint64_t code, uint64_t pos)
-{
-	uint64_t from = pos > SP_PY_ANCHOR_NEAR ? pos - SP_PY_ANCHOR_NEAR : 0;
-	return stack_find(m, code, from, pos + SP_PY_ANCHOR_NEAR + 8) != SP_PY_NO_ANCHOR;
-}
-
-/* Checks the next frame @p addr of an anchored walk against the copy:
- * 1 when it lies further up (*pos moves there), 2 when the chain has left
- * the copy (stop checking), 0 when it is missing (torn). */
-static int anchor_next(const sp_py_mem *m, uint64_t addr, uint64_t *pos)
-{
-	uint64_t o = stack_find(m, addr, *pos + 8, m->stack_len);
-	if (o != SP_PY_NO_ANCHOR) {
-		*pos = o;
-		return 1;
-	}
-	return m->stack_len - *pos <= SP_PY_ANCHOR_TAIL ? 2 : 0;
-}
-
-/* 1 when the frame @p fb found at offset @p pos may be the sample's top. */
-static int anchor_ok(const sp_py_walker *w, const uint8_t *fb, uint64_t pos)
-{
-	const sp_py_layout *l = w->layout;
-	/* Freed frames (free list, zombie frames) keep their type but have
-	 * no references. */
-	if (sp_le64(fb + l->frame_type) != w->types.frame || sp_le64(fb) == 0)
-		return 0;
-	uint64_t back = sp_le64(fb + l->frame_previous), code = sp_le64(fb + l->frame_code);
-	uint64_t p = pos;
-	if (!sp_py_plausible(code, 8) || !code_near(&w->mem, code, pos))
-		return 0;
-	return back == 0 || anchor_next(&w->mem, back, &p) != 0;
-}
-
-/* Scans the stack copy from offset @p from for the leafmost word that
- * points at a live frame object which may continue the sample's chain.
- * Returns 0 with its address and offset, STACKPULSE_ENOTFOUND or the read
- * callback's error. */
-/* Freed frames an anchor scan passed over (for sp_py_anchor's stale
- * prefix): where each sat in the copy, its f_back and its code. */
-#define ZOMBIES_MAX 32u
-typedef struct zombies {
-	uint32_t n;
-	uint64_t addr[ZOMBIES_MAX], pos[ZOMBIES_MAX], back[ZOMBIES_MAX], code[ZOMBIES_MAX];
-} zombies;
-
-/* Keeps the candidate @p fb at @p addr, offset @p pos, when it is a freed
- * frame (type intact, no references) with its code pointer close by. */
-static void zombie_add(const sp_py_walker *w, zombies *z, uint64_t addr, const uint8_t *fb,
-                       uint64_t pos)
-{
-	const sp_py_layout *l = w->layout;
-	uint64_t code = sp_le64(fb + l->frame_code);
-	if (!z || z->n >= ZOMBIES_MAX || sp_le64(fb + l->frame_type) != w->types.frame ||
-	    sp_le64(fb) != 0 || !sp_py_plausible(code, 8) || !code_near(&w->mem, code, pos))
-		return;
-	z->addr[z->n] = addr;
-	z->pos[z->n] = pos;
-	z->back[z->n] = sp_le64(fb + l->frame_previous);
-	z->code[z->n] = code;
-	z->n++;
-}
-
-static int anchor_scan(sp_py_walker *w, uint64_t from, uint64_t skip, uint64_t *top,
-                       uint64_t *top_pos, zombies *z)
-{
-	const sp_py_layout *l = w->layout;
-	sp_py_mem *m = &w->mem;
-	/* The verify buffer is free between walks: candidates' headers go there. */
-	sp_py_iov iov[SP_PY_MAX_LIVE];
-	uint64_t pos[SP_PY_MAX_LIVE];
-	uint64_t o = from + ((8 - ((m->stack_start + from) & 7)) & 7), last = 0;
-	uint32_t words = 0, calls = 0;
-	while (o + 8 <= m->stack_len && words < SP_PY_ANCHOR_WORDS &&
-	       calls < SP_PY_ANCHOR_BATCHES) {
-		/* The top frame is usually among the first candidates, and each
-		 * candidate on another page costs the kernel a page walk: start
-		 * small. */
-		uint32_t n = 0, batch = calls == 0 ? SP_PY_MAX_LIVE / 4 : SP_PY_MAX_LIVE;
-		for (; o + 8 <= m->stack_len && words < SP_PY_ANCHOR_WORDS && n < batch;
-		     o += 8, words++) {
-			uint64_t v = sp_le64(m->stack + o);
-			if (v == last || v == skip || !sp_py_plausible(v, 8) ||
-			    SP_PY_USER_MAX - v < l->frame_read || in_stack(m, v, 1))
-				continue;
-			last = v;
-			int dup = 0;
-			for (uint32_t k = 0; k < n && !dup; k++)
-				dup = iov[k].addr == v;
-			if (dup)
-				continue;
-			iov[n] = (sp_py_iov){ v, m->verify + (size_t)n * (SP_PY_PAGE / 2),
-				              l->frame_read, 0 };
-			pos[n++] = o;
-		}
-		if (!n)
-			break;
-		calls++;
-		m->calls++;
-		int rc = m->read(m->ctx, iov, n, 0);
-		if (rc < 0)
-			return rc;
-		for (uint32_t k = 0; k < n; k++) {
-			if (iov[k].ok && anchor_ok(w, iov[k].buf, pos[k])) {
-				w->anchor_addr = iov[k].addr;
-				memcpy(w->anchor_frame, iov[k].buf, l->frame_read);
-				*top = iov[k].addr;
-				*top_pos = pos[k];
-				return 0;
-			}
-			if (iov[k].ok)
-				zombie_add(w, z, iov[k].addr, iov[k].buf, pos[k]);
-		}
-	}
-	return STACKPULSE_ENOTFOUND;
-}
-
-int sp_py_anchor(sp_py_walker *w, uint64_t *top)
-{
-	const sp_py_layout *l = w->layout;
-	const sp_py_mem *m = &w->mem;
-	w->anchor_pos = 0;
-	w->anchor_addr = 0;
-	w->nstale = 0;
-	if (!m->stack || !m->verify || l->frame_type == SP_PY_NONE || !w->types.frame ||
-	    l->frame_read > SP_PY_PAGE / 2)
-		return STACKPULSE_ENOTFOUND;
-	uint64_t pos;
-	zombies z;
-	z.n = 0;
-	int rc = anchor_scan(w, 0, 0, top, &pos, &z);
-	if (rc != 0)
-		return rc;
-	w->anchor_pos = pos + 1;
-	/* Freed frames leafward of the anchor that link to it, one below the
-	 * other in the copy: the sample's leaf side, returned since (or
-	 * returned before it; the merge decides). */
-	uint64_t chain[SP_PY_STALE_MAX], at = *top, at_pos = pos;
-	uint32_t k = 0;
-	while (k < SP_PY_STALE_MAX) {
-		uint32_t best = UINT32_MAX;
-		for (uint32_t i = 0; i < z.n; i++)
-			if (z.back[i] == at && z.pos[i] < at_pos &&
-			    (best == UINT32_MAX || z.pos[i] > z.pos[best]))
-				best = i;
-		if (best == UINT32_MAX)
-			break;
-		chain[k++] = z.code[best];
-		at = z.addr[best];
-		at_pos = z.pos[best];
-	}
-	for (uint32_t i = 0; i < k; i++)
-		w->stale_code[i] = chain[k - 1 - i];
-	w->nstale = k;
-	return 0;
 }
 
 /* ---- frame walk ------------------------------------------------------------------ */
@@ -718,8 +540,8 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 			/* Each next frame of the sample sits further up its copy,
 			 * with its code pointer close by. */
 			uint64_t at = apos;
-			int a = dead ? 0 : anchor_next(&w->mem, addr, &at);
-			if (a == 1 && !code_near(&w->mem, sp_le64(fb + l->frame_code), at))
+			int a = dead ? 0 : sp_py_anchor_next(&w->mem, addr, &at);
+			if (a == 1 && !sp_py_code_near(&w->mem, sp_le64(fb + l->frame_code), at))
 				a = 0;
 			if (a != 0)
 				apos = at;
@@ -730,7 +552,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 				uint64_t next, npos;
 				w->anchor_misses++;
 				if (++gaps > SP_PY_ANCHOR_GAPS ||
-				    anchor_scan(w, apos + 8, last_frame, &next, &npos, NULL) != 0) {
+				    sp_py_anchor_scan(w, apos + 8, last_frame, &next, &npos) != 0) {
 					*truncated = 1;
 					break;
 				}
@@ -745,10 +567,10 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 			checked = anchored;
 		}
 		last_frame = addr;
-		if (!saved && !l->instr_is_lasti && !in_stack(&w->mem, addr, l->frame_read))
+		if (!saved && !l->instr_is_lasti && !sp_py_in_stack(&w->mem, addr, l->frame_read))
 			hot_add(w, addr, l->frame_read);
 		if (!checked && *nrecs < 2 * SP_PY_MAX_DEPTH + 2 &&
-		    !in_stack(&w->mem, addr, l->frame_read)) {
+		    !sp_py_in_stack(&w->mem, addr, l->frame_read)) {
 			recs[*nrecs].addr = addr;
 			recs[*nrecs].out_index = count;
 			recs[*nrecs].gen = l->frame_owner != SP_PY_NONE && fb[l->frame_owner] == 1;
@@ -808,7 +630,7 @@ static int walk_once(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t m
 		if (prev == 0 && l->frame_gen != SP_PY_NONE && sp_le64(fb + l->frame_gen) != 0) {
 			uint64_t next, npos;
 			if (anchored && gaps < SP_PY_ANCHOR_GAPS &&
-			    anchor_scan(w, apos + 8, addr, &next, &npos, NULL) == 0) {
+			    sp_py_anchor_scan(w, apos + 8, addr, &next, &npos) == 0) {
 				gaps++;
 				prev = next;
 				apos = npos;

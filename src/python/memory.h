@@ -96,6 +96,13 @@ typedef struct sp_py_mem {
 	                     * stack's layout (a static image can have them). */
 } sp_py_mem;
 
+/* 1 when [@p addr, @p addr + @p len) lies inside the stack copy. */
+static inline int sp_py_in_stack(const sp_py_mem *m, uint64_t addr, uint32_t len)
+{
+	return m->stack && addr >= m->stack_start && addr - m->stack_start <= m->stack_len &&
+	       m->stack_len - (addr - m->stack_start) >= len;
+}
+
 /* Performs the reads; returns 0 when all completed, else STACKPULSE_ENOTFOUND
  * (some iov->ok are 0) or the callback's error. */
 int sp_py_mem_read(sp_py_mem *m, sp_py_iov *iov, uint32_t n);
@@ -329,5 +336,17 @@ int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, ui
  * Returns 0 with *top (and w->anchor_pos set for the next sp_py_walk),
  * STACKPULSE_ENOTFOUND, or the read callback's error. */
 int sp_py_anchor(sp_py_walker *w, uint64_t *top);
+/* For an anchored walk (anchor.c): 1 when the code pointer @p code appears
+ * within SP_PY_ANCHOR_NEAR bytes of copy offset @p pos. */
+int sp_py_code_near(const sp_py_mem *m, uint64_t code, uint64_t pos);
+/* The next frame @p addr of an anchored walk against the copy: 1 when it
+ * lies further up (*pos moves there), 2 when the chain has left the copy
+ * (stop checking), 0 when it is missing (freed since the sample). */
+int sp_py_anchor_next(const sp_py_mem *m, uint64_t addr, uint64_t *pos);
+/* The leafmost live frame pointed at from copy offset @p from on (not
+ * @p skip) that may continue the sample's chain: 0 with its address and
+ * offset, STACKPULSE_ENOTFOUND or the read callback's error. */
+int sp_py_anchor_scan(sp_py_walker *w, uint64_t from, uint64_t skip, uint64_t *top,
+                      uint64_t *top_pos);
 
 #endif
