@@ -71,7 +71,8 @@ def why(v, default="no successful run"):
     return v if isinstance(v, str) else default
 
 
-TOOLNAME = {"perf": "perf", "sp": "stackpulse", "pyspy": "py-spy", "spnok": "stackpulse --kernel=off"}
+TOOLNAME = {"perf": "perf", "sp": "stackpulse", "pyspy": "py-spy", "spnok": "stackpulse --kernel=off",
+            "spnopause": "stackpulse --python-pause=off"}
 
 
 def pooled_leaf(shapes):
@@ -560,13 +561,13 @@ def render(d, bench):
         for label, E in ps.items():
             for hz in ("199", "999"):
                 spy = E.get("pyspy@" + hz) or []
-                for tool in ("pyspy", "sp"):
+                for tool in ("pyspy", "sp", "spnopause"):
                     xs = E.get("%s@%s" % (tool, hz)) or []
                     if not xs:
                         continue
                     sh = [x["shapes"] for x in xs]
                     dmax = sig = None
-                    if tool == "sp" and spy:
+                    if tool != "pyspy" and spy:
                         (a, na), (b_, nb) = pooled_leaf([y["shapes"] for y in spy]), pooled_leaf(sh)
                         keys = [k for k in set(a) | set(b_) if max(a.get(k, 0), b_.get(k, 0)) >= 0.02]
                         if keys and na and nb:
@@ -593,7 +594,7 @@ def render(d, bench):
         w("|---|---|---|---|---|---|---|")
         for label, E in ps.items():
             for hz in ("199", "999"):
-                for tool in ("pyspy", "sp"):
+                for tool in ("pyspy", "sp", "spnopause"):
                     sh = [x["shapes"] for x in E.get("%s@%s" % (tool, hz)) or []
                           if x["shapes"].get("incomplete")]
                     if sh:

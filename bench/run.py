@@ -289,13 +289,15 @@ class Bench:
             out = os.path.join(d, tag + ".perf.data")
             full = ["perf", "record", "-e", "cpu-clock", "-F", hz, "--call-graph",
                     "dwarf,%d" % STACK, "-o", out, "--"] + cmd
-        elif tool in ("sp", "spnok"):
+        elif tool in ("sp", "spnok", "spnopause"):
             if not self.rec:
                 raise NotReady("record example not built yet")
             out = os.path.join(d, tag + ".spool")
             full = [self.rec, "-F", hz, "-s", STACK, "-o", out]
             if tool == "spnok":
                 full.append("--kernel=off")
+            if tool == "spnopause":
+                full.append("--python-pause=off")
             if wl == "pyshares" or wl.startswith("pyshapes"):
                 full.append("--python=on")
             full += ["--"] + cmd
@@ -323,7 +325,7 @@ class Bench:
             res["bytes"] = os.path.getsize(out)
             if tool == "perf":
                 res["samples"], res["lost"] = perf_counts(out)
-            elif tool in ("sp", "spnok", "spraw"):
+            elif tool in ("sp", "spnok", "spraw", "spnopause"):
                 m = re.search(r"record: (\d+) samples \((\d+) lost\)", tail(err, 4000))
                 if not m:
                     raise RuntimeError("no summary from record: " + tail(err, 300))
@@ -612,7 +614,7 @@ class Bench:
                 wl = "pyshapes-" + ver + ("d" if interp.startswith("/usr/") else "") + "-" + hz
                 self.wl[wl] = [interp, path, str(rounds * 4 if hz == "199" else rounds)]
                 for i in range(max(1, self.runs // 2)):
-                    for tool in ("pyspy", "sp"):
+                    for tool in ("pyspy", "sp", "spnopause"):
                         log("pyshapes: %s %s Hz %s run %d" % (label, hz, tool, i + 1))
                         key = "%s@%s" % (tool, hz)
                         try:

@@ -1,8 +1,8 @@
 /* record: sample a command or a running process into a spool file.
  *
  *   record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]
- *          [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]
- *          [--off-cpu] [--attach=stop|live] [--rotate SECS [--push URL | --otlp URL]
+ *          [--python=auto|off|on] [--python-pause=auto|off|on]
+ *          [--realtime=auto|off|on] [--no-children] [--off-cpu] [--attach=stop|live] [--rotate SECS [--push URL | --otlp URL]
  *          [--app NAME] [--label KEY=VALUE]...] -o FILE (-p PID | -- COMMAND [ARG...])
  *
  * Records until the duration ends or every followed process has exited.
@@ -49,7 +49,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: record [-F HZ] [-s STACK_BYTES] [-d SECONDS] [--kernel=auto|off|on]\n"
-	        "              [--python=auto|off|on] [--realtime=auto|off|on] [--no-children]\n"
+	        "              [--python=auto|off|on] [--python-pause=auto|off|on]\n"
+	        "              [--realtime=auto|off|on] [--no-children]\n"
 	        "              [--attach=stop|live] [--off-cpu] -o FILE\n"
 	        "              (-p PID | -- COMMAND [ARG...])\n"
 	        "  -F HZ           samples per second per thread (default 99)\n"
@@ -57,6 +58,9 @@ static void usage(FILE *f)
 	        "  -d SECONDS      stop after this long (default: until the target exits)\n"
 	        "  --kernel=MODE   kernel frames: auto (default), off, on (fail if unavailable)\n"
 	        "  --python=MODE   CPython frames: auto (default), off, on\n"
+	        "  --python-pause=MODE  hold each sampled thread of a CPython target still\n"
+	        "                  until its Python stack is read, as py-spy does: auto\n"
+	        "                  (default), off, on (fail if refused)\n"
 	        "  --realtime=MODE wait and drain at SCHED_FIFO: auto (default: for CPython\n"
 	        "                  targets), off, on (fail if refused)\n"
 	        "  --no-children   do not follow forked or executed children\n"
@@ -281,6 +285,7 @@ int main(int argc, char **argv)
 	enum {
 		OPT_KERNEL = 256,
 		OPT_PYTHON,
+		OPT_PYTHON_PAUSE,
 		OPT_REALTIME,
 		OPT_NO_CHILDREN,
 		OPT_ATTACH,
@@ -295,6 +300,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "kernel", required_argument, NULL, OPT_KERNEL },
 		{ "python", required_argument, NULL, OPT_PYTHON },
+		{ "python-pause", required_argument, NULL, OPT_PYTHON_PAUSE },
 		{ "realtime", required_argument, NULL, OPT_REALTIME },
 		{ "no-children", no_argument, NULL, OPT_NO_CHILDREN },
 		{ "attach", required_argument, NULL, OPT_ATTACH },
@@ -361,6 +367,14 @@ int main(int argc, char **argv)
 			if (parse_feature(optarg, &opts.python)) {
 				fprintf(stderr,
 				        "record: --python wants auto, off or on, not '%s'\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case OPT_PYTHON_PAUSE:
+			if (parse_feature(optarg, &opts.python_pause)) {
+				fprintf(stderr,
+				        "record: --python-pause wants auto, off or on, not '%s'\n",
 				        optarg);
 				return 2;
 			}
@@ -556,6 +570,8 @@ int main(int argc, char **argv)
 	int have_stats = stackpulse_recorder_stats(rec, &st) == 0;
 	char python_note[400] = ""; /* The note lives until finish. */
 	snprintf(python_note, sizeof(python_note), "%s", stackpulse_recorder_python_note(rec));
+	struct stackpulse_recorder_python_stats pst = { .sz = sizeof(pst) };
+	int unreadable = stackpulse_recorder_python_stats(rec, &pst) == 0 && pst.python_unreadable;
 	rc = stackpulse_recorder_finish(rec);
 	if (rc) {
 		fail("finish", rc);
@@ -633,7 +649,9 @@ int main(int argc, char **argv)
 			        st.offcpu_merged);
 	}
 	if (*python_note)
-		fprintf(stderr, "record: warning: recorded without Python frames: %s\n",
+		fprintf(stderr, "record: warning: %s: %s\n",
+		        unreadable ? "recorded without Python frames"
+		                   : "Python stacks read without pausing",
 		        python_note);
 	if (child > 0 && child_status != -1 && WIFEXITED(child_status) && WEXITSTATUS(child_status))
 		fprintf(stderr, "record: command exited with status %d\n",

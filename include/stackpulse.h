@@ -272,6 +272,25 @@ typedef struct stackpulse_recorder_opts {
 	 * unprivileged method (STACKPULSE_OFFCPU_UNPRIVILEGED); when both are
 	 * refused AUTO records none and REQUIRED fails. */
 	enum stackpulse_feature off_cpu;
+	/** Hold each sampled thread of a CPython target still until its
+	 * Python stack is read, as py-spy pauses its target
+	 * (docs/python.md#pausing): the chain is then the one of the sample,
+	 * never one the thread moved on to. The recorder traces the target's
+	 * threads and child processes (ptrace) and its sampling events stop
+	 * the sampled thread (perf sigtrap); each sample holds the thread for
+	 * tens of microseconds (docs/benchmarks.md). While it is on, no
+	 * debugger can attach to the target, and a waitpid() on the target
+	 * from the recorder's process may take its trace stops: reap a
+	 * spawned target once ::stackpulse_recorder_wait returned
+	 * ::STACKPULSE_WAIT_EXITED. AUTO (default): when a CPython target is
+	 * expected (python REQUIRED, a python* program, libpython mapped at
+	 * attach), off_cpu is OFF (each pause would show as an off-CPU
+	 * interval) and ptrace and the events are allowed; otherwise the stacks
+	 * are read while the thread runs on, tens of microseconds after the
+	 * sample, and ::stackpulse_recorder_python_note says why when it was
+	 * refused. OFF: never. REQUIRED: always, and attach and spawn fail
+	 * when refused (-EINVAL with off_cpu on). */
+	enum stackpulse_feature python_pause;
 } stackpulse_recorder_opts;
 
 /** Default recorder options. */
@@ -294,6 +313,7 @@ typedef struct stackpulse_recorder_opts {
 	        .on_window = NULL,                                                                 \
 	        .window_ctx = NULL,                                                                \
 	        .off_cpu = STACKPULSE_FEATURE_OFF,                                                 \
+	        .python_pause = STACKPULSE_FEATURE_AUTO,                                           \
 	})
 
 /** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
@@ -392,6 +412,13 @@ struct stackpulse_recorder_python_stats {
 	                               *   unsupported version): recorded without
 	                               *   Python frames; see
 	                               *   ::stackpulse_recorder_python_note. */
+	uint64_t python_pauses;       /**< Samples at which a thread was held
+	                               *   still for its read (opts.python_pause). */
+	uint64_t python_pause_ns;     /**< Time the threads were held, summed
+	                               *   over those samples. */
+	int python_paused;            /**< 1 when the target is paused at its
+	                               *   samples (opts.python_pause on and
+	                               *   allowed). */
 };
 
 /** Sets @p opts to the defaults (the values of ::STACKPULSE_RECORDER_OPTS),
@@ -500,7 +527,8 @@ STACKPULSE_API int stackpulse_recorder_python_stats(const stackpulse_recorder *r
 /**
  * Why the first CPython target that could not be read was refused (for
  * example "pid 42: CPython 3.9 is not supported (stackpulse reads CPython
- * 3.10 to 3.14)"), or "" when every one was read. The string lives until
+ * 3.10 to 3.14)"); else, when opts.python_pause was AUTO and pausing was
+ * refused, why; else "". The string lives until
  * ::stackpulse_recorder_finish.
  */
 STACKPULSE_API const char *stackpulse_recorder_python_note(const stackpulse_recorder *rec);

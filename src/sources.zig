@@ -70,6 +70,7 @@ pub const record = [_][]const u8{
     "src/record/python_reader.c",
     "src/record/python_early.c",
     "src/record/python_frames.c",
+    "src/record/pause.c",
 };
 
 pub const unwind = [_][]const u8{

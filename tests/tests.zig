@@ -45,6 +45,7 @@ pub const os = [_][]const u8{
     "tests/python/test_python_share.c",
     "tests/python/test_python_shapes.c",
     "tests/python/test_python_lifecycle.c",
+    "tests/python/test_python_pause.c",
     "tests/io/test_spool_file.c",
     "tests/unwind/test_unwind_hostile.c",
     "tests/unwind/test_unwind_real.c",
@@ -116,6 +117,9 @@ pub const arm64_vm_skip = [_][]const u8{
     // shape whole), /bin/sh, pyenv; test_python_shapes covers Python
     // chains in the guest.
     "tests/python/test_python_lifecycle.c",
+    // Timed for native speed (CPU seconds per child, a 20 s bound on a
+    // waited target); test_python_shapes covers pausing in the guest.
+    "tests/python/test_python_pause.c",
     "tests/unwind/test_unwind_hostile.c", // gcc
     "tests/unwind/test_unwind_real.c", // gcc
     "tests/unwind/test_unwind_oracle.c", // gcc

@@ -173,7 +173,7 @@ static int stop_signal(int status)
 	return (status >> 16) == PTRACE_EVENT_STOP ? 0 : WSTOPSIG(status);
 }
 
-static long detach(pid_t tid, int sig)
+long sp_attach_detach(pid_t tid, int sig)
 {
 	/* ptrace takes the signal number in its pointer argument. */
 	void *data = (void *)(uintptr_t)sig; /* NOLINT(performance-no-int-to-ptr) */
@@ -189,7 +189,7 @@ static void release_all(sp_stopped_thread *v, size_t n, pid_t keep_pid)
 {
 	size_t left = 0;
 	for (size_t i = 0; i < n; i++)
-		if (detach(v[i].tid, v[i].sig) != 0)
+		if (sp_attach_detach(v[i].tid, v[i].sig) != 0)
 			v[left++] = v[i];
 	long deadline = now_ms() + RELEASE_TIMEOUT_MS;
 	unsigned us = POLL_MIN_US;
@@ -202,7 +202,7 @@ static void release_all(sp_stopped_thread *v, size_t n, pid_t keep_pid)
 				continue;
 			if (r == 2) {
 				int sig = v[i].sig ? v[i].sig : stop_signal(status);
-				if (detach(v[i].tid, sig) == 0)
+				if (sp_attach_detach(v[i].tid, sig) == 0)
 					continue;
 			}
 			v[w++] = v[i];
@@ -321,11 +321,11 @@ static int permission_error(pid_t pid, int code, const char *what)
 	                *theirs ? "" : "; even its /proc/PID/ns links are closed to us");
 }
 
-/* PTRACE_SEIZE of thread @p tid: 0 seized, 1 the thread is gone (skip it),
- * < 0 error (the target exited, or a refusal with its reason). */
-static int seize(pid_t pid, pid_t tid)
+int sp_attach_seize(pid_t pid, pid_t tid, unsigned long options)
 {
-	if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) == 0)
+	/* ptrace takes the options in its pointer argument. */
+	void *data = (void *)(uintptr_t)options; /* NOLINT(performance-no-int-to-ptr) */
+	if (ptrace(PTRACE_SEIZE, tid, NULL, data) == 0)
 		return 0;
 	int e = errno;
 	if (e == ESRCH)
@@ -459,7 +459,7 @@ int sp_attach_stop(pid_t pid, sp_stopped *s)
 			if (stopped_find(s, tid) >= 0 || tidset_has(&gone, tid))
 				continue;
 			fresh++;
-			rc = seize(pid, tid);
+			rc = sp_attach_seize(pid, tid, 0);
 			if (rc == 1) {
 				gone.v[gone.n++] = tid;
 				rc = 0;

@@ -34,6 +34,14 @@ void sp_attach_restore_signals(const sigset_t *old);
  * (one 5 s deadline per pass). On failure no thread is left stopped. Returns 0, -ESRCH (exited), -EPERM
  * (with the reason) or another negative code. */
 int sp_attach_stop(pid_t pid, sp_stopped *s);
+
+/* PTRACE_SEIZE of thread @p tid of @p pid with ptrace @p options: 0
+ * seized, 1 the thread is gone (skip it), < 0 error (the target exited, or
+ * a refusal with its reason). */
+int sp_attach_seize(pid_t pid, pid_t tid, unsigned long options);
+
+/* PTRACE_DETACH of a stopped tracee, delivering @p sig (0: none). */
+long sp_attach_detach(pid_t tid, int sig);
 /* Detaches from every stopped thread, re-delivering pending signals.
  * Safe to call twice and after failures. */
 void sp_attach_resume(sp_stopped *s);

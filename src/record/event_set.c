@@ -15,6 +15,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "io/clock.h"
+#include "record/pause.h"
 #include "record/proc_scan.h"
 #include "record/recorder.h"
 
@@ -304,6 +305,10 @@ static int open_switch(stackpulse_recorder *rec, pid_t tid, int cpu)
 static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 {
 	int any = 0;
+	/* An event that stops its thread only on a thread the pause tracer
+	 * holds: the trap would kill any other. */
+	if (rec->setup.attr.sigtrap && !sp_pause_traces(rec, tid))
+		return 0;
 	for (int c = 0; c < rec->ncpu; c++) {
 		if (rec->rings[c].fd < 0)
 			continue;
@@ -451,6 +456,30 @@ int sp_recorder_read_live_loss(stackpulse_recorder *rec)
 	return 0;
 }
 
+typedef struct pid_list {
+	pid_t *v;
+	size_t n, cap;
+} pid_list;
+
+/* sp_proc_children callback: adds a pid not listed yet; 1 stops on
+ * -ENOMEM (the list so far is kept). */
+static int add_unknown(void *ctx, pid_t c)
+{
+	pid_list *l = ctx;
+	for (size_t j = 0; j < l->n; j++)
+		if (l->v[j] == c)
+			return 0;
+	if (l->n == l->cap) {
+		pid_t *nv = sp_realloc_array(l->v, l->cap * 2, sizeof(*nv));
+		if (!nv)
+			return 1;
+		l->v = nv;
+		l->cap *= 2;
+	}
+	l->v[l->n++] = c;
+	return 0;
+}
+
 /* Pids of the followed live processes and, with @p children (and
  * opts.children), their children not yet known from a FORK record
  * (/proc/PID/task/TID/children). */
@@ -467,40 +496,11 @@ static int followed_pids(stackpulse_recorder *rec, int children, pid_t **out, si
 		if (!p->exited && (rec->opts.children || p->pid == rec->target))
 			v[cnt++] = p->pid;
 	}
-	for (size_t i = 0; children && rec->opts.children && i < cnt && cnt < 4096; i++) {
-		pid_t *tids;
-		size_t nt;
-		if (sp_proc_tasks(v[i], &tids, &nt) != 0)
-			continue;
-		for (size_t k = 0; k < nt; k++) {
-			char path[96], buf[1024];
-			snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)v[i],
-			         (int)tids[k]);
-			if (sp_proc_read_small(path, buf, sizeof(buf)) <= 0)
-				continue;
-			for (char *q = buf, *end; *q; q = end) {
-				long c = strtol(q, &end, 10);
-				if (end == q)
-					break;
-				int known = 0;
-				for (size_t j = 0; j < cnt && !known; j++)
-					known = v[j] == (pid_t)c;
-				if (known || c <= 0)
-					continue;
-				if (cnt == cap) {
-					pid_t *nv = sp_realloc_array(v, cap * 2, sizeof(*nv));
-					if (!nv)
-						break;
-					v = nv;
-					cap *= 2;
-				}
-				v[cnt++] = (pid_t)c;
-			}
-		}
-		sp_free(tids);
-	}
-	*out = v;
-	*n = cnt;
+	pid_list l = { v, cnt, cap };
+	for (size_t i = 0; children && rec->opts.children && i < l.n && l.n < 4096; i++)
+		sp_proc_children(l.v[i], add_unknown, &l);
+	*out = l.v;
+	*n = l.n;
 	return 0;
 }
 
@@ -601,6 +601,20 @@ static void reopen_abort(stackpulse_recorder *rec)
  * the old one is drained and unmapped (sp_recorder_rings_retire). */
 #define REOPEN_STEP_NS 2000000ull
 
+static int reopen_finish(stackpulse_recorder *rec, size_t old);
+
+/* A re-open to copy @p size stack bytes, sampling the off-CPU stacks by
+ * frequency when @p freq: new events from fds[nfds] on. */
+static void reopen_begin(stackpulse_recorder *rec, uint32_t size, int freq)
+{
+	rec->reopen_freq = freq;
+	rec->reopen_size = size;
+	rec->reopen_old = rec->nfds;
+	rec->setup.attr.sample_stack_user = size;
+	rec->setup.attr.enable_on_exec = 0;
+	rec->setup.attr.disabled = 1;
+}
+
 int sp_recorder_reopen_step(stackpulse_recorder *rec)
 {
 	if (!rec->reopen_size) {
@@ -611,12 +625,8 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 		size_t grow = rings_grow_begin(rec, resize && rec->copy_want < rec->copy_size);
 		if (!resize && !grow && !to_freq)
 			return 0;
-		rec->reopen_freq = rec->offcpu_freq || to_freq;
-		rec->reopen_size = resize ? rec->copy_want : rec->copy_size;
-		rec->reopen_old = rec->nfds;
-		rec->setup.attr.sample_stack_user = rec->reopen_size;
-		rec->setup.attr.enable_on_exec = 0;
-		rec->setup.attr.disabled = 1;
+		reopen_begin(rec, resize ? rec->copy_want : rec->copy_size,
+		             rec->offcpu_freq || to_freq);
 	}
 	size_t old = rec->reopen_old, opened = 0;
 	int more = 0;
@@ -627,6 +637,45 @@ int sp_recorder_reopen_step(stackpulse_recorder *rec)
 		reopen_abort(rec);
 		return rc;
 	}
+	return reopen_finish(rec, old);
+}
+
+int sp_recorder_reopen_now(stackpulse_recorder *rec)
+{
+	if (rec->reopen_size)
+		reopen_abort(rec);
+	reopen_begin(rec, rec->copy_size, rec->offcpu_freq);
+	size_t old = rec->reopen_old, opened = 0;
+	int more = 0;
+	int rc = reopen_batch(rec, 0, 0, &opened, &more);
+	if (rc || rec->nfds == old) {
+		reopen_abort(rec);
+		return rc ? rc
+		          : sp_error(-ESRCH, "no thread of pid %d to open events on",
+		                     (int)rec->target);
+	}
+	return reopen_finish(rec, old);
+}
+
+int sp_recorder_open_exec(stackpulse_recorder *rec, pid_t tid)
+{
+	if (rec->reopen_size)
+		reopen_abort(rec);
+	size_t before = rec->nfds;
+	int probe = 0;
+	int rc = open_thread(rec, tid, &probe);
+	for (size_t i = before; i < rec->nfds && rc == 0; i++)
+		if (ioctl(rec->fds[i], PERF_EVENT_IOC_ENABLE, 0) != 0)
+			rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
+	return rc;
+}
+
+/* The end of a re-open whose new events are fds[@p old..]: the old events
+ * give way to them (see sp_recorder_reopen_step). */
+static int reopen_finish(stackpulse_recorder *rec, size_t old)
+{
+	size_t opened = 0;
+	int more = 0, rc = 0;
 	for (size_t i = 0; i < old; i++)
 		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
 	for (size_t i = old; i < rec->nfds && rc == 0; i++)

@@ -111,49 +111,73 @@ static int sp_recorder_any_alive(stackpulse_recorder *rec)
 	return 0;
 }
 
+/* One look at the rings, under rec->mu: 1 with *result when the wait is
+ * over, else 0 with the ms to sleep in *slice_out (see wait_rings). */
+static int wait_check(stackpulse_recorder *rec, uint64_t start, int timeout_ms, int *result,
+                      int *slice_out)
+{
+	if (sp_recorder_python_early(rec) > 0)
+		rec->py_busy_until_ns = sp_clock_ns(CLOCK_MONOTONIC) + PY_BUSY_NS;
+	int st = rings_state(rec);
+	if (st == 2) {
+		*result = STACKPULSE_WAIT_READY;
+		return 1;
+	}
+	/* A window to close, even with nothing sampled. */
+	if (sp_recorder_rotate_due(rec, sp_clock_ns(CLOCK_MONOTONIC) - order_slack(rec))) {
+		*result = STACKPULSE_WAIT_READY;
+		return 1;
+	}
+	if (st == 0 && !sp_recorder_any_alive(rec)) {
+		*result = STACKPULSE_WAIT_EXITED;
+		return 1;
+	}
+	/* Young records become consumable within the slack. */
+	int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
+	if (slice > PY_WAIT_SLICE_MS && rec->opts.python != STACKPULSE_FEATURE_OFF &&
+	    sp_clock_ns(CLOCK_MONOTONIC) < rec->py_watch_until_ns)
+		slice = PY_WAIT_SLICE_MS;
+	/* Unprivileged off-CPU stacks are read while the thread still
+	 * waits: see its switch-out soon (switch records do not wake
+	 * us). A target whose rings stayed empty for a while is
+	 * blocked: a new switch-out needs a switch-in first. */
+	if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED) {
+		uint64_t now = sp_clock_ns(CLOCK_MONOTONIC);
+		if (st)
+			rec->offcpu_busy_until_ns = now + SP_OFFCPU_BUSY_NS;
+		int want = now < rec->offcpu_busy_until_ns ? SP_OFFCPU_POLL_MS
+		                                           : SP_OFFCPU_IDLE_POLL_MS;
+		if (slice > want)
+			slice = want;
+	}
+	if (timeout_ms >= 0) {
+		uint64_t spent = (sp_clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
+		if (spent >= (uint64_t)timeout_ms) {
+			*result = STACKPULSE_WAIT_TIMEOUT;
+			return 1;
+		}
+		if ((uint64_t)timeout_ms - spent < (uint64_t)slice)
+			slice = (int)((uint64_t)timeout_ms - spent);
+	}
+	*slice_out = slice;
+	return 0;
+}
+
 static int wait_rings(stackpulse_recorder *rec, int timeout_ms)
 {
 	uint64_t start = sp_clock_ns(CLOCK_MONOTONIC);
 	for (;;) {
-		if (sp_recorder_python_early(rec) > 0)
-			rec->py_busy_until_ns = sp_clock_ns(CLOCK_MONOTONIC) + PY_BUSY_NS;
-		int st = rings_state(rec);
-		if (st == 2)
-			return STACKPULSE_WAIT_READY;
-		/* A window to close, even with nothing sampled. */
-		if (sp_recorder_rotate_due(rec, sp_clock_ns(CLOCK_MONOTONIC) - order_slack(rec)))
-			return STACKPULSE_WAIT_READY;
-		if (st == 0 && !sp_recorder_any_alive(rec))
-			return STACKPULSE_WAIT_EXITED;
-		/* Young records become consumable within the slack. */
-		int slice = rec->python_found ? PY_WAIT_SLICE_MS : st == 1 ? 3 : WAIT_SLICE_MS;
-		if (slice > PY_WAIT_SLICE_MS && rec->opts.python != STACKPULSE_FEATURE_OFF &&
-		    sp_clock_ns(CLOCK_MONOTONIC) < rec->py_watch_until_ns)
-			slice = PY_WAIT_SLICE_MS;
-		/* Unprivileged off-CPU stacks are read while the thread still
-		 * waits: see its switch-out soon (switch records do not wake
-		 * us). A target whose rings stayed empty for a while is
-		 * blocked: a new switch-out needs a switch-in first. */
-		if (rec->offcpu == STACKPULSE_OFFCPU_UNPRIVILEGED) {
-			uint64_t now = sp_clock_ns(CLOCK_MONOTONIC);
-			if (st)
-				rec->offcpu_busy_until_ns = now + SP_OFFCPU_BUSY_NS;
-			int want = now < rec->offcpu_busy_until_ns ? SP_OFFCPU_POLL_MS
-			                                           : SP_OFFCPU_IDLE_POLL_MS;
-			if (slice > want)
-				slice = want;
-		}
-		if (timeout_ms >= 0) {
-			uint64_t spent = (sp_clock_ns(CLOCK_MONOTONIC) - start) / 1000000u;
-			if (spent >= (uint64_t)timeout_ms)
-				return STACKPULSE_WAIT_TIMEOUT;
-			if ((uint64_t)timeout_ms - spent < (uint64_t)slice)
-				slice = (int)((uint64_t)timeout_ms - spent);
-		}
+		int slice = 0, result = 0;
+		sp_recorder_lock(rec);
+		int done = wait_check(rec, start, timeout_ms, &result, &slice);
+		int fast = rec->python_found && !rec->py_wakeups && slice > 0 &&
+		           sp_clock_ns(CLOCK_MONOTONIC) < rec->py_busy_until_ns;
+		sp_recorder_unlock(rec);
+		if (done)
+			return result;
 		struct epoll_event ev[8];
 		int n;
-		if (rec->python_found && !rec->py_wakeups && slice > 0 &&
-		    sp_clock_ns(CLOCK_MONOTONIC) < rec->py_busy_until_ns) {
+		if (fast) {
 			/* A busy CPython target: its next sample is due soon, and
 			 * every 100 us of delay costs whole chains (its frames
 			 * move on under a late read). Events that wake the reader
@@ -254,15 +278,16 @@ static int drain_merged(stackpulse_recorder *rec, uint64_t cut)
 				best_t = t;
 			}
 		}
-		if (best < 0)
-			return 0;
+		/* Execs noted by the pause tracer take their place in time. */
+		int rc = rec->nexecs ? sp_recorder_exec_apply(rec, best < 0 ? cut : best_t) : 0;
+		if (rc || best < 0)
+			return rc;
 		/* Peek again: other rings' peeks may not disturb it, but the copy
 		 * buffer is per ring so the pointers stay valid. */
 		if (sp_ring_peek(&rec->rings[best], &bh, &bp, &bl) != 1)
 			continue;
 		/* Every record goes to the window its time falls in. */
-		int rc = sp_recorder_rotate_due(rec, best_t) ? sp_recorder_rotate_to(rec, best_t)
-		                                             : 0;
+		rc = sp_recorder_rotate_due(rec, best_t) ? sp_recorder_rotate_to(rec, best_t) : 0;
 		if (rc)
 			return rc;
 		if ((bh.type == PERF_RECORD_LOST || bh.type == PERF_RECORD_LOST_SAMPLES) &&
@@ -313,7 +338,9 @@ int stackpulse_recorder_consume_available(stackpulse_recorder *rec)
 	 * samples that arrive meanwhile, and reads them milliseconds late. */
 	sp_sched_saved saved;
 	int raised = sp_recorder_realtime_begin(rec, &saved);
+	sp_recorder_lock(rec);
 	int rc = sp_recorder_consume(rec, 0);
+	sp_recorder_unlock(rec);
 	if (raised)
 		sp_recorder_realtime_end(&saved);
 	return rc;
@@ -324,14 +351,20 @@ int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
 	SP_API_ENTRY();
 	if (!rec)
 		return 0;
-	if (pid == 0)
-		return sp_recorder_any_alive(rec);
-	if (pid == rec->target)
-		return sp_recorder_target_alive(rec);
-	if (!rec->opts.children)
-		return 0;
-	sp_process *p = sp_ptable_find(&rec->pt, pid);
-	return p && !p->exited && sp_recorder_pid_alive(pid);
+	sp_recorder_lock(rec);
+	int alive;
+	if (pid == 0) {
+		alive = sp_recorder_any_alive(rec);
+	} else if (pid == rec->target) {
+		alive = sp_recorder_target_alive(rec);
+	} else if (!rec->opts.children) {
+		alive = 0;
+	} else {
+		sp_process *p = sp_ptable_find(&rec->pt, pid);
+		alive = p && !p->exited && sp_recorder_pid_alive(pid);
+	}
+	sp_recorder_unlock(rec);
+	return alive;
 }
 
 int stackpulse_recorder_fd(const stackpulse_recorder *rec)

@@ -83,6 +83,30 @@ int sp_proc_ppid(pid_t pid, pid_t *ppid)
 	return 0;
 }
 
+int sp_proc_children(pid_t pid, sp_proc_child_fn fn, void *ctx)
+{
+	pid_t *tids;
+	size_t nt;
+	if (sp_proc_tasks(pid, &tids, &nt) != 0)
+		return -ESRCH;
+	int rc = 0;
+	for (size_t k = 0; k < nt && rc == 0; k++) {
+		char path[96], buf[1024];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)tids[k]);
+		if (sp_proc_read_small(path, buf, sizeof(buf)) <= 0)
+			continue;
+		for (char *q = buf, *end; *q && rc == 0; q = end) {
+			long c = strtol(q, &end, 10);
+			if (end == q)
+				break;
+			if (c > 0 && c <= INT_MAX)
+				rc = fn(ctx, (pid_t)c);
+		}
+	}
+	sp_free(tids);
+	return rc;
+}
+
 pid_t sp_proc_parse_nspid(const char *status)
 {
 	const char *p = strstr(status, "\nNSpid:");

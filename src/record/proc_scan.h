@@ -26,6 +26,12 @@ int sp_proc_state(pid_t pid, char *state, uid_t *uid);
  * -ESRCH. */
 int sp_proc_ppid(pid_t pid, pid_t *ppid);
 
+/* Calls @p fn(ctx, child) for each child process of every thread of @p pid
+ * (/proc/PID/task/TID/children), until @p fn returns nonzero; returns
+ * that, 0, or -ESRCH when @p pid has no thread list. */
+typedef int (*sp_proc_child_fn)(void *ctx, pid_t child);
+int sp_proc_children(pid_t pid, sp_proc_child_fn fn, void *ctx);
+
 /* The pid of @p pid in its own PID namespace (the last field of the
  * "NSpid:" line of /proc/PID/status; @p pid itself when the line is absent
  * or unreadable). Never fails. */

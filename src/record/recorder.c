@@ -44,6 +44,7 @@
 #include "io/file.h"
 #include "record/attach.h"
 #include "record/kallsyms.h"
+#include "record/pause.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
 #include "record/recorder.h"
@@ -99,6 +100,15 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 	    (int)o->realtime > STACKPULSE_FEATURE_REQUIRED)
 		return sp_error(-EINVAL, "realtime option %d is not a stackpulse_feature",
 		                (int)o->realtime);
+	if ((int)o->python_pause < STACKPULSE_FEATURE_AUTO ||
+	    (int)o->python_pause > STACKPULSE_FEATURE_REQUIRED)
+		return sp_error(-EINVAL, "python_pause option %d is not a stackpulse_feature",
+		                (int)o->python_pause);
+	if (o->python_pause == STACKPULSE_FEATURE_REQUIRED && o->python == STACKPULSE_FEATURE_OFF)
+		return sp_error(-EINVAL, "python_pause is REQUIRED but python is OFF");
+	if (o->python_pause == STACKPULSE_FEATURE_REQUIRED && o->off_cpu != STACKPULSE_FEATURE_OFF)
+		return sp_error(-EINVAL, "python_pause REQUIRED cannot go with off_cpu: each pause "
+		                         "would show as an off-CPU interval");
 	if ((int)o->off_cpu < STACKPULSE_FEATURE_AUTO ||
 	    (int)o->off_cpu > STACKPULSE_FEATURE_REQUIRED)
 		return sp_error(-EINVAL, "off_cpu option %d is not a stackpulse_feature",
@@ -113,10 +123,22 @@ static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opt
 
 /* ---- setup and teardown ---- */
 
+/* Ends pausing (opts.python_pause): the events stop raising traps first. */
+static void pause_end(stackpulse_recorder *rec)
+{
+	if (!rec->pause)
+		return;
+	for (size_t i = 0; i < rec->nfds; i++)
+		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+	sp_pause_stop(rec);
+}
+
 static void recorder_free(stackpulse_recorder *rec)
 {
 	if (!rec)
 		return;
+	pause_end(rec);
+	pthread_mutex_destroy(&rec->mu);
 	for (size_t i = 0; i < rec->nfds; i++)
 		close(rec->fds[i]);
 	for (int c = 0; rec->rings && c < 2 * rec->ncpu; c++)
@@ -142,6 +164,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->frames);
 	sp_free(rec->pyframes);
 	sp_recorder_python_early_free(rec);
+	sp_recorder_exec_free(rec);
 	sp_free(rec->pymerge);
 	sp_offcpu_unpriv_free(rec);
 	sp_free(rec->native);
@@ -165,6 +188,7 @@ static int recorder_new(const stackpulse_recorder_opts *opts, const char *path,
 	if (!rec)
 		return -ENOMEM;
 	rec->opts = o;
+	pthread_mutex_init(&rec->mu, NULL);
 	rec->copy_size = o.stack_size;
 	rec->sink.fd = rec->epfd = rec->pidfd = -1;
 	if (o.cache_dir) {
@@ -238,6 +262,32 @@ static int start_output(stackpulse_recorder *rec)
 		return 0; /* Each window is renamed onto its name once complete. */
 	int rc = sp_file_sink_commit(&rec->sink);
 	return rc ? sp_error_context(rc, "cannot create the spool file") : 0;
+}
+
+/* Starts pausing @p pid at its samples when opts.python_pause asks
+ * (pause.h): AUTO when a CPython target is expected (py_wakeups), taking
+ * a refusal as "not paused", with the reason in pause_note. */
+static int pause_begin(stackpulse_recorder *rec, pid_t pid, int pre_exec)
+{
+	enum stackpulse_feature f = rec->opts.python_pause;
+	if (f == STACKPULSE_FEATURE_OFF || rec->opts.python == STACKPULSE_FEATURE_OFF)
+		return 0;
+	/* AUTO: not without a CPython expected (nothing to gain from stopping
+	 * the target), nor with off-CPU intervals (each pause would be one). */
+	if (f == STACKPULSE_FEATURE_AUTO &&
+	    (!rec->py_wakeups || rec->opts.off_cpu != STACKPULSE_FEATURE_OFF))
+		return 0;
+	int rc = sp_pause_start(rec, pid, pre_exec);
+	if (rc == 0) {
+		rec->paused = 1;
+		return 0;
+	}
+	if (f == STACKPULSE_FEATURE_REQUIRED || rc == -ENOMEM)
+		return rc;
+	snprintf(rec->pause_note, sizeof(rec->pause_note), "pid %d not paused: %s", (int)pid,
+	         stackpulse_last_error());
+	sp_error_clear();
+	return 0;
 }
 
 static void kptr_check(stackpulse_recorder *rec)
@@ -464,7 +514,11 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, enum stackpulse_atta
 	}
 	sp_attach_restore_signals(&old);
 	if (rc == 0)
+		rc = pause_begin(rec, pid, 0);
+	sp_recorder_lock(rec);
+	if (rc == 0)
 		rc = start_output(rec);
+	sp_recorder_unlock(rec);
 	if (rc)
 		goto fail;
 	*out = rec;
@@ -532,14 +586,22 @@ int stackpulse_recorder_spawn(char *const argv[], const char *path,
 			sp_free(cmd);
 		}
 	}
+	/* Paused, the events that stop it come at the exec stop. */
+	if (rc == 0)
+		rc = pause_begin(rec, child, 1);
 	if (rc) {
+		pause_end(rec);
 		sp_spawn_abort(child, go, status_fd);
 		goto fail;
 	}
 	/* enable_on_exec starts sampling at the exec itself. */
 	if ((rc = sp_spawn_release(child, go, status_fd, prog)) != 0)
 		goto fail;
-	if ((rc = start_output(rec)) != 0) {
+	sp_recorder_lock(rec);
+	rc = start_output(rec);
+	sp_recorder_unlock(rec);
+	if (rc) {
+		pause_end(rec);
 		kill(child, SIGKILL); /* Ours, and not recorded: do not leave it running. */
 		waitpid(child, NULL, 0);
 		goto fail;
@@ -579,6 +641,8 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 		return rc;
 	struct stackpulse_recorder_stats s;
 	memset(&s, 0, sizeof(s));
+	stackpulse_recorder *mrec = (stackpulse_recorder *)(uintptr_t)rec; /* mu only */
+	sp_recorder_lock(mrec);
 	sp_writer_counts wc;
 	sp_writer_get_counts(rec->w, &wc);
 	s.sz = stats->sz < sizeof(s) ? stats->sz : sizeof(s);
@@ -612,6 +676,7 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.offcpu_no_stack = rec->offcpu_no_stack;
 	s.offcpu_dropped = rec->offcpu_dropped;
 	s.offcpu_merged = rec->offcpu_merged;
+	sp_recorder_unlock(mrec);
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
@@ -626,6 +691,8 @@ int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
 	struct stackpulse_recorder_python_stats s;
 	memset(&s, 0, sizeof(s));
 	s.sz = stats->sz < sizeof(s) ? stats->sz : sizeof(s);
+	stackpulse_recorder *mrec = (stackpulse_recorder *)(uintptr_t)rec; /* mu only */
+	sp_recorder_lock(mrec);
 	const sp_python_stats *ps = &rec->python_stats;
 	s.python_reads = ps->stacks;
 	s.python_read_failed = ps->failed;
@@ -637,6 +704,10 @@ int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
 	s.python_delay_max_ns = ps->delay_max_ns;
 	s.python_early_reads = rec->python_early;
 	s.python_unreadable = rec->python_unreadable;
+	s.python_pauses = rec->pauses;
+	s.python_pause_ns = rec->pause_ns;
+	s.python_paused = rec->paused;
+	sp_recorder_unlock(mrec);
 	memcpy(stats, &s, s.sz);
 	return 0;
 }
@@ -644,7 +715,9 @@ int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
 const char *stackpulse_recorder_python_note(const stackpulse_recorder *rec)
 {
 	SP_API_ENTRY();
-	return rec ? rec->python_note : "";
+	if (!rec)
+		return "";
+	return rec->python_note[0] ? rec->python_note : rec->pause_note;
 }
 
 /* The STATS records (docs/spool-format.md): recording counters, and the
@@ -715,6 +788,7 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 	/* Stop producing, then drain what the rings still hold. */
 	for (size_t i = 0; i < rec->nfds; i++)
 		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+	pause_end(rec); /* The drain below needs no tracer. */
 	int rc = rec->error;
 	rec->error = 0;
 	int rc2 = sp_recorder_consume(rec, 1);

@@ -4,6 +4,7 @@
 #ifndef SP_RECORD_RECORDER_H
 #define SP_RECORD_RECORDER_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -11,6 +12,7 @@
 #include "format/spool_writer.h"
 #include "io/file.h"
 #include "record/perf_events.h"
+#include "record/proc_scan.h"
 #include "record/process_table.h"
 #include "record/python.h"
 #include "record/ring.h"
@@ -186,21 +188,34 @@ struct stackpulse_recorder {
 	uint64_t corrupt;       /* Malformed records skipped. */
 	uint64_t last_flush_ns; /* CLOCK_MONOTONIC of the last chunk flush. */
 
-	uint64_t python_samples;          /* Samples that carry Python frames. */
-	int python_found;                 /* A CPython target was found. */
-	int py_wakeups;                   /* Sampling events wake the reader at every
+	uint64_t python_samples;      /* Samples that carry Python frames. */
+	int python_found;             /* A CPython target was found. */
+	int py_wakeups;               /* Sampling events wake the reader at every
 	                                   * sample (a CPython target is expected). */
-	uint32_t python_unreadable;       /* CPython processes the reader refused. */
-	char python_note[320];            /* Why the first of them was refused. */
-	int realtime;                     /* SCHED_FIFO in wait/consume: 1 yes, -1 refused. */
-	int error;                        /* First error of a drain (sticky). */
-	sp_python_stats python_stats;     /* Python reading costs, summed over processes. */
-	struct sp_py_frame *pyframes;     /* Scratch: Python frames. */
-	sp_early_py *early;               /* SP_EARLY_PY slots once Python is found. */
-	uint64_t py_serials;              /* Last sp_process.py_serial handed out. */
-	uint64_t python_early;            /* Python reads taken from early slots. */
-	uint64_t py_busy_until_ns;        /* Poll fast until then (CLOCK_MONOTONIC). */
-	uint64_t py_watch_until_ns;       /* See SP_PY_WATCH_NS. */
+	uint32_t python_unreadable;   /* CPython processes the reader refused. */
+	char python_note[320];        /* Why the first of them was refused. */
+	int realtime;                 /* SCHED_FIFO in wait/consume: 1 yes, -1 refused. */
+	int error;                    /* First error of a drain (sticky). */
+	sp_python_stats python_stats; /* Python reading costs, summed over processes. */
+	struct sp_py_frame *pyframes; /* Scratch: Python frames. */
+	sp_early_py *early;           /* SP_EARLY_PY slots once Python is found. */
+	uint64_t py_serials;          /* Last sp_process.py_serial handed out. */
+	uint64_t python_early;        /* Python reads taken from early slots. */
+	uint64_t py_busy_until_ns;    /* Poll fast until then (CLOCK_MONOTONIC). */
+	uint64_t py_watch_until_ns;   /* See SP_PY_WATCH_NS. */
+	/* opts.python_pause (pause.c): the tracer thread holding the target's
+	 * threads at their samples, NULL when not paused. While it runs, mu
+	 * guards the recorder: the tracer reads the Python stacks of its
+	 * stopped threads from the rings and the process table, as the
+	 * caller's thread drains them (sp_recorder_lock). */
+	struct sp_pause *pause;
+	struct sp_exec_note *execs; /* Execs whose records the exec removed. */
+	size_t nexecs, capexecs;
+	pthread_mutex_t mu;
+	uint64_t pauses;                  /* Samples a thread was held for (pause.c). */
+	uint64_t pause_ns;                /* Time they were held. */
+	int paused;                       /* Pausing started (stats). */
+	char pause_note[320];             /* Why AUTO pausing was refused. */
 	struct sp_py_merge_item *pymerge; /* Scratch: merged stack. */
 	uint64_t *pcs;                    /* Scratch: unwound pcs. */
 	uint32_t *frames;                 /* Scratch: frame ids of one stack. */
@@ -241,6 +256,46 @@ int sp_recorder_read_live_loss(stackpulse_recorder *rec);
  * asked for (rec->copy_want) or into larger rings for the CPUs that fell
  * behind (SP_RING_BEHIND); called from the drain. */
 int sp_recorder_reopen_step(stackpulse_recorder *rec);
+/* Re-opens every sampling event at once with rec->setup.attr as it is
+ * now (opts.python_pause sets the stopping bits, an exec removed the
+ * events); a re-open under way is given up first. On failure the old
+ * events sample on. */
+int sp_recorder_reopen_now(stackpulse_recorder *rec);
+
+/* An exec whose COMM and MMAP records were lost with the events it
+ * removed (opts.python_pause): its name and executable mappings, read at
+ * the exec stop, stand in for them in the drain's time order. */
+typedef struct sp_exec_note {
+	pid_t pid, tid;
+	uint64_t time;
+	char comm[SP_PROC_NAME_MAX];
+	struct sp_proc_map *maps; /* Paths owned. */
+	size_t nmaps;
+} sp_exec_note;
+
+/* Notes the exec of @p pid by thread @p tid, stopped at its exec now. */
+int sp_recorder_exec_seen(stackpulse_recorder *rec, pid_t pid, pid_t tid);
+/* Applies the notes up to CLOCK_MONOTONIC @p upto as their records would
+ * have been (the drain calls it in time order). */
+int sp_recorder_exec_apply(stackpulse_recorder *rec, uint64_t upto);
+void sp_recorder_exec_free(stackpulse_recorder *rec);
+
+/* New events, enabled, on thread @p tid after its exec removed its own
+ * (opts.python_pause: stopping events are removed on exec). */
+int sp_recorder_open_exec(stackpulse_recorder *rec, pid_t tid);
+
+/* Takes and releases rec->mu while a tracer thread shares the recorder. */
+static inline void sp_recorder_lock(stackpulse_recorder *rec)
+{
+	if (rec->pause)
+		pthread_mutex_lock(&rec->mu);
+}
+
+static inline void sp_recorder_unlock(stackpulse_recorder *rec)
+{
+	if (rec->pause)
+		pthread_mutex_unlock(&rec->mu);
+}
 /* Notes the rings that are half full (called before a drain). */
 void sp_recorder_rings_check(stackpulse_recorder *rec);
 /* Unmaps the replaced rings once they are drained. */

@@ -8,6 +8,7 @@
 #include "common/cursor.h"
 #include "common/error.h"
 #include "common/search.h"
+#include "io/clock.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
 #include "record/recorder.h"
@@ -490,6 +491,14 @@ static int python_comm(const char *comm)
 	return sp_python_candidate(comm) || (n > 3 && memcmp(comm + n - 3, ".py", 3) == 0);
 }
 
+/* The exec itself: the new image's name, its process known again. */
+static int exec_to(stackpulse_recorder *rec, pid_t pid, pid_t tid, const char *comm, uint64_t time)
+{
+	if (!rec->python_found && rec->opts.python != STACKPULSE_FEATURE_OFF && python_comm(comm))
+		rec->py_watch_until_ns = time + SP_PY_WATCH_NS;
+	return sp_ptable_exec(&rec->pt, pid, tid, comm, time);
+}
+
 static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p, size_t len)
 {
 	sample_id sid;
@@ -514,13 +523,87 @@ static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p
 	int rc = process_for(rec, pid, sid.time, &proc);
 	if (rc)
 		return rc;
-	if (misc & PERF_RECORD_MISC_COMM_EXEC) {
-		if (!rec->python_found && rec->opts.python != STACKPULSE_FEATURE_OFF &&
-		    python_comm(comm))
-			rec->py_watch_until_ns = sid.time + SP_PY_WATCH_NS;
-		return sp_ptable_exec(&rec->pt, pid, tid, comm, sid.time);
-	}
+	if (misc & PERF_RECORD_MISC_COMM_EXEC)
+		return exec_to(rec, pid, tid, comm, sid.time);
 	return sp_ptable_rename(&rec->pt, proc, tid, comm, sid.time);
+}
+
+static int keep_map(void *ctx, const sp_proc_map *m)
+{
+	sp_exec_note *e = ctx;
+	sp_proc_map *nm = sp_realloc_array(e->maps, e->nmaps + 1, sizeof(*nm));
+	if (!nm)
+		return -ENOMEM;
+	e->maps = nm;
+	char *path = sp_strdup(m->path);
+	if (!path)
+		return -ENOMEM;
+	nm[e->nmaps] = *m;
+	nm[e->nmaps++].path = path;
+	return 0;
+}
+
+static void note_free(sp_exec_note *e)
+{
+	for (size_t i = 0; i < e->nmaps; i++)
+		sp_free((void *)(uintptr_t)e->maps[i].path);
+	sp_free(e->maps);
+}
+
+int sp_recorder_exec_seen(stackpulse_recorder *rec, pid_t pid, pid_t tid)
+{
+	if (rec->nexecs == rec->capexecs) {
+		size_t nc = rec->capexecs ? rec->capexecs * 2 : 4;
+		sp_exec_note *n = sp_realloc_array(rec->execs, nc, sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		rec->execs = n;
+		rec->capexecs = nc;
+	}
+	sp_exec_note *e = &rec->execs[rec->nexecs];
+	memset(e, 0, sizeof(*e));
+	e->pid = pid;
+	e->tid = tid;
+	e->time = sp_clock_ns(CLOCK_MONOTONIC);
+	sp_proc_comm(pid, tid, e->comm, sizeof(e->comm));
+	int rc = sp_proc_maps(pid, keep_map, e);
+	if (rc == -ENOMEM) {
+		note_free(e);
+		return rc;
+	}
+	rec->nexecs++; /* Unreadable maps (it died): the name alone. */
+	return 0;
+}
+
+int sp_recorder_exec_apply(stackpulse_recorder *rec, uint64_t upto)
+{
+	size_t done = 0;
+	int rc = 0;
+	for (; done < rec->nexecs && rec->execs[done].time <= upto && rc == 0; done++) {
+		sp_exec_note *e = &rec->execs[done];
+		sp_process *proc = NULL;
+		if (followed_pid(rec, e->pid) &&
+		    (rc = process_for(rec, e->pid, e->time, &proc)) == 0)
+			rc = exec_to(rec, e->pid, e->tid, e->comm, e->time);
+		for (size_t i = 0; i < e->nmaps && rc == 0 && proc; i++) {
+			const sp_proc_map *m = &e->maps[i];
+			rc = sp_ptable_mmap(&rec->pt, proc, m->start, m->end - m->start, m->pgoff,
+			                    m->path, NULL, 0, m->inode, e->time);
+		}
+		note_free(e);
+	}
+	memmove(rec->execs, rec->execs + done, (rec->nexecs - done) * sizeof(*rec->execs));
+	rec->nexecs -= done;
+	return rc;
+}
+
+void sp_recorder_exec_free(stackpulse_recorder *rec)
+{
+	for (size_t i = 0; i < rec->nexecs; i++)
+		note_free(&rec->execs[i]);
+	sp_free(rec->execs);
+	rec->execs = NULL;
+	rec->nexecs = rec->capexecs = 0;
 }
 
 static int handle_task(stackpulse_recorder *rec, uint32_t type, const uint8_t *p, size_t len)

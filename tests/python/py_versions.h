@@ -88,8 +88,11 @@ static inline int py_script_setup(py_versions *v, const char *name, const char *
 /* Records @p cmd (a target's command line) at @p hz with the record
  * example into @p tag's spool in the test directory, and returns the text
  * of report --folded (with @p report_args) of it, to free. */
-static inline char *py_record_folded(const char *tag, int hz, const char *cmd,
-                                     const char *report_args)
+/* Records @p cmd with the record example at @p hz Hz, its options
+ * --python=on and @p record_args, and returns report --folded's output
+ * (with @p report_args); fails the test when either fails. */
+static inline char *py_record_folded_with(const char *tag, int hz, const char *record_args,
+                                          const char *cmd, const char *report_args)
 {
 	const char *bin = getenv("SP_BIN_DIR");
 	if (!bin || !*bin)
@@ -98,13 +101,19 @@ static inline char *py_record_folded(const char *tag, int hz, const char *cmd,
 	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), tag);
 	snprintf(out, sizeof(out), "%s.folded", spool);
 	snprintf(line, sizeof(line),
-	         "%s/record -F %d --python=on -o %s -- %s 2>/dev/null && "
+	         "%s/record -F %d --python=on %s -o %s -- %s 2>/dev/null && "
 	         "%s/report %s --folded %s >%s 2>/dev/null",
-	         bin, hz, spool, cmd, bin, spool, report_args, out);
+	         bin, hz, record_args, spool, cmd, bin, spool, report_args, out);
 	REQUIRE_EQ(sp_test_run(line), 0);
 	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	return text;
+}
+
+static inline char *py_record_folded(const char *tag, int hz, const char *cmd,
+                                     const char *report_args)
+{
+	return py_record_folded_with(tag, hz, "", cmd, report_args);
 }
 
 #endif

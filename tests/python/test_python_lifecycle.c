@@ -13,6 +13,7 @@
  * chain never passes as whole, and no sample running the eval loop is left
  * with native frames only. A Python target without Python frames fails.
  * The targets stop on CPU time, so load changes only the sample count. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,8 +264,38 @@ static pid_t start_leaderless(const char *py, const char *script, const char *cp
 	return pid;
 }
 
+/* 1 when a thread of @p pid is stopped or traced: what a paused recording
+ * must never leave behind. */
+static int held_after(pid_t pid)
+{
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int held = 0;
+	for (struct dirent *e; (e = readdir(d)) != NULL && !held;) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[160];
+		snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
+		char *text = sp_test_read_file(path, NULL);
+		if (!text)
+			continue;
+		held = strstr(text, "\nState:\tt") || strstr(text, "\nState:\tT") ||
+		       !strstr(text, "\nTracerPid:\t0\n");
+		if (held)
+			fprintf(stderr, "    thread %s of %d held: %.200s\n", e->d_name, (int)pid,
+			        strstr(text, "State:"));
+		free(text);
+	}
+	closedir(d);
+	return held;
+}
+
 /* @p mode 0: spawned; 1: spawned, the leader exits with pthread_exit while
- * recorded; 2: attached after the leader exited. */
+ * recorded; 2: attached after the leader exited; 3: the same, paused at
+ * each sample (--python-pause=on): every thread seized, none left held. */
 static void check_threads(int mode)
 {
 	py_versions vs;
@@ -276,9 +307,10 @@ static void check_threads(int mode)
 		snprintf(tag, sizeof(tag), "threads%d%s", i,
 		         mode == 1   ? "x"
 		         : mode == 2 ? "a"
+		         : mode == 3 ? "p"
 		                     : "");
 		char *text;
-		if (mode == 2) {
+		if (mode >= 2) {
 			/* Threads still busy through the whole recording. */
 			pid_t pid = start_leaderless(vs.path[i], path, slow ? "2" : "3");
 			if (pid < 0)
@@ -288,10 +320,26 @@ static void check_threads(int mode)
 			snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), tag);
 			snprintf(out, sizeof(out), "%s.folded", spool);
 			snprintf(cmd, sizeof(cmd),
-			         "%s/record -p %d -d %s -F 999 --python=on -o %s 2>&1 && "
+			         "%s/record -p %d -d %s -F 999 --python=on %s -o %s 2>&1 && "
 			         "%s/report %s --folded --tid >%s 2>/dev/null",
-			         bin, (int)pid, slow ? "0.5" : "1", spool, bin, spool, out);
+			         bin, (int)pid, slow ? "0.5" : "1",
+			         mode == 3 ? "--attach=live --python-pause=on" : "", spool, bin,
+			         spool, out);
 			int rc = sp_test_run(cmd);
+			if (mode == 3) {
+				/* Released, and no trap still on its way to it. */
+				usleep(200000);
+				CHECK_EQ(held_after(pid), 0);
+				int alive = 0;
+				char dir[64];
+				snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+				DIR *d = opendir(dir);
+				for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+					alive += e->d_name[0] != '.';
+				if (d)
+					closedir(d);
+				CHECK(alive >= 2); /* its workers run on */
+			}
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 			REQUIRE_EQ(rc, 0);
@@ -307,7 +355,7 @@ static void check_threads(int mode)
 		free(text);
 		/* The leader is the lowest tid (the spawned pid); attached after
 		 * it left, every thread sampled is a worker. */
-		int leader = mode == 2 ? -1 : 0;
+		int leader = mode >= 2 ? -1 : 0;
 		for (int k = 1; k < nt && leader >= 0; k++)
 			if (t[k].tid < t[leader].tid)
 				leader = k;
@@ -324,6 +372,7 @@ static void check_threads(int mode)
 			        vs.path[i],
 			        mode == 1   ? " (leader exits)"
 			        : mode == 2 ? " (attached, no leader)"
+			        : mode == 3 ? " (attached, no leader, paused)"
 			                    : "",
 			        th->tid, th->all, th->with_py, th->whole, th->in_worker, th->cut,
 			        th->dishonest, th->native);
@@ -365,6 +414,11 @@ SP_TEST(workers_keep_whole_chains_after_the_leader_exits)
 SP_TEST(attach_after_the_leader_exited_reads_the_workers)
 {
 	check_threads(2);
+}
+
+SP_TEST(paused_attach_reads_the_workers_and_lets_them_go)
+{
+	check_threads(3);
 }
 
 /* ---- the first samples -------------------------------------------------------------- */

@@ -92,6 +92,18 @@ SP_TEST(bad_options)
 	o.kernel = 7;
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
 	           "kernel");
+	o = STACKPULSE_RECORDER_OPTS;
+	o.python_pause = (enum stackpulse_feature)5;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "python_pause option 5");
+	o.python_pause = STACKPULSE_FEATURE_REQUIRED;
+	o.python = STACKPULSE_FEATURE_OFF;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "python is OFF");
+	o.python = STACKPULSE_FEATURE_AUTO;
+	o.off_cpu = STACKPULSE_FEATURE_AUTO;
+	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec), -EINVAL,
+	           "off-CPU interval");
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 42, NULL, &rec), -EINVAL,
 	           "mode");
 	expect_err(stackpulse_recorder_attach(pid, spool_path("opts"), 0, NULL, NULL), -EINVAL,
