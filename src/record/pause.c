@@ -38,17 +38,18 @@
 #define RELEASE_NS         2000000000ull /* Longest wait for the threads to stop at the end. */
 #define SP_PAUSE_MAX_PROCS 4096          /* Processes seized at attach. */
 #define SEIZE_ROUNDS       100
+#define HOUSEKEEP_TIDS     64 /* Threads looked after at every tick. */
 
 struct sp_pause {
 	stackpulse_recorder *rec;
 	pid_t pid;
 	int pre_exec;
 	pthread_t thread;
-	pthread_mutex_t mu; /* Start handshake. */
+	pthread_mutex_t mu; /* The start handshake, and tids for other threads. */
 	pthread_cond_t cv;
 	int started, start_rc;
 	char err[256];
-	int wake[2]; /* The waker's pipe: closing wake[1] ends the tracer. */
+	int wake[2]; /* The waker's pipe: wake[1] closes at the end. */
 	pid_t waker; /* Set before the start handshake; reaped by sp_pause_stop. */
 	pid_t *tids; /* Threads traced; changed under mu. */
 	size_t ntids, cap;
@@ -58,6 +59,7 @@ struct sp_pause {
 	                     * child processes are followed. */
 	int armed;           /* The events stop their threads. */
 	atomic_int stopping; /* Set by sp_pause_stop before it wakes the tracer. */
+	uint64_t ticks;
 };
 
 static int in_set(const pid_t *v, size_t n, pid_t tid)
@@ -481,6 +483,9 @@ static void reap_exited(sp_pause *pz)
  * left alone, as it should be. */
 static int housekeep(sp_pause *pz)
 {
+	/* Two system calls per thread: with many threads, every few ticks. */
+	if (++pz->ticks % (1 + pz->ntids / HOUSEKEEP_TIDS) != 0)
+		return 0;
 	reap_exited(pz);
 	for (size_t i = 0; i < pz->ntids; i++) {
 		pid_t tid = pz->tids[i];
