@@ -97,14 +97,22 @@ static inline char *py_record_folded_with(const char *tag, int hz, const char *r
 	const char *bin = getenv("SP_BIN_DIR");
 	if (!bin || !*bin)
 		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
-	char spool[600], out[700], line[4096];
+	char spool[600], out[700], err[720], line[4096];
 	snprintf(spool, sizeof(spool), "%s/%s.spool", sp_test_tmpdir(), tag);
 	snprintf(out, sizeof(out), "%s.folded", spool);
+	snprintf(err, sizeof(err), "%s.stderr", spool);
 	snprintf(line, sizeof(line),
-	         "%s/record -F %d --python=on %s -o %s -- %s 2>/dev/null && "
-	         "%s/report %s --folded %s >%s 2>/dev/null",
-	         bin, hz, record_args, spool, cmd, bin, spool, report_args, out);
-	REQUIRE_EQ(sp_test_run(line), 0);
+	         "%s/record -F %d --python=on %s -o %s -- %s 2>%s && "
+	         "%s/report %s --folded %s >%s 2>>%s",
+	         bin, hz, record_args, spool, cmd, err, bin, spool, report_args, out, err);
+	int rc = sp_test_run(line);
+	if (rc != 0) {
+		/* What record or report said, to tell why. */
+		char *text = sp_test_read_file(err, NULL);
+		fprintf(stderr, "    %s failed (%d): %.3000s\n", tag, rc, text ? text : "");
+		free(text);
+	}
+	REQUIRE_EQ(rc, 0);
 	char *text = sp_test_read_file(out, NULL);
 	REQUIRE(text != NULL);
 	return text;
