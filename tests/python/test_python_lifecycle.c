@@ -312,7 +312,13 @@ static void check_threads(int mode)
 		char *text;
 		if (mode >= 2) {
 			/* Threads still busy through the whole recording. */
-			pid_t pid = start_leaderless(vs.path[i], path, slow ? "2" : "3");
+			/* Paused, they must still run after the recording (a
+			 * sanitized recorder takes seconds to finish): more CPU
+			 * than they get before they are killed. */
+			pid_t pid = start_leaderless(vs.path[i], path,
+			                             mode == 3 ? "20"
+			                             : slow    ? "2"
+			                                       : "3");
 			if (pid < 0)
 				continue;
 			const char *bin = getenv("SP_BIN_DIR");
