@@ -210,7 +210,7 @@ struct stackpulse_recorder {
 	 * caller's thread drains them (sp_recorder_lock). */
 	struct sp_pause *pause;
 	struct sp_exec_note *execs; /* Execs whose records the exec removed. */
-	size_t nexecs, capexecs;
+	uint32_t nexecs, capexecs;
 	pthread_mutex_t mu;
 	uint64_t pauses;                  /* Samples a thread was held for (pause.c). */
 	uint64_t pause_ns;                /* Time they were held. */

@@ -7,6 +7,7 @@
 #include "common/alloc.h"
 #include "common/cursor.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/search.h"
 #include "io/clock.h"
 #include "record/proc_scan.h"
@@ -552,21 +553,16 @@ static void note_free(sp_exec_note *e)
 
 int sp_recorder_exec_seen(stackpulse_recorder *rec, pid_t pid, pid_t tid)
 {
-	if (rec->nexecs == rec->capexecs) {
-		size_t nc = rec->capexecs ? rec->capexecs * 2 : 4;
-		sp_exec_note *n = sp_realloc_array(rec->execs, nc, sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		rec->execs = n;
-		rec->capexecs = nc;
-	}
+	int rc = SP_GROW(rec->execs, rec->capexecs, rec->nexecs + 1, UINT32_MAX, "exec notes");
+	if (rc)
+		return rc;
 	sp_exec_note *e = &rec->execs[rec->nexecs];
 	memset(e, 0, sizeof(*e));
 	e->pid = pid;
 	e->tid = tid;
 	e->time = sp_clock_ns(CLOCK_MONOTONIC);
 	sp_proc_comm(pid, tid, e->comm, sizeof(e->comm));
-	int rc = sp_proc_maps(pid, keep_map, e);
+	rc = sp_proc_maps(pid, keep_map, e);
 	if (rc == -ENOMEM) {
 		note_free(e);
 		return rc;
