@@ -50,7 +50,8 @@ echo "run_tests: ${#bins[@]} binaries${wrap:+, each under: $wrap}"
 passed=0 failed=0 skipped=0
 failed_bins=()
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+checks=$(mktemp)
+trap 'rm -f "$log" "$checks"' EXIT
 
 for bin in "${bins[@]}"; do
 	name=$(basename "$bin")
@@ -80,6 +81,8 @@ for bin in "${bins[@]}"; do
 		failed_bins+=("$name")
 		echo "FAIL $name: $ok ok, $bad failed, $skip skipped (${secs}s)${why:+: $why}"
 		sed 's/^/  | /' "$log"
+		# Repeated at the end, where a shortened CI log still shows them.
+		grep -E '^  FAIL |^    [^ ]+:[0-9]+: |^    would skip' "$log" | sed "s|^|  $name: |" >>"$checks"
 	else
 		echo "ok   $name: $ok ok, $skip skipped (${secs}s)"
 		if [[ ${SP_TEST_VERBOSE:-0} == 1 ]]; then
@@ -91,6 +94,10 @@ for bin in "${bins[@]}"; do
 	fi
 done
 
-((${#failed_bins[@]})) && echo "failed binaries: ${failed_bins[*]}"
+if ((${#failed_bins[@]})); then
+	echo "failed checks:"
+	cat "$checks"
+	echo "failed binaries: ${failed_bins[*]}"
+fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 ((failed == 0))

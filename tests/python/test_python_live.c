@@ -278,7 +278,10 @@ SP_TEST(demo_stacks_every_version)
 		int tr, deep = 0, edge = 0;
 		/* Stopped snapshots (ptrace stop): exact checks, with and without
 		 * a stack copy, which must agree. */
-		for (int k = 0; k < 10; k++) {
+		enum {
+			STOPS = 30
+		};
+		for (int k = 0; k < STOPS; k++) {
 			REQUIRE(ptrace(PTRACE_ATTACH, c.pid, NULL, NULL) == 0);
 			int st;
 			waitpid(c.pid, &st, 0);
@@ -310,7 +313,10 @@ SP_TEST(demo_stacks_every_version)
 			usleep(3000);
 		}
 		CHECK(deep > 0);
-		CHECK(edge <= 3); /* Call/return edges are rare stops. */
+		/* 3.10 stops at a call/return edge about one time in eight (more
+		 * on a loaded machine); a copy read off by one frame every time
+		 * would be a bug. */
+		CHECK(edge * 5 <= STOPS * 2);
 		/* Live reads of the running target: never a wrong frame. */
 		int ok = 0;
 		uint32_t ids[64], nids = 0; /* Code ids seen: interned, so few. */
