@@ -85,6 +85,17 @@ def pooled_leaf(shapes):
     return ({k: v / n for k, v in c.items()} if n else {}), n
 
 
+def running_share(shapes):
+    """Complete share over the samples that ran Python code (results older
+    than that field have the counts it derives from)."""
+    if "complete_running" in shapes:
+        return shapes["complete_running"]
+    nopy = shapes.get("incomplete", {}).get("nopy")
+    if shapes.get("complete") is None or nopy is None or nopy >= 1:
+        return None
+    return shapes["complete"] / (1 - nopy)
+
+
 def render(d, bench):
     env = d.get("env", {})
     P = d.get("phases", {})
@@ -550,7 +561,10 @@ def render(d, bench):
           "`record -F HZ --python=on` (which pauses it too: `--python-pause=auto`, the default) "
           "and `record -F HZ --python=on --python-pause=off` (reads while the target runs on) "
           "run it in turn on every CPython here. *Complete* is the share of all samples whose outermost Python frame is "
-          "`<module>` in a stack that was not cut; *in a phase* the share that names a phase "
+          "`<module>` in a stack that was not cut; *in Python* the same share of the samples "
+          "that ran Python code: all but those with no Python frame and no cut marker (a whole "
+          "native stack with no eval-loop activation: start-up before the first frame, "
+          "finalization, which py-spy mostly does not sample); *in a phase* the share that names a phase "
           "function. Phase shares are over the samples in a phase; *max Δ* is the largest "
           "difference from py-spy's share of any innermost Python function (≥ 2% in either), "
           "over the samples of all runs pooled, ± one standard deviation of that difference "
@@ -558,8 +572,8 @@ def render(d, bench):
           "that much). 199 Hz runs four times the work of 999 Hz, for about as many samples. "
           "Other columns are medians over the runs.")
         w("")
-        w("| CPython | Hz | tool | samples | complete | in a phase | gen | async | json | max Δ | recorder CPU/1k samples |")
-        w("|---|---|---|---|---|---|---|---|---|---|---|")
+        w("| CPython | Hz | tool | samples | complete | in Python | in a phase | gen | async | json | max Δ | recorder CPU/1k samples |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for label, E in ps.items():
             for hz in ("199", "999"):
                 spy = E.get("pyspy@" + hz) or []
@@ -578,9 +592,11 @@ def render(d, bench):
                             p = (a.get(k, 0) * na + b_.get(k, 0) * nb) / (na + nb)
                             sig = (p * (1 - p) * (1 / na + 1 / nb)) ** 0.5
                     cpu1k = med([x["rec_cpu"] * 1000 / x["samples"] for x in xs if x.get("samples")])
-                    w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                         label, hz, TOOLNAME.get(tool, tool), f(med([x["samples"] for x in xs]), "%.0f"),
-                        fshare(med([y["complete"] for y in sh])), fshare(med([y["in_phase"] for y in sh])),
+                        fshare(med([y["complete"] for y in sh])),
+                        fshare(med([running_share(y) for y in sh])),
+                        fshare(med([y["in_phase"] for y in sh])),
                         *[f(med([y["phase_share"][k] for y in sh]), "%.3f")
                           for k in ("phase_gen", "phase_async", "phase_json")],
                         f(dmax, "%.3f") + ("" if sig is None else " ± %.3f" % sig),
@@ -589,11 +605,12 @@ def render(d, bench):
         w("Incomplete samples by kind, as shares of all samples (medians): *no Python, cut*: "
           "no Python frame and a cut marker (the frames the sample saw changed before they "
           "were read); *no Python*: none at the sample (start-up, exit, C only); *cut chain*: "
-          "Python frames with a cut marker; *other root*: a whole chain whose root is not "
-          "`<module>` (imports run by the interpreter's start-up).")
+          "Python frames with a cut marker; *import root*: an uncut chain whose root is an "
+          "importlib frame called from C (imports run by the interpreter's start-up); "
+          "*other root*: an uncut chain with any other root but `<module>`.")
         w("")
-        w("| CPython | Hz | tool | no Python, cut | no Python | cut chain | other root |")
-        w("|---|---|---|---|---|---|---|")
+        w("| CPython | Hz | tool | no Python, cut | no Python | cut chain | import root | other root |")
+        w("|---|---|---|---|---|---|---|---|")
         for label, E in ps.items():
             for hz in ("199", "999"):
                 for tool in ("pyspy", "sp", "spnopause"):
@@ -601,8 +618,8 @@ def render(d, bench):
                           if x["shapes"].get("incomplete")]
                     if sh:
                         w("| %s | %s | %s | %s |" % (label, hz, TOOLNAME.get(tool, tool), " | ".join(
-                            fshare(med([y["incomplete"][k] for y in sh]))
-                            for k in ("nopy_cut", "nopy", "py_cut", "other_root"))))
+                            fshare(med([y["incomplete"].get(k) for y in sh]))
+                            for k in ("nopy_cut", "nopy", "py_cut", "import_root", "other_root"))))
         w("")
 
     # ---------------------------------------------------------- reader

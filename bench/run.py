@@ -1025,24 +1025,28 @@ def py_chains(stacks):
     """Per sample (frames root first): its Python frames, whether the chain
     is complete (the outermost Python frame is `<module>` and the stack was
     not cut), which phase it is in, and its innermost Python function.
+    complete_running is over the samples that ran Python code: all but
+    those with no Python frame and no cut marker (an uncut native stack
+    with no eval-loop activation, so none to read).
     Incomplete samples by kind: no Python frame and cut (the frames changed
     before the read), no Python frame (none at the sample: start-up, exit,
-    C only), a cut chain, a whole chain with another root (imports run by
-    the start-up)."""
+    C only), a cut chain, a whole chain whose root is importlib called from
+    C (imports run by the start-up), a chain with another root."""
     n = complete = 0
     phase = {k: 0 for k in PHASES}
     leaf = {}
-    why = {"nopy_cut": 0, "nopy": 0, "py_cut": 0, "other_root": 0}
+    why = {"nopy_cut": 0, "nopy": 0, "py_cut": 0, "import_root": 0, "other_root": 0}
     for _, fr in stacks:
         n += 1
-        py = [x.split(" (")[0] for x in fr if PY_FRAME.search(x)]
+        pyf = [x for x in fr if PY_FRAME.search(x)]
+        py = [x.split(" (")[0] for x in pyf]
         cut = any(x == "[truncated]" for x in fr)
         if not py:
             why["nopy_cut" if cut else "nopy"] += 1
         elif cut:
             why["py_cut"] += 1
         elif py[0] != "<module>":
-            why["other_root"] += 1
+            why["import_root" if "(<frozen importlib." in pyf[0] else "other_root"] += 1
         if py and py[0] == "<module>" and not cut:
             complete += 1
         ph = [x for x in py if x in PHASES]
@@ -1051,7 +1055,9 @@ def py_chains(stacks):
         if py:
             leaf[py[-1]] = leaf.get(py[-1], 0) + 1
     inph = sum(phase.values())
+    running = n - why["nopy"]
     return {"samples": n, "complete": complete / n if n else None,
+            "complete_running": complete / running if running else None,
             "in_phase": inph / n if n else None,
             "phase_share": {k: v / inph if inph else None for k, v in phase.items()},
             "leaf_share": {k: v / n for k, v in leaf.items()} if n else {},

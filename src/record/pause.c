@@ -20,6 +20,8 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/grow.h"
+#include "common/search.h"
 #include "io/clock.h"
 #include "io/file.h" /* sp_proc_tasks */
 #include "record/attach.h"
@@ -37,8 +39,16 @@
 #define TICK_NS            10000000ull   /* The waker's period: see housekeep(). */
 #define RELEASE_NS         2000000000ull /* Longest wait for the threads to stop at the end. */
 #define SP_PAUSE_MAX_PROCS 4096          /* Processes seized at attach. */
+#define SP_PAUSE_MAX_TIDS  (1u << 22)    /* Threads traced (pid_max's ceiling). */
 #define SEIZE_ROUNDS       100
 #define HOUSEKEEP_TIDS     64 /* Threads looked after at every tick. */
+
+/* Thread ids, sorted: membership is a binary search, as the tracer asks
+ * for every thread it meets and a target may have thousands. */
+typedef struct tid_set {
+	pid_t *v;
+	uint32_t n, cap;
+} tid_set;
 
 struct sp_pause {
 	stackpulse_recorder *rec;
@@ -49,12 +59,10 @@ struct sp_pause {
 	pthread_cond_t cv;
 	int started, start_rc;
 	char err[256];
-	int wake[2]; /* The waker's pipe: wake[1] closes at the end. */
-	pid_t waker; /* Set before the start handshake; reaped by sp_pause_stop. */
-	pid_t *tids; /* Threads traced; changed under mu. */
-	size_t ntids, cap;
-	pid_t *listen; /* Of those, held in a group stop (PTRACE_LISTEN). */
-	size_t nlisten, caplisten;
+	int wake[2];         /* The waker's pipe: wake[1] closes at the end. */
+	pid_t waker;         /* Set before the start handshake; reaped by sp_pause_stop. */
+	tid_set tids;        /* Threads traced; changed under mu. */
+	tid_set listen;      /* Of those, held in a group stop (PTRACE_LISTEN). */
 	unsigned long opts;  /* ptrace options: TRACE_OPTS, and forks when
 	                     * child processes are followed. */
 	int armed;           /* The events stop their threads. */
@@ -62,48 +70,54 @@ struct sp_pause {
 	uint64_t ticks;
 };
 
-static int in_set(const pid_t *v, size_t n, pid_t tid)
+/* Where @p tid is or would go in @p s. */
+static uint32_t set_pos(const tid_set *s, pid_t tid)
 {
-	for (size_t i = 0; i < n; i++)
-		if (v[i] == tid)
-			return 1;
-	return 0;
+	size_t at;
+	SP_PARTITION_POINT(at, s->n, i, s->v[i] < tid);
+	return (uint32_t)at;
+}
+
+static int in_set(const tid_set *s, pid_t tid)
+{
+	uint32_t at = set_pos(s, tid);
+	return at < s->n && s->v[at] == tid;
 }
 
 static int traced(const sp_pause *pz, pid_t tid)
 {
-	return in_set(pz->tids, pz->ntids, tid);
+	return in_set(&pz->tids, tid);
 }
 
-static int set_add(pid_t **v, size_t *n, size_t *cap, pid_t tid)
+static int set_add(tid_set *s, pid_t tid)
 {
-	if (in_set(*v, *n, tid))
+	uint32_t at = set_pos(s, tid);
+	if (at < s->n && s->v[at] == tid)
 		return 0;
-	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		pid_t *nv = sp_realloc_array(*v, nc, sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = nc;
-	}
-	(*v)[(*n)++] = tid;
+	int rc = SP_GROW(s->v, s->cap, s->n + 1, SP_PAUSE_MAX_TIDS, "traced threads");
+	if (rc)
+		return rc;
+	memmove(s->v + at + 1, s->v + at, (s->n - at) * sizeof(*s->v));
+	s->v[at] = tid;
+	s->n++;
 	return 0;
 }
 
-static void set_drop(pid_t *v, size_t *n, pid_t tid)
+/* Removes @p tid; what followed it moves down one place, so a loop over
+ * the set that drops its current entry looks at the same index next. */
+static void set_drop(tid_set *s, pid_t tid)
 {
-	for (size_t i = 0; i < *n; i++)
-		if (v[i] == tid) {
-			v[i] = v[--*n];
-			return;
-		}
+	uint32_t at = set_pos(s, tid);
+	if (at < s->n && s->v[at] == tid) {
+		memmove(s->v + at, s->v + at + 1, (s->n - at - 1) * sizeof(*s->v));
+		s->n--;
+	}
 }
 
 static int add_tid(sp_pause *pz, pid_t tid)
 {
 	pthread_mutex_lock(&pz->mu);
-	int rc = set_add(&pz->tids, &pz->ntids, &pz->cap, tid);
+	int rc = set_add(&pz->tids, tid);
 	pthread_mutex_unlock(&pz->mu);
 	return rc;
 }
@@ -111,9 +125,9 @@ static int add_tid(sp_pause *pz, pid_t tid)
 static void drop_tid(sp_pause *pz, pid_t tid)
 {
 	pthread_mutex_lock(&pz->mu);
-	set_drop(pz->tids, &pz->ntids, tid);
+	set_drop(&pz->tids, tid);
 	pthread_mutex_unlock(&pz->mu);
-	set_drop(pz->listen, &pz->nlisten, tid);
+	set_drop(&pz->listen, tid);
 }
 
 int sp_pause_traces(stackpulse_recorder *rec, pid_t tid)
@@ -299,15 +313,24 @@ static int seize_process(sp_pause *pz, pid_t pid)
 	return 0;
 }
 
-typedef struct pid_set {
-	pid_t **v;
-	size_t *n, *cap;
-} pid_set;
+/* Processes to seize, in the order found, and the set of those queued. */
+typedef struct proc_queue {
+	pid_t *v;
+	uint32_t n, cap;
+	tid_set seen;
+} proc_queue;
 
-static int add_child(void *ctx, pid_t c)
+static int queue_proc(void *ctx, pid_t pid)
 {
-	pid_set *s = ctx;
-	return set_add(s->v, s->n, s->cap, c);
+	proc_queue *q = ctx;
+	if (in_set(&q->seen, pid))
+		return 0;
+	int rc = SP_GROW(q->v, q->cap, q->n + 1, SP_PAUSE_MAX_PROCS, "processes");
+	if (rc == 0)
+		rc = set_add(&q->seen, pid);
+	if (rc == 0)
+		q->v[q->n++] = pid;
+	return rc;
 }
 
 /* Seizes the target, and with child processes followed its descendants
@@ -320,23 +343,22 @@ static int seize_all(sp_pause *pz)
 			return sp_error(-ESRCH, "pid %d exited", (int)pz->pid);
 		return rc ? rc : add_tid(pz, pz->pid);
 	}
-	pid_t *pids = NULL;
-	size_t npids = 0, cap = 0;
-	int rc = set_add(&pids, &npids, &cap, pz->pid);
-	for (size_t i = 0; i < npids && rc == 0; i++) {
-		rc = seize_process(pz, pids[i]);
+	proc_queue q = { 0 };
+	int rc = queue_proc(&q, pz->pid);
+	for (uint32_t i = 0; i < q.n && rc == 0; i++) {
+		rc = seize_process(pz, q.v[i]);
 		if (rc == -ESRCH && i > 0) {
 			sp_error_clear(); /* a child that ended meanwhile */
 			rc = 0;
 			continue;
 		}
-		if (rc == 0 && pz->rec->opts.children && npids < SP_PAUSE_MAX_PROCS) {
-			pid_set ps = { &pids, &npids, &cap };
-			int e = sp_proc_children(pids[i], add_child, &ps);
+		if (rc == 0 && pz->rec->opts.children && q.n < SP_PAUSE_MAX_PROCS) {
+			int e = sp_proc_children(q.v[i], queue_proc, &q);
 			rc = e == -ENOMEM ? e : 0;
 		}
 	}
-	sp_free(pids);
+	sp_free(q.v);
+	sp_free(q.seen.v);
 	return rc;
 }
 
@@ -392,10 +414,10 @@ static int on_stop(sp_pause *pz, pid_t w, int st, uint64_t t0)
 		if (is_stop_signal(sig)) {
 			/* A group stop stays one; SIGCONT ends it with another
 			 * PTRACE_EVENT_STOP. */
-			set_add(&pz->listen, &pz->nlisten, &pz->caplisten, w);
+			set_add(&pz->listen, w);
 			ptrace(PTRACE_LISTEN, w, NULL, NULL);
 		} else {
-			set_drop(pz->listen, &pz->nlisten, w);
+			set_drop(&pz->listen, w);
 			resume(w, 0);
 		}
 		return 0;
@@ -451,8 +473,8 @@ static int leads(pid_t tid)
 static void reap_exited(sp_pause *pz)
 {
 	pid_t self = getpid();
-	for (size_t i = 0; i < pz->ntids;) {
-		pid_t tid = pz->tids[i];
+	for (uint32_t i = 0; i < pz->tids.n;) {
+		pid_t tid = pz->tids.v[i];
 		siginfo_t si;
 		memset(&si, 0, sizeof(si));
 		int r = waitid(P_PID, (id_t)tid, &si,
@@ -484,14 +506,13 @@ static void reap_exited(sp_pause *pz)
 static int housekeep(sp_pause *pz)
 {
 	/* Two system calls per thread: with many threads, every few ticks. */
-	if (++pz->ticks % (1 + pz->ntids / HOUSEKEEP_TIDS) != 0)
+	if (++pz->ticks % (1 + pz->tids.n / HOUSEKEEP_TIDS) != 0)
 		return 0;
 	reap_exited(pz);
-	for (size_t i = 0; i < pz->ntids; i++) {
-		pid_t tid = pz->tids[i];
+	for (uint32_t i = 0; i < pz->tids.n; i++) {
+		pid_t tid = pz->tids.v[i];
 		siginfo_t si;
-		if (in_set(pz->listen, pz->nlisten, tid) ||
-		    ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) != 0)
+		if (in_set(&pz->listen, tid) || ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) != 0)
 			continue;
 		int ev = si.si_signo == SIGTRAP ? (si.si_code >> 8) & 0xff : 0;
 		int st = 0x7f | (si.si_signo << 8) | (ev << 16);
@@ -507,14 +528,14 @@ static int housekeep(sp_pause *pz)
  * is detached by the kernel as this thread ends. */
 static void release_all(sp_pause *pz)
 {
-	for (size_t i = 0; i < pz->ntids;) {
-		if (ptrace(PTRACE_INTERRUPT, pz->tids[i], NULL, NULL) != 0 && errno == ESRCH)
-			drop_tid(pz, pz->tids[i]); /* gone, or no longer ours */
+	for (uint32_t i = 0; i < pz->tids.n;) {
+		if (ptrace(PTRACE_INTERRUPT, pz->tids.v[i], NULL, NULL) != 0 && errno == ESRCH)
+			drop_tid(pz, pz->tids.v[i]); /* gone, or no longer ours */
 		else
 			i++;
 	}
 	uint64_t end = sp_mono_ns() + RELEASE_NS;
-	while (pz->ntids && sp_mono_ns() < end) {
+	while (pz->tids.n && sp_mono_ns() < end) {
 		int st = 0;
 		pid_t w = next_stop(1, &st);
 		if (w < 0 && errno != EINTR)
@@ -602,8 +623,8 @@ static void pause_free(sp_pause *pz)
 		close(pz->wake[1]);
 	pthread_mutex_destroy(&pz->mu);
 	pthread_cond_destroy(&pz->cv);
-	sp_free(pz->tids);
-	sp_free(pz->listen);
+	sp_free(pz->tids.v);
+	sp_free(pz->listen.v);
 	sp_free(pz);
 }
 

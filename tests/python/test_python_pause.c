@@ -1,11 +1,12 @@
 /* Pausing CPython targets at their samples (opts.python_pause, record
  * --python-pause), on every CPython here: child processes and execs are
- * followed with whole chains; a wait on the target from the recorder's
- * process does not leave it stopped; a group stop stays a stop; a target
- * that cannot be traced is recorded unpaused under AUTO and refused under
- * REQUIRED. Every target must end with its own exit status: a trap that
- * reached it would kill it. test_python_shapes checks the paused shapes,
- * test_python_lifecycle a paused attach to threads. */
+ * followed with whole chains, and so are threads that start and end; a
+ * wait on the target from the recorder's process does not leave it
+ * stopped; a group stop stays a stop; a target that cannot be traced is
+ * recorded unpaused under AUTO and refused under REQUIRED. Every target
+ * must end with its own exit status: a trap that reached it would kill
+ * it. test_python_shapes checks the paused shapes, test_python_lifecycle a
+ * paused attach to threads. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +50,24 @@ static const char busy_script[] = "import sys, time\n"
                                   "        sum(i * i for i in range(1000))\n"
                                   "busy(float(sys.argv[1]))\n";
 
+/* 100 threads that wait, and 8 rounds of 16 threads that work and end:
+ * threads join and leave the traced set all through the recording.
+ * argv[1]: a file to write "ok" to when every thread ended. */
+static const char churn_script[] =
+        "import sys, threading\n"
+        "stop = threading.Event()\n"
+        "idle = [threading.Thread(target=stop.wait) for _ in range(100)]\n"
+        "for t in idle: t.start()\n"
+        "def work():\n"
+        "    for _ in range(20): sum(i * i for i in range(4000))\n"
+        "for r in range(8):\n"
+        "    ws = [threading.Thread(target=work) for _ in range(16)]\n"
+        "    for w in ws: w.start()\n"
+        "    for w in ws: w.join()\n"
+        "stop.set()\n"
+        "for t in idle: t.join()\n"
+        "open(sys.argv[1], 'w').write('ok')\n";
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -66,8 +85,8 @@ static void record_for(stackpulse_recorder *rec, double secs)
 }
 
 /* Samples of report --folded lines that contain @p name, and of those
- * whose chain is whole (no cut marker, a <module> root). */
-static void count(char *text, const char *name, long long *n, long long *whole)
+ * whose chain is whole (no cut marker, and @p root in it). */
+static void count(char *text, const char *name, const char *root, long long *n, long long *whole)
 {
 	*n = *whole = 0;
 	char *save = NULL;
@@ -77,9 +96,43 @@ static void count(char *text, const char *name, long long *n, long long *whole)
 			continue;
 		long long c = atoll(sp + 1);
 		*n += c;
-		if (!strstr(line, "[truncated]") && strstr(line, ";<module> ("))
+		if (!strstr(line, "[truncated]") && strstr(line, root))
 			*whole += c;
 	}
+}
+
+/* Records @p py running @p script (which writes "ok" to the file named by
+ * its first argument when all went as it should) paused at 499 Hz; returns
+ * report --folded's text, and fails the test when the mark is missing. */
+static char *record_paused(const char *py, const char *script, const char *tag)
+{
+	char cmd[1200], ok[600];
+	snprintf(ok, sizeof(ok), "%s/%s.ok", sp_test_tmpdir(), tag);
+	unlink(ok);
+	snprintf(cmd, sizeof(cmd), "%s %s %s", py, script, ok);
+	char *text = py_record_folded_with(tag, 499, "--python-pause=on", cmd, "");
+	char *mark = sp_test_read_file(ok, NULL);
+	if (!mark || strcmp(mark, "ok") != 0)
+		sp_test_fail(__FILE__, __LINE__, "%s: the paused target did not end as it should",
+		             py);
+	free(mark);
+	return text;
+}
+
+/* Fails the test unless @p name has @p min samples, 98% of them whole. */
+static void check_whole(char *text, const char *py, const char *name, const char *root,
+                        long long min)
+{
+	char *copy = strdup(text);
+	REQUIRE(copy != NULL);
+	long long n, whole;
+	count(copy, name, root, &n, &whole);
+	free(copy);
+	fprintf(stderr, "    %s paused: %s...): %lld samples, %lld whole\n", py, name, n, whole);
+	CHECK(n >= min);
+	if (whole * 100 < n * 98)
+		sp_test_fail(__FILE__, __LINE__, "%s: %s...): %lld of %lld whole", py, name, whole,
+		             n);
 }
 
 SP_TEST(paused_children_and_execs_are_followed_whole)
@@ -89,33 +142,32 @@ SP_TEST(paused_children_and_execs_are_followed_whole)
 	int slow = py_script_setup(&vs, "family.py", family_script, path, sizeof(path));
 	const char *names[] = { "forked (", "sub (", "spin (" };
 	for (int i = 0; i < vs.n; i++) {
-		char tag[32], cmd[1200], ok[600];
+		char tag[32];
 		snprintf(tag, sizeof(tag), "family%d", i);
-		snprintf(ok, sizeof(ok), "%s/family%d.ok", sp_test_tmpdir(), i);
-		unlink(ok);
-		snprintf(cmd, sizeof(cmd), "%s %s %s", vs.path[i], path, ok);
-		char *text = py_record_folded_with(tag, 499, "--python-pause=on", cmd, "");
-		char *mark = sp_test_read_file(ok, NULL);
-		if (!mark || strcmp(mark, "ok") != 0)
-			sp_test_fail(__FILE__, __LINE__,
-			             "%s: a child of the paused target did not end as it should",
-			             vs.path[i]);
-		free(mark);
-		for (int k = 0; k < 3; k++) {
-			char *copy = strdup(text);
-			REQUIRE(copy != NULL);
-			long long n, whole;
-			count(copy, names[k], &n, &whole);
-			free(copy);
-			fprintf(stderr, "    %s paused: %s...): %lld samples, %lld whole\n",
-			        vs.path[i], names[k], n, whole);
-			/* 0.2-0.3 s of CPU each at 499 Hz: about 100-150 samples
-			 * (spin: the child's and the parent's). */
-			CHECK(n >= (slow ? 5 : 60));
-			if (whole * 100 < n * 98)
-				sp_test_fail(__FILE__, __LINE__, "%s: %s...): %lld of %lld whole",
-				             vs.path[i], names[k], whole, n);
-		}
+		char *text = record_paused(vs.path[i], path, tag);
+		/* 0.2-0.3 s of CPU each at 499 Hz: about 100-150 samples (spin:
+		 * the child's and the parent's); children that did not end as
+		 * they should leave no mark. */
+		for (int k = 0; k < 3; k++)
+			check_whole(text, vs.path[i], names[k], ";<module> (", slow ? 5 : 60);
+		free(text);
+	}
+}
+
+/* Threads that start and end while the target is paused at its samples:
+ * each is traced from its birth and let go at its end, the target ends as
+ * it should, and the workers' chains are whole (rooted in the thread's
+ * bootstrap). */
+SP_TEST(paused_threads_come_and_go)
+{
+	py_versions vs;
+	char path[512];
+	int slow = py_script_setup(&vs, "churn.py", churn_script, path, sizeof(path));
+	for (int i = 0; i < vs.n; i++) {
+		char tag[32];
+		snprintf(tag, sizeof(tag), "churn%d", i);
+		char *text = record_paused(vs.path[i], path, tag);
+		check_whole(text, vs.path[i], ";work (", "_bootstrap (", slow ? 5 : 60);
 		free(text);
 	}
 }
