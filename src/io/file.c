@@ -17,55 +17,157 @@
 #include "common/alloc.h"
 #include "common/error.h"
 
+#define WALK_MAX_DEPTH 256 /* Directories below the root. */
+#define WALK_MAX_LINKS 40  /* Symlinks followed, as the kernel's limit. */
+
+/* RESOLVE_IN_ROOT by hand, for kernels without openat2 (before 5.6): each
+ * component is opened O_PATH without following symlinks. A symlink's text
+ * replaces it in the rest of the path (an absolute one restarts at the
+ * root); ".." returns to the directory the walk came from, checked to be
+ * the same inode (a directory moved out meanwhile must not take the walk
+ * with it), and stays put at the root. Returns an O_PATH descriptor, or
+ * -1 with errno. */
+static int walk_in_root(int dirfd, const char *path, int nofollow)
+{
+	char rest[PATH_MAX], link[PATH_MAX];
+	size_t plen = strlen(path);
+	if (plen >= sizeof(rest)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(rest, path, plen + 1);
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	int root = openat(dirfd, ".", O_PATH | O_CLOEXEC | O_DIRECTORY);
+	if (root < 0)
+		return -1;
+	int cur = fcntl(root, F_DUPFD_CLOEXEC, 0), e = 0;
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} ids[WALK_MAX_DEPTH];
+	unsigned depth = 0, links = 0;
+	size_t pos = 0;
+	if (cur < 0 || fstat(root, &st) != 0)
+		e = errno;
+	ids[0].dev = st.st_dev;
+	ids[0].ino = st.st_ino;
+	while (!e) {
+		while (rest[pos] == '/')
+			pos++;
+		if (!rest[pos]) {
+			close(root);
+			return cur;
+		}
+		char comp[NAME_MAX + 1];
+		size_t n = strcspn(rest + pos, "/");
+		if (n > NAME_MAX) {
+			e = ENAMETOOLONG;
+			break;
+		}
+		memcpy(comp, rest + pos, n);
+		comp[n] = '\0';
+		pos += n;
+		int last = rest[pos + strspn(rest + pos, "/")] == '\0';
+		if (strcmp(comp, ".") == 0)
+			continue;
+		if (strcmp(comp, "..") == 0) {
+			if (depth == 0)
+				continue;
+			int up = openat(cur, "..", O_PATH | O_CLOEXEC | O_DIRECTORY);
+			if (up < 0 || fstat(up, &st) != 0) {
+				e = errno;
+			} else if (st.st_dev != ids[depth - 1].dev ||
+			           st.st_ino != ids[depth - 1].ino) {
+				e = EXDEV;
+			} else {
+				close(cur);
+				cur = up;
+				depth--;
+				continue;
+			}
+			if (up >= 0)
+				close(up);
+			break;
+		}
+		int next = openat(cur, comp, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+		if (next < 0 || fstat(next, &st) != 0) {
+			e = errno;
+			if (next >= 0)
+				close(next);
+			break;
+		}
+		if (S_ISLNK(st.st_mode) && !(last && nofollow)) {
+			ssize_t len = readlinkat(next, "", link, sizeof(link));
+			close(next);
+			size_t tail = strlen(rest + pos);
+			if (len < 0)
+				e = errno;
+			else if (++links > WALK_MAX_LINKS)
+				e = ELOOP;
+			else if ((size_t)len + 1 + tail >= sizeof(rest))
+				e = ENAMETOOLONG;
+			if (e)
+				break;
+			memmove(rest + len + 1, rest + pos, tail + 1);
+			memcpy(rest, link, (size_t)len);
+			rest[len] = '/';
+			pos = 0;
+			if (link[0] == '/') {
+				close(cur);
+				cur = fcntl(root, F_DUPFD_CLOEXEC, 0);
+				depth = 0;
+				if (cur < 0)
+					e = errno;
+			}
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			if (depth + 1 >= WALK_MAX_DEPTH) {
+				close(next);
+				e = ENAMETOOLONG;
+				break;
+			}
+			depth++;
+			ids[depth].dev = st.st_dev;
+			ids[depth].ino = st.st_ino;
+		} else if (!last) {
+			close(next);
+			e = ENOTDIR;
+			break;
+		}
+		close(cur);
+		cur = next;
+	}
+	if (cur >= 0)
+		close(cur);
+	close(root);
+	errno = e;
+	return -1;
+}
+
 /* Opens @p path O_PATH with a given resolution; -1 with errno on failure. */
 static int open_path(int dirfd, const char *path, unsigned flags)
 {
 	int nofollow = flags & SP_FILE_NOFOLLOW ? O_NOFOLLOW : 0;
 	if (!(flags & SP_FILE_IN_ROOT))
 		return openat(dirfd, path, O_PATH | O_CLOEXEC | nofollow);
-	struct open_how how;
-	memset(&how, 0, sizeof(how));
-	how.flags = (uint64_t)(O_PATH | O_CLOEXEC | nofollow);
-	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-	for (int tries = 0; tries < 4; tries++) {
-		long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-		if (fd >= 0)
-			return (int)fd;
-		if (errno != EAGAIN) /* EAGAIN: a rename raced the lookup. */
-			break;
-	}
-	if (errno != ENOSYS)
-		return -1;
-	/* No openat2 (before Linux 5.6): walk the components without following
-	 * any symlink, and never above the root. */
-	int cur = openat(dirfd, ".", O_PATH | O_CLOEXEC | O_DIRECTORY);
-	const char *p = path;
-	while (cur >= 0) {
-		while (*p == '/')
-			p++;
-		if (!*p)
-			return cur;
-		char comp[NAME_MAX + 1];
-		size_t n = strcspn(p, "/");
-		if (n > NAME_MAX || (n == 2 && p[0] == '.' && p[1] == '.')) {
-			close(cur);
-			errno = n > NAME_MAX ? ENAMETOOLONG : EXDEV;
-			return -1;
+	if (!(flags & SP_FILE_WALK)) {
+		struct open_how how;
+		memset(&how, 0, sizeof(how));
+		how.flags = (uint64_t)(O_PATH | O_CLOEXEC | nofollow);
+		how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+		for (int tries = 0; tries < 4; tries++) {
+			long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+			if (fd >= 0)
+				return (int)fd;
+			if (errno != EAGAIN) /* EAGAIN: a rename raced the lookup. */
+				break;
 		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		p += n;
-		int next = openat(cur, comp, O_PATH | O_CLOEXEC | O_NOFOLLOW);
-		close(cur);
-		struct stat st;
-		if (next >= 0 && (fstat(next, &st) != 0 || S_ISLNK(st.st_mode))) {
-			close(next);
-			errno = ELOOP;
+		if (errno != ENOSYS)
 			return -1;
-		}
-		cur = next;
 	}
-	return -1;
+	return walk_in_root(dirfd, path, nofollow);
 }
 
 int sp_file_open_at(int dirfd, const char *path, unsigned flags, uint64_t max_size,

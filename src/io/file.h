@@ -13,9 +13,13 @@
 enum sp_file_open_flag {
 	SP_FILE_NOFOLLOW = 1u << 0, /* Refuse a symlink as the last component. */
 	/* Resolve the path with the directory as its root: absolute symlinks
-	 * and ".." stay inside it, magic links (/proc/PID/...) are refused.
-	 * openat2 RESOLVE_IN_ROOT; without openat2, any symlink is refused. */
+	 * and ".." stay inside it, magic links (/proc/PID/...) are not
+	 * followed. openat2 RESOLVE_IN_ROOT; without openat2 (before Linux
+	 * 5.6) a walk of the components that resolves symlinks by their text. */
 	SP_FILE_IN_ROOT = 1u << 1,
+	/* With SP_FILE_IN_ROOT: take the walk even where openat2 exists (the
+	 * tests check that both resolve alike). */
+	SP_FILE_WALK = 1u << 2,
 };
 
 /* The identity a file must have; a zero field is not checked. */
