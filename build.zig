@@ -157,7 +157,7 @@ pub fn build(b: *std.Build) void {
     const vg: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_model = .baseline }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod, .curl = ctx.curl };
     const vg_pure = addLib(vg, "stackpulse-pure", .static, pure_test_srcs);
     const vg_full = addLib(vg, "stackpulse", .static, all_srcs);
-    const valgrind = testRunner(b, root, bin_dir, &.{"--wrap=valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99"});
+    const valgrind = testRunner(b, root, bin_dir, &.{"--wrap=valgrind -q --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 --suppressions=tests/valgrind.supp"});
     for (test_lists.pure) |src| valgrind.addArtifactArg(addTest(vg, src, vg_pure, .pure));
     for (test_lists.os) |src| valgrind.addArtifactArg(addTest(vg, src, vg_full, .oracle));
     for (harnesses) |name| valgrind.addArtifactArg(addReplay(vg, name, vg_pure, .pure));

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -242,16 +243,20 @@ static int arm(sp_pause *pz)
 
 /* Starts the waker: a copy of this process, child of this thread, that
  * stops itself every TICK_NS (the tracer then looks after its threads,
- * see housekeep) and once more when wake[1] closes. Its stops are what
- * wake the tracer's blocking wait, which nothing else could without a
- * signal handler. It has no exit signal: it never shows to a plain
- * wait(). */
+ * see housekeep) and, once wake[1] closes, stops until it is killed. Its
+ * stops are what wake the tracer's blocking wait, which nothing else could
+ * without a signal handler. The stop that ends the tracer must be one it
+ * sees: sp_pause_stop's SIGCONT can take back a stop before the tracer
+ * waits for it (a continued stop is no longer reported), so the waker
+ * stops again rather than exit, which would go unseen. It has no exit
+ * signal (it never shows to a plain wait()) and dies with this thread. */
 static int start_waker(sp_pause *pz)
 {
 	if (pipe2(pz->wake, O_CLOEXEC) != 0) {
 		pz->wake[0] = pz->wake[1] = -1;
 		return sp_error(-errno, "pipe2 failed");
 	}
+	long parent = syscall(SYS_getpid);
 	long c = syscall(SYS_clone, 0L, 0L, 0L, 0L, 0L);
 	if (c < 0) {
 		int e = errno;
@@ -264,6 +269,9 @@ static int start_waker(sp_pause *pz)
 		/* System calls only, as after fork in a threaded process; no
 		 * descriptor of the recorder's process stays open in here. */
 		int keep = pz->wake[0];
+		syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0L, 0L, 0L);
+		if (syscall(SYS_getppid) != parent)
+			syscall(SYS_exit_group, 0); /* the recorder is already gone */
 		if (keep > 0)
 			syscall(SYS_close_range, 0u, (unsigned)keep - 1u, 0u);
 		syscall(SYS_close_range, (unsigned)keep + 1u, ~0u, 0u);
@@ -277,7 +285,8 @@ static int start_waker(sp_pause *pz)
 			if (r > 0 || (r < 0 && errno != EINTR))
 				break; /* the recorder is done, or gone */
 		}
-		syscall(SYS_exit_group, 0);
+		for (;;)
+			syscall(SYS_kill, self, SIGSTOP);
 	}
 	pz->waker = (pid_t)c;
 	close(pz->wake[0]);
