@@ -181,9 +181,9 @@ SP_TEST(rotation_puts_every_sample_in_exactly_one_window)
 	fprintf(stderr, "    %d windows (%d before finish), %llu samples\n", log.n,
 	        closed_before_finish, (unsigned long long)rs.samples);
 	REQUIRE(log.n >= 5 && log.n < MAX_WINDOWS);
-	/* Windows close while recording, not all at finish: 5-6 of them
-	 * normally, 3 when the recorder runs under valgrind and lags. */
-	CHECK(closed_before_finish >= 2);
+	/* Windows close while recording, not all at finish: 5-6 of them;
+	 * under valgrind the recorder lags (3 seen), so 1 proves it there. */
+	CHECK(closed_before_finish >= (sp_test_under_valgrind() ? 1 : 4));
 	CHECK_EQ(dir_entries(dir), log.n);
 
 	/* Gone: each window must symbolize from its own embedded tables. */
