@@ -565,7 +565,10 @@ def render(d, bench):
           "that ran Python code: all but those with no Python frame and no cut marker (a whole "
           "native stack with no eval-loop activation: start-up before the first frame, "
           "finalization, which py-spy mostly does not sample); *in a phase* the share that names a phase "
-          "function. Phase shares are over the samples in a phase; *max Δ* is the largest "
+          "function. Phase shares are over the samples in a phase; the *CPU time* row gives "
+          "the phases' shares of the thread CPU time the workload measured itself "
+          "(`time.thread_time()` around each phase, all runs of the three tools): "
+          "what a CPU profile should show; *max Δ* is the largest "
           "difference from py-spy's share of any innermost Python function (≥ 2% in either), "
           "over the samples of all runs pooled, ± one standard deviation of that difference "
           "from sampling alone (two independent estimates of the same share differ by about "
@@ -577,6 +580,14 @@ def render(d, bench):
         for label, E in ps.items():
             for hz in ("199", "999"):
                 spy = E.get("pyspy@" + hz) or []
+                # The workload's own thread CPU time per phase, over the runs
+                # of all three tools: what a CPU profile should show.
+                pc = [x["phase_cpu"] for t in ("pyspy", "sp", "spnopause")
+                      for x in E.get("%s@%s" % (t, hz)) or [] if x.get("phase_cpu")]
+                tot = [sum(x[k] for x in pc) for k in range(3)]
+                if pc and sum(tot) > 0:
+                    w("| %s | %s | CPU time (the workload's own) | — | — | — | — | %s | — | — |" % (
+                        label, hz, " | ".join("%.3f" % (t / sum(tot)) for t in tot)))
                 for tool in ("pyspy", "sp", "spnopause"):
                     xs = E.get("%s@%s" % (tool, hz)) or []
                     if not xs:

@@ -319,6 +319,7 @@ class Bench:
         except (OSError, ValueError):
             raise RuntimeError("%s on %s: the workload wrote no report (%s)" % (tool, wl, tail(err, 300)))
         res = {"iter": int(re.sub(r".*-", "", tag)) if re.search(r"-\d+$", tag) else None,
+               "phase_cpu": vals[3:6] if len(vals) >= 6 else None,
                "wall": wall, "tcpu": tcpu, "oncpu_wall": wall - rqw if rqw is not None else None, "rec_cpu": max(r.cpu - tcpu, 0.0) if tool != "base" else 0.0,
                "rec_maxrss_kb": r.maxrss_kb}
         if out:
