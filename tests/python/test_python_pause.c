@@ -231,6 +231,22 @@ SP_TEST(a_wait_on_the_target_does_not_hold_it)
 	}
 }
 
+/* User + system CPU clock ticks of process @p pid (/proc/PID/stat), or -1. */
+static long long cpu_ticks(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char *text = sp_test_read_file(path, NULL);
+	const char *p = text ? strrchr(text, ')') : NULL;
+	long long ut = -1, st = -1;
+	/* After the name: state, then fields 4-13, then utime and stime. */
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st) != 2)
+		ut = st = -1;
+	free(text);
+	return ut < 0 ? -1 : ut + st;
+}
+
 /* SIGSTOP stops a paused target as it stops any process, and SIGCONT
  * resumes it: the tracer keeps a group stop a stop. */
 SP_TEST(a_group_stop_stays_a_stop)
@@ -258,13 +274,26 @@ SP_TEST(a_group_stop_stays_a_stop)
 		free(s);
 	}
 	CHECK(stopped);
-	/* Held for a while: it stays stopped and is not sampled. The samples
-	 * taken before the stop are drained first (slower under ASan). */
-	record_for(rec, 0.2);
+	/* Held for a while: it stays stopped (its CPU time stands still) and
+	 * is not sampled. The samples taken before the stop are drained first,
+	 * until their count stops growing (slower under ASan, or on a loaded
+	 * machine). */
 	struct stackpulse_recorder_stats a = { .sz = sizeof(a) }, b = { .sz = sizeof(b) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &a));
+	uint64_t last = UINT64_MAX;
+	for (t = now_s(); now_s() < t + 5;) {
+		record_for(rec, 0.1);
+		CHECK_OK(stackpulse_recorder_stats(rec, &a));
+		if (a.samples == last)
+			break;
+		last = a.samples;
+	}
+	long long cpu0 = cpu_ticks(pid);
 	record_for(rec, 0.3);
+	long long cpu1 = cpu_ticks(pid);
 	CHECK_OK(stackpulse_recorder_stats(rec, &b));
+	fprintf(stderr, "    held: %llu samples before, %llu after; CPU ticks %lld -> %lld\n",
+	        (unsigned long long)a.samples, (unsigned long long)b.samples, cpu0, cpu1);
+	CHECK(cpu0 >= 0 && cpu1 <= cpu0 + 1);
 	CHECK(b.samples <= a.samples + 2);
 	REQUIRE_EQ(kill(pid, SIGCONT), 0);
 	for (t = now_s(); stackpulse_recorder_process_is_active(rec, 0) && now_s() < t + 30;)
