@@ -231,6 +231,20 @@ SP_TEST(a_wait_on_the_target_does_not_hold_it)
 	}
 }
 
+/* Starts @p py on busy_script at @p script for @p secs of CPU, not under
+ * a recorder; returns its pid once it had 0.2 s to start. */
+static pid_t start_busy(const char *py, const char *script, const char *secs)
+{
+	pid_t pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		execl(py, py, script, secs, (char *)NULL);
+		_exit(127);
+	}
+	usleep(200000);
+	return pid;
+}
+
 /* User + system CPU clock ticks of process @p pid (/proc/PID/stat), or -1. */
 static long long cpu_ticks(pid_t pid)
 {
@@ -313,13 +327,7 @@ SP_TEST(paused_recordings_finish_promptly_and_let_go)
 	py_versions vs;
 	char path[512], spool[600];
 	int slow = py_script_setup(&vs, "busy_cycles.py", busy_script, path, sizeof(path));
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
-	if (pid == 0) {
-		execl(vs.path[0], vs.path[0], path, "60", (char *)NULL);
-		_exit(127);
-	}
-	usleep(200000);
+	pid_t pid = start_busy(vs.path[0], path, "60");
 	snprintf(spool, sizeof(spool), "%s/cycles.spool", sp_test_tmpdir());
 	double worst = 0;
 	int cycles = slow ? 5 : 40;
@@ -356,13 +364,7 @@ SP_TEST(a_traced_target_is_recorded_unpaused_or_refused)
 	py_versions vs;
 	char path[512], spool[600];
 	py_script_setup(&vs, "busy_traced.py", busy_script, path, sizeof(path));
-	pid_t pid = fork();
-	REQUIRE(pid >= 0);
-	if (pid == 0) {
-		execl(vs.path[0], vs.path[0], path, "30", (char *)NULL);
-		_exit(127);
-	}
-	usleep(100000);
+	pid_t pid = start_busy(vs.path[0], path, "30");
 	REQUIRE_EQ(ptrace(PTRACE_SEIZE, pid, NULL, NULL), 0);
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 499;
