@@ -123,6 +123,9 @@ pub fn build(b: *std.Build) void {
     check_step.dependOn(&shared_lib.step);
     check_step.dependOn(&pure_lib.step);
 
+    // -Dtests=a,b runs only the test binaries whose name contains a or b
+    // (a developer's shortcut; CI runs them all).
+    const only = b.option([]const u8, "tests", "Comma-separated substrings: run only the test binaries whose name contains one");
     var test_exes: std.ArrayList(*std.Build.Step.Compile) = .empty;
     for (test_lists.pure) |src|
         test_exes.append(b.allocator, addTest(ctx, src, pure_lib, .pure)) catch @panic("OOM");
@@ -138,7 +141,7 @@ pub fn build(b: *std.Build) void {
     const exports = exportsCheck(b, shared_lib);
 
     const run_tests = testRunner(b, root, bin_dir, run_wrap);
-    for (test_exes.items) |exe| run_tests.addArtifactArg(exe);
+    for (test_exes.items) |exe| if (selected(only, exe.name)) run_tests.addArtifactArg(exe);
     for (example_installs.items) |s| run_tests.step.dependOn(s);
     const test_step = b.step("test", "Run unit/integration tests, replay the fuzz corpus, check exports");
     test_step.dependOn(&exports.step);
@@ -611,6 +614,14 @@ fn addProgram(ctx: Ctx, name: []const u8, srcs: []const []const u8, lib: *std.Bu
 }
 
 /// "tests/format/test_spool.c" -> "format_test_spool".
+/// True when @p name contains one of the comma-separated @p only (or no filter).
+fn selected(only: ?[]const u8, name: []const u8) bool {
+    const list = only orelse return true;
+    var it = std.mem.tokenizeScalar(u8, list, ',');
+    while (it.next()) |want| if (std.mem.indexOf(u8, name, want) != null) return true;
+    return false;
+}
+
 fn testName(b: *std.Build, src: []const u8) []const u8 {
     const dir = std.fs.path.basename(std.fs.path.dirname(src) orelse ".");
     return b.fmt("{s}_{s}", .{ dir, std.fs.path.stem(src) });
