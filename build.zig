@@ -613,7 +613,6 @@ fn addProgram(ctx: Ctx, name: []const u8, srcs: []const []const u8, lib: *std.Bu
     return ctx.b.addExecutable(.{ .name = name, .root_module = m });
 }
 
-/// "tests/format/test_spool.c" -> "format_test_spool".
 /// True when @p name contains one of the comma-separated @p only (or no filter).
 fn selected(only: ?[]const u8, name: []const u8) bool {
     const list = only orelse return true;
@@ -622,6 +621,7 @@ fn selected(only: ?[]const u8, name: []const u8) bool {
     return false;
 }
 
+/// "tests/format/test_spool.c" -> "format_test_spool".
 fn testName(b: *std.Build, src: []const u8) []const u8 {
     const dir = std.fs.path.basename(std.fs.path.dirname(src) orelse ".");
     return b.fmt("{s}_{s}", .{ dir, std.fs.path.stem(src) });
