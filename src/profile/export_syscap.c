@@ -95,7 +95,7 @@ static int64_t to_i64(uint64_t v)
 static size_t clean(char *dst, size_t cap, const char *s, int kernel)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	size_t left = strlen(s), n = 0;
+	size_t left = strnlen(s, cap + 4), n = 0; /* Names can be 60 KB: read what fits. */
 	while (left > 0) {
 		size_t k = sp_utf8_seq(u, left);
 		if (k == 0 || k == 1) {
@@ -422,7 +422,7 @@ static int msg_add(sc *x, size_t *len, const char *s, size_t keep)
 	char *m = (char *)x->f + 96;
 	size_t n = clean(m + *len, SC_MAX_TEXT - keep - *len, s, 0);
 	*len += n;
-	return n == strlen(s); /* clean() writes a byte per byte it reads. */
+	return s[n] == '\0'; /* clean() writes a byte per byte it reads. */
 }
 
 /* An off-CPU interval: MARK "stackpulse" / "off-CPU" lasting its value, with
