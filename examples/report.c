@@ -1,7 +1,7 @@
 /* report: read a spool and print or export it.
  *
  *   report FILE [--follow] [--folded | --top N | --threads | --pprof OUT | --firefox OUT
- *               | --svg OUT | --otlp-file OUT | --push URL | --otlp URL]
+ *               | --svg OUT | --syscap OUT | --otlp-file OUT | --push URL | --otlp URL]
  *               [--time=samples|cpu|off|wall]
  *               [--pid] [--tid] [--thread-names] [--lines]
  *               [--no-inline] [--python-only] [--addresses]
@@ -12,7 +12,7 @@
  * counts (on-CPU, off-CPU, both); a spool recorded with off-CPU intervals
  * defaults to wall, others to samples. --folded prints folded stacks to stdout; --top N prints the
  * N hottest functions; --threads prints one row per thread; --pprof,
- * --firefox, --svg and --otlp-file write a file; --push sends the profile
+ * --firefox, --svg, --syscap (Sysprof) and --otlp-file write a file; --push sends the profile
  * to a Pyroscope server and --otlp to an OpenTelemetry collector
  * (docs/continuous.md). --pid, --tid and --thread-names split
  * stacks and functions by process or thread (the table, --top, --folded,
@@ -46,6 +46,7 @@ enum mode {
 	M_PPROF,
 	M_FIREFOX,
 	M_SVG,
+	M_SYSCAP,
 	M_OTLP_FILE,
 	M_PUSH_PYROSCOPE,
 	M_PUSH_OTLP
@@ -60,7 +61,7 @@ static void usage(FILE *f)
 	        "usage: report FILE [--follow] [--folded | --top N | --threads | --pprof OUT | "
 	        "--firefox OUT "
 	        "| --svg OUT\n"
-	        "                   | --otlp-file OUT | --push URL | --otlp URL]\n"
+	        "                   | --syscap OUT | --otlp-file OUT | --push URL | --otlp URL]\n"
 	        "                   [--pid] [--tid] [--thread-names] [--lines] [--no-inline]\n"
 	        "                   [--python-only] [--addresses] [--app NAME] [--label K=V]...\n"
 	        "                   [--time=samples|cpu|off|wall]\n"
@@ -73,6 +74,7 @@ static void usage(FILE *f)
 	        "  --pprof OUT     gzip'd profile.proto for `go tool pprof`\n"
 	        "  --firefox OUT   JSON for https://profiler.firefox.com\n"
 	        "  --svg OUT       interactive SVG flame graph\n"
+	        "  --syscap OUT    Sysprof capture (samples, off-CPU marks) for `sysprof OUT`\n"
 	        "  --otlp-file OUT OTLP profiles request (protobuf) in a file\n"
 	        "  --push URL      send to a Pyroscope server (URL/ingest)\n"
 	        "  --otlp URL      send to an OTLP/HTTP collector (URL/v1development/profiles)\n"
@@ -506,6 +508,9 @@ static int check_combination(enum mode mode, uint32_t export_flags)
 	else if (mode == M_FIREFOX && (export_flags & (split | STACKPULSE_EXPORT_LINES)))
 		why = "--firefox keeps threads and lines apart by itself; --pid, --tid, "
 		      "--thread-names and --lines have no meaning with it";
+	else if (mode == M_SYSCAP && (export_flags & (split | STACKPULSE_EXPORT_LINES)))
+		why = "--syscap keeps threads apart by itself and Sysprof shows no lines; --pid, "
+		      "--tid, --thread-names and --lines have no meaning with it";
 	else if (mode == M_PPROF && (export_flags & STACKPULSE_EXPORT_LINES))
 		why = "--pprof always carries lines (see `go tool pprof -lines`); --lines has no "
 		      "meaning with it";
@@ -555,7 +560,8 @@ int main(int argc, char **argv)
 			mode = a[2] == 'f' ? M_FOLDED : M_THREADS;
 			modes++;
 		} else if (strcmp(a, "--top") == 0 || strcmp(a, "--pprof") == 0 ||
-		           strcmp(a, "--firefox") == 0 || strcmp(a, "--svg") == 0) {
+		           strcmp(a, "--firefox") == 0 || strcmp(a, "--svg") == 0 ||
+		           strcmp(a, "--syscap") == 0) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "report: %s needs an argument\n", a);
 				return 2;
@@ -575,7 +581,10 @@ int main(int argc, char **argv)
 				mode = M_TOP;
 			} else {
 				out_path = v;
-				mode = a[2] == 'p' ? M_PPROF : a[2] == 'f' ? M_FIREFOX : M_SVG;
+				mode = a[2] == 'p'                  ? M_PPROF
+				       : a[2] == 'f'                ? M_FIREFOX
+				       : strcmp(a, "--syscap") == 0 ? M_SYSCAP
+				                                    : M_SVG;
 			}
 		} else if (strcmp(a, "--pid") == 0) {
 			export_flags |= STACKPULSE_EXPORT_PID;
@@ -629,7 +638,7 @@ int main(int argc, char **argv)
 	}
 	if (modes > 1) {
 		fprintf(stderr, "report: choose one of --folded, --top, --threads, --pprof, "
-		                "--firefox, --svg, --otlp-file, --push, --otlp\n");
+		                "--firefox, --svg, --syscap, --otlp-file, --push, --otlp\n");
 		return 2;
 	}
 	if ((app || nlabels) && mode != M_PUSH_PYROSCOPE && mode != M_PUSH_OTLP &&
@@ -816,10 +825,12 @@ int main(int argc, char **argv)
 	case M_PPROF:
 	case M_FIREFOX:
 	case M_SVG:
+	case M_SYSCAP:
 	case M_OTLP_FILE: {
 		enum stackpulse_export_format fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
 		                                    : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
 		                                    : mode == M_SVG     ? STACKPULSE_EXPORT_SVG
+		                                    : mode == M_SYSCAP  ? STACKPULSE_EXPORT_SYSCAP
 		                                                        : STACKPULSE_EXPORT_OTLP;
 		rc = stackpulse_export_to_path(prof, fmt, &eo, out_path);
 		if (rc) {

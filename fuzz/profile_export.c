@@ -1,8 +1,11 @@
 /* Fuzz target: untrusted spool bytes -> decode -> profile (no symbolizer) ->
  * every exporter into a counting sink. Exports may fail (ELIMIT, a full
  * sink); they must not crash, and their memory must stay bounded by the
- * profile (fuzz-smoke runs this with -rss_limit_mb). Links the full library:
- * the exporters live in src/profile. */
+ * profile (fuzz-smoke runs this with -rss_limit_mb). A Sysprof capture is
+ * also walked frame by frame as libsysprof-capture's reader does: each
+ * frame 8-aligned, 24..65528 bytes, of a known type, and the frames end
+ * where the output ends. Links the full library: the exporters live in
+ * src/profile. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +36,50 @@ static int count(void *ctx, const void *data, size_t len)
 	return s->bytes > SINK_MAX ? -28 /* -ENOSPC */ : 0;
 }
 
+/* Follows the frame lengths of a Sysprof capture across write blocks. */
+typedef struct capture {
+	uint64_t bytes, next; /* Bytes seen; offset of the next frame. */
+	uint8_t head[24];     /* The frame header being read. */
+	uint64_t frames;
+} capture;
+
+static int walk(void *ctx, const void *data, size_t len)
+{
+	capture *c = ctx;
+	const uint8_t *b = data;
+	ENSURE(data != NULL || len == 0);
+	ENSURE(len <= 65536);
+	for (size_t i = 0; i < len; i++) {
+		uint64_t at = c->bytes + i;
+		if (at < 256) {
+			static const uint8_t magic[4] = { 0x5e, 0x97, 0xca, 0xfd };
+			ENSURE(at >= 4 || b[i] == magic[at]);
+			continue;
+		}
+		if (at < c->next || at - c->next >= 24)
+			continue;
+		c->head[at - c->next] = b[i];
+		if (at - c->next == 23) {
+			uint32_t flen = c->head[0] | (uint32_t)c->head[1] << 8;
+			ENSURE(flen >= 24 && flen % 8 == 0 && flen <= 65528);
+			ENSURE(c->head[16] >= 1 && c->head[16] <= 15); /* type */
+			c->next += flen;
+			c->frames++;
+		}
+	}
+	c->bytes += len;
+	return c->bytes > SINK_MAX ? -28 /* -ENOSPC */ : 0;
+}
+
+static void export_syscap(const stackpulse_profile *p)
+{
+	capture c = { 0, 256, { 0 }, 0 };
+	int rc = stackpulse_export(p, STACKPULSE_EXPORT_SYSCAP, NULL, walk, &c);
+	ENSURE(rc <= 0);
+	/* A complete capture: the header and whole frames, nothing after. */
+	ENSURE(rc != 0 || (c.bytes >= 256 && c.next == c.bytes));
+}
+
 static void export_one(const uint8_t *data, size_t size)
 {
 	stackpulse_spool *spool = NULL;
@@ -59,6 +106,7 @@ static void export_one(const uint8_t *data, size_t size)
 			/* Only folded output may be empty (a profile without samples). */
 			ENSURE(rc != 0 || s.bytes > 0 || fmt == STACKPULSE_EXPORT_FOLDED);
 		}
+		export_syscap(p);
 		stackpulse_profile_free(p);
 	}
 	stackpulse_spool_close(spool);

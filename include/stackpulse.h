@@ -1381,6 +1381,9 @@ enum stackpulse_export_format {
 	STACKPULSE_EXPORT_SVG = 4,     /**< Interactive SVG flame graph. */
 	STACKPULSE_EXPORT_OTLP = 5,    /**< OTLP profiles (v1development)
 	                                *   ExportProfilesServiceRequest, protobuf. */
+	/** Sysprof capture (`.syscap`, libsysprof-capture format 1, as
+	 *  Sysprof 3.46 opens it). Added after 0.2.0. */
+	STACKPULSE_EXPORT_SYSCAP = 6,
 };
 
 /** Exporter flags. */

@@ -101,6 +101,7 @@ pub const profile = [_][]const u8{
     "src/profile/export_svg.c",
     "src/profile/export_pprof.c",
     "src/profile/export_firefox.c",
+    "src/profile/export_syscap.c",
     "src/profile/proto.c",
     "src/profile/proto_tables.c",
     "src/profile/export_otlp.c",

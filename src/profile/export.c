@@ -225,6 +225,7 @@ int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format
 	case STACKPULSE_EXPORT_FIREFOX: rc = sp_export_firefox(p, &o, out); break;
 	case STACKPULSE_EXPORT_SVG: rc = sp_export_svg(p, &o, out); break;
 	case STACKPULSE_EXPORT_OTLP: rc = sp_export_otlp(p, &o, out); break;
+	case STACKPULSE_EXPORT_SYSCAP: rc = sp_export_syscap(p, &o, out); break;
 	default: rc = sp_error(-EINVAL, "export: unknown format %d", (int)format); break;
 	}
 	if (!rc)
@@ -241,7 +242,7 @@ int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_expor
 	SP_API_ENTRY();
 	if (!path || !p)
 		return sp_error(-EINVAL, "export: path or profile is NULL");
-	if ((int)format < STACKPULSE_EXPORT_FOLDED || (int)format > STACKPULSE_EXPORT_OTLP)
+	if ((int)format < STACKPULSE_EXPORT_FOLDED || (int)format > STACKPULSE_EXPORT_SYSCAP)
 		return sp_error(-EINVAL, "export: unknown format %d", (int)format);
 	/* Written beside @p path and renamed onto it when complete: a symlink
 	 * or hard link planted at @p path is replaced, never written through,

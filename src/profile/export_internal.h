@@ -126,5 +126,7 @@ int sp_export_otlp(const struct stackpulse_profile *p, const stackpulse_export_o
 int sp_export_check_labels(const char *const *labels, size_t n);
 int sp_export_firefox(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
                       sp_out *out);
+int sp_export_syscap(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
+                     sp_out *out);
 
 #endif

@@ -804,6 +804,7 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(spool);
 	p->start_wall_ns = meta->start_time_ns;
+	p->start_mono_ns = meta->start_clock_ns;
 	p->frequency = meta->frequency;
 	rc = sp_profile_intern(p, meta->event, &p->event);
 	if (!rc)

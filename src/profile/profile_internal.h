@@ -52,6 +52,7 @@ struct stackpulse_profile {
 
 	/* Recording facts the exporters print. */
 	uint64_t start_wall_ns; /* Wall clock at recording start. */
+	uint64_t start_mono_ns; /* Sample clock at recording start (0: unknown). */
 	uint64_t first_ns;      /* Earliest kept sample time (perf clock). */
 	uint64_t last_ns;       /* Latest kept sample time. */
 	uint32_t frequency;     /* Requested Hz (0 when unknown). */

@@ -325,6 +325,8 @@ SP_TEST(allocation_failure_at_every_site)
 		r = sweep(names[f], op_export, (void *)(intptr_t)f);
 		total += r.calls, points += r.points;
 	}
+	r = sweep("export syscap", op_export, (void *)(intptr_t)STACKPULSE_EXPORT_SYSCAP);
+	total += r.calls, points += r.points;
 	stackpulse_profile_free(g_profile);
 	stackpulse_symbolizer_free(sym);
 	stackpulse_spool_close(g_open);
