@@ -149,6 +149,7 @@ struct windows {
 	size_t queued; /* Items in the queue. */
 	int done;      /* Recording finished: push what is queued, then stop. */
 	int push;      /* --push or --otlp given. */
+	int off_cpu;   /* --off-cpu: a window may hold intervals only. */
 	stackpulse_push_opts pu;
 	uint32_t count;   /* Windows closed. */
 	uint64_t samples; /* Samples of the whole recording (last window's total). */
@@ -168,7 +169,7 @@ static void on_window(void *ctx, const struct stackpulse_window *win)
 	ws->bytes += win->bytes;
 	if (!ws->push)
 		return;
-	if (win->samples == 0) {
+	if (win->samples == 0 && !ws->off_cpu) { /* Else push_window looks for intervals. */
 		fprintf(stderr, "record: window %u (%s) has no samples; not pushed\n", win->index,
 		        win->path);
 		return;
@@ -207,8 +208,10 @@ static void on_window(void *ctx, const struct stackpulse_window *win)
 }
 
 /* Reads a window spool back, symbolizes it and pushes it, as
- * `report FILE --push URL` does. 0 or an error (printed). */
-static int push_window(const char *path, const stackpulse_push_opts *pu, uint64_t *samples)
+ * `report FILE --push URL` does: in wall-clock time when recorded with
+ * off-CPU intervals. 0 (@p what says what was pushed), 1 when the window
+ * holds nothing to push, or an error (printed). */
+static int push_window(const char *path, const stackpulse_push_opts *pu, char *what, size_t n)
 {
 	stackpulse_spool *spool = NULL;
 	int rc = stackpulse_spool_open(path, NULL, &spool);
@@ -216,16 +219,21 @@ static int push_window(const char *path, const stackpulse_push_opts *pu, uint64_
 		fail(path, rc);
 		return rc;
 	}
+	if (!spool_has_data(stackpulse_spool_meta(spool))) {
+		stackpulse_spool_close(spool);
+		return 1;
+	}
 	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
 	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
 	po.flags = STACKPULSE_PROFILE_GROUP_UNRESOLVED; /* As report without --addresses. */
+	po.time = spool_default_time(stackpulse_spool_meta(spool));
 	stackpulse_profile *prof = NULL;
 	rc = spool_profile(spool, &so, &po, fail, &prof);
 	if (rc) {
 		fail("building the profile", rc);
 		return rc;
 	}
-	*samples = stackpulse_profile_sample_count(prof);
+	profile_holds(prof, what, n);
 	rc = stackpulse_push(prof, pu);
 	stackpulse_profile_free(prof);
 	return rc;
@@ -248,21 +256,26 @@ static void *push_thread(void *arg)
 		pthread_mutex_unlock(&ws->lock);
 		if (!it)
 			return NULL; /* done, and nothing queued */
-		uint64_t samples = 0;
-		int rc = push_window(it->path, &ws->pu, &samples);
-		if (rc) {
+		char held[96] = "";
+		int rc = push_window(it->path, &ws->pu, held, sizeof(held));
+		if (rc < 0) {
 			char what[600];
 			snprintf(what, sizeof(what), "push of window %u (%s kept)", it->index,
 			         it->path);
 			fail(what, rc);
+		} else if (rc == 1) {
+			fprintf(stderr,
+			        "record: window %u (%s) has no samples and no off-CPU intervals; "
+			        "not pushed\n",
+			        it->index, it->path);
 		} else {
-			fprintf(stderr, "record: pushed window %u (%" PRIu64 " samples) to %s\n",
-			        it->index, samples, ws->pu.url);
+			fprintf(stderr, "record: pushed window %u (%s) to %s\n", it->index, held,
+			        ws->pu.url);
 		}
 		pthread_mutex_lock(&ws->lock);
-		if (rc)
+		if (rc < 0)
 			ws->push_failed++;
-		else
+		else if (rc == 0)
 			ws->pushed++;
 		pthread_mutex_unlock(&ws->lock);
 		free(it);
@@ -473,6 +486,7 @@ int main(int argc, char **argv)
 	ws.pu.labels = labels;
 	ws.pu.nlabels = nlabels;
 	ws.push = push_url != NULL;
+	ws.off_cpu = opts.off_cpu != STACKPULSE_FEATURE_OFF;
 	if (rotate > 0) {
 		opts.rotate_ns = (uint64_t)(rotate * 1e9);
 		opts.on_window = on_window;

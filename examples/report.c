@@ -18,8 +18,10 @@
  * stacks and functions by process or thread (the table, --top, --folded,
  * --svg and --pprof); --lines splits them by source line. Unnamed code of
  * a binary without symbols is summed as "BINARY [unresolved]" unless
- * --addresses is given. Exit codes: 0 done, 1 failed (also for a spool
- * without a readable sample), 2 bad usage.
+ * --addresses is given. A spool with off-CPU intervals but no on-CPU
+ * sample is shown as off-CPU time, with a note. Exit codes: 0 done, 1
+ * failed (also for a spool without a readable sample or off-CPU
+ * interval), 2 bad usage.
  *
  * --follow reads a spool that a recorder is still writing: the hottest
  * functions are redrawn about once a second until the recording ends,
@@ -82,7 +84,8 @@ static void usage(FILE *f)
 	        "  --label K=V     a label for --push/--otlp/--otlp-file (repeatable)\n"
 	        "  --time=WHAT     weigh by samples (count), or by time: cpu, off (off-CPU)\n"
 	        "                  or wall (both); default wall for a spool recorded with\n"
-	        "                  --off-cpu, else samples. --folded prints microseconds\n"
+	        "                  --off-cpu, else samples; off when it has no on-CPU\n"
+	        "                  sample. --folded prints microseconds\n"
 	        "  --pid, --tid    split by process (name-PID) / thread (name/TID)\n"
 	        "  --thread-names  split by thread name instead of process name\n"
 	        "  --lines         split functions by source line (name:line)\n"
@@ -473,15 +476,21 @@ static void unresolved_hint(FILE *f, const stackpulse_profile *p, const struct s
 	}
 	if (!count)
 		return; /* Only unnamed code of pseudo-modules: nothing to advise. */
-	fprintf(f,
-	        "\nnote: %.2f%% of samples are in code without symbols in %s%s.\n"
-	        "  For names, install the debug symbols (Debian: the -dbgsym or -dbg package;\n"
-	        "  Fedora: debuginfo-install), point STACKPULSE_DEBUG_DIRS at a directory of\n"
-	        "  debug files, or set DEBUGINFOD_URLS; --addresses lists the raw addresses.\n",
-	        pct(self, top->total), names, count > 4 ? " and others" : "");
+	/* Off-CPU stacks end in named system-call wrappers: unnamed code is
+	 * then only on the way there, and a 0.00% share would mislead. */
+	if (pct(self, top->total) >= 0.005)
+		fprintf(f, "\nnote: %.2f%% of samples are in code without symbols in %s%s.\n",
+		        pct(self, top->total), names, count > 4 ? " and others" : "");
+	else
+		fprintf(f, "\nnote: stacks pass through code without symbols in %s%s.\n", names,
+		        count > 4 ? " and others" : "");
+	fprintf(f, "  For names, install the debug symbols (Debian: the -dbgsym or -dbg package;\n"
+	           "  Fedora: debuginfo-install), point STACKPULSE_DEBUG_DIRS at a directory of\n"
+	           "  debug files, or set DEBUGINFOD_URLS; --addresses lists the raw addresses.\n");
 }
 
-/* Why a spool has no sample to report: the open's own words. */
+/* Why a spool has no sample (nor off-CPU interval) to report: the open's
+ * own words. */
 static void no_samples(const char *path, const struct stackpulse_spool_meta *m)
 {
 	if (m->damaged)
@@ -492,8 +501,32 @@ static void no_samples(const char *path, const struct stackpulse_spool_meta *m)
 		        "first complete chunk (the recorder stopped early or the copy is "
 		        "incomplete)\n",
 		        path);
+	else if (m->off_cpu_method != STACKPULSE_OFFCPU_NONE)
+		fprintf(stderr,
+		        "report: %s: the recording holds no samples and no off-CPU intervals\n",
+		        path);
 	else
 		fprintf(stderr, "report: %s: the recording holds no samples\n", path);
+}
+
+/* Nanoseconds from the first sample or interval start to the last sample
+ * or interval end: the span of an off-CPU profile, which the spool's
+ * duration (first to last on-CPU sample) leaves out. */
+static uint64_t span_ns(const stackpulse_profile *p)
+{
+	uint64_t first = UINT64_MAX, last = 0;
+	int ns = stackpulse_profile_time(p) != STACKPULSE_TIME_SAMPLES;
+	for (uint64_t i = 0; i < stackpulse_profile_sample_count(p); i++) {
+		const struct stackpulse_profile_sample *s = stackpulse_profile_sample(p, i);
+		uint64_t end = s->time_ns;
+		if (s->off_cpu && ns)
+			end = s->value > UINT64_MAX - end ? UINT64_MAX : end + s->value;
+		if (s->time_ns < first)
+			first = s->time_ns;
+		if (end > last)
+			last = end;
+	}
+	return last > first ? last - first : 0;
 }
 
 /* Rejects flag combinations that would change nothing. */
@@ -680,7 +713,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(spool);
-	if (meta->samples == 0) {
+	if (!spool_has_data(meta)) {
 		no_samples(spool_path, meta);
 		stackpulse_spool_close(spool);
 		return 1;
@@ -720,9 +753,25 @@ int main(int argc, char **argv)
 		fprintf(stderr, "\n");
 	}
 	/* A spool with off-CPU intervals reads as wall-clock time by default. */
-	int has_offcpu = meta->off_cpu_method != STACKPULSE_OFFCPU_NONE;
-	if (!time_given && has_offcpu && !follow)
-		time_view = STACKPULSE_TIME_WALL;
+	int has_offcpu = spool_default_time(meta) != STACKPULSE_TIME_SAMPLES;
+	if (!time_given && !follow)
+		time_view = spool_default_time(meta);
+	/* Only off-CPU time (a sleeping process attached, or a start-up that
+	 * got no sample): shown as such, whatever view was asked for, since
+	 * the on-CPU views would be empty. */
+	if (meta->samples == 0) {
+		int asked =
+		        time_view == STACKPULSE_TIME_SAMPLES || time_view == STACKPULSE_TIME_CPU;
+		fprintf(stderr,
+		        "report: %s has no on-CPU samples, only %" PRIu64
+		        " off-CPU interval%s; %s\n",
+		        spool_path, meta->offcpu_intervals, meta->offcpu_intervals == 1 ? "" : "s",
+		        !asked       ? "showing them (off-CPU time = wall-clock time)"
+		        : time_given ? "showing them instead (--time=off)"
+		                     : "showing them (--time=off)");
+		if (asked)
+			time_view = STACKPULSE_TIME_OFF;
+	}
 	if (!has_offcpu &&
 	    (time_view == STACKPULSE_TIME_OFF || time_view == STACKPULSE_TIME_WALL)) {
 		fprintf(stderr,
@@ -808,8 +857,9 @@ int main(int argc, char **argv)
 			fail("push", rc);
 			status = 1;
 		} else {
-			printf("pushed %" PRIu64 " samples to %s\n",
-			       stackpulse_profile_sample_count(prof), out_path);
+			char what[96];
+			printf("pushed %s to %s\n", profile_holds(prof, what, sizeof(what)),
+			       out_path);
 		}
 		break;
 	}
@@ -837,8 +887,9 @@ int main(int argc, char **argv)
 			fail(out_path, rc);
 			status = 1;
 		} else {
-			printf("wrote %s (%" PRIu64 " samples)\n", out_path,
-			       stackpulse_profile_sample_count(prof));
+			char what[96];
+			printf("wrote %s (%s)\n", out_path,
+			       profile_holds(prof, what, sizeof(what)));
 		}
 		break;
 	}
@@ -851,9 +902,12 @@ int main(int argc, char **argv)
 	case M_TOP:
 	case M_TABLE:
 		if (mode == M_TABLE) {
-			printf("%" PRIu64 " samples, %" PRIu64 " lost, %.2f s at %u Hz (%s)\n",
-			       stackpulse_profile_sample_count(prof), lost,
-			       (double)duration_ns / 1e9, freq, event);
+			char held[96];
+			uint64_t span = span_ns(prof);
+			printf("%s, %" PRIu64 " lost, %.2f s at %u Hz (%s)\n",
+			       profile_holds(prof, held, sizeof(held)), lost,
+			       (double)(span > duration_ns ? span : duration_ns) / 1e9, freq,
+			       event);
 			if (g_timed) {
 				static const char *const what[] = { "", "on-CPU", "off-CPU",
 					                            "wall-clock (on- + off-CPU)" };

@@ -2,7 +2,9 @@
  * per round spins 30%, sleeps 40% in nanosleep and blocks 30% in read() on
  * a pipe a filler thread writes late; `report --folded --time=...` and
  * `go tool pprof -sample_index=...` of `report --pprof`. The target
- * measures its own phases: that is the truth the shares are held to. */
+ * measures its own phases: that is the truth the shares are held to.
+ * And recordings of off-CPU time only (a sleeping Python attached): every
+ * output of report, read by its decoder, shows the wait the spool holds. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "../python/py_versions.h"
 #include "example_tools.h"
 #include "harness.h"
+#include "push_util.h"
 
 /* One recording per user for every test of the file. */
 typedef struct phases_run {
@@ -477,4 +480,467 @@ SP_TEST(python_blocked_frames_under_their_callers)
 SP_TEST(python_blocked_frames_under_their_callers_unprivileged)
 {
 	python_blocked(1);
+}
+
+/* ---- Recordings that hold only off-CPU time ---- */
+
+/* A Python process asleep in time.sleep (3 s under longsleep, line 8,
+ * under <module>, line 12), attached once it sleeps: no on-CPU sample,
+ * one wait. It ends with os._exit so it uses no CPU after waking. */
+static const char sleeper_py[] = "import os\n"
+                                 "import sys\n"
+                                 "import time\n"
+                                 "\n"
+                                 "\n"
+                                 "def longsleep(path):\n"
+                                 "    open(path, \"w\").close()\n"
+                                 "    time.sleep(3.0)\n"
+                                 "\n"
+                                 "\n"
+                                 "if __name__ == \"__main__\":\n"
+                                 "    longsleep(sys.argv[1])\n"
+                                 "    os._exit(0)\n";
+
+/* Prints the wait under longsleep < <module> in milliseconds that each
+ * output shows, read by its decoder: `svg` (XML), `firefox` (JSON),
+ * `otlp` (opentelemetry-proto; also prints the sample types), `traces`
+ * (the text of `go tool pprof -traces -unit=ms`). */
+static const char wait_py[] =
+        "import json, sys\n"
+        "kind, path = sys.argv[1], sys.argv[2]\n"
+        "def waits(names):\n"
+        "    return any(names[i] == 'longsleep' and names[i + 1] == '<module>'\n"
+        "               for i in range(len(names) - 1))\n"
+        "if kind == 'svg':\n"
+        "    import xml.etree.ElementTree as E\n"
+        "    ns = '{http://www.w3.org/2000/svg}'\n"
+        "    fr = []\n"
+        "    for g in E.parse(path).getroot().iter(ns + 'g'):\n"
+        "        if 'f' in (g.get('class') or '').split():\n"
+        "            fr.append((int(g.get('data-d')), int(g.get('data-s')), int(g.get('data-n')),\n"
+        "                       g.find(ns + 'title').text))\n"
+        "    ms = 0.0\n"
+        "    for d, s, n, t in fr:\n"
+        "        if t.startswith('longsleep (') and any(\n"
+        "                pd == d - 1 and ps <= s and s + n <= ps + pn and pt.startswith('<module> "
+        "(')\n"
+        "                for pd, ps, pn, pt in fr):\n"
+        "            ms += float(t[t.rindex(' (') + 2:].split(' ms')[0])\n"
+        "    print(ms)\n"
+        "elif kind == 'firefox':\n"
+        "    p = json.load(open(path))\n"
+        "    n = 0\n"
+        "    for th in p['threads']:\n"
+        "        st, fr, sk = th['stringTable'], th['frameTable']['data'], "
+        "th['stackTable']['data']\n"
+        "        def chain(s):\n"
+        "            out = []\n"
+        "            while s is not None:\n"
+        "                out.append(st[fr[sk[s][1]][0]].split(' (')[0])\n"
+        "                s = sk[s][0]\n"
+        "            return out\n"
+        "        n += sum(1 for x in th['samples']['data'] if x[0] is not None and "
+        "waits(chain(x[0])))\n"
+        "    print(n * p['meta']['interval'])\n"
+        "elif kind == 'otlp':\n"
+        "    from opentelemetry.proto.collector.profiles.v1development import "
+        "profiles_service_pb2 as svc\n"
+        "    req = svc.ExportProfilesServiceRequest()\n"
+        "    req.ParseFromString(open(path, 'rb').read())\n"
+        "    d = req.dictionary\n"
+        "    S = d.string_table\n"
+        "    ns, types = 0, []\n"
+        "    for rp in req.resource_profiles:\n"
+        "        for sp in rp.scope_profiles:\n"
+        "            for prof in sp.profiles:\n"
+        "                types.append(S[prof.sample_type.type_strindex] + '/' +\n"
+        "                             S[prof.sample_type.unit_strindex])\n"
+        "                for smp in prof.samples:\n"
+        "                    names = [S[d.function_table[ln.function_index].name_strindex]\n"
+        "                             for li in d.stack_table[smp.stack_index].location_indices\n"
+        "                             for ln in d.location_table[li].lines]\n"
+        "                    if waits(names):\n"
+        "                        ns += smp.values[0]\n"
+        "    print(ns / 1e6, ' '.join(types))\n"
+        "elif kind == 'traces':\n"
+        "    ms = 0.0\n"
+        "    for block in open(path).read().split('-----------+')[1:]:\n"
+        "        lines = [ln.strip() for ln in block.strip('-\\n').splitlines() if ln.strip()]\n"
+        "        if not lines or not lines[0].split()[0].endswith('ms'):\n"
+        "            continue\n"
+        "        first = lines[0].split(None, 1)\n"
+        "        if waits(first[1:] + lines[1:]):\n"
+        "            ms += float(first[0][:-2])\n"
+        "    print(ms)\n";
+
+typedef struct sleep_run {
+	char dir[512], spool[512], script[512];
+	double wait_ms; /* The wait under longsleep < <module>, read through the API. */
+	uint64_t intervals;
+} sleep_run;
+static sleep_run g_sleep_root, g_sleep_nobody;
+
+/* 1 when the Python frames of spool stack @p stack (leaf first) have
+ * longsleep at line 8 right under <module> at line 12. */
+static int is_the_wait(const stackpulse_spool *sp, uint32_t stack)
+{
+	uint32_t ids[512];
+	uint32_t d = stackpulse_spool_stack_frames(sp, stack, ids, 512);
+	const struct stackpulse_raw_frame *prev = NULL;
+	for (uint32_t i = 0; i < d && i < 512; i++) {
+		const struct stackpulse_raw_frame *f = stackpulse_spool_frame(sp, ids[i]);
+		if (!f || f->kind != STACKPULSE_FRAME_PYTHON)
+			continue;
+		if (prev) {
+			const struct stackpulse_pycode *a =
+			        stackpulse_spool_pycode(sp, prev->pycode);
+			const struct stackpulse_pycode *b = stackpulse_spool_pycode(sp, f->pycode);
+			if (a && b && strcmp(a->qualname, "longsleep") == 0 && prev->line == 8 &&
+			    strcmp(b->qualname, "<module>") == 0 && f->line == 12)
+				return 1;
+		}
+		prev = f;
+	}
+	return 0;
+}
+
+/* Attaches `record -p PID --off-cpu` to the sleeper: as root (the
+ * context-switch event, kernel frames) or, with @p nobody, as an
+ * unprivileged user (stacks read from the blocked thread). */
+static const sleep_run *sleeper_recorded(int nobody)
+{
+	sleep_run *r = nobody ? &g_sleep_nobody : &g_sleep_root;
+	if (r->spool[0])
+		return r;
+	char record[512], cmd[4096], log[600];
+	tools(record, g_report, sizeof(record));
+	if (!nobody && geteuid() != 0)
+		sp_test_skip("the context-switch event needs root (or CAP_PERFMON)");
+	if (nobody && geteuid() == 0 && sp_test_run("command -v setpriv >/dev/null 2>&1") != 0)
+		sp_test_skip("setpriv missing (util-linux)");
+	const char *py = "/usr/bin/python3.11"; /* One nobody may run (pyenv's are under /root). */
+	if (access(py, X_OK) != 0)
+		sp_test_skip("/usr/bin/python3.11 is not installed (Debian python3.11)");
+	snprintf(r->dir, sizeof(r->dir), "%s/sleep-%s", sp_test_tmpdir(),
+	         nobody ? "nobody" : "root");
+	mkdir(r->dir, 0777);
+	chmod(r->dir, 0777);
+	chmod(sp_test_tmpdir(), 0755);
+	snprintf(r->script, sizeof(r->script), "%s/sleeper.py", r->dir);
+	FILE *f = fopen(r->script, "w");
+	REQUIRE(f != NULL);
+	fputs(sleeper_py, f);
+	REQUIRE_EQ(fclose(f), 0);
+	chmod(r->script, 0644);
+	snprintf(r->spool, sizeof(r->spool), "%s/sleep.spool", r->dir);
+	snprintf(log, sizeof(log), "%s/record.log", r->dir);
+	/* Attached once the script is in time.sleep (it made the file just
+	 * before); record ends when the target exits. */
+	snprintf(cmd, sizeof(cmd),
+	         "%s sh -c 'cd %s && %s sleeper.py %s/ready & P=$!; i=0; "
+	         "while [ ! -e %s/ready ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done; "
+	         "%s -p $P --off-cpu -o %s 2>%s; rc=$?; wait $P; exit $rc'",
+	         nobody && geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups"
+	                                  : "",
+	         r->dir, py, r->dir, r->dir, record, r->spool, log);
+	int rc = sp_test_run(cmd);
+	char *text = sp_test_read_file(log, NULL);
+	fprintf(stderr, "    %s", text ? text : "");
+	free(text);
+	REQUIRE_EQ(rc, 0);
+	/* The premise: no on-CPU sample, the wait in off-CPU intervals. */
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(r->spool, NULL, &sp));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(sp);
+	CHECK_EQ(m->samples, 0);
+	CHECK_EQ(m->off_cpu_method,
+	         nobody ? STACKPULSE_OFFCPU_UNPRIVILEGED : STACKPULSE_OFFCPU_SWITCH_EVENT);
+	r->intervals = m->offcpu_intervals;
+	stackpulse_offcpu_iter *it;
+	REQUIRE_OK(stackpulse_offcpu_iter_new(sp, &it));
+	const struct stackpulse_offcpu *iv;
+	uint64_t ns = 0;
+	while (stackpulse_offcpu_iter_next(it, &iv) == 1)
+		if (is_the_wait(sp, iv->stack))
+			ns += iv->duration_ns + iv->merged_ns;
+	stackpulse_offcpu_iter_free(it);
+	stackpulse_spool_close(sp);
+	r->wait_ms = (double)ns / 1e6;
+	printf("    %s: %llu off-CPU intervals, the wait %.1f ms\n", nobody ? "nobody" : "root",
+	       (unsigned long long)r->intervals, r->wait_ms);
+	/* 3 s asleep, attached within a second of it. */
+	REQUIRE(r->wait_ms > 1000 && r->wait_ms < 3300);
+	return r;
+}
+
+/* Runs report on the sleeper's spool with @p args: its exit status, stdout
+ * and stderr (malloc'd). */
+static int report_sleep(const sleep_run *r, const char *args, char **out, char **err)
+{
+	char cmd[4096], o[600], e[600];
+	snprintf(o, sizeof(o), "%s/report.out", r->dir);
+	snprintf(e, sizeof(e), "%s/report.err", r->dir);
+	snprintf(cmd, sizeof(cmd), "cd %s && %s %s %s >%s 2>%s", r->dir, g_report, r->spool, args,
+	         o, e);
+	int rc = sp_test_run(cmd);
+	*out = sp_test_read_file(o, NULL);
+	*err = sp_test_read_file(e, NULL);
+	REQUIRE(*out && *err);
+	return rc;
+}
+
+/* The milliseconds wait_py reads from @p path as @p kind; *rest gets the
+ * rest of its line when not NULL (malloc'd). */
+static double decoded_wait(const sleep_run *r, const char *kind, const char *path, char **rest)
+{
+	char py[600], out[600], cmd[2048];
+	snprintf(py, sizeof(py), "%s/wait.py", r->dir);
+	snprintf(out, sizeof(out), "%s/wait.txt", r->dir);
+	FILE *f = fopen(py, "w");
+	REQUIRE(f != NULL);
+	fputs(wait_py, f);
+	REQUIRE_EQ(fclose(f), 0);
+	snprintf(cmd, sizeof(cmd), "python3 %s %s %s >%s 2>&1", py, kind, path, out);
+	int rc = sp_test_run(cmd);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	if (rc != 0)
+		fprintf(stderr, "    %s decoder: %s\n", kind, text);
+	REQUIRE_EQ(rc, 0);
+	char *end = NULL;
+	double ms = strtod(text, &end);
+	if (rest)
+		*rest = strdup(end ? end : "");
+	free(text);
+	printf("    %-8s the wait %.1f ms\n", kind, ms);
+	return ms;
+}
+
+/* Within a millisecond or 1% of the wait the spool holds: outputs round
+ * (folded to microseconds, Firefox to one sample period). */
+static int near(double got_ms, const sleep_run *r, double slack_ms)
+{
+	double tol = r->wait_ms * 0.01 + slack_ms;
+	return got_ms > r->wait_ms - tol && got_ms < r->wait_ms + tol;
+}
+
+/* `go tool pprof -traces` of @p pb: the wait it shows (off_cpu). */
+static double pprof_wait(const sleep_run *r, const char *pb)
+{
+	char cmd[4096], out[600];
+	snprintf(out, sizeof(out), "%s/traces.txt", r->dir);
+	snprintf(cmd, sizeof(cmd),
+	         "cd %s && mkdir -p home gocache && HOME=%s/home GOCACHE=%s/gocache "
+	         "GOPATH=%s/home/go GOTOOLCHAIN=local go tool pprof -traces -sample_index=off_cpu "
+	         "-unit=ms %s >%s 2>&1",
+	         r->dir, r->dir, r->dir, r->dir, pb, out);
+	int rc = sp_test_run(cmd);
+	if (rc != 0) {
+		char *t = sp_test_read_file(out, NULL);
+		fprintf(stderr, "    go tool pprof: %s\n", t ? t : "");
+		free(t);
+	}
+	REQUIRE_EQ(rc, 0);
+	return decoded_wait(r, "traces", out, NULL);
+}
+
+/* The table, --top, --threads and --folded: exit 0, a note that there is
+ * no on-CPU sample, and the wait with its stack and duration. */
+static void offcpu_only_text(const sleep_run *r)
+{
+	char *out, *err, want[160];
+	CHECK_EQ(report_sleep(r, "", &out, &err), 0);
+	printf("%.600s", out);
+	snprintf(want, sizeof(want), "0 samples, %llu off-CPU interval",
+	         (unsigned long long)r->intervals);
+	CHECK(strncmp(out, want, strlen(want)) == 0);
+	snprintf(want, sizeof(want), "has no on-CPU samples, only %llu off-CPU interval",
+	         (unsigned long long)r->intervals);
+	CHECK(strstr(err, want) != NULL);
+	/* Leaf first: longsleep, then <module>, in the hottest stack. */
+	const char *a = strstr(out, "\n    longsleep [py]");
+	const char *next = a ? strchr(a + 1, '\n') : NULL;
+	CHECK(next != NULL && strncmp(next, "\n    <module> [py]", 18) == 0);
+	/* The stacks end in a named wrapper: no "0.00% of samples" hint. */
+	CHECK(strstr(out, "0.00% of samples") == NULL);
+	free(out);
+	free(err);
+	CHECK_EQ(report_sleep(r, "--top 40", &out, &err), 0);
+	CHECK(strstr(out, "100.00%  longsleep [py]") != NULL);
+	free(out);
+	free(err);
+	CHECK_EQ(report_sleep(r, "--threads", &out, &err), 0);
+	CHECK(strstr(out, "python3.11") != NULL);
+	free(out);
+	free(err);
+	/* --folded (wall by default), and --time=cpu, which has nothing on-CPU
+	 * to show: the same lines, and it says so. */
+	char *cpu, *cpu_err;
+	CHECK_EQ(report_sleep(r, "--folded --lines", &out, &err), 0);
+	CHECK_EQ(report_sleep(r, "--folded --lines --time=cpu", &cpu, &cpu_err), 0);
+	CHECK_STR(out, cpu);
+	CHECK(strstr(cpu_err, "showing them instead (--time=off)") != NULL);
+	char stack[1200];
+	snprintf(stack, sizeof(stack), ";<module> (%s:12);longsleep (%s:8);", r->script, r->script);
+	double us = 0;
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		double v = cut_weight(line);
+		if (strstr(line, stack))
+			us += v;
+	}
+	printf("    folded   the wait %.1f ms\n", us / 1e3);
+	CHECK(near(us / 1e3, r, 1));
+	free(out);
+	free(err);
+	free(cpu);
+	free(cpu_err);
+}
+
+/* pprof, SVG, Firefox and OTLP files, each read by its decoder. */
+static void offcpu_only_files(const sleep_run *r)
+{
+	char *out, *err, path[700], args[800];
+	if (!sp_test_have_program("go"))
+		sp_test_skip("go is not installed (Debian golang-go)");
+	snprintf(path, sizeof(path), "%s/sleep.pb.gz", r->dir);
+	snprintf(args, sizeof(args), "--pprof %s", path);
+	CHECK_EQ(report_sleep(r, args, &out, &err), 0);
+	CHECK(strstr(out, " off-CPU interval") != NULL);
+	free(out);
+	free(err);
+	CHECK(near(pprof_wait(r, path), r, 1));
+
+	snprintf(path, sizeof(path), "%s/sleep.svg", r->dir);
+	snprintf(args, sizeof(args), "--svg %s", path);
+	CHECK_EQ(report_sleep(r, args, &out, &err), 0);
+	free(out);
+	free(err);
+	CHECK(near(decoded_wait(r, "svg", path, NULL), r, 1));
+
+	snprintf(path, sizeof(path), "%s/sleep.json", r->dir);
+	snprintf(args, sizeof(args), "--firefox %s", path);
+	CHECK_EQ(report_sleep(r, args, &out, &err), 0);
+	free(out);
+	free(err);
+	/* One Gecko sample per period (10.1 ms at 99 Hz) of the wait. */
+	CHECK(near(decoded_wait(r, "firefox", path, NULL), r, 11));
+
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	snprintf(path, sizeof(path), "%s/sleep.otlp", r->dir);
+	snprintf(args, sizeof(args), "--otlp-file %s", path);
+	CHECK_EQ(report_sleep(r, args, &out, &err), 0);
+	free(out);
+	free(err);
+	char *types = NULL;
+	CHECK(near(decoded_wait(r, "otlp", path, &types), r, 1));
+	CHECK(types && strstr(types, "wall/nanoseconds") != NULL);
+	free(types);
+}
+
+SP_TEST(offcpu_only_attach_shows_in_text_outputs)
+{
+	offcpu_only_text(sleeper_recorded(0));
+}
+
+SP_TEST(offcpu_only_attach_shows_in_text_outputs_unprivileged)
+{
+	offcpu_only_text(sleeper_recorded(1));
+}
+
+SP_TEST(offcpu_only_attach_shows_in_every_file_format)
+{
+	offcpu_only_files(sleeper_recorded(0));
+}
+
+SP_TEST(offcpu_only_attach_shows_in_every_file_format_unprivileged)
+{
+	offcpu_only_files(sleeper_recorded(1));
+}
+
+#ifdef SP_HAVE_CURL
+/* report --otlp and --push to the loopback server: the bodies it took,
+ * decoded by opentelemetry-proto and `go tool pprof`, show the wait. */
+static void offcpu_only_push(const sleep_run *r)
+{
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	if (!sp_test_have_program("go"))
+		sp_test_skip("go is not installed (Debian golang-go)");
+	char *out, *err, args[800], body[700];
+	const char *dir = server_dir("push-otlp");
+	int port = start_server(dir, "");
+	snprintf(args, sizeof(args), "--otlp http://127.0.0.1:%d --app sleeper", port);
+	CHECK_EQ(report_sleep(r, args, &out, &err), 0);
+	CHECK(strstr(out, "pushed 0 samples, ") != NULL);
+	free(out);
+	free(err);
+	char *s = summary(dir);
+	CHECK(strncmp(s, "error ", 6) != 0 && strstr(s, "\nerror ") == NULL);
+	CHECK(strstr(s, "\nsample_type wall/nanoseconds\n") != NULL);
+	free(s);
+	snprintf(body, sizeof(body), "%s/body-0", dir);
+	CHECK(near(decoded_wait(r, "otlp", body, NULL), r, 1));
+
+	dir = server_dir("push-pyroscope");
+	port = start_server(dir, "--deadline 120");
+	snprintf(args, sizeof(args), "--push http://127.0.0.1:%d --app sleeper", port);
+	CHECK_EQ(report_sleep(r, args, &out, &err), 0);
+	free(out);
+	free(err);
+	s = summary(dir);
+	CHECK(strncmp(s, "error ", 6) != 0 && strstr(s, "\nerror ") == NULL);
+	free(s);
+	snprintf(body, sizeof(body), "%s/body-0.pb.gz", dir);
+	CHECK(near(pprof_wait(r, body), r, 1));
+}
+
+SP_TEST(offcpu_only_attach_pushes)
+{
+	offcpu_only_push(sleeper_recorded(0));
+}
+
+SP_TEST(offcpu_only_attach_pushes_unprivileged)
+{
+	offcpu_only_push(sleeper_recorded(1));
+}
+#endif
+
+/* A recording with off-CPU intervals switched on that holds neither a
+ * sample nor an interval (a stopped process, attached without stopping
+ * it, never runs nor switches) still fails, saying so. */
+SP_TEST(offcpu_empty_recording_says_so)
+{
+	char record[512], cmd[4096], spool[600], log[600];
+	tools(record, g_report, sizeof(record));
+	if (geteuid() != 0)
+		sp_test_skip("the context-switch event needs root (or CAP_PERFMON)");
+	snprintf(spool, sizeof(spool), "%s/stopped.spool", sp_test_tmpdir());
+	snprintf(log, sizeof(log), "%s/stopped.log", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd),
+	         "sleep 60 & P=$!; kill -STOP $P; %s -p $P --off-cpu --attach=live -d 0.3 -o %s "
+	         ">%s 2>&1; rc=$?; kill -KILL $P; wait $P 2>/dev/null; exit $rc",
+	         record, spool, log);
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	REQUIRE_EQ(stackpulse_spool_meta(sp)->samples, 0);
+	REQUIRE_EQ(stackpulse_spool_meta(sp)->offcpu_intervals, 0);
+	CHECK(stackpulse_spool_meta(sp)->off_cpu_method != STACKPULSE_OFFCPU_NONE);
+	stackpulse_spool_close(sp);
+	static const char *const args[] = { "", "--folded", "--time=cpu", "--svg x.svg" };
+	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "cd %s && %s %s %s >%s 2>&1", sp_test_tmpdir(), g_report,
+		         spool, args[i], log);
+		CHECK_EQ(sp_test_run(cmd), 1);
+		char *text = sp_test_read_file(log, NULL);
+		REQUIRE(text != NULL);
+		CHECK(strstr(text, "the recording holds no samples and no off-CPU intervals") !=
+		      NULL);
+		free(text);
+	}
+	snprintf(cmd, sizeof(cmd), "%s/x.svg", sp_test_tmpdir());
+	CHECK(access(cmd, F_OK) != 0);
 }

@@ -16,6 +16,7 @@
 
 #include "common/buf.h"
 #include "harness.h"
+#include "push_util.h"
 #include "stackpulse.h"
 #include "synth.h"
 
@@ -66,59 +67,6 @@ static double now_s(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-/* A fresh directory for one server. */
-static const char *server_dir(const char *name)
-{
-	static char dir[512];
-	snprintf(dir, sizeof(dir), "%s/%s", sp_test_tmpdir(), name);
-	char cmd[1100];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", dir, dir);
-	REQUIRE_EQ(sp_test_run(cmd), 0);
-	return dir;
-}
-
-/* Starts push_server.py in the background; returns its port. */
-static int start_server(const char *dir, const char *args)
-{
-	char cmd[2048];
-	snprintf(cmd, sizeof(cmd),
-	         "python3 '%s/tests/profile/push_server.py' '%s' %s >'%s/server.out' 2>&1 &",
-	         sp_test_source_root(), dir, args, dir);
-	REQUIRE_EQ(sp_test_run(cmd), 0);
-	char path[600];
-	snprintf(path, sizeof(path), "%s/port", dir);
-	for (int i = 0; i < 200; i++) {
-		char *port = sp_test_read_file(path, NULL);
-		if (port) {
-			int p = atoi(port);
-			free(port);
-			REQUIRE(p > 0);
-			return p;
-		}
-		usleep(50000);
-	}
-	snprintf(path, sizeof(path), "%s/server.out", dir);
-	char *out = sp_test_read_file(path, NULL);
-	sp_test_fail(__FILE__, __LINE__, "push server did not start: %s", out ? out : "");
-	free(out);
-	sp_test_abort();
-}
-
-/* The server's summary of the last decoded body (waits for it). */
-static char *summary(const char *dir)
-{
-	char path[600];
-	snprintf(path, sizeof(path), "%s/summary", dir);
-	for (int i = 0; i < 1200; i++) {
-		char *s = sp_test_read_file(path, NULL);
-		if (s)
-			return s;
-		usleep(50000);
-	}
-	sp_test_fail(__FILE__, __LINE__, "no summary in %s", dir);
-	sp_test_abort();
 }
 
 /* 1 when @p text has the line @p line. */
@@ -624,6 +572,102 @@ SP_TEST(record_rotate_otlp_pushes_each_window)
 	char *out = record_rotating(dir, args, "2.5", &rc);
 	CHECK_EQ(rc, 0);
 	check_window_pushes(dir, out, 0);
+	free(out);
+}
+
+/* Off-CPU time of spool @p path, nanoseconds: every interval (and those
+ * merged into it); *samples gets its on-CPU samples. -1 when it does not
+ * open. */
+static long long spool_offcpu_ns(const char *path, long long *samples)
+{
+	stackpulse_spool *sp = NULL;
+	if (stackpulse_spool_open(path, NULL, &sp) != 0)
+		return -1;
+	*samples = (long long)stackpulse_spool_meta(sp)->samples;
+	stackpulse_offcpu_iter *it = NULL;
+	REQUIRE_OK(stackpulse_offcpu_iter_new(sp, &it));
+	const struct stackpulse_offcpu *iv;
+	long long ns = 0;
+	while (stackpulse_offcpu_iter_next(it, &iv) == 1)
+		ns += (long long)(iv->duration_ns + iv->merged_ns);
+	stackpulse_offcpu_iter_free(it);
+	stackpulse_spool_close(sp);
+	return ns;
+}
+
+/* `record --off-cpu --rotate --otlp` of a process that mostly sleeps: the
+ * windows after its start-up hold off-CPU intervals only, and each is
+ * pushed in wall-clock time, holding every interval's time. */
+SP_TEST(record_rotate_pushes_offcpu_only_windows)
+{
+	const char *bindir = getenv("SP_BIN_DIR");
+	if (!bindir || !*bindir)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	if (geteuid() != 0)
+		sp_test_skip("the context-switch event needs root (or CAP_PERFMON)");
+	if (sp_test_run("python3 -c 'import opentelemetry.proto.collector.profiles."
+	                "v1development.profiles_service_pb2' 2>/dev/null") != 0)
+		sp_test_skip("python3 has no opentelemetry-proto (.ci/setup installs it)");
+	const char *py = "/usr/bin/python3.11";
+	if (access(py, X_OK) != 0)
+		sp_test_skip("/usr/bin/python3.11 is not installed (Debian python3.11)");
+	const char *dir = server_dir("rotate_offcpu");
+	int port = start_server(dir, "--requests 1000 --deadline 300");
+	char cmd[4096], path[700];
+	snprintf(cmd, sizeof(cmd),
+	         "%s/record --off-cpu --rotate 0.5 --otlp http://127.0.0.1:%d --app nap "
+	         "-o %s/w.spool -- %s -c 'import time\ndef napper():\n"
+	         "    for _ in range(25): time.sleep(0.1)\nnapper()' >%s/record.out 2>&1",
+	         bindir, port, dir, py, dir);
+	int rc = sp_test_run(cmd);
+	snprintf(path, sizeof(path), "%s/stop", dir);
+	FILE *f = fopen(path, "w");
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "%s/record.out", dir);
+	char *out = sp_test_read_file(path, NULL);
+	REQUIRE(out != NULL);
+	fprintf(stderr, "%s", out);
+	CHECK_EQ(rc, 0);
+	int windows = 0, pushed = 0, offcpu_only = 0;
+	for (int i = 1; i < 100; i++) {
+		long long samples = 0;
+		snprintf(path, sizeof(path), "%s/w.spool.%04d", dir, i);
+		long long ns = spool_offcpu_ns(path, &samples);
+		if (ns < 0)
+			break;
+		windows++;
+		if (samples == 0 && ns == 0)
+			continue; /* Nothing to push. */
+		char sp[600];
+		snprintf(sp, sizeof(sp), "%s/summary-%d", dir, pushed);
+		char *s = sp_test_read_file(sp, NULL);
+		if (!s) {
+			sp_test_fail(__FILE__, __LINE__,
+			             "window %d (%lld samples, %lld ns off-CPU): "
+			             "no push %d",
+			             i, samples, ns, pushed);
+			break;
+		}
+		pushed++;
+		CHECK(strncmp(s, "error ", 6) != 0 && strstr(s, "\nerror ") == NULL);
+		CHECK_LINE(s, "sample_type wall/nanoseconds");
+		CHECK_LINE(s, "attr service.name nap");
+		if (samples == 0) {
+			/* Wall-clock time of intervals only: all of their time. */
+			offcpu_only++;
+			CHECK_EQ(line_value(s, "total "), ns);
+			CHECK(line_value(s, "incl napper ") > 0);
+		}
+		free(s);
+	}
+	fprintf(stderr, "    %d windows, %d pushed, %d of them off-CPU only\n", windows, pushed,
+	        offcpu_only);
+	CHECK(windows >= 4);
+	CHECK(offcpu_only >= 2); /* 2.5 s asleep in 0.5 s windows. */
+	char want[64];
+	snprintf(want, sizeof(want), "%d pushed, 0 failed", pushed);
+	CHECK(strstr(out, want) != NULL);
 	free(out);
 }
 
