@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "common/search.h"
+#include "format/spool_format.h"
 #include "io/clock.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
@@ -321,7 +322,7 @@ int sp_recorder_sample_stack(stackpulse_recorder *rec, const sp_sample_fields *s
 	const uint8_t *chain = sf->chain, *stack = sf->stack;
 	uint64_t mask = rec->setup.attr.sample_regs_user;
 	sp_regs regs = sf->regs;
-	int rc;
+	int rc, counted = 0;
 	uint32_t n = 0;
 	/* Kernel part, leaf first; PERF_CONTEXT_* markers are skipped. */
 	sp_cursor cc = sp_cursor_make(chain, (size_t)nr * 8);
@@ -359,9 +360,19 @@ int sp_recorder_sample_stack(stackpulse_recorder *rec, const sp_sample_fields *s
 			return rc;
 		if (res.truncated) {
 			rec->truncated++;
+			counted = 1;
 			if ((rc = add_frame(rec, &n, STACKPULSE_FRAME_TRUNCATED, SP_NONE, 0)) != 0)
 				return rc;
 		}
+	}
+	/* Kernel, native and Python frames together may pass what a spool
+	 * stack holds: keep the leaf side, the part a profile shows, and end
+	 * it with the marker, as the unwinder's cuts end. */
+	if (n > SP_STACK_DEPTH_MAX) {
+		n = SP_STACK_DEPTH_MAX - 1;
+		rec->truncated += !counted;
+		if ((rc = add_frame(rec, &n, STACKPULSE_FRAME_TRUNCATED, SP_NONE, 0)) != 0)
+			return rc;
 	}
 	return sp_writer_stack_frames(rec->w, rec->frames, n, stack_id);
 }
