@@ -632,13 +632,9 @@ static int stats_args(const stackpulse_recorder *rec, const size_t *sz)
 	return 0;
 }
 
-int stackpulse_recorder_stats(const stackpulse_recorder *rec,
-                              struct stackpulse_recorder_stats *stats)
+/* The counters of @p rec into @p stats (checked by stats_args). */
+static void fill_stats(const stackpulse_recorder *rec, struct stackpulse_recorder_stats *stats)
 {
-	SP_API_ENTRY();
-	int rc = stats_args(rec, stats ? &stats->sz : NULL);
-	if (rc)
-		return rc;
 	struct stackpulse_recorder_stats s;
 	memset(&s, 0, sizeof(s));
 	stackpulse_recorder *mrec = (stackpulse_recorder *)(uintptr_t)rec; /* mu only */
@@ -678,6 +674,16 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.offcpu_merged = rec->offcpu_merged;
 	sp_recorder_unlock(mrec);
 	memcpy(stats, &s, s.sz);
+}
+
+int stackpulse_recorder_stats(const stackpulse_recorder *rec,
+                              struct stackpulse_recorder_stats *stats)
+{
+	SP_API_ENTRY();
+	int rc = stats_args(rec, stats ? &stats->sz : NULL);
+	if (rc)
+		return rc;
+	fill_stats(rec, stats);
 	return 0;
 }
 
@@ -740,10 +746,13 @@ static int write_stats(stackpulse_recorder *rec)
 		{ SP_STAT_OFFCPU_NO_STACK, rec->offcpu_no_stack },
 		{ SP_STAT_OFFCPU_DROPPED, rec->offcpu_dropped },
 		{ SP_STAT_OFFCPU_MERGED, rec->offcpu_merged },
+		{ SP_STAT_FAILED_RECORDS, rec->failed - rec->win_failed0 },
+		{ SP_STAT_UNFOLLOWED, rec->unfollowed },
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
 		/* Off-CPU keys only when intervals were recorded. */
-		if (kv[i].key >= SP_STAT_OFFCPU_INTERVALS && !rec->offcpu)
+		if (kv[i].key >= SP_STAT_OFFCPU_INTERVALS && kv[i].key <= SP_STAT_OFFCPU_MERGED &&
+		    !rec->offcpu)
 			continue;
 		int rc = sp_writer_stat(rec->w, kv[i].key, kv[i].value);
 		if (rc)
@@ -764,15 +773,26 @@ static int write_stats(stackpulse_recorder *rec)
 	return 0;
 }
 
+/* The result of a step of sealing whose own failure only costs names
+ * (kernel symbols, symbol tables, JIT names): the spool is sealed without
+ * them; the spool's own write errors stay errors. */
+static int names_step(const stackpulse_recorder *rec, int rc)
+{
+	if (rc == 0 || sp_recorder_fatal(rec, rc))
+		return rc;
+	sp_error_clear();
+	return 0;
+}
+
 int sp_recorder_seal(stackpulse_recorder *rec)
 {
 	int rc = write_stats(rec);
 	if (rc == 0)
-		rc = sp_recorder_write_ksyms(rec);
+		rc = names_step(rec, sp_recorder_write_ksyms(rec));
 	if (rc == 0)
-		rc = sp_recorder_embed_symbols(rec);
+		rc = names_step(rec, sp_recorder_embed_symbols(rec));
 	if (rc == 0)
-		rc = sp_recorder_write_perfmaps(rec);
+		rc = names_step(rec, sp_recorder_write_perfmaps(rec));
 	if (rc == 0)
 		rc = sp_writer_finish(rec->w);
 	if (rc == 0)
@@ -780,36 +800,69 @@ int sp_recorder_seal(stackpulse_recorder *rec)
 	return rc;
 }
 
+/* Keeps the first error of finish in *first; 1 while the spool can still
+ * be written (its writes have not failed). */
+static int finish_step(const stackpulse_recorder *rec, int rc, int *first)
+{
+	if (rc && !*first)
+		*first = rc;
+	return !sp_writer_failed(rec->w);
+}
+
+/* Finishes @p rec (stackpulse_recorder_finish) and, when @p stats is not
+ * NULL, fills it with the final counters before freeing it. */
+static int finish(stackpulse_recorder *rec, struct stackpulse_recorder_stats *stats)
+{
+	/* Stop producing, then drain what the rings still hold. */
+	for (size_t i = 0; i < rec->nfds; i++)
+		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+	pause_end(rec); /* The drain below needs no tracer. */
+	/* After a fatal error of a drain (rec->error) the rest is still
+	 * drained and sealed while the spool can be written (memory ran out
+	 * once): what was recorded stays readable, with its footer. */
+	int rc = 0;
+	int ok = finish_step(rec, rec->error, &rc);
+	char note[sizeof(rec->error_note)];
+	snprintf(note, sizeof(note), "%s", rec->error_note);
+	rec->error = 0;
+	if (ok)
+		ok = finish_step(rec, sp_recorder_consume(rec, 1), &rc);
+	if (ok) {
+		/* The events' counters are final now: all of it is in lost. */
+		for (size_t i = 0; i < rec->ntloss; i++)
+			rec->tloss[i].live = 0;
+		ok = finish_step(rec, sp_recorder_read_loss(rec, 0, rec->nfds), &rc);
+	}
+	if (ok) {
+		/* An interval that cannot be written is that interval's loss. */
+		int r = sp_offcpu_finish(rec, sp_clock_ns(CLOCK_MONOTONIC));
+		if (r && !sp_recorder_fatal(rec, r)) {
+			rec->failed++;
+			sp_error_clear();
+			r = 0;
+		}
+		ok = finish_step(rec, r, &rc);
+	}
+	if (ok)
+		finish_step(rec,
+		            rec->opts.rotate_ns
+		                    ? sp_recorder_window_close(rec, sp_clock_ns(CLOCK_MONOTONIC), 1)
+		                    : sp_recorder_seal(rec),
+		            &rc);
+	finish_step(rec, sp_file_sink_close(&rec->sink), &rc);
+	rec->sink.fd = -1;
+	if (stats)
+		fill_stats(rec, stats);
+	recorder_free(rec);
+	/* The drain's error with its detail, which later steps may have
+	 * cleared. */
+	return rc && note[0] ? sp_error(rc, "%s", note) : rc;
+}
+
 int stackpulse_recorder_finish(stackpulse_recorder *rec)
 {
 	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
-	/* Stop producing, then drain what the rings still hold. */
-	for (size_t i = 0; i < rec->nfds; i++)
-		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
-	pause_end(rec); /* The drain below needs no tracer. */
-	int rc = rec->error;
-	rec->error = 0;
-	int rc2 = sp_recorder_consume(rec, 1);
-	if (rc == 0)
-		rc = rc2;
-	if (rc == 0) {
-		/* The events' counters are final now: all of it is in lost. */
-		for (size_t i = 0; i < rec->ntloss; i++)
-			rec->tloss[i].live = 0;
-		rc = sp_recorder_read_loss(rec, 0, rec->nfds);
-	}
-	if (rc == 0)
-		rc = sp_offcpu_finish(rec, sp_clock_ns(CLOCK_MONOTONIC));
-	if (rc == 0)
-		rc = rec->opts.rotate_ns
-		             ? sp_recorder_window_close(rec, sp_clock_ns(CLOCK_MONOTONIC), 1)
-		             : sp_recorder_seal(rec);
-	rc2 = sp_file_sink_close(&rec->sink);
-	if (rc == 0)
-		rc = rc2;
-	rec->sink.fd = -1;
-	recorder_free(rec);
-	return rc;
+	return finish(rec, NULL);
 }
