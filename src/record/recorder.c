@@ -672,6 +672,10 @@ static void fill_stats(const stackpulse_recorder *rec, struct stackpulse_recorde
 	s.offcpu_no_stack = rec->offcpu_no_stack;
 	s.offcpu_dropped = rec->offcpu_dropped;
 	s.offcpu_merged = rec->offcpu_merged;
+	s.failed_records = rec->failed;
+	s.processes_unfollowed = rec->unfollowed;
+	s.unfollowed_pid = rec->unfollowed_pid;
+	s.unfollowed_error = rec->unfollowed_error;
 	sp_recorder_unlock(mrec);
 	memcpy(stats, &s, s.sz);
 }
@@ -865,4 +869,22 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
 	return finish(rec, NULL);
+}
+
+int stackpulse_recorder_finish_stats(stackpulse_recorder *rec,
+                                     struct stackpulse_recorder_stats *stats)
+{
+	SP_API_ENTRY();
+	if (!rec)
+		return sp_error(-EINVAL, "recorder is NULL");
+	if (!stats || stats->sz < sizeof(size_t)) {
+		/* Finished all the same: the recorder is gone either way. */
+		int rc = finish(rec, NULL);
+		if (rc)
+			return rc;
+		if (!stats)
+			return sp_error(-EINVAL, "stats is NULL");
+		return sp_error(-EINVAL, "stats->sz is %zu", stats->sz);
+	}
+	return finish(rec, stats);
 }
