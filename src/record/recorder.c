@@ -160,6 +160,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->ids);
 	sp_free(rec->direct);
 	sp_free(rec->kaddrs);
+	sp_free(rec->refused.v);
 	sp_free(rec->pcs);
 	sp_free(rec->frames);
 	sp_free(rec->pyframes);
@@ -405,6 +406,39 @@ static void python_wakeups(stackpulse_recorder *rec, pid_t pid, const char *prog
 	                  (pid > 0 && sp_proc_maps(pid, python_mapping, NULL) == 1);
 }
 
+/* The /proc snapshot of an attach: the target (into *target, its errors
+ * fail the attach) and, with children followed, every process descended
+ * from it, parents first, as a spawned target's children would be known
+ * from their FORK records. A descendant that is gone or refused is kept
+ * without its mappings, one whose snapshot fails is given up alone
+ * (sp_recorder_process). */
+static int scan_tree(stackpulse_recorder *rec, sp_process **target)
+{
+	uint64_t now = sp_clock_ns(CLOCK_MONOTONIC);
+	int rc = sp_ptable_scan(&rec->pt, rec->target, SP_NONE, now, target);
+	if (rc || !rec->opts.children)
+		return rc;
+	sp_pid_list tree = { 0 };
+	rc = sp_pid_list_add(&tree, rec->target, SP_TREE_MAX);
+	if (rc == 0)
+		rc = sp_proc_descendants(&tree, SP_TREE_MAX);
+	for (uint32_t i = 1; i < tree.n && rc == 0; i++) {
+		sp_process *p;
+		rc = sp_recorder_process(rec, tree.v[i], now, &p);
+		if (rc && !sp_recorder_fatal(rec, rc)) {
+			sp_error_clear(); /* Not even added (a table full): left out. */
+			rc = 0;
+			continue;
+		}
+		/* Its events were refused (sp_recorder_open_all_threads). */
+		for (uint32_t k = 0; rc == 0 && k < rec->refused.n; k++)
+			if (rec->refused.v[k] == tree.v[i])
+				sp_recorder_unfollow(rec, p, -EACCES);
+	}
+	sp_free(tree.v);
+	return rc;
+}
+
 /* ---- public: attach and spawn ---- */
 
 /* The stop-enable-resume attach, on a thread of its own. */
@@ -421,14 +455,14 @@ static void *stop_job_run(void *arg)
 	stackpulse_recorder *rec = j->rec;
 	sp_stopped st;
 	memset(&st, 0, sizeof(st));
-	int rc = sp_attach_stop(j->pid, &st);
+	int rc = sp_attach_stop(j->pid, rec->opts.children ? SP_TREE_MAX : 1, &st);
 	if (rc == 0)
 		rc = sp_recorder_open_all_threads(rec, 0);
 	if (rc == 0)
 		rc = write_meta(rec);
 	sp_process *p = NULL;
 	if (rc == 0)
-		rc = sp_ptable_scan(&rec->pt, j->pid, SP_NONE, sp_clock_ns(CLOCK_MONOTONIC), &p);
+		rc = scan_tree(rec, &p);
 	if (rc == 0)
 		rc = python_required(rec, p);
 	if (rc == 0)
@@ -503,8 +537,7 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, enum stackpulse_atta
 			rc = sp_recorder_enable_all(rec);
 		sp_process *p = NULL;
 		if (rc == 0)
-			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, sp_clock_ns(CLOCK_MONOTONIC),
-			                    &p);
+			rc = scan_tree(rec, &p);
 		if (rc == 0)
 			rc = python_required(rec, p);
 		if (rc == 0)

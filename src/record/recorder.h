@@ -27,6 +27,9 @@
 #define SP_MAX_PY_FRAMES     256        /* Python frames read per sample. */
 
 #define SP_EARLY_PY 64 /* Python stacks read ahead of the ordered drain. */
+/* Processes of a target's tree (itself and its descendants) listed at
+ * attach and at a re-open of the events. */
+#define SP_TREE_MAX 4096u
 
 /* Before a CPython is found, the wait polls every millisecond for this
  * long after the start of a target that looks like one (py_wakeups) and
@@ -195,6 +198,8 @@ struct stackpulse_recorder {
 	                         * of their own (sp_recorder_unfollow). */
 	pid_t unfollowed_pid;   /* The first of them, */
 	int unfollowed_error;   /* and its error. */
+	sp_pid_list refused;    /* Processes of the tree whose events were
+	                         * refused at attach (scan_tree gives them up). */
 	uint64_t last_flush_ns; /* CLOCK_MONOTONIC of the last chunk flush. */
 
 	uint64_t python_samples;      /* Samples that carry Python frames. */
@@ -362,7 +367,8 @@ int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header 
 
 /* The live process of @p pid, scanned from /proc when first seen: a fork
  * whose record was lost or is still to come (it may sit in another CPU's
- * ring), or a process created during a live attach. Its parent is linked when followed; a FORK that comes
+ * ring), a process created during a live attach, or one of the target's
+ * tree at attach. Its parent is linked when followed; a FORK that comes
  * later adopts it (sp_ptable_fork). A process whose /proc is gone or
  * refused is followed without its mappings (unscanned); one whose
  * snapshot failed otherwise comes back given up (sp_recorder_unfollow,
