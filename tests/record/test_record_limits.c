@@ -59,7 +59,11 @@ SP_TEST(mapping_flood_is_cut_and_recording_goes_on)
 	double took = rec_now() - t0;
 	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	sp_process *p = sp_ptable_find(&rec->pt, pid);
+	/* By index, not by live pid: its EXIT may be drained already. */
+	sp_process *p = NULL;
+	for (size_t i = 0; i < rec->pt.nprocs; i++)
+		if (rec->pt.procs[i]->pid == pid)
+			p = rec->pt.procs[i];
 	size_t kept = p ? p->nmaps : 0;
 	CHECK_OK(stackpulse_recorder_finish(rec));
 	int status;
