@@ -347,6 +347,9 @@ static void deep_c(int depth, uint32_t stack_size)
 	       SP_STACK_DEPTH_MAX, d.full_kernel, d.full_bad, d.before, d.after,
 	       (unsigned long long)st.truncated_stacks, (unsigned long long)d.stat_truncated);
 	CHECK_EQ(st.samples, (uint64_t)d.samples);
+	/* Cut, not dropped. */
+	CHECK_EQ(st.failed_records, 0);
+	CHECK_EQ(st.dropped_samples, 0);
 	CHECK(d.with_descend >= 20);
 	CHECK_EQ(d.unmarked_descend, 0);
 	CHECK(d.full >= 10);
@@ -483,6 +486,9 @@ SP_TEST(deep_python_stacks_are_cut_and_counted)
 	       py, samples, marked, full, SP_STACK_DEPTH_MAX, deep,
 	       (unsigned long long)st.truncated_stacks, (unsigned long long)stat,
 	       (unsigned long long)ps.python_truncated);
+	CHECK_EQ(st.samples, (uint64_t)samples);
+	CHECK_EQ(st.failed_records, 0); /* Cut, not dropped. */
+	CHECK_EQ(st.dropped_samples, 0);
 	CHECK(samples >= 100);
 	CHECK(full >= 3);  /* The dealloc recursion, cut at the spool's cap. */
 	CHECK(deep >= 10); /* The Python recursion, cut at SP_MAX_PY_FRAMES. */
@@ -521,6 +527,7 @@ SP_TEST(python_test_suite_records_whole)
 	       py, samples, (unsigned long long)st.samples, marked, full, SP_STACK_DEPTH_MAX,
 	       (unsigned long long)st.truncated_stacks, (unsigned long long)stat);
 	CHECK_EQ(st.samples, (uint64_t)samples);
+	CHECK_EQ(st.failed_records, 0); /* Cut, not dropped. */
 	CHECK(samples >= 500);
 	CHECK(full >= 1);
 	CHECK_EQ(st.truncated_stacks, stat);
