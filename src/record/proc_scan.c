@@ -119,6 +119,7 @@ int sp_pid_list_add(sp_pid_list *l, pid_t pid, uint32_t max)
 typedef struct descend_ctx {
 	sp_pid_list *l;
 	uint32_t max;
+	pid_t self;
 	int rc;
 } descend_ctx;
 
@@ -126,6 +127,8 @@ typedef struct descend_ctx {
 static int add_child(void *ctx, pid_t pid)
 {
 	descend_ctx *d = ctx;
+	if (pid == d->self)
+		return 0;
 	for (uint32_t i = 0; i < d->l->n; i++)
 		if (d->l->v[i] == pid)
 			return 0;
@@ -135,7 +138,7 @@ static int add_child(void *ctx, pid_t pid)
 
 int sp_proc_descendants(sp_pid_list *l, uint32_t max)
 {
-	descend_ctx d = { l, max, 0 };
+	descend_ctx d = { l, max, getpid(), 0 };
 	for (uint32_t i = 0; i < l->n && d.rc == 0; i++)
 		sp_proc_children(l->v[i], add_child, &d);
 	if (d.rc == STACKPULSE_ELIMIT)

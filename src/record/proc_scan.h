@@ -45,8 +45,9 @@ int sp_pid_list_add(sp_pid_list *l, pid_t pid, uint32_t max);
 /* Appends to @p l the descendants of the pids it holds, breadth first (a
  * parent before its children, from /proc/PID/task/TID/children), each pid
  * once, until @p l holds @p max pids. A process that ends meanwhile is
- * left out with its children. Returns 0, or -ENOMEM (the list so far is
- * kept). */
+ * left out with its children, and so is the calling process: a recorder
+ * attached to one of its own ancestors must not stop or sample itself.
+ * Returns 0, or -ENOMEM (the list so far is kept). */
 int sp_proc_descendants(sp_pid_list *l, uint32_t max);
 
 /* The pid of @p pid in its own PID namespace (the last field of the

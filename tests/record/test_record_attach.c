@@ -833,3 +833,50 @@ SP_TEST(attach_follows_the_existing_python_tree)
 	for (int k = 0; k < 3; k++)
 		kill(kids[k], SIGKILL);
 }
+
+/* A recorder attached to one of its own ancestors, children followed,
+ * leaves itself out of the tree: it neither samples nor stops itself.
+ * The recorder runs in a child of this process and attaches to it. */
+SP_TEST(attach_to_an_ancestor_leaves_the_recorder_out)
+{
+	char spool[600];
+	snprintf(spool, sizeof(spool), "%s/ancestor.spool", sp_test_tmpdir());
+	for (int mode = 0; mode < 2; mode++) {
+		pid_t c = fork();
+		REQUIRE(c >= 0);
+		if (c == 0) {
+			stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+			o.frequency = 999;
+			stackpulse_recorder *rec;
+			if (stackpulse_recorder_attach(getppid(), spool,
+			                               (enum stackpulse_attach_mode)mode, &o, &rec))
+				_exit(2);
+			/* Busy in the recorder's own calls: samples of it, if any. */
+			double end = rec_now() + 0.5;
+			while (rec_now() < end)
+				stackpulse_recorder_consume_available(rec);
+			_exit(stackpulse_recorder_finish(rec) ? 3 : 0);
+		}
+		int status;
+		/* The target (this process) waits: it may be stopped meanwhile. */
+		REQUIRE_EQ(waitpid(c, &status, 0), c);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		stackpulse_spool *sp;
+		REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+		int self = 0;
+		for (uint32_t i = 0; i < stackpulse_spool_process_count(sp); i++)
+			self += stackpulse_spool_process(sp, i)->pid == c;
+		uint64_t samples = 0;
+		stackpulse_sample_iter *it;
+		REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+		const struct stackpulse_sample *s;
+		while (stackpulse_sample_iter_next(it, &s) == 1)
+			samples += s->pid == c;
+		stackpulse_sample_iter_free(it);
+		stackpulse_spool_close(sp);
+		printf("    %s: the recorder (pid %d) listed %d times, %llu samples of it\n",
+		       mode ? "live" : "stop", (int)c, self, (unsigned long long)samples);
+		CHECK_EQ(self, 0);
+		CHECK_EQ(samples, 0);
+	}
+}
