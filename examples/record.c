@@ -579,14 +579,16 @@ int main(int argc, char **argv)
 	if (tty && last_progress > 0)
 		fputc('\n', stderr);
 
-	memset(&st, 0, sizeof(st));
-	st.sz = sizeof(st);
-	int have_stats = stackpulse_recorder_stats(rec, &st) == 0;
 	char python_note[400] = ""; /* The note lives until finish. */
 	snprintf(python_note, sizeof(python_note), "%s", stackpulse_recorder_python_note(rec));
 	struct stackpulse_recorder_python_stats pst = { .sz = sizeof(pst) };
 	int unreadable = stackpulse_recorder_python_stats(rec, &pst) == 0 && pst.python_unreadable;
-	rc = stackpulse_recorder_finish(rec);
+	/* The counts after finish: it drains the last samples and writes the
+	 * off-CPU intervals of threads still waiting. */
+	memset(&st, 0, sizeof(st));
+	st.sz = sizeof(st);
+	rc = stackpulse_recorder_finish_stats(rec, &st);
+	int have_stats = 1; /* Filled even when finish failed. */
 	if (rc) {
 		fail("finish", rc);
 		if (!first_error)
@@ -622,23 +624,6 @@ int main(int argc, char **argv)
 			snprintf(dest, sizeof(dest), "%u window%s %s.0001..%s.%04u", ws.count,
 			         ws.count == 1 ? "" : "s", out, out, ws.count);
 		} else {
-			/* finish() wrote more: the file itself has the final counts. */
-			FILE *f = fopen(out, "rb");
-			if (f && fseek(f, 0, SEEK_END) == 0) {
-				long sz = ftell(f);
-				if (sz >= 0)
-					st.bytes_written = (uint64_t)sz;
-			}
-			if (f)
-				fclose(f);
-			stackpulse_spool *spool = NULL;
-			if (stackpulse_spool_open(out, NULL, &spool) == 0) {
-				const struct stackpulse_spool_meta *m =
-				        stackpulse_spool_meta(spool);
-				st.samples = m->samples;
-				st.lost = m->lost;
-				stackpulse_spool_close(spool);
-			}
 			snprintf(dest, sizeof(dest), "%s", out);
 		}
 		char size[32];
@@ -661,6 +646,18 @@ int main(int argc, char **argv)
 			        " more merged into them\n",
 			        st.offcpu_intervals, st.offcpu_no_stack, st.offcpu_dropped,
 			        st.offcpu_merged);
+		if (st.processes_unfollowed)
+			fprintf(stderr,
+			        "record: warning: %u process%s no longer followed after an error "
+			        "of its own (the first, pid %d: %s)\n",
+			        st.processes_unfollowed, st.processes_unfollowed == 1 ? "" : "es",
+			        (int)st.unfollowed_pid, stackpulse_strerror(st.unfollowed_error));
+		if (st.failed_records)
+			fprintf(stderr,
+			        "record: warning: %" PRIu64 " record%s left out after an error of "
+			        "%s own (docs/recording.md#errors)\n",
+			        st.failed_records, st.failed_records == 1 ? "" : "s",
+			        st.failed_records == 1 ? "its" : "their");
 	}
 	if (*python_note)
 		fprintf(stderr, "record: warning: %s: %s\n",

@@ -321,7 +321,11 @@ struct stackpulse_recorder_stats {
 	size_t sz;                 /**< Set by the caller to sizeof(*stats). */
 	uint64_t samples;          /**< Samples written. */
 	uint64_t lost;             /**< Samples the kernel reported lost. */
-	uint64_t truncated_stacks; /**< Stacks cut (stack copy ran out, bad CFI). */
+	uint64_t truncated_stacks; /**< Stacks cut (stack copy ran out, bad CFI,
+	                            *   more than 1024 frames with the kernel
+	                            *   and Python ones): their leaf side is kept
+	                            *   and ends with a ::STACKPULSE_FRAME_TRUNCATED
+	                            *   frame. */
 	uint64_t bytes_written;    /**< Spool bytes written so far. */
 	uint64_t chunks;           /**< Chunks written so far. */
 	uint32_t processes;        /**< Processes seen. */
@@ -341,8 +345,11 @@ struct stackpulse_recorder_stats {
 	                            *   see docs/recording.md); samples in
 	                            *   them have unknown frames. */
 	uint64_t dropped_samples;   /**< Samples not written: of a process not
-	                             *   followed, or a duplicate of one already
-	                             *   seen on another event. */
+	                             *   followed (or no longer followed, see
+	                             *   @c processes_unfollowed), a duplicate of
+	                             *   one already seen on another event, or
+	                             *   one that failed on its own (see
+	                             *   @c failed_records). */
 	uint64_t malformed_records; /**< Kernel ring records skipped as
 	                             *   malformed (a kernel or ring bug). */
 	/* Ring memory, stack copy sizing, loss per thread (docs/recording.md). */
@@ -381,6 +388,19 @@ struct stackpulse_recorder_stats {
 	                            *   in the same state (`merged`, `merged_ns`
 	                            *   of ::stackpulse_offcpu). Intervals seen:
 	                            *   `offcpu_intervals + offcpu_merged`. */
+	/* Errors of one record or one process, which the recording survives
+	 * (docs/recording.md#errors). */
+	uint64_t failed_records;       /**< Ring records left out after an error of
+	                                *   their own (a table of the spool full);
+	                                *   samples among them are in
+	                                *   @c dropped_samples too. */
+	uint32_t processes_unfollowed; /**< Processes no longer followed after an
+	                                *   error of their own (their /proc
+	                                *   snapshot failed, or a fork or exec of
+	                                *   theirs could not be applied): their
+	                                *   later samples are dropped. */
+	pid_t unfollowed_pid;          /**< The first of them (0: none). */
+	int unfollowed_error;          /**< Its error code (::stackpulse_strerror). */
 };
 
 /** The cost and quality of reading Python stacks (CPython targets only; all
@@ -538,9 +558,23 @@ STACKPULSE_API const char *stackpulse_recorder_python_note(const stackpulse_reco
  * embedded symbol tables (when self_contained) and the footer, closes the
  * file (with `opts.rotate_ns`: completes the last window and calls
  * `opts.on_window` for it), and frees @p rec (also on error). Detaches from the target, which
- * keeps running. Returns 0 or the first error met.
+ * keeps running. Returns 0 or the first error met. After an error of a
+ * drain (other than a failed write of the spool) the rest is still drained
+ * and sealed, so what was recorded reads back whole.
  */
 STACKPULSE_API int stackpulse_recorder_finish(stackpulse_recorder *rec);
+
+/**
+ * ::stackpulse_recorder_finish, then the final counters into @p stats (set
+ * `stats->sz` first): what finish added is in them (the last samples, the
+ * off-CPU intervals of threads still off CPU, the whole file's bytes),
+ * which ::stackpulse_recorder_stats before finish cannot show. Filled also
+ * when finish fails. Frees @p rec in every case; returns what finish
+ * returns, or -EINVAL for a NULL @p stats or a bad `stats->sz` (finished
+ * all the same).
+ */
+STACKPULSE_API int stackpulse_recorder_finish_stats(stackpulse_recorder *rec,
+                                                    struct stackpulse_recorder_stats *stats);
 /**@}*/
 
 /* ------------------------------------------------------------------ */
@@ -760,24 +794,37 @@ STACKPULSE_API const struct stackpulse_spool_meta *stackpulse_spool_meta(
 /** Recording counters a spool carries (written when the recording ends,
  * the same values as ::stackpulse_recorder_stats gave then). */
 typedef enum stackpulse_spool_stat_key {
-	STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS = 1, /**< Stacks cut (stack copy
+	STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS = 1,  /**< Stacks cut (stack copy
 	                                             *   ran out, bad CFI). */
-	STACKPULSE_SPOOL_STAT_PYTHON_SAMPLES = 2,   /**< Samples with Python
+	STACKPULSE_SPOOL_STAT_PYTHON_SAMPLES = 2,    /**< Samples with Python
 	                                             *   frames. */
-	STACKPULSE_SPOOL_STAT_UNWIND_ERRORS = 3,    /**< Unwinds that stopped on
+	STACKPULSE_SPOOL_STAT_UNWIND_ERRORS = 3,     /**< Unwinds that stopped on
 	                                             *   an error. */
-	STACKPULSE_SPOOL_STAT_PERF_EVENT = 4,       /**< The ::stackpulse_perf_event
+	STACKPULSE_SPOOL_STAT_PERF_EVENT = 4,        /**< The ::stackpulse_perf_event
 	                                             *   used. */
-	STACKPULSE_SPOOL_STAT_PYTHON_FRAMES = 5,    /**< 1 when a CPython target
+	STACKPULSE_SPOOL_STAT_PYTHON_FRAMES = 5,     /**< 1 when a CPython target
 	                                             *   was found. */
-	STACKPULSE_SPOOL_STAT_LOST = 6,             /**< Samples the kernel
+	STACKPULSE_SPOOL_STAT_LOST = 6,              /**< Samples the kernel
 	                                             *   reported lost. */
-	STACKPULSE_SPOOL_STAT_RING_BYTES = 7,       /**< Data bytes of all perf
+	STACKPULSE_SPOOL_STAT_RING_BYTES = 7,        /**< Data bytes of all perf
 	                                             *   rings. */
-	STACKPULSE_SPOOL_STAT_STACK_COPY = 8,       /**< User stack bytes copied
+	STACKPULSE_SPOOL_STAT_STACK_COPY = 8,        /**< User stack bytes copied
 	                                             *   per sample at the end. */
-	STACKPULSE_SPOOL_STAT_COPY_RESIZES = 9,     /**< Re-opens with another
+	STACKPULSE_SPOOL_STAT_COPY_RESIZES = 9,      /**< Re-opens with another
 	                                             *   copy size. */
+	STACKPULSE_SPOOL_STAT_OFFCPU_INTERVALS = 10, /**< Off-CPU intervals
+	                                              *   written (rows). */
+	STACKPULSE_SPOOL_STAT_OFFCPU_NO_STACK = 11,  /**< Of them: with the
+	                                              *   empty stack. */
+	STACKPULSE_SPOOL_STAT_OFFCPU_DROPPED = 12,   /**< Switch-ins without a
+	                                              *   switch-out. */
+	STACKPULSE_SPOOL_STAT_OFFCPU_MERGED = 13,    /**< Intervals merged into
+	                                              *   later rows. */
+	STACKPULSE_SPOOL_STAT_FAILED_RECORDS = 14,   /**< Records left out after
+	                                              *   an error of their own. */
+	STACKPULSE_SPOOL_STAT_UNFOLLOWED = 15,       /**< Processes no longer
+	                                              *   followed after an error
+	                                              *   of their own. */
 } stackpulse_spool_stat_key;
 
 /**

@@ -106,6 +106,8 @@ enum sp_stat_key {
 	SP_STAT_OFFCPU_NO_STACK = 11,  /* Of them: without a stack. */
 	SP_STAT_OFFCPU_DROPPED = 12,   /* Switch-ins without a switch-out. */
 	SP_STAT_OFFCPU_MERGED = 13,    /* Intervals folded into a later row. */
+	SP_STAT_FAILED_RECORDS = 14,   /* Records dropped after an error of their own. */
+	SP_STAT_UNFOLLOWED = 15,       /* Processes given up after an error of their own. */
 };
 
 #endif

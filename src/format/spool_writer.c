@@ -904,6 +904,11 @@ int sp_writer_flush(sp_writer *w)
 	return close_chunk(w);
 }
 
+int sp_writer_failed(const sp_writer *w)
+{
+	return w->state == W_FAILED;
+}
+
 int sp_writer_finish(sp_writer *w)
 {
 	int rc = sp_writer_flush(w);

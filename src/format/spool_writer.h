@@ -123,6 +123,9 @@ int sp_writer_thread_stat(sp_writer *w, uint32_t key, uint64_t value, uint32_t t
 
 /* Closes the current chunk, if any, and hands it to the sink. */
 int sp_writer_flush(sp_writer *w);
+/* 1 once the sink refused a write (the file lacks what later records
+ * would need): the writer then refuses everything. */
+int sp_writer_failed(const sp_writer *w);
 /* Flushes and writes the footer. The writer accepts nothing afterwards. */
 int sp_writer_finish(sp_writer *w);
 

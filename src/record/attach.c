@@ -427,7 +427,7 @@ static int is_child_of_us(pid_t pid)
  * one lists no thread it has not met: once every listed thread is stopped,
  * none can create another. A thread that exited before it stopped counts
  * as new too: it may have created one first. */
-int sp_attach_stop(pid_t pid, sp_stopped *s)
+static int stop_process(pid_t pid, sp_stopped *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->pid = pid;
@@ -477,7 +477,8 @@ int sp_attach_stop(pid_t pid, sp_stopped *s)
 		sp_free(tids);
 		if (rc == 0)
 			rc = wait_batch(s, batch, &nb, &gone);
-		qsort(s->t, s->n, sizeof(*s->t), cmp_stopped);
+		if (s->n)
+			qsort(s->t, s->n, sizeof(*s->t), cmp_stopped);
 		if (gone.n)
 			qsort(gone.v, gone.n, sizeof(*gone.v), cmp_pid);
 		if (rc)
@@ -500,6 +501,78 @@ int sp_attach_stop(pid_t pid, sp_stopped *s)
 	sp_free(batch);
 	sp_free(gone.v);
 	sp_attach_resume(s);
+	return rc;
+}
+
+/* Moves the threads of @p sub (another process, stopped) into @p s; on
+ * failure (memory) @p sub is resumed. */
+static int stopped_merge(sp_stopped *s, sp_stopped *sub)
+{
+	int rc = stopped_reserve(s, sub->n);
+	if (rc) {
+		sp_attach_resume(sub);
+		return rc;
+	}
+	if (sub->n)
+		memcpy(s->t + s->n, sub->t, sub->n * sizeof(*sub->t));
+	s->n += sub->n;
+	qsort(s->t, s->n, sizeof(*s->t), cmp_stopped);
+	sp_free(sub->t);
+	sub->t = NULL;
+	sub->n = sub->cap = 0;
+	return 0;
+}
+
+static int pid_listed(const sp_pid_list *l, pid_t pid)
+{
+	for (uint32_t i = 0; i < l->n; i++)
+		if (l->v[i] == pid)
+			return 1;
+	return 0;
+}
+
+/* The target first; then, in passes, every process descended from it
+ * that is not stopped yet, until a pass finds none: a stopped process
+ * forks no more, so the last listing is the whole tree. A descendant
+ * that cannot be stopped (gone, traced by another, refused, stuck) is
+ * left running: its events are opened while it runs. */
+int sp_attach_stop(pid_t pid, uint32_t max_procs, sp_stopped *s)
+{
+	int rc = stop_process(pid, s);
+	if (rc || max_procs <= 1)
+		return rc;
+	sp_pid_list met = { 0 }; /* Processes stopped or tried. */
+	rc = sp_pid_list_add(&met, pid, max_procs);
+	for (int pass = 0; pass < MAX_RESCANS && rc == 0; pass++) {
+		sp_pid_list tree = { 0 };
+		rc = sp_pid_list_add(&tree, pid, max_procs);
+		if (rc == 0)
+			rc = sp_proc_descendants(&tree, max_procs);
+		int fresh = 0;
+		for (uint32_t i = 1; i < tree.n && rc == 0; i++) {
+			if (pid_listed(&met, tree.v[i]))
+				continue;
+			fresh = 1;
+			if ((rc = sp_pid_list_add(&met, tree.v[i], max_procs)) != 0)
+				break;
+			sp_stopped sub;
+			if (stop_process(tree.v[i], &sub) != 0) {
+				sp_error_clear();
+				continue;
+			}
+			rc = stopped_merge(s, &sub);
+		}
+		sp_free(tree.v);
+		if (!fresh)
+			break;
+	}
+	sp_free(met.v);
+	if (rc == STACKPULSE_ELIMIT) {
+		sp_error_clear(); /* More than max_procs: the rest runs on. */
+		rc = 0;
+	}
+	if (rc)
+		sp_attach_resume(s);
 	return rc;
 }
 

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct sp_stopped_thread {
@@ -31,9 +32,12 @@ void sp_attach_restore_signals(const sigset_t *old);
 
 /* Stops every thread of @p pid, rescanning until no thread appears. Each
  * pass interrupts all new threads at once and waits for them together
- * (one 5 s deadline per pass). On failure no thread is left stopped. Returns 0, -ESRCH (exited), -EPERM
- * (with the reason) or another negative code. */
-int sp_attach_stop(pid_t pid, sp_stopped *s);
+ * (one 5 s deadline per pass). With @p max_procs above 1, then the threads
+ * of its descendants too, up to @p max_procs processes in all; one that
+ * cannot be stopped is left running. On failure no thread is left
+ * stopped. Returns 0, -ESRCH (exited), -EPERM (with the reason) or another
+ * negative code. */
+int sp_attach_stop(pid_t pid, uint32_t max_procs, sp_stopped *s);
 
 /* PTRACE_SEIZE of thread @p tid of @p pid with ptrace @p options: 0
  * seized, 1 the thread is gone (skip it), < 0 error (the target exited, or

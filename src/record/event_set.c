@@ -352,27 +352,61 @@ static int open_thread(stackpulse_recorder *rec, pid_t tid, int *probe_fd)
 	return any && !rec->reopen_size ? add_direct(rec, tid) : 0;
 }
 
-/* Opens events on every thread of the target; with @p rescan, repeats
- * until a pass finds no new thread (live attach). */
+/* 1 when error @p rc of opening events on a thread of @p pid belongs to
+ * that process alone: perf refused it (not dumpable, another user's), and
+ * it is not the target. */
+static int refused(const stackpulse_recorder *rec, pid_t pid, int rc)
+{
+	return (rc == -EACCES || rc == -EPERM) && pid != rec->target;
+}
+
+/* Opens events on the threads of @p pid that have none; *added when
+ * there were some. A process other than the target that is gone (or
+ * whose threads cannot be listed) is left out. */
+static int open_process(stackpulse_recorder *rec, pid_t pid, int *probe, int *added)
+{
+	pid_t *tids;
+	size_t n;
+	int rc = sp_proc_tasks(pid, &tids, &n);
+	if (rc && pid != rec->target) {
+		sp_error_clear();
+		return rc == -ENOMEM ? rc : 0;
+	}
+	if (rc)
+		return rc == -ESRCH ? sp_error(-ESRCH, "pid %d exited during attach", (int)pid)
+		                    : rc;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (has_direct(rec, tids[i]))
+			continue;
+		rc = open_thread(rec, tids[i], probe);
+		*added = 1;
+	}
+	sp_free(tids);
+	if (refused(rec, pid, rc)) {
+		/* That process alone: given up once it is in the table. */
+		rc = sp_pid_list_add(&rec->refused, pid, SP_TREE_MAX);
+		sp_error_clear();
+		return rc == -ENOMEM ? rc : 0;
+	}
+	return rc;
+}
+
+/* Opens events on every thread of the target and, with children
+ * followed, of every process descended from it, as a spawned target's
+ * children inherit them; with @p rescan, repeats until a pass finds no
+ * new thread (live attach). */
 int sp_recorder_open_all_threads(stackpulse_recorder *rec, int rescan)
 {
 	int probe = -1;
 	for (int round = 0; round < 100; round++) {
-		pid_t *tids;
-		size_t n;
-		int rc = sp_proc_tasks(rec->target, &tids, &n);
-		if (rc)
-			return rc == -ESRCH ? sp_error(-ESRCH, "pid %d exited during attach",
-			                               (int)rec->target)
-			                    : rc;
+		sp_pid_list tree = { 0 };
+		int rc = sp_pid_list_add(&tree, rec->target, 1);
+		if (rc == 0 && rec->opts.children)
+			rc = sp_proc_descendants(&tree, SP_TREE_MAX);
 		int added = 0;
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			if (has_direct(rec, tids[i]))
-				continue;
-			rc = open_thread(rec, tids[i], &probe);
-			added = 1;
-		}
-		sp_free(tids);
+		for (uint32_t i = 0; i < tree.n && rc == 0; i++)
+			rc = open_process(rec, tree.v[i], &probe, &added);
+		sp_free(tree.v);
 		if (rc)
 			return rc;
 		if (rec->nfds == 0)
@@ -456,52 +490,21 @@ int sp_recorder_read_live_loss(stackpulse_recorder *rec)
 	return 0;
 }
 
-typedef struct pid_list {
-	pid_t *v;
-	size_t n, cap;
-} pid_list;
-
-/* sp_proc_children callback: adds a pid not listed yet; 1 stops on
- * -ENOMEM (the list so far is kept). */
-static int add_unknown(void *ctx, pid_t c)
-{
-	pid_list *l = ctx;
-	for (size_t j = 0; j < l->n; j++)
-		if (l->v[j] == c)
-			return 0;
-	if (l->n == l->cap) {
-		pid_t *nv = sp_realloc_array(l->v, l->cap * 2, sizeof(*nv));
-		if (!nv)
-			return 1;
-		l->v = nv;
-		l->cap *= 2;
-	}
-	l->v[l->n++] = c;
-	return 0;
-}
-
 /* Pids of the followed live processes and, with @p children (and
- * opts.children), their children not yet known from a FORK record
- * (/proc/PID/task/TID/children). */
-static int followed_pids(stackpulse_recorder *rec, int children, pid_t **out, size_t *n)
+ * opts.children), their descendants not yet known from a FORK record
+ * (/proc/PID/task/TID/children), into @p l (sp_free l->v). */
+static int followed_pids(stackpulse_recorder *rec, int children, sp_pid_list *l)
 {
-	size_t cap = rec->pt.nprocs + 16, cnt = 0;
-	*out = NULL;
-	*n = 0;
-	pid_t *v = sp_calloc(cap, sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < rec->pt.nprocs; i++) {
+	memset(l, 0, sizeof(*l));
+	int rc = 0;
+	for (size_t i = 0; i < rec->pt.nprocs && rc == 0; i++) {
 		const sp_process *p = rec->pt.procs[i];
-		if (!p->exited && (rec->opts.children || p->pid == rec->target))
-			v[cnt++] = p->pid;
+		if (!p->exited && !p->unfollowed && (rec->opts.children || p->pid == rec->target))
+			rc = sp_pid_list_add(l, p->pid, UINT32_MAX);
 	}
-	pid_list l = { v, cnt, cap };
-	for (size_t i = 0; children && rec->opts.children && i < l.n && l.n < 4096; i++)
-		sp_proc_children(l.v[i], add_unknown, &l);
-	*out = l.v;
-	*n = l.n;
-	return 0;
+	if (rc == 0 && children && rec->opts.children)
+		rc = sp_proc_descendants(l, l->n + SP_TREE_MAX);
+	return rc;
 }
 
 /* 1 when thread @p tid has events of the re-open under way. */
@@ -535,19 +538,17 @@ static int set_direct(stackpulse_recorder *rec, size_t from)
 static int reopen_batch(stackpulse_recorder *rec, uint64_t deadline, int enable, size_t *opened,
                         int *more)
 {
-	pid_t *pids;
-	size_t np;
+	sp_pid_list pids;
 	*opened = 0;
 	*more = 0;
 	/* Unknown children only in the final listings (enable): once per
 	 * re-open rather than once per step. */
-	int rc = followed_pids(rec, enable, &pids, &np), probe = 0;
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < np && rc == 0 && !*more; i++) {
+	int rc = followed_pids(rec, enable, &pids), probe = 0;
+	for (uint32_t i = 0; i < pids.n && rc == 0 && !*more; i++) {
 		pid_t *tids;
 		size_t nt;
-		if (sp_proc_tasks(pids[i], &tids, &nt) != 0)
+		const sp_process *p = sp_ptable_find(&rec->pt, pids.v[i]);
+		if ((p && p->unfollowed) || sp_proc_tasks(pids.v[i], &tids, &nt) != 0)
 			continue;
 		for (size_t k = 0; k < nt && rc == 0; k++) {
 			if (reopen_has(rec, tids[k]))
@@ -558,6 +559,16 @@ static int reopen_batch(stackpulse_recorder *rec, uint64_t deadline, int enable,
 			}
 			size_t before = rec->nfds;
 			rc = open_thread(rec, tids[k], &probe);
+			if (refused(rec, pids.v[i], rc)) {
+				/* That process alone is given up: the re-open goes on
+				 * without it (its old events close at the end). */
+				sp_process *gone = sp_ptable_find(&rec->pt, pids.v[i]);
+				if (gone)
+					sp_recorder_unfollow(rec, gone, rc);
+				sp_error_clear();
+				rc = 0;
+				break;
+			}
 			for (size_t j = before; j < rec->nfds && rc == 0 && enable; j++)
 				if (ioctl(rec->fds[j], PERF_EVENT_IOC_ENABLE, 0) != 0)
 					rc = sp_error(-errno, "PERF_EVENT_IOC_ENABLE failed");
@@ -565,7 +576,7 @@ static int reopen_batch(stackpulse_recorder *rec, uint64_t deadline, int enable,
 		}
 		sp_free(tids);
 	}
-	sp_free(pids);
+	sp_free(pids.v);
 	return rc;
 }
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <time.h>
 
@@ -105,7 +106,8 @@ static int sp_recorder_any_alive(stackpulse_recorder *rec)
 		return 0;
 	for (size_t i = 0; i < rec->pt.nprocs; i++) {
 		sp_process *p = rec->pt.procs[i];
-		if (!p->exited && p->pid != rec->target && sp_recorder_pid_alive(p->pid))
+		if (!p->exited && !p->unfollowed && p->pid != rec->target &&
+		    sp_recorder_pid_alive(p->pid))
 			return 1;
 	}
 	return 0;
@@ -324,8 +326,10 @@ int sp_recorder_consume(stackpulse_recorder *rec, int all)
 		rc = sp_writer_flush(rec->w);
 		rec->last_flush_ns = now;
 	}
-	if (rc)
+	if (rc) {
 		rec->error = rc;
+		snprintf(rec->error_note, sizeof(rec->error_note), "%s", stackpulse_last_error());
+	}
 	return rc;
 }
 

@@ -154,7 +154,8 @@ int sp_offcpu_finish(stackpulse_recorder *rec, uint64_t now)
 		 * EXIT record may have been lost: ask /proc too. */
 		int rc = 0;
 		char st = 0;
-		if (!th->exited && !rec->pt.procs[th->process]->exited &&
+		const sp_process *p = rec->pt.procs[th->process];
+		if (!th->exited && !p->exited && !p->unfollowed &&
 		    th->off_state == SP_OFF_OFF_CPU && now >= th->off_start &&
 		    sp_proc_state(th->tid, &st, NULL) == 0 && st != 'Z' && st != 'X') {
 			th->off_state = SP_OFF_ON_CPU;

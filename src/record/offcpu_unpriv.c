@@ -84,6 +84,12 @@ static int read_thread(stackpulse_recorder *rec, sp_process *proc, size_t i)
 	sp_unwind_regs_sp_pc(&sf.regs, sc.sp, sc.pc);
 	uint32_t stack_id = 0;
 	int rc = sp_recorder_sample_stack(rec, &sf, proc, &stack_id);
+	if (rc && !sp_recorder_fatal(rec, rc)) {
+		/* That stack alone is lost (a table limit): no stack. */
+		rec->failed++;
+		sp_error_clear();
+		return 0;
+	}
 	if (rc)
 		return rc;
 	/* The Python frames were read live too: check after them. */
@@ -114,7 +120,7 @@ int sp_offcpu_unpriv_read(stackpulse_recorder *rec)
 		    (th->off_rd_stack && th->off_rd_t0 >= th->off_start))
 			continue;
 		sp_process *proc = rec->pt.procs[th->process];
-		if (proc->exited || !proc->space)
+		if (proc->exited || proc->unfollowed || !proc->space)
 			continue;
 		rec->pt.threads[i].off_rd_tries++;
 		int rc = read_thread(rec, proc, i);

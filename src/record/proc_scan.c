@@ -15,6 +15,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "io/file.h"
 
 #define MAP_LINE_MAX 8192 /* Longer maps lines (absurd paths) are skipped. */
@@ -105,6 +106,44 @@ int sp_proc_children(pid_t pid, sp_proc_child_fn fn, void *ctx)
 	}
 	sp_free(tids);
 	return rc;
+}
+
+int sp_pid_list_add(sp_pid_list *l, pid_t pid, uint32_t max)
+{
+	int rc = SP_GROW(l->v, l->cap, l->n + 1, max, "processes");
+	if (rc == 0)
+		l->v[l->n++] = pid;
+	return rc;
+}
+
+typedef struct descend_ctx {
+	sp_pid_list *l;
+	uint32_t max;
+	pid_t self;
+	int rc;
+} descend_ctx;
+
+/* sp_proc_children callback: adds a pid not listed yet; 1 stops the walk. */
+static int add_child(void *ctx, pid_t pid)
+{
+	descend_ctx *d = ctx;
+	if (pid == d->self)
+		return 0;
+	for (uint32_t i = 0; i < d->l->n; i++)
+		if (d->l->v[i] == pid)
+			return 0;
+	d->rc = sp_pid_list_add(d->l, pid, d->max);
+	return d->rc != 0;
+}
+
+int sp_proc_descendants(sp_pid_list *l, uint32_t max)
+{
+	descend_ctx d = { l, max, getpid(), 0 };
+	for (uint32_t i = 0; i < l->n && d.rc == 0; i++)
+		sp_proc_children(l->v[i], add_child, &d);
+	if (d.rc == STACKPULSE_ELIMIT)
+		sp_error_clear(); /* Full: the tree is cut there. */
+	return d.rc == -ENOMEM ? d.rc : 0;
 }
 
 pid_t sp_proc_parse_nspid(const char *status)

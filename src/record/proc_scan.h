@@ -32,6 +32,24 @@ int sp_proc_ppid(pid_t pid, pid_t *ppid);
 typedef int (*sp_proc_child_fn)(void *ctx, pid_t child);
 int sp_proc_children(pid_t pid, sp_proc_child_fn fn, void *ctx);
 
+/* Pids in order (sp_proc_descendants); v is sp_free'd by the owner. */
+typedef struct sp_pid_list {
+	pid_t *v;
+	uint32_t n, cap;
+} sp_pid_list;
+
+/* Appends @p pid to @p l: 0, -ENOMEM, or STACKPULSE_ELIMIT once it holds
+ * @p max pids. */
+int sp_pid_list_add(sp_pid_list *l, pid_t pid, uint32_t max);
+
+/* Appends to @p l the descendants of the pids it holds, breadth first (a
+ * parent before its children, from /proc/PID/task/TID/children), each pid
+ * once, until @p l holds @p max pids. A process that ends meanwhile is
+ * left out with its children, and so is the calling process: a recorder
+ * attached to one of its own ancestors must not stop or sample itself.
+ * Returns 0, or -ENOMEM (the list so far is kept). */
+int sp_proc_descendants(sp_pid_list *l, uint32_t max);
+
 /* The pid of @p pid in its own PID namespace (the last field of the
  * "NSpid:" line of /proc/PID/status; @p pid itself when the line is absent
  * or unreadable). Never fails. */

@@ -49,6 +49,8 @@ typedef struct sp_process {
 	int unscanned;         /* First seen in its own records, /proc unreadable. */
 	int execed;            /* An exec was seen. */
 	uint64_t maps_dropped; /* Mappings not kept (SP_PTABLE_MAX_MAPS). */
+	int unfollowed;        /* No longer followed after an error of its own
+	                        * (recorder.h: sp_recorder_unfollow). */
 } sp_process;
 
 typedef struct sp_thread {

@@ -60,7 +60,7 @@ uint32_t sp_recorder_python_early(stackpulse_recorder *rec)
 			    sp_recorder_parse_sample(rec, p, len, &s) != 0 || s.tid <= 0)
 				continue;
 			sp_process *proc = sp_ptable_find(&rec->pt, s.pid);
-			if (!proc || proc->exited)
+			if (!proc || proc->exited || proc->unfollowed)
 				continue;
 			/* A process not probed yet is probed here, not when the
 			 * drain reaches its first sample: the samples queued

@@ -160,6 +160,7 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_free(rec->ids);
 	sp_free(rec->direct);
 	sp_free(rec->kaddrs);
+	sp_free(rec->refused.v);
 	sp_free(rec->pcs);
 	sp_free(rec->frames);
 	sp_free(rec->pyframes);
@@ -405,6 +406,39 @@ static void python_wakeups(stackpulse_recorder *rec, pid_t pid, const char *prog
 	                  (pid > 0 && sp_proc_maps(pid, python_mapping, NULL) == 1);
 }
 
+/* The /proc snapshot of an attach: the target (into *target, its errors
+ * fail the attach) and, with children followed, every process descended
+ * from it, parents first, as a spawned target's children would be known
+ * from their FORK records. A descendant that is gone or refused is kept
+ * without its mappings, one whose snapshot fails is given up alone
+ * (sp_recorder_process). */
+static int scan_tree(stackpulse_recorder *rec, sp_process **target)
+{
+	uint64_t now = sp_clock_ns(CLOCK_MONOTONIC);
+	int rc = sp_ptable_scan(&rec->pt, rec->target, SP_NONE, now, target);
+	if (rc || !rec->opts.children)
+		return rc;
+	sp_pid_list tree = { 0 };
+	rc = sp_pid_list_add(&tree, rec->target, SP_TREE_MAX);
+	if (rc == 0)
+		rc = sp_proc_descendants(&tree, SP_TREE_MAX);
+	for (uint32_t i = 1; i < tree.n && rc == 0; i++) {
+		sp_process *p;
+		rc = sp_recorder_process(rec, tree.v[i], now, &p);
+		if (rc && !sp_recorder_fatal(rec, rc)) {
+			sp_error_clear(); /* Not even added (a table full): left out. */
+			rc = 0;
+			continue;
+		}
+		/* Its events were refused (sp_recorder_open_all_threads). */
+		for (uint32_t k = 0; rc == 0 && k < rec->refused.n; k++)
+			if (rec->refused.v[k] == tree.v[i])
+				sp_recorder_unfollow(rec, p, -EACCES);
+	}
+	sp_free(tree.v);
+	return rc;
+}
+
 /* ---- public: attach and spawn ---- */
 
 /* The stop-enable-resume attach, on a thread of its own. */
@@ -421,14 +455,14 @@ static void *stop_job_run(void *arg)
 	stackpulse_recorder *rec = j->rec;
 	sp_stopped st;
 	memset(&st, 0, sizeof(st));
-	int rc = sp_attach_stop(j->pid, &st);
+	int rc = sp_attach_stop(j->pid, rec->opts.children ? SP_TREE_MAX : 1, &st);
 	if (rc == 0)
 		rc = sp_recorder_open_all_threads(rec, 0);
 	if (rc == 0)
 		rc = write_meta(rec);
 	sp_process *p = NULL;
 	if (rc == 0)
-		rc = sp_ptable_scan(&rec->pt, j->pid, SP_NONE, sp_clock_ns(CLOCK_MONOTONIC), &p);
+		rc = scan_tree(rec, &p);
 	if (rc == 0)
 		rc = python_required(rec, p);
 	if (rc == 0)
@@ -503,8 +537,7 @@ int stackpulse_recorder_attach(pid_t pid, const char *path, enum stackpulse_atta
 			rc = sp_recorder_enable_all(rec);
 		sp_process *p = NULL;
 		if (rc == 0)
-			rc = sp_ptable_scan(&rec->pt, pid, SP_NONE, sp_clock_ns(CLOCK_MONOTONIC),
-			                    &p);
+			rc = scan_tree(rec, &p);
 		if (rc == 0)
 			rc = python_required(rec, p);
 		if (rc == 0)
@@ -632,13 +665,9 @@ static int stats_args(const stackpulse_recorder *rec, const size_t *sz)
 	return 0;
 }
 
-int stackpulse_recorder_stats(const stackpulse_recorder *rec,
-                              struct stackpulse_recorder_stats *stats)
+/* The counters of @p rec into @p stats (checked by stats_args). */
+static void fill_stats(const stackpulse_recorder *rec, struct stackpulse_recorder_stats *stats)
 {
-	SP_API_ENTRY();
-	int rc = stats_args(rec, stats ? &stats->sz : NULL);
-	if (rc)
-		return rc;
 	struct stackpulse_recorder_stats s;
 	memset(&s, 0, sizeof(s));
 	stackpulse_recorder *mrec = (stackpulse_recorder *)(uintptr_t)rec; /* mu only */
@@ -676,8 +705,22 @@ int stackpulse_recorder_stats(const stackpulse_recorder *rec,
 	s.offcpu_no_stack = rec->offcpu_no_stack;
 	s.offcpu_dropped = rec->offcpu_dropped;
 	s.offcpu_merged = rec->offcpu_merged;
+	s.failed_records = rec->failed;
+	s.processes_unfollowed = rec->unfollowed;
+	s.unfollowed_pid = rec->unfollowed_pid;
+	s.unfollowed_error = rec->unfollowed_error;
 	sp_recorder_unlock(mrec);
 	memcpy(stats, &s, s.sz);
+}
+
+int stackpulse_recorder_stats(const stackpulse_recorder *rec,
+                              struct stackpulse_recorder_stats *stats)
+{
+	SP_API_ENTRY();
+	int rc = stats_args(rec, stats ? &stats->sz : NULL);
+	if (rc)
+		return rc;
+	fill_stats(rec, stats);
 	return 0;
 }
 
@@ -740,10 +783,13 @@ static int write_stats(stackpulse_recorder *rec)
 		{ SP_STAT_OFFCPU_NO_STACK, rec->offcpu_no_stack },
 		{ SP_STAT_OFFCPU_DROPPED, rec->offcpu_dropped },
 		{ SP_STAT_OFFCPU_MERGED, rec->offcpu_merged },
+		{ SP_STAT_FAILED_RECORDS, rec->failed - rec->win_failed0 },
+		{ SP_STAT_UNFOLLOWED, rec->unfollowed },
 	};
 	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
 		/* Off-CPU keys only when intervals were recorded. */
-		if (kv[i].key >= SP_STAT_OFFCPU_INTERVALS && !rec->offcpu)
+		if (kv[i].key >= SP_STAT_OFFCPU_INTERVALS && kv[i].key <= SP_STAT_OFFCPU_MERGED &&
+		    !rec->offcpu)
 			continue;
 		int rc = sp_writer_stat(rec->w, kv[i].key, kv[i].value);
 		if (rc)
@@ -764,15 +810,26 @@ static int write_stats(stackpulse_recorder *rec)
 	return 0;
 }
 
+/* The result of a step of sealing whose own failure only costs names
+ * (kernel symbols, symbol tables, JIT names): the spool is sealed without
+ * them; the spool's own write errors stay errors. */
+static int names_step(const stackpulse_recorder *rec, int rc)
+{
+	if (rc == 0 || sp_recorder_fatal(rec, rc))
+		return rc;
+	sp_error_clear();
+	return 0;
+}
+
 int sp_recorder_seal(stackpulse_recorder *rec)
 {
 	int rc = write_stats(rec);
 	if (rc == 0)
-		rc = sp_recorder_write_ksyms(rec);
+		rc = names_step(rec, sp_recorder_write_ksyms(rec));
 	if (rc == 0)
-		rc = sp_recorder_embed_symbols(rec);
+		rc = names_step(rec, sp_recorder_embed_symbols(rec));
 	if (rc == 0)
-		rc = sp_recorder_write_perfmaps(rec);
+		rc = names_step(rec, sp_recorder_write_perfmaps(rec));
 	if (rc == 0)
 		rc = sp_writer_finish(rec->w);
 	if (rc == 0)
@@ -780,36 +837,87 @@ int sp_recorder_seal(stackpulse_recorder *rec)
 	return rc;
 }
 
+/* Keeps the first error of finish in *first; 1 while the spool can still
+ * be written (its writes have not failed). */
+static int finish_step(const stackpulse_recorder *rec, int rc, int *first)
+{
+	if (rc && !*first)
+		*first = rc;
+	return !sp_writer_failed(rec->w);
+}
+
+/* Finishes @p rec (stackpulse_recorder_finish) and, when @p stats is not
+ * NULL, fills it with the final counters before freeing it. */
+static int finish(stackpulse_recorder *rec, struct stackpulse_recorder_stats *stats)
+{
+	/* Stop producing, then drain what the rings still hold. */
+	for (size_t i = 0; i < rec->nfds; i++)
+		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
+	pause_end(rec); /* The drain below needs no tracer. */
+	/* After a fatal error of a drain (rec->error) the rest is still
+	 * drained and sealed while the spool can be written (memory ran out
+	 * once): what was recorded stays readable, with its footer. */
+	int rc = 0;
+	int ok = finish_step(rec, rec->error, &rc);
+	char note[sizeof(rec->error_note)];
+	snprintf(note, sizeof(note), "%s", rec->error_note);
+	rec->error = 0;
+	if (ok)
+		ok = finish_step(rec, sp_recorder_consume(rec, 1), &rc);
+	if (ok) {
+		/* The events' counters are final now: all of it is in lost. */
+		for (size_t i = 0; i < rec->ntloss; i++)
+			rec->tloss[i].live = 0;
+		ok = finish_step(rec, sp_recorder_read_loss(rec, 0, rec->nfds), &rc);
+	}
+	if (ok) {
+		/* An interval that cannot be written is that interval's loss. */
+		int r = sp_offcpu_finish(rec, sp_clock_ns(CLOCK_MONOTONIC));
+		if (r && !sp_recorder_fatal(rec, r)) {
+			rec->failed++;
+			sp_error_clear();
+			r = 0;
+		}
+		ok = finish_step(rec, r, &rc);
+	}
+	if (ok)
+		finish_step(rec,
+		            rec->opts.rotate_ns
+		                    ? sp_recorder_window_close(rec, sp_clock_ns(CLOCK_MONOTONIC), 1)
+		                    : sp_recorder_seal(rec),
+		            &rc);
+	finish_step(rec, sp_file_sink_close(&rec->sink), &rc);
+	rec->sink.fd = -1;
+	if (stats)
+		fill_stats(rec, stats);
+	recorder_free(rec);
+	/* The drain's error with its detail, which later steps may have
+	 * cleared. */
+	return rc && note[0] ? sp_error(rc, "%s", note) : rc;
+}
+
 int stackpulse_recorder_finish(stackpulse_recorder *rec)
 {
 	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
-	/* Stop producing, then drain what the rings still hold. */
-	for (size_t i = 0; i < rec->nfds; i++)
-		ioctl(rec->fds[i], PERF_EVENT_IOC_DISABLE, 0);
-	pause_end(rec); /* The drain below needs no tracer. */
-	int rc = rec->error;
-	rec->error = 0;
-	int rc2 = sp_recorder_consume(rec, 1);
-	if (rc == 0)
-		rc = rc2;
-	if (rc == 0) {
-		/* The events' counters are final now: all of it is in lost. */
-		for (size_t i = 0; i < rec->ntloss; i++)
-			rec->tloss[i].live = 0;
-		rc = sp_recorder_read_loss(rec, 0, rec->nfds);
+	return finish(rec, NULL);
+}
+
+int stackpulse_recorder_finish_stats(stackpulse_recorder *rec,
+                                     struct stackpulse_recorder_stats *stats)
+{
+	SP_API_ENTRY();
+	if (!rec)
+		return sp_error(-EINVAL, "recorder is NULL");
+	if (!stats || stats->sz < sizeof(size_t)) {
+		/* Finished all the same: the recorder is gone either way. */
+		int rc = finish(rec, NULL);
+		if (rc)
+			return rc;
+		if (!stats)
+			return sp_error(-EINVAL, "stats is NULL");
+		return sp_error(-EINVAL, "stats->sz is %zu", stats->sz);
 	}
-	if (rc == 0)
-		rc = sp_offcpu_finish(rec, sp_clock_ns(CLOCK_MONOTONIC));
-	if (rc == 0)
-		rc = rec->opts.rotate_ns
-		             ? sp_recorder_window_close(rec, sp_clock_ns(CLOCK_MONOTONIC), 1)
-		             : sp_recorder_seal(rec);
-	rc2 = sp_file_sink_close(&rec->sink);
-	if (rc == 0)
-		rc = rc2;
-	rec->sink.fd = -1;
-	recorder_free(rec);
-	return rc;
+	return finish(rec, stats);
 }

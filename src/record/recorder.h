@@ -4,11 +4,13 @@
 #ifndef SP_RECORD_RECORDER_H
 #define SP_RECORD_RECORDER_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/error.h"
 #include "format/spool_writer.h"
 #include "io/file.h"
 #include "record/perf_events.h"
@@ -25,6 +27,9 @@
 #define SP_MAX_PY_FRAMES     256        /* Python frames read per sample. */
 
 #define SP_EARLY_PY 64 /* Python stacks read ahead of the ordered drain. */
+/* Processes of a target's tree (itself and its descendants) listed at
+ * attach and at a re-open of the events. */
+#define SP_TREE_MAX 4096u
 
 /* Before a CPython is found, the wait polls every millisecond for this
  * long after the start of a target that looks like one (py_wakeups) and
@@ -184,8 +189,17 @@ struct stackpulse_recorder {
 
 	uint64_t lost;
 	uint64_t truncated;
-	uint64_t dropped;       /* Samples of unfollowed or duplicate events. */
+	uint64_t dropped;       /* Samples not written: of a process not
+	                         * followed, duplicates, and failed ones. */
 	uint64_t corrupt;       /* Malformed records skipped. */
+	uint64_t failed;        /* Records not applied after an error of their
+	                         * own (sp_recorder_record; a table limit). */
+	uint32_t unfollowed;    /* Processes no longer followed after an error
+	                         * of their own (sp_recorder_unfollow). */
+	pid_t unfollowed_pid;   /* The first of them, */
+	int unfollowed_error;   /* and its error. */
+	sp_pid_list refused;    /* Processes of the tree whose events were
+	                         * refused at attach (scan_tree gives them up). */
 	uint64_t last_flush_ns; /* CLOCK_MONOTONIC of the last chunk flush. */
 
 	uint64_t python_samples;      /* Samples that carry Python frames. */
@@ -195,7 +209,9 @@ struct stackpulse_recorder {
 	uint32_t python_unreadable;   /* CPython processes the reader refused. */
 	char python_note[320];        /* Why the first of them was refused. */
 	int realtime;                 /* SCHED_FIFO in wait/consume: 1 yes, -1 refused. */
-	int error;                    /* First error of a drain (sticky). */
+	int error;                    /* First fatal error of a drain (sticky:
+	                               * sp_recorder_fatal), */
+	char error_note[256];         /* and its detail. */
 	sp_python_stats python_stats; /* Python reading costs, summed over processes. */
 	struct sp_py_frame *pyframes; /* Scratch: Python frames. */
 	sp_early_py *early;           /* SP_EARLY_PY slots once Python is found. */
@@ -237,7 +253,7 @@ struct stackpulse_recorder {
 	char *base_path;             /* PATH of the PATH.NNNN windows. */
 	uint32_t win_index;          /* From 1. */
 	uint64_t win_start, win_end; /* Perf clock; win_end exclusive. */
-	uint64_t win_samples0, win_lost0, win_truncated0, win_python0;
+	uint64_t win_samples0, win_lost0, win_truncated0, win_python0, win_failed0;
 };
 
 /* The rings and perf events of a recording (event_set.c). */
@@ -333,9 +349,47 @@ void sp_offcpu_unpriv_in(sp_thread *th, uint64_t time, int closes);
 void sp_offcpu_unpriv_close(sp_thread *th, uint64_t end);
 void sp_offcpu_unpriv_free(stackpulse_recorder *rec);
 
-/* Handles one ring record; returns 0 or a writer error. */
+/* 1 when error @p rc of the drain ends the recording: the spool's own
+ * writes failed (the writer refuses everything after that: ENOSPC, EIO, a
+ * window file that cannot be created), compression failed, or memory ran
+ * out. Any other error belongs to one sample or one process, which is
+ * dropped, cut or no longer followed, and counted (docs/recording.md#errors). */
+static inline int sp_recorder_fatal(const stackpulse_recorder *rec, int rc)
+{
+	return rc == -ENOMEM || rc == STACKPULSE_ECOMPRESS || sp_writer_failed(rec->w);
+}
+
+/* Handles one ring record. An error of that record alone drops it
+ * (counted in rec->failed, samples in rec->dropped too); returns 0 or a
+ * fatal error (sp_recorder_fatal). */
 int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
                        const uint8_t *p, size_t len);
+
+/* The live process of @p pid, scanned from /proc when first seen: a fork
+ * whose record was lost or is still to come (it may sit in another CPU's
+ * ring), a process created during a live attach, or one of the target's
+ * tree at attach. Its parent is linked when followed; a FORK that comes
+ * later adopts it (sp_ptable_fork). A process whose /proc is gone or
+ * refused is followed without its mappings (unscanned); one whose
+ * snapshot failed otherwise comes back given up (sp_recorder_unfollow,
+ * (*out)->unfollowed). Returns 0 or an error of the process table. */
+int sp_recorder_process(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_process **out);
+
+/* Stops following @p p after its error @p rc (its /proc snapshot failed,
+ * its events were refused, a fork or exec of it could not be applied):
+ * its later records are dropped (samples counted in rec->dropped), it is
+ * counted in rec->unfollowed and the first one is named in the stats. */
+static inline void sp_recorder_unfollow(stackpulse_recorder *rec, sp_process *p, int rc)
+{
+	if (p->unfollowed)
+		return;
+	p->unfollowed = 1;
+	if (rec->unfollowed++ == 0) {
+		rec->unfollowed_pid = p->pid;
+		rec->unfollowed_error = rc;
+	}
+	sp_error_clear();
+}
 
 /* Adds @p lost samples to thread @p tid (spool index @p thread or SP_NONE). */
 int sp_recorder_thread_lost(stackpulse_recorder *rec, pid_t tid, uint32_t thread, uint64_t lost);

@@ -79,6 +79,7 @@ int sp_recorder_window_close(stackpulse_recorder *rec, uint64_t end_ns, int last
 	rec->win_samples0 = wc.samples;
 	rec->win_lost0 = rec->lost;
 	rec->win_truncated0 = rec->truncated;
+	rec->win_failed0 = rec->failed;
 	rec->win_python0 = rec->python_samples;
 	return 0;
 }

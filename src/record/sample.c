@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "common/search.h"
+#include "format/spool_format.h"
 #include "io/clock.h"
 #include "record/proc_scan.h"
 #include "record/python.h"
@@ -103,16 +104,15 @@ static int duplicate(const stackpulse_recorder *rec, pid_t tid, uint64_t id)
 	return owner && owner->tid != tid && owner->gen == rec->reopens;
 }
 
-static int followed_pid(const stackpulse_recorder *rec, pid_t pid)
+static int followed_pid(stackpulse_recorder *rec, pid_t pid)
 {
-	return rec->opts.children || pid == rec->target;
+	if (!rec->opts.children && pid != rec->target)
+		return 0;
+	const sp_process *p = sp_ptable_find(&rec->pt, pid);
+	return !p || !p->unfollowed;
 }
 
-/* The live process of @p pid, scanned from /proc when first seen: a fork
- * whose record was lost or is still to come (it may sit in another CPU's
- * ring), or a process created during a live attach. Its parent is linked
- * when followed; a FORK that comes later adopts it (sp_ptable_fork). */
-static int process_for(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_process **out)
+int sp_recorder_process(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_process **out)
 {
 	sp_process *p = sp_ptable_find(&rec->pt, pid);
 	if (p) {
@@ -128,11 +128,18 @@ static int process_for(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_pr
 	}
 	int rc = sp_ptable_scan(&rec->pt, pid, parent, time, &p);
 	if (rc == -ESRCH || rc == -ENOENT || rc == -EACCES) {
-		/* The scan may have added it before its maps were refused. */
+		/* Gone, or its maps refused: followed without them (its frames
+		 * unknown). The scan may have added it before. */
 		p = sp_ptable_find(&rec->pt, pid);
 		rc = p ? 0 : sp_ptable_add(&rec->pt, pid, parent, time, "", "", &p);
 		if (rc == 0)
 			p->unscanned = 1;
+	} else if (rc && !sp_recorder_fatal(rec, rc) && (p = sp_ptable_find(&rec->pt, pid))) {
+		/* Added, but its snapshot failed (more executable mappings
+		 * than SP_PROC_MAX_MAPS, an unreadable /proc): that process
+		 * alone is given up. */
+		sp_recorder_unfollow(rec, p, rc);
+		rc = 0;
 	}
 	if (rc)
 		return rc;
@@ -140,13 +147,16 @@ static int process_for(stackpulse_recorder *rec, pid_t pid, uint64_t time, sp_pr
 	return 0;
 }
 
-/* The process of @p pid (process_for) and its thread @p tid, created on
- * first sight. */
+/* The process of @p pid (sp_recorder_process) and its thread @p tid, created on
+ * first sight; *th NULL when the process is given up just now. */
 static int thread_for(stackpulse_recorder *rec, pid_t pid, pid_t tid, uint64_t time,
                       sp_process **proc, sp_thread **th)
 {
-	int rc = process_for(rec, pid, time, proc);
-	return rc ? rc : sp_ptable_thread(&rec->pt, *proc, tid, time, NULL, th);
+	*th = NULL;
+	int rc = sp_recorder_process(rec, pid, time, proc);
+	if (rc || (*proc)->unfollowed)
+		return rc;
+	return sp_ptable_thread(&rec->pt, *proc, tid, time, NULL, th);
 }
 
 static int add_frame(stackpulse_recorder *rec, uint32_t *n, int kind, uint32_t module,
@@ -321,7 +331,7 @@ int sp_recorder_sample_stack(stackpulse_recorder *rec, const sp_sample_fields *s
 	const uint8_t *chain = sf->chain, *stack = sf->stack;
 	uint64_t mask = rec->setup.attr.sample_regs_user;
 	sp_regs regs = sf->regs;
-	int rc;
+	int rc, counted = 0;
 	uint32_t n = 0;
 	/* Kernel part, leaf first; PERF_CONTEXT_* markers are skipped. */
 	sp_cursor cc = sp_cursor_make(chain, (size_t)nr * 8);
@@ -359,9 +369,19 @@ int sp_recorder_sample_stack(stackpulse_recorder *rec, const sp_sample_fields *s
 			return rc;
 		if (res.truncated) {
 			rec->truncated++;
+			counted = 1;
 			if ((rc = add_frame(rec, &n, STACKPULSE_FRAME_TRUNCATED, SP_NONE, 0)) != 0)
 				return rc;
 		}
+	}
+	/* Kernel, native and Python frames together may pass what a spool
+	 * stack holds: keep the leaf side, the part a profile shows, and end
+	 * it with the marker, as the unwinder's cuts end. */
+	if (n > SP_STACK_DEPTH_MAX) {
+		n = SP_STACK_DEPTH_MAX - 1;
+		rec->truncated += !counted;
+		if ((rc = add_frame(rec, &n, STACKPULSE_FRAME_TRUNCATED, SP_NONE, 0)) != 0)
+			return rc;
 	}
 	return sp_writer_stack_frames(rec->w, rec->frames, n, stack_id);
 }
@@ -380,8 +400,10 @@ static int handle_sample(stackpulse_recorder *rec, const uint8_t *p, size_t len)
 	sp_process *proc;
 	sp_thread *th;
 	int rc = thread_for(rec, sf.pid, sf.tid, sf.time, &proc, &th);
-	if (rc)
+	if (rc || !th) {
+		rec->dropped += rc == 0;
 		return rc;
+	}
 	uint32_t thread = th->index, stack_id;
 	if ((rc = sp_recorder_sample_stack(rec, &sf, proc, &stack_id)) != 0)
 		return rc;
@@ -420,7 +442,7 @@ static int handle_switch(stackpulse_recorder *rec, uint16_t misc, const uint8_t 
 	sp_process *proc;
 	sp_thread *th;
 	int rc = thread_for(rec, sid.pid, sid.tid, sid.time, &proc, &th);
-	if (rc)
+	if (rc || !th)
 		return rc;
 	return sp_offcpu_switch(rec, th, sid.time, (misc & PERF_RECORD_MISC_SWITCH_OUT) != 0,
 	                        (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0);
@@ -477,8 +499,8 @@ static int handle_mmap2(stackpulse_recorder *rec, uint16_t misc, const uint8_t *
 	if (!followed_pid(rec, m.pid) || duplicate(rec, sid.tid, sid.id))
 		return 0;
 	sp_process *proc;
-	int rc = process_for(rec, m.pid, sid.time, &proc);
-	if (rc)
+	int rc = sp_recorder_process(rec, m.pid, sid.time, &proc);
+	if (rc || proc->unfollowed)
 		return rc;
 	return sp_ptable_mmap(&rec->pt, proc, m.addr, m.len, m.pgoff, m.path,
 	                      m.bid_len ? m.bid : NULL, m.bid_len, m.inode, sid.time);
@@ -521,12 +543,19 @@ static int handle_comm(stackpulse_recorder *rec, uint16_t misc, const uint8_t *p
 	if (!followed_pid(rec, pid) || duplicate(rec, sid.tid, sid.id))
 		return 0;
 	sp_process *proc;
-	int rc = process_for(rec, pid, sid.time, &proc);
-	if (rc)
+	int rc = sp_recorder_process(rec, pid, sid.time, &proc);
+	if (rc || proc->unfollowed)
 		return rc;
-	if (misc & PERF_RECORD_MISC_COMM_EXEC)
-		return exec_to(rec, pid, tid, comm, sid.time);
-	return sp_ptable_rename(&rec->pt, proc, tid, comm, sid.time);
+	if (!(misc & PERF_RECORD_MISC_COMM_EXEC))
+		return sp_ptable_rename(&rec->pt, proc, tid, comm, sid.time);
+	/* An exec that cannot be applied leaves the process's table as it
+	 * was before: that process is given up. */
+	rc = exec_to(rec, pid, tid, comm, sid.time);
+	if (rc && !sp_recorder_fatal(rec, rc)) {
+		sp_recorder_unfollow(rec, proc, rc);
+		rc = 0;
+	}
+	return rc;
 }
 
 static int keep_map(void *ctx, const sp_proc_map *m)
@@ -579,12 +608,22 @@ int sp_recorder_exec_apply(stackpulse_recorder *rec, uint64_t upto)
 		sp_exec_note *e = &rec->execs[done];
 		sp_process *proc = NULL;
 		if (followed_pid(rec, e->pid) &&
-		    (rc = process_for(rec, e->pid, e->time, &proc)) == 0)
+		    (rc = sp_recorder_process(rec, e->pid, e->time, &proc)) == 0 &&
+		    !proc->unfollowed)
 			rc = exec_to(rec, e->pid, e->tid, e->comm, e->time);
-		for (size_t i = 0; i < e->nmaps && rc == 0 && proc; i++) {
+		for (size_t i = 0; i < e->nmaps && rc == 0 && proc && !proc->unfollowed; i++) {
 			const sp_proc_map *m = &e->maps[i];
 			rc = sp_ptable_mmap(&rec->pt, proc, m->start, m->end - m->start, m->pgoff,
 			                    m->path, NULL, 0, m->inode, e->time);
+		}
+		/* An exec that cannot be applied gives up that process alone. */
+		if (rc && !sp_recorder_fatal(rec, rc)) {
+			if (proc)
+				sp_recorder_unfollow(rec, proc, rc);
+			else
+				rec->failed++;
+			sp_error_clear();
+			rc = 0;
 		}
 		note_free(e);
 	}
@@ -637,13 +676,21 @@ static int handle_task(stackpulse_recorder *rec, uint32_t type, const uint8_t *p
 		/* A new thread. */
 		sp_process *proc = sp_ptable_find(&rec->pt, pid);
 		if (!proc)
-			return followed_pid(rec, pid) ? process_for(rec, pid, time, &proc) : 0;
+			return followed_pid(rec, pid) ? sp_recorder_process(rec, pid, time, &proc)
+			                              : 0;
 		sp_thread *th;
 		return sp_ptable_thread(&rec->pt, proc, tid, time, NULL, &th);
 	}
 	if (!rec->opts.children)
 		return 0;
-	return sp_ptable_fork(&rec->pt, ppid, pid, tid, time);
+	int rc = sp_ptable_fork(&rec->pt, ppid, pid, tid, time);
+	sp_process *child;
+	/* A fork that cannot be applied gives up the child alone. */
+	if (rc && !sp_recorder_fatal(rec, rc) && (child = sp_ptable_find(&rec->pt, pid))) {
+		sp_recorder_unfollow(rec, child, rc);
+		rc = 0;
+	}
+	return rc;
 }
 
 static int handle_lost(stackpulse_recorder *rec, const uint8_t *p, size_t len, int samples_only)
@@ -684,8 +731,8 @@ uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint
 	return read_sample_id(p, len, &sid) == 0 ? sid.time : 0;
 }
 
-int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
-                       const uint8_t *p, size_t len)
+static int record_one(stackpulse_recorder *rec, const struct perf_event_header *hdr,
+                      const uint8_t *p, size_t len)
 {
 	switch (hdr->type) {
 	case PERF_RECORD_SAMPLE: return handle_sample(rec, p, len);
@@ -698,4 +745,18 @@ int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header 
 	case PERF_RECORD_SWITCH: return handle_switch(rec, hdr->misc, p, len);
 	default: return 0; /* THROTTLE, MMAP (mmap2 supersedes it), ... */
 	}
+}
+
+int sp_recorder_record(stackpulse_recorder *rec, const struct perf_event_header *hdr,
+                       const uint8_t *p, size_t len)
+{
+	int rc = record_one(rec, hdr, p, len);
+	if (rc == 0 || sp_recorder_fatal(rec, rc))
+		return rc;
+	/* That record's own error (a table full, a reference refused): it is
+	 * left out, all or nothing, and the drain goes on. */
+	rec->failed++;
+	rec->dropped += hdr->type == PERF_RECORD_SAMPLE;
+	sp_error_clear();
+	return 0;
 }

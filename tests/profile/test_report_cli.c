@@ -492,3 +492,58 @@ SP_TEST(record_attach_modes)
 		stackpulse_spool_close(s);
 	}
 }
+
+/* The number before @p what on a "record: N WHAT" line of @p text, or -1. */
+static long long record_count(const char *text, const char *what)
+{
+	for (const char *p = text; (p = strstr(p, "record: ")) != NULL; p++) {
+		char *end;
+		unsigned long long n = strtoull(p + 8, &end, 10);
+		if (end != p + 8 && *end == ' ' && strncmp(end + 1, what, strlen(what)) == 0)
+			return (long long)n;
+	}
+	return -1;
+}
+
+/* record's summary gives the counts after finish: the off-CPU interval of
+ * a thread still asleep when the recording ends (finish writes it) is
+ * among the intervals it prints, which are as many as the spool holds. */
+SP_TEST(record_summary_counts_what_finish_wrote)
+{
+	tools(record_bin, report_bin, sizeof(record_bin));
+	char cmd[2048], spool[600], log[600];
+	snprintf(spool, sizeof(spool), "%s/summary.spool", sp_test_tmpdir());
+	snprintf(log, sizeof(log), "%s/summary.log", sp_test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s --off-cpu -d 1 -o %s -- sleep 2 2>%s", record_bin, spool,
+	         log);
+	int rc = sp_test_run(cmd);
+	char *text = sp_test_read_file(log, NULL);
+	REQUIRE(text != NULL);
+	printf("    %s", text);
+	REQUIRE_EQ(rc, 0);
+	long long intervals = record_count(text, "off-CPU intervals");
+	long long samples = record_count(text, "samples");
+	free(text);
+	stackpulse_spool *s;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &s));
+	const struct stackpulse_spool_meta *m = stackpulse_spool_meta(s);
+	stackpulse_offcpu_iter *it;
+	REQUIRE_OK(stackpulse_offcpu_iter_new(s, &it));
+	const struct stackpulse_offcpu *iv;
+	uint64_t longest = 0, rows = 0;
+	while (stackpulse_offcpu_iter_next(it, &iv) == 1) {
+		rows++;
+		if (iv->duration_ns > longest)
+			longest = iv->duration_ns;
+	}
+	stackpulse_offcpu_iter_free(it);
+	printf("    spool: %llu intervals (%llu rows), longest %.3f s, %llu samples\n",
+	       (unsigned long long)m->offcpu_intervals, (unsigned long long)rows,
+	       (double)longest / 1e9, (unsigned long long)m->samples);
+	/* The wait in sleep 2, cut by the end of the recording after 1 s. */
+	CHECK(longest >= 800000000ull);
+	CHECK_EQ(intervals, (long long)m->offcpu_intervals);
+	CHECK_EQ(rows, m->offcpu_intervals);
+	CHECK_EQ(samples, (long long)m->samples);
+	stackpulse_spool_close(s);
+}

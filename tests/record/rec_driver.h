@@ -112,16 +112,19 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	if (r2)
 		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
 	stackpulse_recorder_stats(rec, &st);
-	int r3 = stackpulse_recorder_finish(rec);
+	struct stackpulse_recorder_stats fin = { .sz = sizeof(fin) };
+	int r3 = stackpulse_recorder_finish_stats(rec, &fin);
 	if (!r2 && r3)
 		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
 	printf("rc=%d run=%d finish=%d kernel=%d samples=%llu lost=%llu realtime=%d "
 	       "policy=%d consume_policy=%d target_policy=%d ring_bytes=%llu off_cpu=%d "
-	       "intervals=%llu err=%s\n",
+	       "intervals=%llu unfollowed=%u unfollowed_pid=%d unfollowed_error=%d "
+	       "copy_resizes=%u err=%s\n",
 	       rc, r2, r3, st.kernel_frames, (unsigned long long)st.samples,
 	       (unsigned long long)st.lost, st.realtime, sched_getscheduler(0), consume_policy,
 	       target_policy, (unsigned long long)st.ring_bytes, (int)st.off_cpu_method,
-	       (unsigned long long)st.offcpu_intervals, err);
+	       (unsigned long long)st.offcpu_intervals, fin.processes_unfollowed,
+	       (int)fin.unfollowed_pid, fin.unfollowed_error, fin.copy_resizes, err);
 	fflush(stdout);
 	_exit(r2 || r3 ? 1 : 0);
 }

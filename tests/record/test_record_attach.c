@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/time.h>
 
+#include "../python/py_versions.h"
 #include "rec_util.h"
 
 void sp_alloc_fail_after(long n); /* src/common/alloc.h */
@@ -591,4 +592,291 @@ SP_TEST(wait_tells_timeout_from_exit)
 	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
 	CHECK_STR(stackpulse_last_error(), "");
 	REQUIRE_OK(stackpulse_recorder_finish(rec));
+}
+
+/* ---- the target's existing process tree ---- */
+
+/* Starts @p argv with $TREE_PIDS set to a file of this test, waits for
+ * the @p n child pids it writes there (tree.c, the Python tree script)
+ * and returns the parent's pid. */
+static pid_t start_tree(char *const argv[], pid_t *kids, int n)
+{
+	char pidfile[600];
+	snprintf(pidfile, sizeof(pidfile), "%s/tree.pids", sp_test_tmpdir());
+	unlink(pidfile);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("TREE_PIDS", pidfile, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	REQUIRE(pid > 0);
+	int got = 0;
+	for (int i = 0; i < 1000 && got < n; i++) {
+		usleep(10000);
+		FILE *f = fopen(pidfile, "r");
+		if (!f)
+			continue;
+		got = 0;
+		int v;
+		while (got < n && fscanf(f, "%d", &v) == 1)
+			kids[got++] = (pid_t)v;
+		fclose(f);
+	}
+	if (got < n) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	REQUIRE_EQ(got, n);
+	usleep(200000); /* Let the children reach their loops. */
+	return pid;
+}
+
+/* Name of frame @p id at place @p i (leaf first) of a stack: the ELF
+ * symbol of a native frame, the qualname of a Python frame, else "". */
+static const char *frame_name(const stackpulse_spool *sp, uint32_t id, uint32_t i)
+{
+	const struct stackpulse_raw_frame *f = stackpulse_spool_frame(sp, id);
+	if (f && f->kind == STACKPULSE_FRAME_PYTHON) {
+		const struct stackpulse_pycode *c = stackpulse_spool_pycode(sp, f->pycode);
+		return c ? c->qualname : "";
+	}
+	if (!f || f->kind != STACKPULSE_FRAME_NATIVE)
+		return "";
+	const struct stackpulse_module *m = stackpulse_spool_module(sp, f->module);
+	const char *n = m ? rec_elf_name(m->path, f->offset - (i > 0 && f->offset ? 1 : 0)) : NULL;
+	return n ? n : "";
+}
+
+static int stack_has(const stackpulse_spool *sp, uint32_t stack, const char *fn)
+{
+	uint32_t ids[256];
+	uint32_t d = stackpulse_spool_stack_frames(sp, stack, ids, 256);
+	for (uint32_t i = 0; i < d && i < 256; i++)
+		if (strcmp(frame_name(sp, ids[i], i), fn) == 0)
+			return 1;
+	return 0;
+}
+
+/* Records @p parent for about a second in @p mode with @p o into @p spool. */
+static void record_tree(pid_t parent, enum stackpulse_attach_mode mode,
+                        const stackpulse_recorder_opts *o, const char *spool)
+{
+	stackpulse_recorder *rec;
+	REQUIRE_OK(stackpulse_recorder_attach(parent, spool, mode, o, &rec));
+	double end = rec_now() + 1.0;
+	while (rec_now() < end) {
+		int w = stackpulse_recorder_wait(rec, 100);
+		CHECK(w >= 0 || w == -EINTR);
+		CHECK_OK(stackpulse_recorder_consume_available(rec));
+	}
+	REQUIRE_OK(stackpulse_recorder_finish(rec));
+}
+
+/* Every child of @p kinds (tree.c letters: 's' naps, 'b' spins) is in the
+ * spool: listed, a spinner with samples (most of them in @p busy_fn), a
+ * napper, with off-CPU intervals (@p off), with blocked intervals adding
+ * up to a good part of the second, some of them under @p nap_fn. */
+static void check_tree(const char *spool, const pid_t *kids, const char *kinds, int off,
+                       const char *busy_fn, const char *nap_fn, const char *tag)
+{
+	enum {
+		K = 8
+	};
+	int n = (int)strlen(kinds), listed[K] = { 0 }, samples[K] = { 0 }, busy[K] = { 0 };
+	int waits[K] = { 0 }, named[K] = { 0 };
+	double blocked[K] = { 0 };
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	for (uint32_t i = 0; i < stackpulse_spool_process_count(sp); i++)
+		for (int k = 0; k < n; k++)
+			listed[k] |= stackpulse_spool_process(sp, i)->pid == kids[k];
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	while (stackpulse_sample_iter_next(it, &s) == 1)
+		for (int k = 0; k < n; k++)
+			if (s->pid == kids[k]) {
+				samples[k]++;
+				busy[k] += stack_has(sp, s->stack, busy_fn);
+			}
+	stackpulse_sample_iter_free(it);
+	if (off) {
+		stackpulse_offcpu_iter *oi;
+		REQUIRE_OK(stackpulse_offcpu_iter_new(sp, &oi));
+		const struct stackpulse_offcpu *iv;
+		while (stackpulse_offcpu_iter_next(oi, &iv) == 1)
+			for (int k = 0; k < n; k++)
+				if (iv->pid == kids[k] && iv->state == STACKPULSE_OFFCPU_BLOCKED) {
+					waits[k] += 1 + (int)iv->merged;
+					blocked[k] +=
+					        (double)(iv->duration_ns + iv->merged_ns) / 1e9;
+					named[k] += iv->stack && stack_has(sp, iv->stack, nap_fn);
+				}
+		stackpulse_offcpu_iter_free(oi);
+	}
+	stackpulse_spool_close(sp);
+	for (int k = 0; k < n; k++) {
+		printf("    %s: child %d (%c): listed %d, %d samples (%d in %s), %d waits "
+		       "(%d under %s) for %.2fs\n",
+		       tag, (int)kids[k], kinds[k], listed[k], samples[k], busy[k], busy_fn,
+		       waits[k], named[k], nap_fn, blocked[k]);
+		CHECK(listed[k]);
+		if (kinds[k] == 'b') {
+			CHECK(samples[k] >= 10);
+			CHECK(busy[k] * 2 >= samples[k]);
+		}
+		if (kinds[k] == 's' && off) {
+			CHECK(waits[k] >= 5);
+			CHECK(blocked[k] >= 0.3);
+			CHECK(named[k] >= 1);
+		}
+	}
+}
+
+/* An attach follows the children the target already has, as a spawn
+ * follows the ones it forks: in both attach modes, with and without
+ * off-CPU intervals (which turn pausing off for a CPython target). */
+SP_TEST(attach_follows_the_existing_tree)
+{
+	const char *bin = rec_target("tree", NULL);
+	pid_t kids[3];
+	char *argv[] = { (char *)bin, "60:ssb", NULL };
+	pid_t parent = start_tree(argv, kids, 3);
+	for (int mode = 0; mode < 2; mode++) {
+		for (int off = 0; off < 2; off++) {
+			char tag[64], spool[600];
+			snprintf(tag, sizeof(tag), "%s%s", mode ? "live" : "stop",
+			         off ? "+off-cpu" : "");
+			snprintf(spool, sizeof(spool), "%s/tree-%d%d.spool", sp_test_tmpdir(), mode,
+			         off);
+			stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+			o.frequency = 499;
+			o.off_cpu = off ? STACKPULSE_FEATURE_REQUIRED : STACKPULSE_FEATURE_OFF;
+			record_tree(parent, (enum stackpulse_attach_mode)mode, &o, spool);
+			check_tree(spool, kids, "ssb", off, "busy_work", "nap_work", tag);
+			CHECK(!rec_any_stopped(parent));
+			for (int k = 0; k < 3; k++)
+				CHECK(!rec_any_stopped(kids[k]));
+		}
+	}
+	kill(parent, SIGKILL); /* Its children die with it (PR_SET_PDEATHSIG). */
+	waitpid(parent, NULL, 0);
+}
+
+static const char tree_py[] =
+        "import multiprocessing as mp, os, time\n"
+        "def nap():\n"
+        "    while True:\n"
+        "        time.sleep(0.02)\n"
+        "def burn():\n"
+        "    x = 0\n"
+        "    while True:\n"
+        "        x += 1\n"
+        "if __name__ == '__main__':\n"
+        "    mp.set_start_method('fork')\n"
+        "    kids = [mp.Process(target=f, daemon=True) for f in (nap, nap, burn)]\n"
+        "    for k in kids:\n"
+        "        k.start()\n"
+        "    path = os.environ['TREE_PIDS']\n"
+        "    with open(path + '.tmp', 'w') as f:\n"
+        "        f.write(''.join('%d\\n' % k.pid for k in kids))\n"
+        "    os.rename(path + '.tmp', path)\n"
+        "    time.sleep(120)\n";
+
+/* The same for a CPython parent with two sleeping multiprocessing children
+ * and a busy one, in every attach mode, with and without off-CPU
+ * intervals, with pausing AUTO, on and off (on cannot go with off-CPU). */
+SP_TEST(attach_follows_the_existing_python_tree)
+{
+	py_versions v;
+	char script[600];
+	py_script_setup(&v, "tree.py", tree_py, script, sizeof(script));
+	/* One interpreter: the 3.13 of the issue when there is one. */
+	const char *py = v.path[0];
+	for (int i = 0; i < v.n; i++)
+		if (strstr(v.path[i], "3.13"))
+			py = v.path[i];
+	pid_t kids[3];
+	char *argv[] = { (char *)py, script, NULL };
+	pid_t parent = start_tree(argv, kids, 3);
+	static const enum stackpulse_feature pauses[] = { STACKPULSE_FEATURE_AUTO,
+		                                          STACKPULSE_FEATURE_REQUIRED,
+		                                          STACKPULSE_FEATURE_OFF };
+	static const char *const pause_names[] = { "auto", "on", "off" };
+	for (int mode = 0; mode < 2; mode++) {
+		for (int off = 0; off < 2; off++) {
+			for (int p = 0; p < 3; p++) {
+				if (off && pauses[p] == STACKPULSE_FEATURE_REQUIRED)
+					continue; /* Refused: each pause would be an interval. */
+				char tag[96], spool[600];
+				snprintf(tag, sizeof(tag), "%s%s pause=%s", mode ? "live" : "stop",
+				         off ? "+off-cpu" : "", pause_names[p]);
+				snprintf(spool, sizeof(spool), "%s/pytree-%d%d%d.spool",
+				         sp_test_tmpdir(), mode, off, p);
+				stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+				o.frequency = 499;
+				o.python = STACKPULSE_FEATURE_REQUIRED;
+				o.python_pause = pauses[p];
+				o.off_cpu =
+				        off ? STACKPULSE_FEATURE_REQUIRED : STACKPULSE_FEATURE_OFF;
+				record_tree(parent, (enum stackpulse_attach_mode)mode, &o, spool);
+				check_tree(spool, kids, "ssb", off, "burn", "nap", tag);
+				CHECK(!rec_any_stopped(parent));
+				for (int k = 0; k < 3; k++)
+					CHECK(!rec_any_stopped(kids[k]));
+			}
+		}
+	}
+	kill(parent, SIGKILL); /* Daemonic children end with it. */
+	waitpid(parent, NULL, 0);
+	for (int k = 0; k < 3; k++)
+		kill(kids[k], SIGKILL);
+}
+
+/* A recorder attached to one of its own ancestors, children followed,
+ * leaves itself out of the tree: it neither samples nor stops itself.
+ * The recorder runs in a child of this process and attaches to it. */
+SP_TEST(attach_to_an_ancestor_leaves_the_recorder_out)
+{
+	char spool[600];
+	snprintf(spool, sizeof(spool), "%s/ancestor.spool", sp_test_tmpdir());
+	for (int mode = 0; mode < 2; mode++) {
+		pid_t c = fork();
+		REQUIRE(c >= 0);
+		if (c == 0) {
+			stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+			o.frequency = 999;
+			stackpulse_recorder *rec;
+			if (stackpulse_recorder_attach(getppid(), spool,
+			                               (enum stackpulse_attach_mode)mode, &o, &rec))
+				_exit(2);
+			/* Busy in the recorder's own calls: samples of it, if any. */
+			double end = rec_now() + 0.5;
+			while (rec_now() < end)
+				stackpulse_recorder_consume_available(rec);
+			_exit(stackpulse_recorder_finish(rec) ? 3 : 0);
+		}
+		int status;
+		/* The target (this process) waits: it may be stopped meanwhile. */
+		REQUIRE_EQ(waitpid(c, &status, 0), c);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		stackpulse_spool *sp;
+		REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+		int self = 0;
+		for (uint32_t i = 0; i < stackpulse_spool_process_count(sp); i++)
+			self += stackpulse_spool_process(sp, i)->pid == c;
+		uint64_t samples = 0;
+		stackpulse_sample_iter *it;
+		REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+		const struct stackpulse_sample *s;
+		while (stackpulse_sample_iter_next(it, &s) == 1)
+			samples += s->pid == c;
+		stackpulse_sample_iter_free(it);
+		stackpulse_spool_close(sp);
+		printf("    %s: the recorder (pid %d) listed %d times, %llu samples of it\n",
+		       mode ? "live" : "stop", (int)c, self, (unsigned long long)samples);
+		CHECK_EQ(self, 0);
+		CHECK_EQ(samples, 0);
+	}
 }

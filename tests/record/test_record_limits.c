@@ -2,10 +2,14 @@
  * that maps code at 70,000 addresses is cut at SP_PTABLE_MAX_MAPS while
  * the recording of it and of another process goes on; a CPython process
  * that churns code objects keeps the code cache under its byte budget
- * while its samples keep their Python frames. */
+ * while its samples keep their Python frames; stacks deeper than a spool
+ * stack holds (C and CPython, past every depth cap) are cut on their
+ * leaf side, marked and counted, and the recording goes on. */
 #include <errno.h>
 #include <unistd.h>
 
+#include "../python/py_versions.h"
+#include "format/spool_format.h"
 #include "rec_util.h"
 #include "record/process_table.h"
 #include "record/python.h"
@@ -59,7 +63,11 @@ SP_TEST(mapping_flood_is_cut_and_recording_goes_on)
 	double took = rec_now() - t0;
 	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
 	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	sp_process *p = sp_ptable_find(&rec->pt, pid);
+	/* By index, not by live pid: its EXIT may be drained already. */
+	sp_process *p = NULL;
+	for (size_t i = 0; i < rec->pt.nprocs; i++)
+		if (rec->pt.procs[i]->pid == pid)
+			p = rec->pt.procs[i];
 	size_t kept = p ? p->nmaps : 0;
 	CHECK_OK(stackpulse_recorder_finish(rec));
 	int status;
@@ -215,4 +223,313 @@ SP_TEST(python_code_flood_stays_in_budget)
 	else
 		CHECK_EQ(bad, 0);
 	stackpulse_spool_close(sp);
+}
+
+/* ---- stacks deeper than every cap ---- */
+
+/* What a deep recording holds: samples, those with the cut marker at
+ * their root end and the deepest of them (SP_STACK_DEPTH_MAX), the
+ * truncated-stacks counter of the spool. */
+typedef struct deep_spool {
+	int samples, marked, full, full_kernel, full_bad, with_descend, unmarked_descend;
+	int before, after; /* shallow_spin samples before the first descend one, after the last */
+	uint64_t stat_truncated;
+} deep_spool;
+
+/* The names of frames [from, to) of a stack of frame ids @p ids. */
+static const char *id_name(const stackpulse_spool *sp, const uint32_t *ids, uint32_t i)
+{
+	const struct stackpulse_raw_frame *f = stackpulse_spool_frame(sp, ids[i]);
+	if (!f || f->kind != STACKPULSE_FRAME_NATIVE)
+		return "";
+	const struct stackpulse_module *m = stackpulse_spool_module(sp, f->module);
+	const char *n = m ? rec_elf_name(m->path, f->offset - (i > 0 && f->offset ? 1 : 0)) : NULL;
+	return n ? n : "";
+}
+
+/* Reads a spool of tests/record/targets/deep.c. A sample under descend()
+ * must be cut (the recursion is deeper than any cap) and marked at its
+ * root end; a cut as deep as a spool stack goes (the cap, not the stack
+ * copy's end) must keep the leaf side: deep_leaf near the leaf and
+ * nothing but descend() frames after it up to the marker. */
+static void read_deep(const char *spool, deep_spool *d)
+{
+	static uint32_t ids[SP_STACK_DEPTH_MAX + 8];
+	memset(d, 0, sizeof(*d));
+	stackpulse_spool *sp;
+	stackpulse_spool_open_opts oo = STACKPULSE_SPOOL_OPEN_OPTS;
+	oo.flags = STACKPULSE_SPOOL_STRICT;
+	REQUIRE_OK(stackpulse_spool_open(spool, &oo, &sp));
+	CHECK_EQ(stackpulse_spool_meta(sp)->truncated, 0);
+	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS,
+	                               &d->stat_truncated));
+	uint64_t first = UINT64_MAX, last = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		stackpulse_sample_iter *it;
+		REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+		const struct stackpulse_sample *s;
+		while (stackpulse_sample_iter_next(it, &s) == 1) {
+			uint32_t n = stackpulse_spool_stack_frames(sp, s->stack, ids,
+			                                           SP_STACK_DEPTH_MAX + 8);
+			REQUIRE(n <= SP_STACK_DEPTH_MAX);
+			int descend = 0, shallow = 0, leaf = -1;
+			for (uint32_t i = 0; i < n; i++) {
+				const char *nm = id_name(sp, ids, i);
+				descend += strcmp(nm, "descend") == 0;
+				shallow += strcmp(nm, "shallow_spin") == 0;
+				if (leaf < 0 && strcmp(nm, "deep_leaf") == 0)
+					leaf = (int)i;
+			}
+			if (pass == 0) {
+				if (descend && s->time_ns < first)
+					first = s->time_ns;
+				if (descend && s->time_ns > last)
+					last = s->time_ns;
+				continue;
+			}
+			d->samples++;
+			d->before += shallow && s->time_ns < first;
+			d->after += shallow && s->time_ns > last;
+			const struct stackpulse_raw_frame *root =
+			        n ? stackpulse_spool_frame(sp, ids[n - 1]) : NULL;
+			int marked = root && root->kind == STACKPULSE_FRAME_TRUNCATED;
+			d->marked += marked;
+			d->with_descend += descend > 0;
+			d->unmarked_descend += descend > 0 && !marked;
+			if (n < SP_STACK_DEPTH_MAX)
+				continue;
+			d->full++;
+			const struct stackpulse_raw_frame *top = stackpulse_spool_frame(sp, ids[0]);
+			d->full_kernel += top && top->kind == STACKPULSE_FRAME_KERNEL;
+			/* deep_leaf within the leaf frames (kernel and libc ones
+			 * above it), then descend() only. */
+			int bad = !marked || leaf < 0 || leaf > 40;
+			for (uint32_t i = (uint32_t)leaf + 1; !bad && i + 1 < n; i++)
+				bad = strcmp(id_name(sp, ids, i), "descend") != 0;
+			d->full_bad += bad;
+		}
+		stackpulse_sample_iter_free(it);
+	}
+	stackpulse_spool_close(sp);
+}
+
+/* Records deep.c recursing @p depth deep with a @p stack_size copy. */
+static void deep_c(int depth, uint32_t stack_size)
+{
+	const char *bin = rec_target("deep", "-O1");
+	char arg[16], spool[600];
+	snprintf(arg, sizeof(arg), "%d", depth);
+	snprintf(spool, sizeof(spool), "%s/deep-%d.spool", sp_test_tmpdir(), depth);
+	char *argv[] = { (char *)bin, arg, "3000", NULL };
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 499;
+	o.stack_size = stack_size;
+	/* Kernel frames on top of the deepest stacks (deep_leaf's system
+	 * calls), where the machine allows them. */
+	o.kernel = geteuid() == 0 ? STACKPULSE_FEATURE_REQUIRED : STACKPULSE_FEATURE_AUTO;
+	stackpulse_recorder *rec;
+	pid_t pid;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	int rc = rec_run(rec, 60);
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
+	int frc = stackpulse_recorder_finish_stats(rec, &st);
+	int status;
+	waitpid(pid, &status, 0);
+	CHECK_EQ(rc, 0); /* Not ELIMIT: no stack ends the recording. */
+	CHECK_EQ(frc, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	deep_spool d;
+	read_deep(spool, &d);
+	printf("depth %d, %u-byte copy: %d samples, %d under descend (%d not marked), %d cut at "
+	       "%u frames (%d with kernel frames, %d misshapen); shallow before %d, after %d; "
+	       "truncated %llu (spool %llu)\n",
+	       depth, stack_size, d.samples, d.with_descend, d.unmarked_descend, d.full,
+	       SP_STACK_DEPTH_MAX, d.full_kernel, d.full_bad, d.before, d.after,
+	       (unsigned long long)st.truncated_stacks, (unsigned long long)d.stat_truncated);
+	CHECK_EQ(st.samples, (uint64_t)d.samples);
+	/* Cut, not dropped. */
+	CHECK_EQ(st.failed_records, 0);
+	CHECK_EQ(st.dropped_samples, 0);
+	CHECK(d.with_descend >= 20);
+	CHECK_EQ(d.unmarked_descend, 0);
+	CHECK(d.full >= 10);
+	CHECK_EQ(d.full_bad, 0);
+	if (st.kernel_frames)
+		CHECK(d.full_kernel > 0);
+	/* What came before the deep stacks is kept, and recording went on. */
+	CHECK(d.before >= 10);
+	CHECK(d.after >= 10);
+	/* Every marked stack is counted, in the stats and in the spool. */
+	CHECK_EQ(st.truncated_stacks, d.stat_truncated);
+	CHECK(d.stat_truncated >= (uint64_t)d.marked);
+}
+
+SP_TEST(deep_c_stack_is_cut_and_counted)
+{
+	deep_c(1100, 32768);
+}
+
+SP_TEST(deeper_c_stack_with_the_largest_copy_is_cut_and_counted)
+{
+	deep_c(5000, 65528);
+}
+
+/* A CPython 3.13 interpreter, or a skip. */
+static const char *python313(void)
+{
+	py_versions v;
+	py_versions_find(&v);
+	static char path[256];
+	for (int i = 0; i < v.n; i++)
+		if (strstr(v.path[i], "3.13")) {
+			snprintf(path, sizeof(path), "%s", v.path[i]);
+			return path;
+		}
+	sp_test_skip("no CPython 3.13 (pyenv or /usr/bin/python3.13)");
+}
+
+/* Samples of a spool with the cut marker at their root end, those as deep
+ * as a spool stack goes, and those with at least @p py Python frames. */
+static void count_cut(const char *spool, int py, int *samples, int *marked, int *full, int *deep_py,
+                      uint64_t *stat)
+{
+	static uint32_t ids[SP_STACK_DEPTH_MAX + 8];
+	*samples = *marked = *full = *deep_py = 0;
+	stackpulse_spool *sp;
+	stackpulse_spool_open_opts oo = STACKPULSE_SPOOL_OPEN_OPTS;
+	oo.flags = STACKPULSE_SPOOL_STRICT;
+	REQUIRE_OK(stackpulse_spool_open(spool, &oo, &sp));
+	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS, stat));
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		uint32_t n =
+		        stackpulse_spool_stack_frames(sp, s->stack, ids, SP_STACK_DEPTH_MAX + 8);
+		REQUIRE(n <= SP_STACK_DEPTH_MAX);
+		int pyn = 0, cut = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			const struct stackpulse_raw_frame *f = stackpulse_spool_frame(sp, ids[i]);
+			pyn += f->kind == STACKPULSE_FRAME_PYTHON;
+			cut |= f->kind == STACKPULSE_FRAME_TRUNCATED;
+		}
+		(*samples)++;
+		*marked += n && stackpulse_spool_frame(sp, ids[n - 1])->kind ==
+		                        STACKPULSE_FRAME_TRUNCATED;
+		*full += n == SP_STACK_DEPTH_MAX;
+		*deep_py += pyn >= py && cut;
+	}
+	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(sp);
+}
+
+/* Fixed work, not time, in each phase: the shares hold on a loaded
+ * machine. */
+static const char deep_py[] = "import sys\n"
+                              "sys.setrecursionlimit(20000)\n"
+                              "def spin(n):\n"
+                              "    x = 0\n"
+                              "    for i in range(n):\n"
+                              "        x += i\n"
+                              "    return x\n"
+                              "def down(n, work):\n"
+                              "    if n == 0:\n"
+                              "        return spin(work)\n"
+                              "    return down(n - 1, work)\n"
+                              "def nest(rounds):\n"
+                              "    for r in range(rounds):\n"
+                              "        d = {}\n"
+                              "        for i in range(100000):\n"
+                              "            d = {'k': d}\n"
+                              "        del d  # dict_dealloc calls itself thousands deep\n"
+                              "down(2000, 15000000)\n"
+                              "nest(20)\n";
+
+/* CPython 3.13 past every cap: a Python recursion 2000 deep (past
+ * SP_MAX_PY_FRAMES) and a native one thousands deep (3.13 deallocates a
+ * nested dict recursively) under the largest copy, past the unwinder's
+ * SP_MAX_USER_FRAMES and the spool's SP_STACK_DEPTH_MAX with the Python
+ * and kernel frames. */
+SP_TEST(deep_python_stacks_are_cut_and_counted)
+{
+	const char *py = python313();
+	char script[600], spool[600];
+	snprintf(script, sizeof(script), "%s/deep.py", sp_test_tmpdir());
+	FILE *f = fopen(script, "w");
+	REQUIRE(f != NULL);
+	fputs(deep_py, f);
+	fclose(f);
+	snprintf(spool, sizeof(spool), "%s/deep-py.spool", sp_test_tmpdir());
+	char *argv[] = { (char *)py, script, NULL };
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 499;
+	o.stack_size = 65528;
+	o.python = STACKPULSE_FEATURE_REQUIRED;
+	stackpulse_recorder *rec;
+	pid_t pid;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	int rc = rec_run(rec, 60);
+	struct stackpulse_recorder_python_stats ps = { .sz = sizeof(ps) };
+	CHECK_OK(stackpulse_recorder_python_stats(rec, &ps));
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
+	int frc = stackpulse_recorder_finish_stats(rec, &st);
+	int status;
+	waitpid(pid, &status, 0);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(frc, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	int samples, marked, full, deep;
+	uint64_t stat;
+	count_cut(spool, 200, &samples, &marked, &full, &deep, &stat);
+	printf("%s: %d samples, %d marked cut at the root end, %d of %u frames, %d with 200+ "
+	       "Python frames and a cut; truncated %llu (spool %llu), Python stacks cut %llu\n",
+	       py, samples, marked, full, SP_STACK_DEPTH_MAX, deep,
+	       (unsigned long long)st.truncated_stacks, (unsigned long long)stat,
+	       (unsigned long long)ps.python_truncated);
+	CHECK_EQ(st.samples, (uint64_t)samples);
+	CHECK_EQ(st.failed_records, 0); /* Cut, not dropped. */
+	CHECK_EQ(st.dropped_samples, 0);
+	CHECK(samples >= 100);
+	CHECK(full >= 3);  /* The dealloc recursion, cut at the spool's cap. */
+	CHECK(deep >= 10); /* The Python recursion, cut at SP_MAX_PY_FRAMES. */
+	CHECK(ps.python_truncated >= (uint64_t)deep / 2);
+	CHECK_EQ(st.truncated_stacks, stat);
+	CHECK(stat >= (uint64_t)full);
+}
+
+/* CPython 3.13 running its own test suite for test_json and test_re (deep
+ * native recursion in json's encoder and dict deallocation) recorded as a
+ * user would: it used to end the recording at once. */
+SP_TEST(python_test_suite_records_whole)
+{
+	const char *py = python313();
+	char spool[600];
+	snprintf(spool, sizeof(spool), "%s/pytests.spool", sp_test_tmpdir());
+	char *argv[] = { (char *)py, "-m", "test", "-q", "test_json", "test_re", NULL };
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 999;
+	stackpulse_recorder *rec;
+	pid_t pid;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	int rc = rec_run(rec, 300);
+	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
+	int frc = stackpulse_recorder_finish_stats(rec, &st);
+	int status;
+	waitpid(pid, &status, 0);
+	CHECK_EQ(rc, 0);
+	CHECK_EQ(frc, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	int samples, marked, full, deep;
+	uint64_t stat;
+	count_cut(spool, 200, &samples, &marked, &full, &deep, &stat);
+	printf("%s -m test test_json test_re: %d samples (stats %llu), %d marked cut at the root "
+	       "end, %d of %u frames; truncated %llu (spool %llu)\n",
+	       py, samples, (unsigned long long)st.samples, marked, full, SP_STACK_DEPTH_MAX,
+	       (unsigned long long)st.truncated_stacks, (unsigned long long)stat);
+	CHECK_EQ(st.samples, (uint64_t)samples);
+	CHECK_EQ(st.failed_records, 0); /* Cut, not dropped. */
+	CHECK(samples >= 500);
+	CHECK(full >= 1);
+	CHECK_EQ(st.truncated_stacks, stat);
+	CHECK(stat >= (uint64_t)full);
 }

@@ -153,3 +153,69 @@ SP_TEST(unprivileged_off_cpu)
 		stackpulse_spool_close(sp);
 	}
 }
+
+/* The pids tree.c wrote to @p path (its children, in KINDS order). */
+static int read_kids(const char *path, pid_t *kids, int max)
+{
+	FILE *f = fopen(path, "r");
+	int n = 0, v;
+	while (f && n < max && fscanf(f, "%d", &v) == 1)
+		kids[n++] = (pid_t)v;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* Samples of @p pid in @p spool. */
+static int samples_of(const char *spool, pid_t pid)
+{
+	stackpulse_spool *sp;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	stackpulse_sample_iter *it;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	int n = 0;
+	while (stackpulse_sample_iter_next(it, &s) == 1)
+		n += s->pid == pid;
+	stackpulse_sample_iter_free(it);
+	stackpulse_spool_close(sp);
+	return n;
+}
+
+/* One process of the tree that refuses the recorder (not dumpable: nobody
+ * may neither trace it, read its maps, nor open perf events on it) is
+ * given up alone, counted and named, while the rest of the tree is
+ * recorded: at attach (the existing tree; nothing of it can be opened)
+ * and in a spawn, where the refusal comes at the first re-open of the
+ * events (stack copy sizing), which goes on for the others. */
+SP_TEST(unprivileged_refusing_child_is_given_up_alone)
+{
+	need_nobody();
+	const char *bin = rec_target("tree", NULL);
+	for (int attach = 0; attach < 2; attach++) {
+		char env[2048], out[1024], spool[600], pids[600], want[64];
+		snprintf(spool, sizeof(spool), "%s/refusing-%d.spool", rec_public_dir(), attach);
+		snprintf(pids, sizeof(pids), "%s/refusing-%d.pids", rec_public_dir(), attach);
+		unlink(pids);
+		snprintf(env, sizeof(env),
+		         "SP_REC_DRIVER=%s TREE_PIDS=%s SP_REC_SPOOL=%s SP_REC_TARGET=%s "
+		         "SP_REC_ARG=2:bu",
+		         attach ? "attach" : "spawn", pids, spool, bin);
+		int st = rec_drive(env, 1, out, sizeof(out));
+		printf("nobody %s of a tree with a non-dumpable child: %s",
+		       attach ? "attach" : "spawn", out);
+		CHECK_EQ(st, 0);
+		pid_t kids[2];
+		REQUIRE_EQ(read_kids(pids, kids, 2), 2);
+		CHECK(strstr(out, "unfollowed=1 ") != NULL);
+		snprintf(want, sizeof(want), "unfollowed_pid=%d ", (int)kids[1]);
+		CHECK(strstr(out, want) != NULL);
+		/* The spawn's re-open went through without the refused child. */
+		if (!attach)
+			CHECK(strstr(out, "copy_resizes=0 ") == NULL);
+		int busy = samples_of(spool, kids[0]);
+		printf("    busy child %d: %d samples; refused child %d: %d\n", (int)kids[0], busy,
+		       (int)kids[1], samples_of(spool, kids[1]));
+		CHECK(busy >= 50);
+	}
+}
