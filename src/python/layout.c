@@ -21,6 +21,7 @@ static const sp_py_layout tables[] = {
 	    .version = PY_VER(3, 10),
 	    .runtime_interpreters_head = 32, .interp_next = 0,
 	    .interp_threads_head = 8, /* tstate_head */
+	    .interp_tstate_serial = 3448,
 	    .tstate_read = 184, .tstate_next = 8, .tstate_thread_id = 176,
 	    .tstate_native_thread_id = SP_PY_NONE, .tstate_frame = 24,
 	    .cframe_current_frame = SP_PY_NONE, .cframe_previous = SP_PY_NONE,
@@ -39,6 +40,7 @@ static const sp_py_layout tables[] = {
 	{
 	    .version = PY_VER(3, 11),
 	    .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 16,
+	    .interp_tstate_serial = 8,
 	    .tstate_read = 168, .tstate_next = 8, .tstate_thread_id = 152,
 	    .tstate_native_thread_id = 160, .tstate_frame = 56 /* cframe */,
 	    .cframe_current_frame = 8, .cframe_previous = 16,
@@ -55,6 +57,7 @@ static const sp_py_layout tables[] = {
 	{
 	    .version = PY_VER(3, 12),
 	    .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 72,
+	    .interp_tstate_serial = 64,
 	    .tstate_read = 152, .tstate_next = 8, .tstate_thread_id = 136,
 	    .tstate_native_thread_id = 144, .tstate_frame = 56 /* cframe */,
 	    .cframe_current_frame = 0, .cframe_previous = 8,
@@ -234,6 +237,13 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 	    (rc = field(buf, m->un_size, m->un_ascii_size, 0, 256, &l->str_ascii,
 	                "str.asciiobject_size")))
 		return rc;
+
+	/* threads.next_unique_id comes right before threads.head (3.13 and
+	 * 3.14 pycore_interp.h, struct pythreads). */
+	if (l->interp_threads_head < 8)
+		return sp_error(STACKPULSE_EFORMAT, "debug offsets: threads.head at %u",
+		                l->interp_threads_head);
+	l->interp_tstate_serial = l->interp_threads_head - 8;
 
 	/* The thread-state fields we read must fit one bounded block. */
 	uint32_t ts_end = l->tstate_next;

@@ -28,6 +28,10 @@ typedef struct sp_py_layout {
 	uint32_t runtime_interpreters_head;
 	uint32_t interp_next;
 	uint32_t interp_threads_head;
+	/* threads.next_unique_id (3.10 tstate_next_unique_id): bumped for each
+	 * thread state made, so a new one is seen even where the allocator
+	 * put it at a freed one's address (the list head reads the same). */
+	uint32_t interp_tstate_serial;
 
 	/* PyThreadState. */
 	uint32_t tstate_read; /* Bytes read per thread state. */

@@ -278,6 +278,13 @@ uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *tops, uin
  * or a negative code. */
 int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out);
 
+/* Reads the kernel tids (-1: none yet, or not knowable) and the pthread_t
+ * idents of the @p n thread states at @p addrs, batched (3.10: through
+ * glibc's struct pthread, w->pthread_tid). An unreadable thread state
+ * gets tid -1 and ident 0. Returns 0 or the read callback's error. */
+int sp_py_read_tids(sp_py_walker *w, const uint64_t *addrs, uint32_t n, int64_t *tids,
+                    uint64_t *idents);
+
 /* Lists thread states of every interpreter reachable from @p runtime
  * (the address of _PyRuntime). Returns 0 (also when the interpreter is not
  * initialised yet: *n == 0), or STACKPULSE_ELIMIT / a read error. */
@@ -285,10 +292,12 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
                        uint32_t *n);
 
 /* The head of the thread list of interpreter @p interp (the newest thread
- * state: CPython links new ones at the head), or, with @p interp 0, the
- * head of @p runtime's interpreter list: one read that tells whether the
- * list changed since it was last listed. Returns 0 or a read error. */
-int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t *head);
+ * state: CPython links new ones at the head) and its count of thread
+ * states made (@p serial, may be NULL), or, with @p interp 0, the head of
+ * @p runtime's interpreter list (*serial 0): one read that tells whether
+ * the list changed since it was last listed. Returns 0 or a read error. */
+int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t *head,
+                    uint64_t *serial);
 
 /* Walks the frame chain from @p top (a _PyInterpreterFrame, or 3.10's
  * PyFrameObject), leaf first, into @p out. Sets *truncated to 1 when the

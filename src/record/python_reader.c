@@ -23,7 +23,6 @@
 #define MAX_EVAL_RANGES           8
 #define MAX_SYMBOLS               (16u << 20) /* Symbols scanned per table. */
 #define RESCAN_NS                 20000000ull /* Least time between thread rescans. */
-#define RESCAN_PENDING_NS         1000000ull  /* The same while a thread state has no tid yet. */
 #define READ_TRIES                4           /* Reads of one stack that changed while read. */
 #define GLIBC_X86_64_PTHREAD_TID  720         /* offsetof(struct pthread, tid), glibc 2.x */
 #define GLIBC_AARCH64_PTHREAD_TID 208         /* the same on aarch64 (glibc 2.36) */
@@ -32,6 +31,7 @@
 typedef struct tid_entry {
 	int64_t tid;
 	uint64_t tstate;
+	uint64_t ident; /* Its thread_id (pthread_t). */
 	uint64_t hot[SP_PY_HOT]; /* Its last walk's frame pages (sp_py_walker.hot). */
 	uint32_t nhot;
 } tid_entry;
@@ -49,10 +49,15 @@ struct sp_python {
 	uint64_t last_scan_ns;
 	int scanned;
 	/* The list as the last rescan saw it: its first interpreter (0: none
-	 * yet), that interpreter's newest thread state, and how many thread
-	 * states had no tid yet (a thread starting: it sets its own). */
-	uint64_t interp0, head0;
-	uint32_t pending;
+	 * yet), that interpreter's newest thread state and its count of
+	 * thread states made. */
+	uint64_t interp0, head0, serial0;
+	/* Thread states of that list without a tid of their own yet: a new
+	 * thread's, made by the thread that starts it, which the new thread
+	 * binds to itself when it runs (3.12+: tid 0 until then; 3.10/3.11:
+	 * the starting thread's tid, so the oldest claim to a tid wins). */
+	uint64_t *pend;
+	uint32_t npend;
 	sp_python_stats stats;
 	sp_python_stats *totals; /* Also gets each read's costs, or NULL. */
 	uint64_t sample_ns;      /* Of the next read; 0: unknown. */
@@ -369,6 +374,7 @@ void sp_python_free(sp_python *py)
 	sp_free(py->w.mem.pages);
 	sp_free(py->w.mem.verify);
 	sp_free(py->threads);
+	sp_free(py->pend);
 	sp_free(py);
 }
 
@@ -425,7 +431,27 @@ static void add_totals(sp_python_stats *t, const sp_python_stats *now,
 
 /* ---- threads and stacks ------------------------------------------------------------ */
 
-/* Rebuilds the tid -> thread state map from the interpreters' lists. */
+/* A thread state as a rescan found it; @p order is its place in the list
+ * (CPython links new thread states at the head: higher is older). */
+typedef struct found_ts {
+	int64_t tid;
+	uint64_t addr, ident;
+	uint32_t order;
+} found_ts;
+
+static int by_tid_then_age(const void *a, const void *b)
+{
+	const found_ts *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->order > y->order ? -1 : x->order < y->order; /* oldest first */
+}
+
+/* Rebuilds the tid -> thread state map from the interpreters' lists. A
+ * tid claimed by several thread states belongs to the oldest: the newer
+ * ones were made by that thread for threads it starts (3.10/3.11 give
+ * them its own tid until the new thread binds them), and wait in pend
+ * with those that have no tid yet. */
 static int rescan(sp_python *py)
 {
 	uint64_t *addrs = sp_malloc(SP_PY_MAX_THREADS * sizeof(*addrs));
@@ -439,10 +465,10 @@ static int rescan(sp_python *py)
 	sp_py_mem_reset(&py->w.mem);
 	/* The list's heads first: a change after this is seen by the next
 	 * list_changed. */
-	uint64_t interp0 = 0, head0 = 0;
-	int rc = sp_py_list_head(&py->w, py->runtime, 0, &interp0);
+	uint64_t interp0 = 0, head0 = 0, serial0 = 0;
+	int rc = sp_py_list_head(&py->w, py->runtime, 0, &interp0, NULL);
 	if (rc == 0 && interp0)
-		rc = sp_py_list_head(&py->w, py->runtime, interp0, &head0);
+		rc = sp_py_list_head(&py->w, py->runtime, interp0, &head0, &serial0);
 	if (rc == 0)
 		rc = sp_py_list_tstates(&py->w, py->runtime, addrs, SP_PY_MAX_THREADS, &n);
 	if (rc == -ESRCH || rc == -ENOMEM) {
@@ -450,51 +476,73 @@ static int rescan(sp_python *py)
 		return rc;
 	}
 	/* A list torn by a concurrent thread exit still yields its prefix. */
+	int64_t *tids = n ? sp_malloc(n * sizeof(*tids)) : NULL;
+	uint64_t *idents = n ? sp_malloc(n * sizeof(*idents)) : NULL;
+	found_ts *f = n ? sp_malloc(n * sizeof(*f)) : NULL;
 	tid_entry *t = n ? sp_malloc(n * sizeof(*t)) : NULL;
-	if (n && !t) {
+	uint64_t *pend = n ? sp_malloc(n * sizeof(*pend)) : NULL;
+	rc = n && (!tids || !idents || !f || !t || !pend) ? -ENOMEM : 0;
+	if (rc == 0 && n)
+		rc = sp_py_read_tids(&py->w, addrs, n, tids, idents);
+	if (rc == -ESRCH || rc == -ENOMEM) {
 		sp_free(addrs);
-		return -ENOMEM;
+		sp_free(tids);
+		sp_free(idents);
+		sp_free(f);
+		sp_free(t);
+		sp_free(pend);
+		return rc;
 	}
-	uint32_t k = 0, pending = 0;
+	uint32_t nf = 0, k = 0, np = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		sp_py_tstate ts;
-		if (sp_py_read_tstate(&py->w, addrs[i], &ts) != 0)
+		if (rc != 0 || tids[i] <= 0)
+			pend[np++] = addrs[i];
+		else
+			f[nf++] = (found_ts){ tids[i], addrs[i], idents[i], i };
+	}
+	if (nf > 1)
+		qsort(f, nf, sizeof(*f), by_tid_then_age);
+	for (uint32_t i = 0; i < nf; i++) {
+		if (i > 0 && f[i].tid == f[i - 1].tid) {
+			pend[np++] = f[i].addr;
 			continue;
-		if (ts.tid > 0) {
-			memset(&t[k], 0, sizeof(t[k]));
-			t[k].tid = ts.tid;
-			t[k].tstate = addrs[i];
-			k++;
-		} else {
-			pending++;
 		}
+		memset(&t[k], 0, sizeof(t[k]));
+		t[k].tid = f[i].tid;
+		t[k].tstate = f[i].addr;
+		t[k].ident = f[i].ident;
+		k++;
 	}
 	sp_free(addrs);
+	sp_free(tids);
+	sp_free(idents);
+	sp_free(f);
 	sp_free(py->threads);
+	sp_free(py->pend);
 	py->threads = t;
 	py->nthreads = k;
+	py->pend = pend;
+	py->npend = np;
 	py->interp0 = interp0;
 	py->head0 = head0;
-	py->pending = pending;
+	py->serial0 = serial0;
 	return 0;
 }
 
 /* 1 when the thread list may hold a thread it did not hold at the last
  * rescan, so a tid it did not know is worth a rescan before RESCAN_NS: a
- * new thread state at the head (a thread started, or the interpreter came
- * up), or one that had no tid then and has had time to set it. One read;
- * a thread without Python state (a native helper thread) costs that per
- * sample. */
-static int list_changed(sp_python *py, uint64_t t0)
+ * new thread state (a thread started, or the interpreter came up), told
+ * by the list's head and its count of thread states made (a new thread
+ * state often takes a freed one's address). One read; a thread without
+ * Python state (a native helper thread) costs that per sample. */
+static int list_changed(sp_python *py)
 {
-	if (py->pending && t0 - py->last_scan_ns >= RESCAN_PENDING_NS)
-		return 1;
-	uint64_t head = 0;
+	uint64_t head = 0, serial = 0;
 	py->w.mem.stack = NULL;
 	sp_py_mem_reset(&py->w.mem);
-	if (sp_py_list_head(&py->w, py->runtime, py->interp0, &head) != 0)
+	if (sp_py_list_head(&py->w, py->runtime, py->interp0, &head, &serial) != 0)
 		return 0;
-	return head != (py->interp0 ? py->head0 : 0);
+	return py->interp0 ? head != py->head0 || serial != py->serial0 : head != 0;
 }
 
 static tid_entry *lookup_entry(const sp_python *py, pid_t tid)
@@ -509,6 +557,45 @@ static uint64_t lookup(const sp_python *py, pid_t tid)
 {
 	const tid_entry *e = lookup_entry(py, tid);
 	return e ? e->tstate : 0;
+}
+
+/* Reads the thread states that had no tid of their own at the last
+ * rescan again (one batched read): a thread that started since has bound
+ * its own. Those now carrying a tid nobody claims join the map. Returns
+ * the thread state of @p tid, or 0. */
+static uint64_t bind_pending(sp_python *py, pid_t tid)
+{
+	int64_t tids[SP_PY_MAX_IOV];
+	uint64_t idents[SP_PY_MAX_IOV], found = 0;
+	py->w.mem.stack = NULL;
+	sp_py_mem_reset(&py->w.mem);
+	for (uint32_t at = 0; at < py->npend;) {
+		uint32_t k = py->npend - at < SP_PY_MAX_IOV ? py->npend - at : SP_PY_MAX_IOV;
+		if (sp_py_read_tids(&py->w, py->pend + at, k, tids, idents) != 0)
+			return found;
+		uint32_t kept = 0;
+		for (uint32_t i = 0; i < k; i++) {
+			uint64_t addr = py->pend[at + i];
+			if (tids[i] <= 0 || lookup_entry(py, (pid_t)tids[i])) {
+				py->pend[at + kept++] = addr; /* still its starter's */
+				continue;
+			}
+			/* py->threads has room: it was sized for every thread
+			 * state of the last rescan, and pend holds the rest. */
+			tid_entry *e = &py->threads[py->nthreads++];
+			memset(e, 0, sizeof(*e));
+			e->tid = tids[i];
+			e->tstate = addr;
+			e->ident = idents[i];
+			if (tids[i] == tid)
+				found = addr;
+		}
+		memmove(py->pend + at + kept, py->pend + at + k,
+		        (py->npend - at - k) * sizeof(*py->pend));
+		py->npend -= k - kept;
+		at += kept;
+	}
+	return found;
 }
 
 /* Reads the thread state's pages together with those its last walk read
@@ -566,10 +653,12 @@ static int find_tstate(sp_python *py, pid_t tid, uint64_t t0, const uint8_t *sta
                        size_t stack_len, uint64_t stack_start, uint64_t *ts_addr, sp_py_tstate *ts)
 {
 	uint64_t addr = lookup(py, tid);
+	if (!addr && py->npend)
+		addr = bind_pending(py, tid);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!addr) {
 			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS &&
-			    !list_changed(py, t0))
+			    !list_changed(py))
 				return STACKPULSE_ENOTFOUND;
 			int rc = rescan(py);
 			if (rc != 0)

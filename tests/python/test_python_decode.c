@@ -57,6 +57,9 @@ SP_TEST(layout_tables_match_measured_offsets)
 	CHECK_EQ(l.code_linetable, 136);
 	CHECK_EQ(l.code_adaptive, 184);
 	CHECK_EQ(l.str_ascii, 48);
+	/* The thread-list serial (offsetof() against the installed 3.10.13,
+	 * 3.11.7 and 3.12.1 headers). */
+	CHECK_EQ(l.interp_tstate_serial, 8);
 
 	REQUIRE_OK(sp_py_layout_from_table(0x030c01f0, &l));
 	CHECK_EQ(l.runtime_interpreters_head, 40);
@@ -70,6 +73,7 @@ SP_TEST(layout_tables_match_measured_offsets)
 	CHECK_EQ(l.code_adaptive, 192);
 	CHECK_EQ(l.str_ascii, 40);
 	CHECK_EQ(l.owner_first_c, 3);
+	CHECK_EQ(l.interp_tstate_serial, 64);
 
 	REQUIRE_OK(sp_py_layout_from_table(0x030a0df0, &l));
 	CHECK_EQ(l.runtime_interpreters_head, 32);
@@ -85,6 +89,7 @@ SP_TEST(layout_tables_match_measured_offsets)
 	CHECK_EQ(l.code_name, 112);
 	CHECK_EQ(l.code_linetable, 120);
 	CHECK_EQ(l.linetable, SP_PY_LINETABLE_310);
+	CHECK_EQ(l.interp_tstate_serial, 3448);
 
 	CHECK_EQ(sp_py_layout_from_table(0x03090000, &l), STACKPULSE_EUNSUPPORTED);
 	CHECK_EQ(sp_py_layout_from_table(0x030d0000, &l), STACKPULSE_EUNSUPPORTED);
@@ -1556,4 +1561,39 @@ SP_TEST(merge_pairs_both_sides_of_a_gap)
 	CHECK_EQ(out[0].index, 0);
 	for (uint32_t i = 1; i < m; i++)
 		CHECK(out[i].kind != SP_PY_MERGE_PYTHON);
+}
+
+/* The tids and idents of thread states in one batched read, 3.10 through
+ * glibc's struct pthread. */
+SP_TEST(read_tids_batched)
+{
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		walk_env e;
+		env_init(&e, v);
+		const sp_py_layout *l = &e.im.l;
+		uint64_t ts[20];
+		for (int i = 0; i < 20; i++) {
+			ts[i] = img_alloc(&e.im, l->tstate_read);
+			REQUIRE(ts[i]);
+			/* A struct pthread whose tid (at 720) is all there is. */
+			uint64_t pt = img_alloc(&e.im, 8);
+			REQUIRE(pt);
+			img_put64(&e.im, ts[i] + l->tstate_thread_id, pt - 720);
+			img_put32(&e.im, pt, (uint32_t)(5000 + i));
+			if (l->tstate_native_thread_id != SP_PY_NONE)
+				img_put64(&e.im, ts[i] + l->tstate_native_thread_id,
+				          i == 3 ? 0 : (uint64_t)(5000 + i));
+		}
+		ts[7] = 12; /* not a pointer */
+		e.w.pthread_tid = 720;
+		int64_t tids[20];
+		uint64_t idents[20];
+		CHECK_OK(sp_py_read_tids(&e.w, ts, 20, tids, idents));
+		for (int i = 0; i < 20; i++) {
+			int64_t want = i == 7 || (i == 3 && v != IMG_V310) ? -1 : 5000 + i;
+			CHECK_EQ(tids[i], want);
+		}
+		CHECK_EQ(idents[7], 0);
+		env_free(&e);
+	}
 }
