@@ -126,6 +126,10 @@ typedef struct sp_py_types {
 	uint64_t unicode;      /* PyUnicode_Type. */
 	uint64_t bytes;        /* PyBytes_Type. */
 	uint64_t init_cleanup; /* _Py_InitCleanup (3.13+ synthetic frame). */
+	/* Thread names (names.c) read only when all three are known. */
+	uint64_t dict;   /* PyDict_Type. */
+	uint64_t long_;  /* PyLong_Type. */
+	uint64_t module; /* PyModule_Type. */
 } sp_py_types;
 
 /* An interned code object. Immutable in CPython; an address that comes back
@@ -313,6 +317,12 @@ int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, ui
  * bytes) @p hdr was just read: its type must be PyCode_Type. Returns 0 and
  * its id, STACKPULSE_EFORMAT, STACKPULSE_ELIMIT or -ENOMEM. */
 int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, uint32_t *id);
+
+/* Decodes the str object at @p addr (compact, of PyUnicode_Type when that
+ * is known) into @p out as UTF-8 of at most @p cap - 1 bytes, cut at a
+ * character, NUL-terminated. Returns 0, STACKPULSE_EFORMAT (not a str),
+ * STACKPULSE_ENOTFOUND (unreadable) or the read callback's error. */
+int sp_py_read_str(sp_py_walker *w, uint64_t addr, char *out, size_t cap);
 
 /* 3.10 keeps its frames in heap objects that nothing on the C stack
  * describes, so a late read of tstate->frame sees the thread where it is
