@@ -628,7 +628,7 @@ static int copy_tables(builder *b)
 		struct stackpulse_profile_thread *pt = &p->threads[i];
 		pt->tid = st->tid;
 		pt->process = st->process < np ? st->process : UINT32_MAX;
-		rc = sp_profile_intern(p, st->name, &pt->name);
+		rc = sp_profile_intern(p, stackpulse_spool_thread_display_name(s, i), &pt->name);
 		p->nthreads = i + 1;
 	}
 	for (uint32_t i = 0; i < nm && !rc; i++) {

@@ -2,6 +2,8 @@
  * the target memory reader (target_mem.h). See python.h. */
 #include "record/python.h"
 
+#include "python/names.h"
+
 #include <errno.h>
 #include <gelf.h>
 #include <inttypes.h>
@@ -15,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "io/clock.h"
 #include "io/elf.h"
 #include "record/proc_scan.h"
@@ -28,10 +31,23 @@
 #define GLIBC_AARCH64_PTHREAD_TID 208         /* the same on aarch64 (glibc 2.36) */
 #define MAPS_PATH_MAX             1088u       /* Paths compared for "tried already". */
 
+/* A thread's name as the name callback last took it. */
+typedef struct named {
+	int64_t tid;
+	char name[SP_PY_TNAME_MAX];
+	uint8_t taken; /* 0: read, not yet taken by the callback. */
+} named;
+
+/* Reads of the names due after a thread state first seen, while one of
+ * the threads has no name yet: SP_PYTHON_NAMES_NEW_NS after it, then 4,
+ * 16 and 64 times that (a new thread may wait for the GIL that long
+ * before it runs the code that enters it in threading._active). */
+#define NAMES_NEW_TRIES 4
+
 typedef struct tid_entry {
 	int64_t tid;
 	uint64_t tstate;
-	uint64_t ident; /* Its thread_id (pthread_t). */
+	uint64_t ident; /* Its thread_id (pthread_t): threading's ident. */
 	uint64_t hot[SP_PY_HOT]; /* Its last walk's frame pages (sp_py_walker.hot). */
 	uint32_t nhot;
 } tid_entry;
@@ -58,6 +74,13 @@ struct sp_python {
 	 * the starting thread's tid, so the oldest claim to a tid wins). */
 	uint64_t *pend;
 	uint32_t npend;
+	/* Thread names (sp_python_thread_names). */
+	sp_py_names_cache names_cache;
+	sp_py_tname *names; /* SP_PY_MAX_THREADS, on the first read. */
+	named *named;
+	uint32_t nnamed, named_cap, nuntaken;
+	uint64_t names_last_ns; /* Of the last read; 0: none yet. */
+	uint32_t names_new;     /* Reads due for new thread states. */
 	sp_python_stats stats;
 	sp_python_stats *totals; /* Also gets each read's costs, or NULL. */
 	uint64_t sample_ns;      /* Of the next read; 0: unknown. */
@@ -82,7 +105,7 @@ static int read_live(void *ctx, sp_py_iov *iov, uint32_t n, int prefix)
 
 typedef struct elf_syms {
 	uint64_t runtime, runtime_section, version, code_type, frame_type, unicode_type, bytes_type,
-	        init_cleanup;
+	        init_cleanup, dict_type, long_type, module_type;
 	uint64_t runtime_size; /* st_size of _PyRuntime or the section's size */
 	sp_py_range eval[MAX_EVAL_RANGES];
 	uint32_t neval;
@@ -107,6 +130,12 @@ static void take_symbol(elf_syms *s, const char *name, const GElf_Sym *sym)
 		s->bytes_type = sym->st_value;
 	else if (strcmp(name, "_Py_InitCleanup") == 0)
 		s->init_cleanup = sym->st_value;
+	else if (strcmp(name, "PyDict_Type") == 0)
+		s->dict_type = sym->st_value;
+	else if (strcmp(name, "PyLong_Type") == 0)
+		s->long_type = sym->st_value;
+	else if (strcmp(name, "PyModule_Type") == 0)
+		s->module_type = sym->st_value;
 	else if ((strcmp(name, "_PyEval_EvalFrameDefault") == 0 ||
 	          strcmp(name, "_PyEval_EvalFrameDefault.cold") == 0) &&
 	         GELF_ST_TYPE(sym->st_info) == STT_FUNC && sym->st_size > 0) {
@@ -261,6 +290,9 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 	py->w.types.unicode = s->unicode_type ? bias + s->unicode_type : 0;
 	py->w.types.bytes = s->bytes_type ? bias + s->bytes_type : 0;
 	py->w.types.init_cleanup = s->init_cleanup ? bias + s->init_cleanup : 0;
+	py->w.types.dict = s->dict_type ? bias + s->dict_type : 0;
+	py->w.types.long_ = s->long_type ? bias + s->long_type : 0;
+	py->w.types.module = s->module_type ? bias + s->module_type : 0;
 	py->neval = s->neval;
 	for (uint32_t i = 0; i < s->neval; i++) {
 		py->eval[i].start = s->eval[i].start + bias;
@@ -375,6 +407,8 @@ void sp_python_free(sp_python *py)
 	sp_free(py->w.mem.verify);
 	sp_free(py->threads);
 	sp_free(py->pend);
+	sp_free(py->names);
+	sp_free(py->named);
 	sp_free(py);
 }
 
@@ -425,6 +459,8 @@ static void add_totals(sp_python_stats *t, const sp_python_stats *now,
 	t->codes_refused += now->codes_refused - before->codes_refused;
 	t->delayed += now->delayed - before->delayed;
 	t->delay_ns += now->delay_ns - before->delay_ns;
+	t->name_reads += now->name_reads - before->name_reads;
+	t->names_ns += now->names_ns - before->names_ns;
 	if (now->delay_max_ns > t->delay_max_ns)
 		t->delay_max_ns = now->delay_max_ns;
 }
@@ -517,6 +553,23 @@ static int rescan(sp_python *py)
 	sp_free(tids);
 	sp_free(idents);
 	sp_free(f);
+	/* A thread state not in the last map: its thread wants a name. The
+	 * new map is sorted by tid. */
+	uint32_t kept_old = 0;
+	for (uint32_t i = 0; i < py->nthreads; i++) {
+		uint32_t lo = 0, hi = k;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (t[mid].tid < py->threads[i].tid)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		kept_old += lo < k && t[lo].tid == py->threads[i].tid &&
+		            t[lo].tstate == py->threads[i].tstate;
+	}
+	if (k > kept_old)
+		py->names_new = NAMES_NEW_TRIES;
 	sp_free(py->threads);
 	sp_free(py->pend);
 	py->threads = t;
@@ -587,6 +640,7 @@ static uint64_t bind_pending(sp_python *py, pid_t tid)
 			e->tid = tids[i];
 			e->tstate = addr;
 			e->ident = idents[i];
+			py->names_new = NAMES_NEW_TRIES;
 			if (tids[i] == tid)
 				found = addr;
 		}
@@ -789,6 +843,108 @@ done:
 	sp_py_codes_get_usage(py->w.codes, &cu);
 	py->stats.codes_evicted = cu.evicted;
 	py->stats.codes_refused = cu.refused;
+	if (py->totals)
+		add_totals(py->totals, &py->stats, &before);
+	return rc;
+}
+
+/* ---- thread names ------------------------------------------------------------------ */
+
+static named *named_find(sp_python *py, int64_t tid)
+{
+	for (uint32_t i = 0; i < py->nnamed; i++)
+		if (py->named[i].tid == tid)
+			return &py->named[i];
+	return NULL;
+}
+
+/* Offers the name of @p d to @p fn: 0 when taken or not now, else fn's
+ * error. */
+static int offer(sp_python *py, named *d, sp_python_name_fn fn, void *ctx)
+{
+	int rc = fn(ctx, (pid_t)d->tid, d->name);
+	if (rc == 0) {
+		d->taken = 1;
+		py->nuntaken--;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+int sp_python_thread_names(sp_python *py, uint64_t now, pid_t tid, int force,
+                           sp_python_name_fn fn, void *ctx)
+{
+	uint64_t since = now - py->names_last_ns;
+	uint64_t backoff = SP_PYTHON_NAMES_NEW_NS
+	                   << (py->names_new ? 2 * (NAMES_NEW_TRIES - py->names_new) : 0);
+	if (!force && py->names_last_ns && !(py->names_new && since >= backoff) &&
+	    since < SP_PYTHON_NAMES_NS) {
+		/* Not due: a name read before its thread could take it. */
+		named *d = py->nuntaken ? named_find(py, tid) : NULL;
+		return d && !d->taken ? offer(py, d, fn, ctx) : 0;
+	}
+	if (!py->layout.names || !py->interp0)
+		return 0;
+	if (!py->names) {
+		py->names = sp_malloc(SP_PY_MAX_THREADS * sizeof(*py->names));
+		if (!py->names)
+			return -ENOMEM;
+	}
+	uint64_t t0 = sp_mono_ns();
+	sp_python_stats before = py->stats;
+	py->names_last_ns = now;
+	py->stats.name_reads++;
+	py->w.mem.stack = NULL;
+	sp_py_mem_reset(&py->w.mem);
+	uint32_t n = 0;
+	int rc = sp_py_thread_names(&py->w, py->interp0, &py->names_cache, py->names,
+	                            SP_PY_MAX_THREADS, &n);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc != 0)
+		n = 0; /* gone, or names not readable here: the OS names stay */
+	/* Threads that left the map lose their entry. */
+	uint32_t keep = 0;
+	for (uint32_t i = 0; i < py->nnamed; i++)
+		if (lookup_entry(py, (pid_t)py->named[i].tid))
+			py->named[keep++] = py->named[i];
+	py->nnamed = keep;
+	uint32_t nameless = 0;
+	for (uint32_t i = 0; i < py->nthreads; i++) {
+		const tid_entry *e = &py->threads[i];
+		const char *name = NULL;
+		for (uint32_t k = 0; k < n && !name && e->ident; k++)
+			if (py->names[k].ident == e->ident)
+				name = py->names[k].name;
+		if (!name) {
+			nameless++;
+			continue;
+		}
+		named *d = named_find(py, e->tid);
+		if (d && strcmp(d->name, name) == 0)
+			continue;
+		if (!d) {
+			if (SP_GROW(py->named, py->named_cap, py->nnamed + 1, SP_PY_MAX_THREADS,
+			            "named threads") != 0)
+				break;
+			d = &py->named[py->nnamed++];
+			d->tid = e->tid;
+			d->taken = 1;
+		}
+		snprintf(d->name, sizeof(d->name), "%s", name);
+		d->taken = 0;
+	}
+	py->nuntaken = 0;
+	for (uint32_t i = 0; i < py->nnamed; i++)
+		py->nuntaken += !py->named[i].taken;
+	rc = 0;
+	for (uint32_t i = 0; i < py->nnamed && rc == 0; i++)
+		if (!py->named[i].taken)
+			rc = offer(py, &py->named[i], fn, ctx);
+	/* New threads enter threading._active once they run: look again
+	 * while one of the map has no name yet. */
+	if (py->names_new)
+		py->names_new = nameless ? py->names_new - 1 : 0;
+	py->stats.names_ns += sp_mono_ns() - t0;
 	if (py->totals)
 		add_totals(py->totals, &py->stats, &before);
 	return rc;

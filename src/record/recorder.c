@@ -801,6 +801,8 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 		rc = sp_recorder_read_loss(rec, 0, rec->nfds);
 	}
 	if (rc == 0)
+		rc = sp_recorder_python_names_final(rec);
+	if (rc == 0)
 		rc = sp_offcpu_finish(rec, sp_clock_ns(CLOCK_MONOTONIC));
 	if (rc == 0)
 		rc = rec->opts.rotate_ns
