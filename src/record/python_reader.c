@@ -17,7 +17,6 @@
 #include "common/alloc.h"
 #include "common/bytes.h"
 #include "common/error.h"
-#include "common/grow.h"
 #include "io/clock.h"
 #include "io/elf.h"
 #include "record/proc_scan.h"
@@ -47,7 +46,7 @@ typedef struct named {
 typedef struct tid_entry {
 	int64_t tid;
 	uint64_t tstate;
-	uint64_t ident; /* Its thread_id (pthread_t): threading's ident. */
+	uint64_t ident;          /* Its thread_id (pthread_t): threading's ident. */
 	uint64_t hot[SP_PY_HOT]; /* Its last walk's frame pages (sp_py_walker.hot). */
 	uint32_t nhot;
 } tid_entry;
@@ -77,8 +76,8 @@ struct sp_python {
 	/* Thread names (sp_python_thread_names). */
 	sp_py_names_cache names_cache;
 	sp_py_tname *names; /* SP_PY_MAX_THREADS, on the first read. */
-	named *named;
-	uint32_t nnamed, named_cap, nuntaken;
+	named *named;       /* Sorted by tid. */
+	uint32_t nnamed, nuntaken;
 	uint64_t names_last_ns; /* Of the last read; 0: none yet. */
 	uint32_t names_new;     /* Reads due for new thread states. */
 	sp_python_stats stats;
@@ -850,12 +849,25 @@ done:
 
 /* ---- thread names ------------------------------------------------------------------ */
 
+static int by_ident(const void *a, const void *b)
+{
+	uint64_t x = ((const sp_py_tname *)a)->ident, y = ((const sp_py_tname *)b)->ident;
+	return x < y ? -1 : x > y;
+}
+
+static int by_named_tid(const void *a, const void *b)
+{
+	int64_t x = ((const named *)a)->tid, y = ((const named *)b)->tid;
+	return x < y ? -1 : x > y;
+}
+
+/* The entry of @p tid in the named list (sorted by tid), or NULL. */
 static named *named_find(sp_python *py, int64_t tid)
 {
-	for (uint32_t i = 0; i < py->nnamed; i++)
-		if (py->named[i].tid == tid)
-			return &py->named[i];
-	return NULL;
+	named key;
+	key.tid = tid;
+	return py->nnamed ? bsearch(&key, py->named, py->nnamed, sizeof(*py->named), by_named_tid)
+	                  : NULL;
 }
 
 /* Offers the name of @p d to @p fn: 0 when taken or not now, else fn's
@@ -870,8 +882,8 @@ static int offer(sp_python *py, named *d, sp_python_name_fn fn, void *ctx)
 	return rc < 0 ? rc : 0;
 }
 
-int sp_python_thread_names(sp_python *py, uint64_t now, pid_t tid, int force,
-                           sp_python_name_fn fn, void *ctx)
+int sp_python_thread_names(sp_python *py, uint64_t now, pid_t tid, int force, sp_python_name_fn fn,
+                           void *ctx)
 {
 	uint64_t since = now - py->names_last_ns;
 	uint64_t backoff = SP_PYTHON_NAMES_NEW_NS
@@ -902,37 +914,40 @@ int sp_python_thread_names(sp_python *py, uint64_t now, pid_t tid, int force,
 		return rc;
 	if (rc != 0)
 		n = 0; /* gone, or names not readable here: the OS names stay */
-	/* Threads that left the map lose their entry. */
-	uint32_t keep = 0;
-	for (uint32_t i = 0; i < py->nnamed; i++)
-		if (lookup_entry(py, (pid_t)py->named[i].tid))
-			py->named[keep++] = py->named[i];
-	py->nnamed = keep;
-	uint32_t nameless = 0;
+	if (n > 1)
+		qsort(py->names, n, sizeof(*py->names), by_ident);
+	/* The new list: each thread of the map with the name just read (a
+	 * name that changed is to be taken again), or the one it had. */
+	named *list = py->nthreads ? sp_malloc(py->nthreads * sizeof(*list)) : NULL;
+	if (py->nthreads && !list)
+		return -ENOMEM;
+	uint32_t nlist = 0, nameless = 0;
 	for (uint32_t i = 0; i < py->nthreads; i++) {
 		const tid_entry *e = &py->threads[i];
-		const char *name = NULL;
-		for (uint32_t k = 0; k < n && !name && e->ident; k++)
-			if (py->names[k].ident == e->ident)
-				name = py->names[k].name;
-		if (!name) {
-			nameless++;
+		sp_py_tname key;
+		key.ident = e->ident;
+		const sp_py_tname *found =
+		        n && e->ident ? bsearch(&key, py->names, n, sizeof(*py->names), by_ident)
+		                      : NULL;
+		const named *old = named_find(py, e->tid);
+		nameless += !found;
+		if (!found && !old)
 			continue;
+		named *d = &list[nlist++];
+		d->tid = e->tid;
+		if (found && !(old && strcmp(old->name, found->name) == 0)) {
+			snprintf(d->name, sizeof(d->name), "%s", found->name);
+			d->taken = 0;
+		} else {
+			memcpy(d->name, old->name, sizeof(d->name));
+			d->taken = old->taken;
 		}
-		named *d = named_find(py, e->tid);
-		if (d && strcmp(d->name, name) == 0)
-			continue;
-		if (!d) {
-			if (SP_GROW(py->named, py->named_cap, py->nnamed + 1, SP_PY_MAX_THREADS,
-			            "named threads") != 0)
-				break;
-			d = &py->named[py->nnamed++];
-			d->tid = e->tid;
-			d->taken = 1;
-		}
-		snprintf(d->name, sizeof(d->name), "%s", name);
-		d->taken = 0;
 	}
+	if (nlist > 1)
+		qsort(list, nlist, sizeof(*list), by_named_tid);
+	sp_free(py->named);
+	py->named = list;
+	py->nnamed = nlist;
 	py->nuntaken = 0;
 	for (uint32_t i = 0; i < py->nnamed; i++)
 		py->nuntaken += !py->named[i].taken;
