@@ -692,15 +692,15 @@ static void check_reuse(int attach)
 			}
 			usleep(500000); /* threads come and go by now */
 			snprintf(cmd, sizeof(cmd),
-			         "%s/record -p %d -d %s -F 999 --off-cpu --python=on -o %s 2>%s", bin,
-			         (int)pid, slow ? "1" : "1.5", spool, err);
+			         "%s/record -p %d -d %s -F 999 --off-cpu --python=on -o %s 2>%s",
+			         bin, (int)pid, slow ? "1" : "1.5", spool, err);
 			rc = sp_test_run(cmd);
 			kill(pid, SIGKILL);
 			waitpid(pid, NULL, 0);
 		} else {
 			snprintf(cmd, sizeof(cmd),
-			         "%s/record -F 999 --off-cpu --python=on -o %s -- %s %s %s 2>%s", bin,
-			         spool, vs.path[i], path, slow ? "1" : "1.5", err);
+			         "%s/record -F 999 --off-cpu --python=on -o %s -- %s %s %s 2>%s",
+			         bin, spool, vs.path[i], path, slow ? "1" : "1.5", err);
 			rc = sp_test_run(cmd);
 		}
 		if (rc != 0) {
@@ -728,12 +728,15 @@ static void check_reuse(int attach)
 		        (double)t.po_all / 1e6);
 		/* Each worker sleeps 50 ms, four at a time: seconds of it. */
 		CHECK(t.py >= 300000);
-		if (share < REUSE_WHOLE_MIN)
-			sp_test_fail(__FILE__, __LINE__,
-			             "%s%s: %.4f of the workers' Python time whole (at least %.2f), "
-			             "e.g. %s",
-			             vs.path[i], attach ? " (attached)" : "", share, REUSE_WHOLE_MIN,
-			             t.example);
+		/* Under valgrind the recorder reads stacks too late for a
+		 * bound: the threads have ended. */
+		if (!slow && share < REUSE_WHOLE_MIN)
+			sp_test_fail(
+			        __FILE__, __LINE__,
+			        "%s%s: %.4f of the workers' Python time whole (at least %.2f), "
+			        "e.g. %s",
+			        vs.path[i], attach ? " (attached)" : "", share, REUSE_WHOLE_MIN,
+			        t.example);
 		/* The deep thread's waits are cut chains, and --python-only
 		 * keeps them with their marker: the same time (each row's
 		 * microseconds are rounded on their own). */
