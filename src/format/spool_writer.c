@@ -463,8 +463,8 @@ int sp_writer_thread_name(sp_writer *w, uint32_t thread, uint64_t time_ns, const
 	return commit(w, SP_REC_COMM);
 }
 
-int sp_writer_thread_runtime_name(sp_writer *w, uint32_t thread, uint64_t time_ns,
-                                  uint32_t runtime, const char *name)
+int sp_writer_thread_runtime_name(sp_writer *w, uint32_t thread, uint64_t time_ns, uint32_t runtime,
+                                  const char *name)
 {
 	int rc = begin(w);
 	if (rc)

@@ -130,14 +130,17 @@ static int fits(uint32_t off, uint32_t width, uint32_t block)
 /* 1 when the thread-name fields fit their reads. */
 static int names_fit(const sp_py_layout *l)
 {
-	return !(!fits(l->module_dict, 8, SP_PY_DICT_READ) || !fits(l->dict_keys, 8, SP_PY_DICT_READ) ||
-	    !fits(l->dict_values, 8, SP_PY_DICT_READ) || l->dictvalues_items > 64 ||
-	    !fits(l->long_size, 8, SP_PY_LONG_READ) ||
-	    !fits(l->long_digits, 12, SP_PY_LONG_READ) || !fits(l->type_basicsize, 8, SP_PY_MAX_BLOCK) ||
-	    !fits(l->type_flags, 8, SP_PY_MAX_BLOCK) || !fits(l->type_dictoffset, 8, SP_PY_MAX_BLOCK) ||
-	    !fits(l->type_cached_keys, 8, SP_PY_MAX_BLOCK) || l->managed > SP_PY_MANAGED_313 ||
-	    l->dict_keys_log2 > 1 || l->long_tagged > 1 || l->interp_modules > (1u << 24) ||
-	    !fits(l->ob_type, 8, SP_PY_DICT_READ));
+	return !(!fits(l->module_dict, 8, SP_PY_DICT_READ) ||
+	         !fits(l->dict_keys, 8, SP_PY_DICT_READ) ||
+	         !fits(l->dict_values, 8, SP_PY_DICT_READ) || l->dictvalues_items > 64 ||
+	         !fits(l->long_size, 8, SP_PY_LONG_READ) ||
+	         !fits(l->long_digits, 12, SP_PY_LONG_READ) ||
+	         !fits(l->type_basicsize, 8, SP_PY_MAX_BLOCK) ||
+	         !fits(l->type_flags, 8, SP_PY_MAX_BLOCK) ||
+	         !fits(l->type_dictoffset, 8, SP_PY_MAX_BLOCK) ||
+	         !fits(l->type_cached_keys, 8, SP_PY_MAX_BLOCK) || l->managed > SP_PY_MANAGED_313 ||
+	         l->dict_keys_log2 > 1 || l->long_tagged > 1 || l->interp_modules > (1u << 24) ||
+	         !fits(l->ob_type, 8, SP_PY_DICT_READ));
 }
 
 /* Byte positions of the fields we use inside _Py_DebugOffsets, per minor.
@@ -393,7 +396,8 @@ uint32_t sp_py_frame_words(const sp_py_layout *l, const uint8_t *hdr)
 int sp_py_names_check(const sp_py_layout *l)
 {
 	if (!names_fit(l))
-		return sp_error(STACKPULSE_EFORMAT, "python layout: inconsistent thread-name offsets");
+		return sp_error(STACKPULSE_EFORMAT,
+		                "python layout: inconsistent thread-name offsets");
 	return 0;
 }
 

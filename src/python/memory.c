@@ -274,7 +274,8 @@ int sp_py_read_tids(sp_py_walker *w, const uint64_t *addrs, uint32_t n, int64_t 
 				continue;
 			iov[ni++] = (sp_py_iov){ a + l->tstate_thread_id, id[i], 8, 0 };
 			if (native)
-				iov[ni++] = (sp_py_iov){ a + l->tstate_native_thread_id, nt[i], 8, 0 };
+				iov[ni++] =
+				        (sp_py_iov){ a + l->tstate_native_thread_id, nt[i], 8, 0 };
 		}
 		/* Reads at most SP_PY_MAX_IOV at a time (sp_py_mem_read's cap). */
 		for (uint32_t done = 0; done < ni;) {
@@ -301,7 +302,8 @@ int sp_py_read_tids(sp_py_walker *w, const uint64_t *addrs, uint32_t n, int64_t 
 					tids[at + i] = (int64_t)t;
 			} else if (w->pthread_tid && sp_py_plausible(idents[at + i], 8) &&
 			           UINT64_MAX - idents[at + i] > w->pthread_tid) {
-				tv[nth] = (sp_py_iov){ idents[at + i] + w->pthread_tid, th[nth], 4, 0 };
+				tv[nth] = (sp_py_iov){ idents[at + i] + w->pthread_tid, th[nth], 4,
+					               0 };
 				tix[nth++] = at + i;
 			}
 		}
@@ -362,7 +364,7 @@ int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t
 	if (serial)
 		*serial = 0;
 	sp_py_iov iov[2] = { { interp ? interp + l->interp_threads_head
-	                              : runtime + l->runtime_interpreters_head,
+		                      : runtime + l->runtime_interpreters_head,
 		               v, 8, 0 },
 		             { interp + l->interp_tstate_serial, c, 8, 0 } };
 	int rc = sp_py_mem_read(&w->mem, iov, interp && serial ? 2 : 1);

@@ -158,8 +158,8 @@ static int str_is(const sp_py_walker *w, const uint8_t *hdr, const char *name)
 
 /* Finds the entry whose key is the str @p name (at most KEY_READ
  * characters): its index, key and value. STACKPULSE_ENOTFOUND when none. */
-static int find_key(sp_py_walker *w, const dview *v, const char *name, uint32_t *ix,
-                    uint64_t *key, uint64_t *val)
+static int find_key(sp_py_walker *w, const dview *v, const char *name, uint32_t *ix, uint64_t *key,
+                    uint64_t *val)
 {
 	const sp_py_layout *l = w->layout;
 	uint64_t keys[ENTRY_CHUNK], vals[ENTRY_CHUNK];
@@ -321,7 +321,8 @@ static int thread_name(sp_py_walker *w, sp_py_names_cache *c, uint64_t obj, char
 			return rc;
 		if (ix >= cap)
 			return STACKPULSE_EFORMAT;
-		if ((rc = read_word(w, values + l->dictvalues_items + 8 * (uint64_t)ix, &name)) != 0)
+		if ((rc = read_word(w, values + l->dictvalues_items + 8 * (uint64_t)ix, &name)) !=
+		    0)
 			return rc;
 	} else {
 		return STACKPULSE_ENOTFOUND; /* no attributes yet */
@@ -371,7 +372,7 @@ static int find_active(sp_py_walker *w, uint64_t interp, uint64_t *active)
 	uint64_t modules, module, md;
 	uint8_t mb[SP_PY_DICT_READ];
 	int rc = sp_py_plausible(interp, 8) ? read_word(w, interp + l->interp_modules, &modules)
-	                                     : STACKPULSE_EFORMAT;
+	                                    : STACKPULSE_EFORMAT;
 	if (rc == 0)
 		rc = dict_get(w, modules, "threading", &module);
 	if (rc == 0)

@@ -17,9 +17,9 @@
 
 #include "python/memory.h"
 
-#define SP_PY_TNAME_MAX        128u        /* Bytes kept of a name, with its NUL. */
-#define SP_PY_DICT_ENTRIES_MAX (1u << 16)  /* Entries of a dict that may be walked. */
-#define SP_PY_NAME_SLOTS       4u          /* Classes whose _name slot is remembered. */
+#define SP_PY_TNAME_MAX        128u       /* Bytes kept of a name, with its NUL. */
+#define SP_PY_DICT_ENTRIES_MAX (1u << 16) /* Entries of a dict that may be walked. */
+#define SP_PY_NAME_SLOTS       4u         /* Classes whose _name slot is remembered. */
 
 /* One thread of threading._active. */
 typedef struct sp_py_tname {
@@ -46,7 +46,7 @@ typedef struct sp_py_names_cache {
  * threading is not imported), STACKPULSE_EUNSUPPORTED when the layout or
  * the type addresses (dict, int, module, str) do not allow it, or the
  * read callback's error (-ESRCH: the process is gone). */
-int sp_py_thread_names(sp_py_walker *w, uint64_t interp, sp_py_names_cache *cache,
-                       sp_py_tname *out, uint32_t max, uint32_t *n);
+int sp_py_thread_names(sp_py_walker *w, uint64_t interp, sp_py_names_cache *cache, sp_py_tname *out,
+                       uint32_t max, uint32_t *n);
 
 #endif

@@ -155,7 +155,8 @@ int main(int argc, char **argv)
 			snprintf(name, sizeof(name), "names_%s_%d", names[v], with_dict);
 			save(dir, name, v, 2 | 16, IMG_MAX);
 			for (int j = 0; j < 8; j++)
-				im.mem[2048 + rnd() % (im.used - 2048)] ^= (uint8_t)(1u << (rnd() % 8));
+				im.mem[2048 + rnd() % (im.used - 2048)] ^=
+				        (uint8_t)(1u << (rnd() % 8));
 			snprintf(name, sizeof(name), "names_mutated_%s_%d", names[v], with_dict);
 			save(dir, name, v, 2 | 16, IMG_MAX);
 		}

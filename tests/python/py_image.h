@@ -243,7 +243,8 @@ static inline uint32_t img_debug_offsets(uint8_t *d, uint32_t minor)
 	 * sys.modules offset of its own, to tell the layouts apart). */
 	uint32_t tp = minor == 13 ? 368 : 416, di = minor == 13 ? 448 : 528,
 	         lo = minor == 13 ? 488 : 568;
-	sp_put_le64(d + is + (minor == 13 ? 40 : 48), minor == 13 ? 7656 : 7696); /* imports_modules */
+	sp_put_le64(d + is + (minor == 13 ? 40 : 48),
+	            minor == 13 ? 7656 : 7696); /* imports_modules */
 	sp_put_le64(d + tp, 416);
 	sp_put_le64(d + tp + 24, 168); /* tp_flags */
 	sp_put_le64(d + di, 48);
@@ -435,9 +436,7 @@ static inline int img_threading(py_img *im, uint64_t interp, uint32_t n, const c
 			img_put64(im, obj - 32, dict ? 0 : va);
 			img_put64(im, obj - 24, dict);
 			break;
-		case SP_PY_MANAGED_312:
-			img_put64(im, obj - 24, dict ? dict : va - 1);
-			break;
+		case SP_PY_MANAGED_312: img_put64(im, obj - 24, dict ? dict : va - 1); break;
 		default:
 			img_put64(im, obj - 24, dict);
 			if (dict)

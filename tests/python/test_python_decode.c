@@ -1770,8 +1770,7 @@ SP_TEST(thread_names_refuse_bad_memory)
 		CHECK_EQ(n, 0);
 		/* Without the type addresses, names are not read. */
 		e.w.types.dict = 0;
-		CHECK_EQ(sp_py_thread_names(&e.w, interp, &c, out, 8, &n),
-		         STACKPULSE_EUNSUPPORTED);
+		CHECK_EQ(sp_py_thread_names(&e.w, interp, &c, out, 8, &n), STACKPULSE_EUNSUPPORTED);
 		env_free(&e);
 	}
 }

@@ -519,8 +519,8 @@ static int name_cb(void *ctx, pid_t tid, const char *name)
 			ns->got[i]++;
 			ns->wrong += strcmp(ns->name[i], name) != 0;
 			if (strcmp(ns->name[i], name) != 0)
-				fprintf(stderr, "    thread %d: named %s, reader says %s\n", (int)tid,
-				        ns->name[i], name);
+				fprintf(stderr, "    thread %d: named %s, reader says %s\n",
+				        (int)tid, ns->name[i], name);
 			return 0;
 		}
 	return 1; /* not one of the script's: not taken */
@@ -609,9 +609,11 @@ static void check_recorded_names(int attach)
 			child c;
 			char *argv[] = { vs.path[v], script, "30", NULL };
 			REQUIRE_OK(spawn(&c, argv));
-			ok = read_line(&c, line, sizeof(line)) == 0 && parse_names(line, &ns) == NAMED;
-			snprintf(cmd, sizeof(cmd), "%s/record -p %d -d 1 -F 499 -o %s >/dev/null 2>&1",
-			         bin, (int)c.pid, spool);
+			ok = read_line(&c, line, sizeof(line)) == 0 &&
+			     parse_names(line, &ns) == NAMED;
+			snprintf(cmd, sizeof(cmd),
+			         "%s/record -p %d -d 1 -F 499 -o %s >/dev/null 2>&1", bin,
+			         (int)c.pid, spool);
 			int rc = ok ? sp_test_run(cmd) : -1;
 			stop_child(&c);
 			REQUIRE_EQ(rc, 0);
@@ -620,16 +622,17 @@ static void check_recorded_names(int attach)
 			 * standard output. */
 			char outp[660];
 			snprintf(outp, sizeof(outp), "%s.out", spool);
-			snprintf(cmd, sizeof(cmd), "%s/record -F 499 -o %s -- %s %s 1 >%s 2>/dev/null",
-			         bin, spool, vs.path[v], script, outp);
+			snprintf(cmd, sizeof(cmd),
+			         "%s/record -F 499 -o %s -- %s %s 1 >%s 2>/dev/null", bin, spool,
+			         vs.path[v], script, outp);
 			REQUIRE_EQ(sp_test_run(cmd), 0);
 			char *text = sp_test_read_file(outp, NULL);
 			ok = text && parse_names(text, &ns) == NAMED;
 			free(text);
 		}
 		REQUIRE(ok);
-		snprintf(cmd, sizeof(cmd), "%s/report %s --folded --thread-names >%s 2>/dev/null", bin,
-		         spool, folded);
+		snprintf(cmd, sizeof(cmd), "%s/report %s --folded --thread-names >%s 2>/dev/null",
+		         bin, spool, folded);
 		char *text = run_out(cmd, folded);
 		/* Every thread sampled is under its threading name, none left
 		 * under the OS name. Attached to, the main thread sleeps and
@@ -648,26 +651,30 @@ static void check_recorded_names(int attach)
 			if (k < NAMED)
 				seen[k]++;
 			else if (other++ == 0)
-				fprintf(stderr, "    %s: samples of a thread named %s\n", vs.path[v], l);
+				fprintf(stderr, "    %s: samples of a thread named %s\n",
+				        vs.path[v], l);
 		}
 		free(text);
 		int named = 0;
 		for (int k = first; k < NAMED; k++)
 			named += seen[k] > 0;
-		fprintf(stderr, "    %s%s: %d of %d threads under their threading names, %d rows "
-		        "under others\n", vs.path[v], attach ? " (attached)" : "", named, NAMED - first,
-		        other);
+		fprintf(stderr,
+		        "    %s%s: %d of %d threads under their threading names, %d rows "
+		        "under others\n",
+		        vs.path[v], attach ? " (attached)" : "", named, NAMED - first, other);
 		CHECK_EQ(named, NAMED - first);
 		CHECK_EQ(other, 0);
 		/* An exporter (Firefox's JSON names each thread). */
-		snprintf(cmd, sizeof(cmd), "%s/report %s --firefox %s >/dev/null 2>&1", bin, spool, ff);
+		snprintf(cmd, sizeof(cmd), "%s/report %s --firefox %s >/dev/null 2>&1", bin, spool,
+		         ff);
 		text = run_out(cmd, ff);
 		for (int k = first; k < NAMED; k++) {
 			char quoted[80];
 			snprintf(quoted, sizeof(quoted), "\"%s\"", ns.name[k]);
 			if (!strstr(text, quoted))
-				sp_test_fail(__FILE__, __LINE__, "%s: %s not in the Firefox profile",
-				             vs.path[v], ns.name[k]);
+				sp_test_fail(__FILE__, __LINE__,
+				             "%s: %s not in the Firefox profile", vs.path[v],
+				             ns.name[k]);
 		}
 		free(text);
 		/* The reader API: the runtime name, with the OS name beside it. */

@@ -304,8 +304,8 @@ static int symbols_equal(const stackpulse_spool *a, const stackpulse_spool *b, c
 		DIFF("runtime thread name counts differ");
 	for (uint32_t i = 0; i < sp_spool_rtname_count(a); i++) {
 		const struct sp_rtname *x = sp_spool_rtname(a, i), *y = sp_spool_rtname(b, i);
-		if (x->thread != y->thread || x->time_ns != y->time_ns || x->runtime != y->runtime ||
-		    !str_eq(x->name, y->name))
+		if (x->thread != y->thread || x->time_ns != y->time_ns ||
+		    x->runtime != y->runtime || !str_eq(x->name, y->name))
 			DIFF("runtime thread name %u differs", i);
 	}
 	for (uint32_t i = 0; i < stackpulse_spool_thread_count(a); i++)
