@@ -3,7 +3,9 @@
  * memory image at IMG_BASE (format in tests/python/py_image.h). It lists
  * thread states, walks every frame chain with and without a stack copy and
  * the page cache, anchored on the stack copy (3.10), decodes line tables,
- * parses debug offsets and merges the result into a made-up native stack.
+ * parses debug offsets, merges the result into a made-up native stack,
+ * reads the thread-state tids in a batch and the thread names of the
+ * threading module (sys.modules, dicts, instance attributes, ints).
  * Everything returned must be in bounds and self-consistent; the walk must
  * never exceed its limits. */
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include "python/layout.h"
 #include "python/memory.h"
 #include "python/merge.h"
+#include "python/names.h"
 
 #include "../tests/python/py_image.h"
 
@@ -91,7 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sp_py_walker w;
 	memset(&w, 0, sizeof(w));
 	w.layout = &l;
-	w.types = (sp_py_types){ IMG_T_CODE, IMG_T_FRAME, IMG_T_STR, IMG_T_BYTES, 0 };
+	w.types = (sp_py_types){ IMG_T_CODE, IMG_T_FRAME, IMG_T_STR,  IMG_T_BYTES,
+		                 0,          IMG_T_DICT,  IMG_T_LONG, IMG_T_MOD };
 	w.mem.read = img_read;
 	w.mem.ctx = &r;
 	w.pthread_tid = (flags & 4) ? 720 : 0;
@@ -155,6 +159,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint64_t top = IMG_BASE + (sp_le32(img + len - 8) % (uint32_t)len);
 		if (sp_py_walk(&w, top & ~(uint64_t)7, f, SP_PY_MAX_DEPTH, &n, &tr) == 0)
 			check_frames(&w, f, n, SP_PY_MAX_DEPTH);
+	}
+	/* The tids of the thread states listed, in one batch. */
+	int64_t tids[8];
+	uint64_t idents[8];
+	if (sp_py_read_tids(&w, ts, nts, tids, idents) == 0)
+		for (uint32_t i = 0; i < nts; i++)
+			if (tids[i] == 0 || tids[i] > INT32_MAX)
+				__builtin_trap();
+	/* Thread names of the first interpreter (and of one from the input),
+	 * twice: the second read goes by what the first remembered. */
+	if (len >= 64 && len - 8 >= l.runtime_interpreters_head) {
+		static sp_py_tname names[16];
+		sp_py_names_cache nc;
+		memset(&nc, 0, sizeof(nc));
+		uint64_t interps[2] = { sp_le64(img + l.runtime_interpreters_head),
+			                IMG_BASE + (sp_le32(img + len - 16) % (uint32_t)len) };
+		for (int k = 0; k < 4; k++) {
+			uint32_t nn = 99;
+			sp_py_mem_reset(&w.mem);
+			int nrc = sp_py_thread_names(&w, interps[k / 2] & ~(uint64_t)7, &nc, names,
+			                             16, &nn);
+			if (nrc == 0 && nn > 16)
+				__builtin_trap();
+			for (uint32_t i = 0; nrc == 0 && i < nn; i++)
+				if (!names[i].ident || strlen(names[i].name) >= SP_PY_TNAME_MAX)
+					__builtin_trap();
+		}
 	}
 	/* Line tables straight from the input, both formats. */
 	size_t tl = len < 512 ? len : 512;

@@ -845,6 +845,25 @@ STACKPULSE_API uint32_t stackpulse_spool_thread_count(const stackpulse_spool *sp
 /** Thread @p index, or NULL when out of range. */
 STACKPULSE_API const struct stackpulse_thread *stackpulse_spool_thread(
         const stackpulse_spool *spool, uint32_t index);
+/**
+ * The name thread @p index has in its language runtime, the latest by
+ * time: for CPython, its threading.Thread name ("MainThread",
+ * "Thread-1 (worker)", or what the program named it), which CPython
+ * (before 3.14) does not give the OS thread. NULL when the recording has
+ * none for it (not a Python thread, a thread the threading module does
+ * not know, a spool of an older recorder) or @p index is out of range.
+ * Valid while the spool is open.
+ */
+STACKPULSE_API const char *stackpulse_spool_thread_runtime_name(const stackpulse_spool *spool,
+                                                                uint32_t index);
+/**
+ * The name to show for thread @p index: its runtime name
+ * (::stackpulse_spool_thread_runtime_name) when it has one, else its OS
+ * name (::stackpulse_thread `name`). Profiles and every exporter name
+ * threads this way. NULL when @p index is out of range.
+ */
+STACKPULSE_API const char *stackpulse_spool_thread_display_name(const stackpulse_spool *spool,
+                                                                uint32_t index);
 /** Number of modules. */
 STACKPULSE_API uint32_t stackpulse_spool_module_count(const stackpulse_spool *spool);
 /** Module @p index, or NULL when out of range. */

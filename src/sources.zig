@@ -38,6 +38,7 @@ pub const python = [_][]const u8{
     "src/python/anchor.c",
     "src/python/code.c",
     "src/python/merge.c",
+    "src/python/names.c",
 };
 
 pub const io = [_][]const u8{

@@ -121,6 +121,21 @@ const struct stackpulse_thread *stackpulse_spool_thread(const stackpulse_spool *
 	return i < s->nthreads ? &s->threads[i] : NULL;
 }
 
+const char *stackpulse_spool_thread_runtime_name(const stackpulse_spool *s, uint32_t i)
+{
+	SP_API_ENTRY();
+	return i < s->nthreads && s->thread_rtname ? s->thread_rtname[i] : NULL;
+}
+
+const char *stackpulse_spool_thread_display_name(const stackpulse_spool *s, uint32_t i)
+{
+	SP_API_ENTRY();
+	if (i >= s->nthreads)
+		return NULL;
+	const char *rt = s->thread_rtname ? s->thread_rtname[i] : NULL;
+	return rt && *rt ? rt : s->threads[i].name;
+}
+
 uint32_t stackpulse_spool_module_count(const stackpulse_spool *s)
 {
 	SP_API_ENTRY();
@@ -294,6 +309,16 @@ uint32_t sp_spool_jitsym_count(const stackpulse_spool *s)
 const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *s, uint32_t i)
 {
 	return i < s->njitsyms ? &s->jitsyms[i] : NULL;
+}
+
+uint32_t sp_spool_rtname_count(const stackpulse_spool *s)
+{
+	return s->nrtnames;
+}
+
+const struct sp_rtname *sp_spool_rtname(const stackpulse_spool *s, uint32_t i)
+{
+	return i < s->nrtnames ? &s->rtnames[i] : NULL;
 }
 
 /* ------------------------------------------------------------------ */

@@ -72,7 +72,11 @@ enum sp_record_type {
 	SP_REC_SYMTAB = 17,
 	SP_REC_STATS = 18,
 	SP_REC_OFFCPU = 19, /* A block of off-CPU intervals, stored by column. */
+	SP_REC_RTNAME = 20, /* A thread's name in its language runtime. */
 };
+
+/* RTNAME runtimes (a value a reader does not know is kept as its number). */
+#define SP_RUNTIME_CPYTHON 1u /* threading.Thread.name */
 
 /* Columns of a SAMPLES record, in order: time delta (signed), thread,
  * stack, weight, cpu. */

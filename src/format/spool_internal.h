@@ -72,6 +72,11 @@ struct stackpulse_spool {
 	uint32_t nstacks, stacks_cap;
 	struct stackpulse_spool_event *events;
 	uint32_t nevents, events_cap;
+	struct sp_rtname *rtnames; /* Sorted by time by order_tables. */
+	uint32_t nrtnames, rtnames_cap;
+	/* Per thread, its latest runtime name (or NULL), set with the names
+	 * by sp_spool_apply_names; nthreads entries. */
+	const char **thread_rtname;
 	struct sp_ksym *ksyms;
 	uint32_t nksyms, ksyms_cap;
 	struct sp_jitsym *jitsyms;
@@ -120,8 +125,9 @@ int sp_spool_decode_chunk(stackpulse_spool *s, uint32_t index, struct sp_chunk_r
                           const uint8_t *raw);
 
 /* Applies the EXEC and COMM events, sorted by time, to the process and
- * thread names, so the latest rename by time wins whatever the file order. */
-void sp_spool_apply_names(stackpulse_spool *s);
+ * thread names, so the latest rename by time wins whatever the file order,
+ * and the RTNAME records (sorted too) to thread_rtname. 0 or -ENOMEM. */
+int sp_spool_apply_names(stackpulse_spool *s);
 
 /* Reads, checks and decompresses one chunk described by @p ref. @p stored
  * and @p raw are scratch buffers owned by the caller (grown as needed).

@@ -366,6 +366,12 @@ static int cmp_event(const void *a, const void *b)
 	               ((const struct stackpulse_spool_event *)b)->time_ns);
 }
 
+static int cmp_rtname(const void *a, const void *b)
+{
+	return cmp_u64(((const struct sp_rtname *)a)->time_ns,
+	               ((const struct sp_rtname *)b)->time_ns);
+}
+
 static int cmp_ksym(const void *a, const void *b)
 {
 	return cmp_u64(((const struct sp_ksym *)a)->addr, ((const struct sp_ksym *)b)->addr);
@@ -389,11 +395,13 @@ static int order_tables(stackpulse_spool *s)
 {
 	int rc;
 	if ((rc = stable_sort(s->events, s->nevents, sizeof(*s->events), cmp_event)) ||
+	    (rc = stable_sort(s->rtnames, s->nrtnames, sizeof(*s->rtnames), cmp_rtname)) ||
 	    (rc = stable_sort(s->ksyms, s->nksyms, sizeof(*s->ksyms), cmp_ksym)) ||
 	    (rc = stable_sort(s->jitsyms, s->njitsyms, sizeof(*s->jitsyms), cmp_jitsym)) ||
 	    (rc = stable_sort(s->stats, s->nstats, sizeof(*s->stats), cmp_stat)))
 		return rc;
-	sp_spool_apply_names(s);
+	if ((rc = sp_spool_apply_names(s)) != 0)
+		return rc;
 	s->meta.chunks = s->nchunks;
 	s->meta.duration_ns = s->meta.samples ? s->last_time - s->first_time : 0;
 	return 0;
@@ -678,6 +686,8 @@ void stackpulse_spool_close(stackpulse_spool *s)
 	sp_free(s->frames);
 	sp_free(s->stacks);
 	sp_free(s->events);
+	sp_free(s->rtnames);
+	sp_free(s->thread_rtname);
 	sp_free(s->ksyms);
 	sp_free(s->jitsyms);
 	sp_free(s->stats);

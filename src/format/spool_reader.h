@@ -58,6 +58,14 @@ struct sp_mapping {
 	uint64_t time_ns; /* When it was mapped. */
 };
 
+/* A thread's name in its language runtime (RTNAME record). */
+struct sp_rtname {
+	uint32_t thread;  /* Thread index. */
+	uint32_t runtime; /* SP_RUNTIME_* (another value: kept as it is). */
+	uint64_t time_ns; /* From when the thread has it. */
+	const char *name;
+};
+
 /* A perf-map symbol of anonymous executable memory. */
 struct sp_jitsym {
 	uint32_t process; /* Process index. */
@@ -73,6 +81,9 @@ const struct sp_mapping *sp_spool_mapping(const stackpulse_spool *spool, uint32_
 /* STATS value for @p key (SP_STAT_*): 0 or STACKPULSE_ENOTFOUND. */
 int sp_spool_stat(const stackpulse_spool *spool, uint32_t key, uint64_t *value);
 uint32_t sp_spool_jitsym_count(const stackpulse_spool *spool);
+/* RTNAME records in time order (ties: file order). */
+uint32_t sp_spool_rtname_count(const stackpulse_spool *spool);
+const struct sp_rtname *sp_spool_rtname(const stackpulse_spool *spool, uint32_t index);
 const struct sp_jitsym *sp_spool_jitsym(const stackpulse_spool *spool, uint32_t index);
 
 #endif

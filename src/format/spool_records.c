@@ -254,6 +254,21 @@ static int rec_comm(stackpulse_spool *s, sp_cursor *c)
 	return 0;
 }
 
+static int rec_rtname(stackpulse_spool *s, sp_cursor *c)
+{
+	struct sp_rtname r = { 0, 0, 0, "" };
+	int rc;
+	if ((rc = get_ref(c, s->nthreads, &r.thread, "thread")) ||
+	    (rc = sp_cursor_varint(c, &r.time_ns, "time")) ||
+	    (rc = get_u32(c, &r.runtime, "runtime")) ||
+	    (rc = get_str(s, c, SP_NAME_MAX, &r.name, "runtime thread name")) ||
+	    (rc = SP_SPOOL_GROW(s, s->rtnames, s->rtnames_cap, s->nrtnames + 1,
+	                        "runtime thread names")))
+		return rc;
+	s->rtnames[s->nrtnames++] = r;
+	return 0;
+}
+
 static int rec_exit(stackpulse_spool *s, sp_cursor *c)
 {
 	uint32_t proc = 0, thr = 0;
@@ -697,6 +712,7 @@ static int decode_record(stackpulse_spool *s, uint64_t type, sp_cursor *c, struc
 	case SP_REC_SYMTAB: return rec_symtab(s, c);
 	case SP_REC_STATS: return rec_stats(s, c);
 	case SP_REC_OFFCPU: return rec_offcpu(s, c, ref, st);
+	case SP_REC_RTNAME: return rec_rtname(s, c);
 	default: return 0; /* Unknown: skipped by its length. */
 	}
 }
@@ -734,8 +750,20 @@ int sp_spool_decode_chunk(stackpulse_spool *s, uint32_t index, struct sp_chunk_r
 	return 0;
 }
 
-void sp_spool_apply_names(stackpulse_spool *s)
+int sp_spool_apply_names(stackpulse_spool *s)
 {
+	/* Derived from the RTNAME records (not charged: one pointer per
+	 * thread, whose table is). */
+	sp_free(s->thread_rtname);
+	s->thread_rtname = NULL;
+	if (s->nrtnames) {
+		s->thread_rtname = sp_calloc(s->nthreads, sizeof(*s->thread_rtname));
+		if (!s->thread_rtname)
+			return sp_error(-ENOMEM, "runtime names of %u threads", s->nthreads);
+		for (uint32_t i = 0; i < s->nrtnames; i++)
+			if (s->rtnames[i].thread < s->nthreads)
+				s->thread_rtname[s->rtnames[i].thread] = s->rtnames[i].name;
+	}
 	for (uint32_t i = 0; i < s->nevents; i++) {
 		const struct stackpulse_spool_event *e = &s->events[i];
 		if (e->kind == STACKPULSE_SPOOL_EVENT_EXEC) {
@@ -749,4 +777,5 @@ void sp_spool_apply_names(stackpulse_spool *s)
 				s->procs[t->process].name = e->name;
 		}
 	}
+	return 0;
 }

@@ -212,6 +212,7 @@ static int is_definition(unsigned type)
 	case SP_REC_EXEC:
 	case SP_REC_THREAD:
 	case SP_REC_COMM:
+	case SP_REC_RTNAME:
 	case SP_REC_EXIT:
 	case SP_REC_FORK:
 	case SP_REC_MODULE:
@@ -460,6 +461,21 @@ int sp_writer_thread_name(sp_writer *w, uint32_t thread, uint64_t time_ns, const
 	    (rc = put_str(b, name, SP_NAME_MAX)))
 		return rc;
 	return commit(w, SP_REC_COMM);
+}
+
+int sp_writer_thread_runtime_name(sp_writer *w, uint32_t thread, uint64_t time_ns, uint32_t runtime,
+                                  const char *name)
+{
+	int rc = begin(w);
+	if (rc)
+		return rc;
+	if (thread >= w->counts.threads)
+		return bad_ref("thread", thread, w->counts.threads);
+	sp_buf *b = &w->body;
+	if ((rc = sp_buf_varint(b, thread)) || (rc = sp_buf_varint(b, time_ns)) ||
+	    (rc = sp_buf_varint(b, runtime)) || (rc = put_str(b, name, SP_NAME_MAX)))
+		return rc;
+	return commit(w, SP_REC_RTNAME);
 }
 
 int sp_writer_exit(sp_writer *w, uint32_t process, uint32_t thread, uint64_t time_ns)

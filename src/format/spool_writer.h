@@ -64,6 +64,10 @@ int sp_writer_thread(sp_writer *w, uint32_t process, pid_t tid, uint64_t time_ns
                      uint32_t *index);
 /* A thread renamed itself (COMM event). */
 int sp_writer_thread_name(sp_writer *w, uint32_t thread, uint64_t time_ns, const char *name);
+/* The thread's name in its language runtime @p runtime (SP_RUNTIME_*) is
+ * @p name from @p time_ns on (RTNAME record). */
+int sp_writer_thread_runtime_name(sp_writer *w, uint32_t thread, uint64_t time_ns, uint32_t runtime,
+                                  const char *name);
 /* A process or thread exited (thread UINT32_MAX for the whole process). */
 int sp_writer_exit(sp_writer *w, uint32_t process, uint32_t thread, uint64_t time_ns);
 /* @p child was forked from @p parent (both process indexes). */

@@ -188,7 +188,10 @@ static int keep_kind(const builder *b, int kind, uint32_t depth)
 	if (kind == STACKPULSE_FRAME_KERNEL && (b->opts.flags & STACKPULSE_PROFILE_HIDE_KERNEL))
 		return 0;
 	switch (b->opts.view) {
-	case STACKPULSE_VIEW_PYTHON_ONLY: return kind == STACKPULSE_FRAME_PYTHON;
+	/* The markers of a cut Python chain stay: without them a sample whose
+	 * Python frames were not read would vanish from the view. */
+	case STACKPULSE_VIEW_PYTHON_ONLY:
+		return kind == STACKPULSE_FRAME_PYTHON || kind == STACKPULSE_FRAME_TRUNCATED;
 	case STACKPULSE_VIEW_NATIVE_ONLY: return kind != STACKPULSE_FRAME_PYTHON;
 	default: return 1;
 	}
@@ -450,6 +453,19 @@ static int extend(builder *b, uint32_t *node, uint32_t fid, int leaf, uint32_t p
 	return rc;
 }
 
+/* 1 when spool node @p stack, of raw frame @p frame, is dropped from the
+ * Python-only view although its kind is kept: the root-most frame of a
+ * stack is the unwinder's own marker when it is TRUNCATED (native frames
+ * missing at the root), which says nothing of the Python chain. */
+static int python_view_drops(const builder *b, uint32_t stack, uint32_t frame)
+{
+	if (b->opts.view != STACKPULSE_VIEW_PYTHON_ONLY ||
+	    stackpulse_spool_stack_depth(b->spool, stack) != 1)
+		return 0;
+	const struct stackpulse_raw_frame *rf = stackpulse_spool_frame(b->spool, frame);
+	return rf && rf->kind == STACKPULSE_FRAME_TRUNCATED;
+}
+
 /* Translates spool stack @p stack, used as a prefix (every frame a return
  * address), under @p root into a profile node. */
 static int translate_prefix(builder *b, uint32_t root, uint32_t stack, uint32_t process,
@@ -477,7 +493,9 @@ static int translate_prefix(builder *b, uint32_t root, uint32_t stack, uint32_t 
 	}
 	while (n > 0) {
 		n--;
-		int rc = extend(b, &node, b->walk_frame[n], 0, process);
+		int rc = python_view_drops(b, b->walk_stack[n], b->walk_frame[n])
+		                 ? 0
+		                 : extend(b, &node, b->walk_frame[n], 0, process);
 		if (!rc)
 			rc = cache_insert(b, root, b->walk_stack[n], process, node);
 		if (rc)
@@ -504,12 +522,13 @@ static int translate(builder *b, uint32_t root, uint32_t stack, uint32_t process
 		return hit < 0 ? hit : 0;
 	}
 	/* The leaf part: kernel frames, then the first user frame. */
-	uint32_t kframes[64], nk = 0, user_frame = SP_NONE, cur = stack;
+	uint32_t kframes[64], nk = 0, user_frame = SP_NONE, user_node = 0, cur = stack;
 	while (cur != 0) {
 		uint32_t frame, parent;
 		if (stackpulse_spool_stack_node(b->spool, cur, &frame, &parent) != 0)
 			return sp_error(STACKPULSE_EFORMAT, "unknown stack id %u", cur);
 		const struct stackpulse_raw_frame *rf = stackpulse_spool_frame(b->spool, frame);
+		user_node = cur;
 		cur = parent;
 		if (!rf || rf->kind != STACKPULSE_FRAME_KERNEL || nk == 64) {
 			user_frame = frame; /* (Very deep kernel parts end here too.) */
@@ -518,7 +537,7 @@ static int translate(builder *b, uint32_t root, uint32_t stack, uint32_t process
 		kframes[nk++] = frame;
 	}
 	int rc = translate_prefix(b, root, cur, process, &node);
-	if (!rc && user_frame != SP_NONE)
+	if (!rc && user_frame != SP_NONE && !python_view_drops(b, user_node, user_frame))
 		rc = extend(b, &node, user_frame, 1, process);
 	while (!rc && nk > 0)
 		rc = extend(b, &node, kframes[--nk], 0, process);
@@ -609,7 +628,7 @@ static int copy_tables(builder *b)
 		struct stackpulse_profile_thread *pt = &p->threads[i];
 		pt->tid = st->tid;
 		pt->process = st->process < np ? st->process : UINT32_MAX;
-		rc = sp_profile_intern(p, st->name, &pt->name);
+		rc = sp_profile_intern(p, stackpulse_spool_thread_display_name(s, i), &pt->name);
 		p->nthreads = i + 1;
 	}
 	for (uint32_t i = 0; i < nm && !rc; i++) {

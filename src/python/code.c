@@ -354,6 +354,47 @@ static char *str_convert(const uint8_t *raw, const str_loc *loc)
 	return s;
 }
 
+int sp_py_read_str(sp_py_walker *w, uint64_t addr, char *out, size_t cap)
+{
+	const sp_py_layout *l = w->layout;
+	uint8_t hdr[256];
+	str_loc loc;
+	if (cap == 0)
+		return STACKPULSE_ELIMIT;
+	out[0] = 0;
+	if (!sp_py_plausible(addr, 8))
+		return STACKPULSE_EFORMAT;
+	int rc = sp_py_mem_read1(&w->mem, addr, hdr, l->str_compact);
+	if (rc)
+		return rc;
+	if (str_locate(w, addr, hdr, &loc))
+		return STACKPULSE_EFORMAT;
+	/* No more characters than could fit. */
+	if (loc.chars > cap - 1)
+		loc.chars = (uint32_t)(cap - 1);
+	uint8_t raw[4 * SP_PY_MAX_STR];
+	if (loc.chars > SP_PY_MAX_STR)
+		loc.chars = SP_PY_MAX_STR;
+	if ((rc = sp_py_mem_read1(&w->mem, loc.data, raw, loc.chars * loc.kind)) != 0)
+		return rc;
+	size_t o = 0;
+	for (uint32_t i = 0; i < loc.chars; i++) {
+		uint32_t cp = loc.kind == 1   ? raw[i]
+		              : loc.kind == 2 ? sp_le16(raw + 2 * (size_t)i)
+		                              : sp_le32(raw + 4 * (size_t)i);
+		if (loc.ascii && cp >= 0x80)
+			cp = '?';
+		char u[4];
+		size_t k = put_utf8(u, cp);
+		if (o + k > cap - 1)
+			break;
+		memcpy(out + o, u, k);
+		o += k;
+	}
+	out[o] = 0;
+	return 0;
+}
+
 /* ---- code objects ---------------------------------------------------------- */
 
 /* Decodes a new code object from its header @p hdr. */

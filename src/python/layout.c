@@ -21,6 +21,7 @@ static const sp_py_layout tables[] = {
 	    .version = PY_VER(3, 10),
 	    .runtime_interpreters_head = 32, .interp_next = 0,
 	    .interp_threads_head = 8, /* tstate_head */
+	    .interp_tstate_serial = 3448,
 	    .tstate_read = 184, .tstate_next = 8, .tstate_thread_id = 176,
 	    .tstate_native_thread_id = SP_PY_NONE, .tstate_frame = 24,
 	    .cframe_current_frame = SP_PY_NONE, .cframe_previous = SP_PY_NONE,
@@ -35,10 +36,16 @@ static const sp_py_layout tables[] = {
 	    .linetable = SP_PY_LINETABLE_310,
 	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
 	    .str_ascii = 48, .str_compact = 72,
+	    .names = 1, .interp_modules = 856, .module_dict = 16, .dict_keys = 32,
+	    .dict_values = 40, .dictvalues_items = 0, .dict_keys_log2 = 0,
+	    .managed = SP_PY_MANAGED_NONE, .long_tagged = 0, .long_size = 16, .long_digits = 24,
+	    .type_basicsize = 32, .type_flags = 168, .type_dictoffset = 288,
+	    .type_cached_keys = 872,
 	},
 	{
 	    .version = PY_VER(3, 11),
 	    .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 16,
+	    .interp_tstate_serial = 8,
 	    .tstate_read = 168, .tstate_next = 8, .tstate_thread_id = 152,
 	    .tstate_native_thread_id = 160, .tstate_frame = 56 /* cframe */,
 	    .cframe_current_frame = 8, .cframe_previous = 16,
@@ -51,10 +58,16 @@ static const sp_py_layout tables[] = {
 	    .linetable = SP_PY_LINETABLE_311,
 	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
 	    .str_ascii = 48, .str_compact = 72,
+	    .names = 1, .interp_modules = 888, .module_dict = 16, .dict_keys = 32,
+	    .dict_values = 40, .dictvalues_items = 0, .dict_keys_log2 = 1,
+	    .managed = SP_PY_MANAGED_311, .long_tagged = 0, .long_size = 16, .long_digits = 24,
+	    .type_basicsize = 32, .type_flags = 168, .type_dictoffset = 288,
+	    .type_cached_keys = 872,
 	},
 	{
 	    .version = PY_VER(3, 12),
 	    .runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 72,
+	    .interp_tstate_serial = 64,
 	    .tstate_read = 152, .tstate_next = 8, .tstate_thread_id = 136,
 	    .tstate_native_thread_id = 144, .tstate_frame = 56 /* cframe */,
 	    .cframe_current_frame = 0, .cframe_previous = 8,
@@ -68,6 +81,11 @@ static const sp_py_layout tables[] = {
 	    .linetable = SP_PY_LINETABLE_311,
 	    .ob_type = 8, .var_size = 16, .bytes_data = 32, .str_length = 16, .str_state = 32,
 	    .str_ascii = 40, .str_compact = 56,
+	    .names = 1, .interp_modules = 944 /* imports.modules */, .module_dict = 16,
+	    .dict_keys = 32, .dict_values = 40, .dictvalues_items = 0, .dict_keys_log2 = 1,
+	    .managed = SP_PY_MANAGED_312, .long_tagged = 1, .long_size = 16, .long_digits = 24,
+	    .type_basicsize = 32, .type_flags = 168, .type_dictoffset = 288,
+	    .type_cached_keys = 880,
 	},
 };
 /* clang-format on */
@@ -104,6 +122,27 @@ int sp_py_has_debug_cookie(const uint8_t *buf, size_t len)
 	return len >= 24 && memcmp(buf, "xdebugpy", 8) == 0;
 }
 
+static int fits(uint32_t off, uint32_t width, uint32_t block)
+{
+	return off != SP_PY_NONE && off <= block && block - off >= width;
+}
+
+/* 1 when the thread-name fields fit their reads. */
+static int names_fit(const sp_py_layout *l)
+{
+	return !(!fits(l->module_dict, 8, SP_PY_DICT_READ) ||
+	         !fits(l->dict_keys, 8, SP_PY_DICT_READ) ||
+	         !fits(l->dict_values, 8, SP_PY_DICT_READ) || l->dictvalues_items > 64 ||
+	         !fits(l->long_size, 8, SP_PY_LONG_READ) ||
+	         !fits(l->long_digits, 12, SP_PY_LONG_READ) ||
+	         !fits(l->type_basicsize, 8, SP_PY_MAX_BLOCK) ||
+	         !fits(l->type_flags, 8, SP_PY_MAX_BLOCK) ||
+	         !fits(l->type_dictoffset, 8, SP_PY_MAX_BLOCK) ||
+	         !fits(l->type_cached_keys, 8, SP_PY_MAX_BLOCK) || l->managed > SP_PY_MANAGED_313 ||
+	         l->dict_keys_log2 > 1 || l->long_tagged > 1 || l->interp_modules > (1u << 24) ||
+	         !fits(l->ob_type, 8, SP_PY_DICT_READ));
+}
+
 /* Byte positions of the fields we use inside _Py_DebugOffsets, per minor.
  * Each block starts with its struct's size. */
 typedef struct dbg_map {
@@ -115,6 +154,8 @@ typedef struct dbg_map {
 	uint32_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno,
 	        co_adaptive;
 	uint32_t ob_size, ob_type;
+	uint32_t is_imports_modules, tp_size, tp_flags, di_size, di_keys, di_values, lo_size,
+	        lo_tag, lo_digit;
 	uint32_t by_size, by_ob_size, by_sval;
 	uint32_t un_size, un_state, un_length, un_ascii_size;
 	uint32_t end; /* Bytes of the struct we need. */
@@ -122,7 +163,9 @@ typedef struct dbg_map {
 
 /* 3.13: Include/internal/pycore_runtime.h. 3.14: pycore_debug_offsets.h,
  * which adds threads_main, code_object_generation, tlbc_generation,
- * stackpointer, tlbc_index, co_tlbc and a set_object block. */
+ * stackpointer, tlbc_index, co_tlbc and a set_object block. The is_, tp_,
+ * di_ and lo_ fields are the interpreter's imports_modules and the type,
+ * dict and long blocks, for thread names. */
 /* clang-format off */
 static const dbg_map dbg_maps[] = {
 	{
@@ -133,6 +176,8 @@ static const dbg_map dbg_maps[] = {
 	    .fr_size = 224, .fr_previous = 232, .fr_executable = 240, .fr_instr_ptr = 248, .fr_owner = 264,
 	    .co_size = 272, .co_filename = 280, .co_name = 288, .co_qualname = 296, .co_linetable = 304, .co_firstlineno = 312, .co_adaptive = 344,
 	    .ob_size = 352, .ob_type = 360,
+	    .is_imports_modules = 88, .tp_size = 368, .tp_flags = 392, .di_size = 448, .di_keys = 456,
+	    .di_values = 464, .lo_size = 488, .lo_tag = 496, .lo_digit = 504,
 	    .by_size = 512, .by_ob_size = 520, .by_sval = 528,
 	    .un_size = 536, .un_state = 544, .un_length = 552, .un_ascii_size = 560,
 	    .end = 568,
@@ -145,6 +190,8 @@ static const dbg_map dbg_maps[] = {
 	    .fr_size = 248, .fr_previous = 256, .fr_executable = 264, .fr_instr_ptr = 272, .fr_owner = 288,
 	    .co_size = 312, .co_filename = 320, .co_name = 328, .co_qualname = 336, .co_linetable = 344, .co_firstlineno = 352, .co_adaptive = 384,
 	    .ob_size = 400, .ob_type = 408,
+	    .is_imports_modules = 96, .tp_size = 416, .tp_flags = 440, .di_size = 528, .di_keys = 536,
+	    .di_values = 544, .lo_size = 568, .lo_tag = 576, .lo_digit = 584,
 	    .by_size = 592, .by_ob_size = 600, .by_sval = 608,
 	    .un_size = 616, .un_state = 624, .un_length = 632, .un_ascii_size = 640,
 	    .end = 648,
@@ -155,6 +202,17 @@ static const dbg_map dbg_maps[] = {
 static uint64_t rd(const uint8_t *buf, uint32_t pos)
 {
 	return sp_le64(buf + pos);
+}
+
+/* field() without an error: 1 when the field does not fit. */
+static int quiet_field(const uint8_t *buf, uint32_t size_pos, uint32_t pos, uint32_t width,
+                       uint64_t limit, uint32_t *out)
+{
+	uint64_t size = rd(buf, size_pos), v = rd(buf, pos);
+	if (size > limit || v > size || size - v < width)
+		return 1;
+	*out = (uint32_t)v;
+	return 0;
 }
 
 /* Reads field @p pos of a block whose size sits at @p size_pos; the field
@@ -169,6 +227,34 @@ static int field(const uint8_t *buf, uint32_t size_pos, uint32_t pos, uint32_t w
 		                (unsigned long long)v, (unsigned long long)size);
 	*out = (uint32_t)v;
 	return 0;
+}
+
+/* The thread-name fields of a 3.13+ layout: what the debug offsets give
+ * (sys.modules, ma_keys and ma_values, tp_flags, lv_tag and ob_digit),
+ * the rest as 3.13's and 3.14's headers have it (pycore_dict.h,
+ * pycore_object.h, cpython/object.h: the same in both). A value that does
+ * not check out leaves names off; stacks are read all the same. */
+static void names_from_debug(const uint8_t *buf, const dbg_map *m, sp_py_layout *l)
+{
+	const uint64_t big = 1u << 24;
+	l->names = 0;
+	if (quiet_field(buf, m->is_size, m->is_imports_modules, 8, big, &l->interp_modules) ||
+	    quiet_field(buf, m->tp_size, m->tp_flags, 8, SP_PY_MAX_BLOCK, &l->type_flags) ||
+	    quiet_field(buf, m->di_size, m->di_keys, 8, SP_PY_DICT_READ, &l->dict_keys) ||
+	    quiet_field(buf, m->di_size, m->di_values, 8, SP_PY_DICT_READ, &l->dict_values) ||
+	    quiet_field(buf, m->lo_size, m->lo_tag, 8, SP_PY_LONG_READ, &l->long_size) ||
+	    quiet_field(buf, m->lo_size, m->lo_digit, 4, SP_PY_LONG_READ, &l->long_digits))
+		return;
+	l->module_dict = 16;
+	l->dictvalues_items = 8;
+	l->dict_keys_log2 = 1;
+	l->managed = SP_PY_MANAGED_313;
+	l->long_tagged = 1;
+	l->type_basicsize = 32;
+	l->type_dictoffset = 288;
+	l->type_cached_keys = 880;
+	/* tp_flags sits among the fixed slots, before tp_dictoffset. */
+	l->names = l->type_flags < l->type_dictoffset && names_fit(l);
 }
 
 int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
@@ -235,6 +321,13 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 	                "str.asciiobject_size")))
 		return rc;
 
+	/* threads.next_unique_id comes right before threads.head (3.13 and
+	 * 3.14 pycore_interp.h, struct pythreads). */
+	if (l->interp_threads_head < 8)
+		return sp_error(STACKPULSE_EFORMAT, "debug offsets: threads.head at %u",
+		                l->interp_threads_head);
+	l->interp_tstate_serial = l->interp_threads_head - 8;
+
 	/* The thread-state fields we read must fit one bounded block. */
 	uint32_t ts_end = l->tstate_next;
 	if (l->tstate_frame > ts_end)
@@ -280,7 +373,10 @@ int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *l)
 	l->linetable = SP_PY_LINETABLE_311;
 	/* PyCompactUnicodeObject adds utf8_length and utf8 (3.12+). */
 	l->str_compact = l->str_ascii + 16;
-	return sp_py_layout_check(l);
+	if ((rc = sp_py_layout_check(l)) != 0)
+		return rc;
+	names_from_debug(buf, m, l);
+	return 0;
 }
 
 uint32_t sp_py_frame_words(const sp_py_layout *l, const uint8_t *hdr)
@@ -297,9 +393,12 @@ uint32_t sp_py_frame_words(const sp_py_layout *l, const uint8_t *hdr)
 	return words >= SP_PY_FRAME_SPECIALS && words < (1u << 20) ? (uint32_t)words : 0;
 }
 
-static int fits(uint32_t off, uint32_t width, uint32_t block)
+int sp_py_names_check(const sp_py_layout *l)
 {
-	return off != SP_PY_NONE && off <= block && block - off >= width;
+	if (!names_fit(l))
+		return sp_error(STACKPULSE_EFORMAT,
+		                "python layout: inconsistent thread-name offsets");
+	return 0;
 }
 
 int sp_py_layout_check(const sp_py_layout *l)

@@ -28,6 +28,10 @@ typedef struct sp_py_layout {
 	uint32_t runtime_interpreters_head;
 	uint32_t interp_next;
 	uint32_t interp_threads_head;
+	/* threads.next_unique_id (3.10 tstate_next_unique_id): bumped for each
+	 * thread state made, so a new one is seen even where the allocator
+	 * put it at a freed one's address (the list head reads the same). */
+	uint32_t interp_tstate_serial;
 
 	/* PyThreadState. */
 	uint32_t tstate_read; /* Bytes read per thread state. */
@@ -78,7 +82,47 @@ typedef struct sp_py_layout {
 	uint32_t str_state;   /* PyASCIIObject.state (bit field word). */
 	uint32_t str_ascii;   /* sizeof(PyASCIIObject): compact ASCII data. */
 	uint32_t str_compact; /* sizeof(PyCompactUnicodeObject): other compact data. */
+
+	/* Thread names, from the threading module's _active dict (names.c):
+	 * sys.modules, dicts, heap types, instance attributes and ints. All
+	 * of it is unused unless @c names is 1. */
+	uint8_t names;             /* 1: the fields below were checked. */
+	uint32_t interp_modules;   /* sys.modules: interp->modules (3.10, 3.11),
+	                            * interp->imports.modules (3.12+). */
+	uint32_t module_dict;      /* PyModuleObject.md_dict. */
+	uint32_t dict_keys;        /* PyDictObject.ma_keys. */
+	uint32_t dict_values;      /* PyDictObject.ma_values. */
+	uint32_t dictvalues_items; /* values[] in PyDictValues (3.13+: after
+	                            * capacity, size, embedded, valid). */
+	uint8_t dict_keys_log2;    /* 1: 3.11+ keys (dk_log2_size,
+	                            * dk_log2_index_bytes, dk_kind); 0: 3.10
+	                            * keys (dk_size). */
+	uint8_t managed;           /* enum sp_py_managed. */
+	uint8_t long_tagged;       /* 1: PyLongObject's lv_tag (3.12+), 0: ob_size. */
+	uint32_t long_size;        /* ob_size or lv_tag. */
+	uint32_t long_digits;      /* ob_digit. */
+	uint32_t type_basicsize;   /* PyTypeObject.tp_basicsize. */
+	uint32_t type_flags;       /* PyTypeObject.tp_flags. */
+	uint32_t type_dictoffset;  /* PyTypeObject.tp_dictoffset. */
+	uint32_t type_cached_keys; /* PyHeapTypeObject.ht_cached_keys. */
 } sp_py_layout;
+
+/* Where an instance of a class with Py_TPFLAGS_MANAGED_DICT keeps its
+ * attributes (Include/internal/pycore_object.h of each version). */
+enum sp_py_managed {
+	SP_PY_MANAGED_NONE = 0, /* 3.10: a __dict__ at tp_dictoffset. */
+	SP_PY_MANAGED_311 = 1,  /* values pointer 4 words before the object,
+	                         * dict pointer 3 words before. */
+	SP_PY_MANAGED_312 = 2,  /* 3 words before: a dict, or values - 1
+	                         * (tagged by bit 0). */
+	SP_PY_MANAGED_313 = 3,  /* 3 words before: a dict, or NULL and the
+	                         * values inline at tp_basicsize
+	                         * (Py_TPFLAGS_INLINE_VALUES). */
+};
+
+/* Bytes read of a dict, a type, an int and an object's header. */
+#define SP_PY_DICT_READ 64u
+#define SP_PY_LONG_READ 40u
 
 /* Words of _PyInterpreterFrame before its locals (3.11). */
 #define SP_PY_FRAME_SPECIALS 9u
@@ -116,6 +160,11 @@ int sp_py_has_debug_cookie(const uint8_t *buf, size_t len);
  * STACKPULSE_ETRUNCATED. Minors after the newest known use its layout and
  * are accepted only when every check passes. */
 int sp_py_layout_from_debug(const uint8_t *buf, size_t len, sp_py_layout *out);
+
+/* Checks the thread-name fields of @p l (offsets fit their reads): names
+ * are read only when they pass, whatever the rest of the layout (which
+ * sp_py_layout_check checks for stacks). Returns 0 or STACKPULSE_EFORMAT. */
+int sp_py_names_check(const sp_py_layout *l);
 
 /* Checks internal consistency of any layout (offsets fit their read sizes,
  * read sizes within SP_PY_MAX_BLOCK). Returns 0 or STACKPULSE_EFORMAT. */

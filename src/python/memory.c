@@ -256,6 +256,71 @@ int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out)
 	return 0;
 }
 
+int sp_py_read_tids(sp_py_walker *w, const uint64_t *addrs, uint32_t n, int64_t *tids,
+                    uint64_t *idents)
+{
+	const sp_py_layout *l = w->layout;
+	int native = l->tstate_native_thread_id != SP_PY_NONE;
+	for (uint32_t at = 0; at < n; at += SP_PY_MAX_IOV) {
+		uint32_t k = n - at < SP_PY_MAX_IOV ? n - at : SP_PY_MAX_IOV;
+		uint8_t id[SP_PY_MAX_IOV][8], nt[SP_PY_MAX_IOV][8];
+		sp_py_iov iov[2 * SP_PY_MAX_IOV];
+		uint32_t ni = 0;
+		for (uint32_t i = 0; i < k; i++) {
+			uint64_t a = addrs[at + i];
+			tids[at + i] = -1;
+			idents[at + i] = 0;
+			if (!sp_py_plausible(a, 8))
+				continue;
+			iov[ni++] = (sp_py_iov){ a + l->tstate_thread_id, id[i], 8, 0 };
+			if (native)
+				iov[ni++] =
+				        (sp_py_iov){ a + l->tstate_native_thread_id, nt[i], 8, 0 };
+		}
+		/* Reads at most SP_PY_MAX_IOV at a time (sp_py_mem_read's cap). */
+		for (uint32_t done = 0; done < ni;) {
+			uint32_t m = ni - done < SP_PY_MAX_IOV ? ni - done : SP_PY_MAX_IOV;
+			int rc = sp_py_mem_read(&w->mem, iov + done, m);
+			if (rc < 0 && rc != STACKPULSE_ENOTFOUND)
+				return rc;
+			done += m;
+		}
+		uint32_t j = 0, nth = 0;
+		uint8_t th[SP_PY_MAX_IOV][4];
+		sp_py_iov tv[SP_PY_MAX_IOV];
+		uint32_t tix[SP_PY_MAX_IOV];
+		for (uint32_t i = 0; i < k; i++) {
+			if (!sp_py_plausible(addrs[at + i], 8))
+				continue;
+			const sp_py_iov *vi = &iov[j++], *vn = native ? &iov[j++] : NULL;
+			if (!vi->ok)
+				continue;
+			idents[at + i] = sp_le64(id[i]);
+			if (native) {
+				uint64_t t = vn->ok ? sp_le64(nt[i]) : 0;
+				if (t > 0 && t <= INT32_MAX)
+					tids[at + i] = (int64_t)t;
+			} else if (w->pthread_tid && sp_py_plausible(idents[at + i], 8) &&
+			           UINT64_MAX - idents[at + i] > w->pthread_tid) {
+				tv[nth] = (sp_py_iov){ idents[at + i] + w->pthread_tid, th[nth], 4,
+					               0 };
+				tix[nth++] = at + i;
+			}
+		}
+		if (nth) {
+			int rc = sp_py_mem_read(&w->mem, tv, nth);
+			if (rc < 0 && rc != STACKPULSE_ENOTFOUND)
+				return rc;
+			for (uint32_t i = 0; i < nth; i++) {
+				uint32_t v = tv[i].ok ? sp_le32(th[i]) : 0;
+				if (v > 0 && v <= INT32_MAX)
+					tids[tix[i]] = v;
+			}
+		}
+	}
+	return 0;
+}
+
 int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint32_t max,
                        uint32_t *n)
 {
@@ -290,17 +355,24 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
 	return 0;
 }
 
-int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t *head)
+int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t *head,
+                    uint64_t *serial)
 {
 	const sp_py_layout *l = w->layout;
-	uint8_t v[8];
+	uint8_t v[8], c[8];
 	*head = 0;
-	int rc = sp_py_mem_read1(&w->mem,
-	                         interp ? interp + l->interp_threads_head
-	                                : runtime + l->runtime_interpreters_head,
-	                         v, 8);
-	if (rc == 0)
+	if (serial)
+		*serial = 0;
+	sp_py_iov iov[2] = { { interp ? interp + l->interp_threads_head
+		                      : runtime + l->runtime_interpreters_head,
+		               v, 8, 0 },
+		             { interp + l->interp_tstate_serial, c, 8, 0 } };
+	int rc = sp_py_mem_read(&w->mem, iov, interp && serial ? 2 : 1);
+	if (rc == 0) {
 		*head = sp_le64(v);
+		if (interp && serial)
+			*serial = sp_le64(c);
+	}
 	return rc;
 }
 

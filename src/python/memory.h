@@ -126,6 +126,10 @@ typedef struct sp_py_types {
 	uint64_t unicode;      /* PyUnicode_Type. */
 	uint64_t bytes;        /* PyBytes_Type. */
 	uint64_t init_cleanup; /* _Py_InitCleanup (3.13+ synthetic frame). */
+	/* Thread names (names.c) read only when all three are known. */
+	uint64_t dict;   /* PyDict_Type. */
+	uint64_t long_;  /* PyLong_Type. */
+	uint64_t module; /* PyModule_Type. */
 } sp_py_types;
 
 /* An interned code object. Immutable in CPython; an address that comes back
@@ -278,6 +282,13 @@ uint64_t sp_py_sample_cframe(sp_py_walker *w, uint64_t live, uint64_t *tops, uin
  * or a negative code. */
 int sp_py_read_tstate(sp_py_walker *w, uint64_t addr, sp_py_tstate *out);
 
+/* Reads the kernel tids (-1: none yet, or not knowable) and the pthread_t
+ * idents of the @p n thread states at @p addrs, batched (3.10: through
+ * glibc's struct pthread, w->pthread_tid). An unreadable thread state
+ * gets tid -1 and ident 0. Returns 0 or the read callback's error. */
+int sp_py_read_tids(sp_py_walker *w, const uint64_t *addrs, uint32_t n, int64_t *tids,
+                    uint64_t *idents);
+
 /* Lists thread states of every interpreter reachable from @p runtime
  * (the address of _PyRuntime). Returns 0 (also when the interpreter is not
  * initialised yet: *n == 0), or STACKPULSE_ELIMIT / a read error. */
@@ -285,10 +296,12 @@ int sp_py_list_tstates(sp_py_walker *w, uint64_t runtime, uint64_t *addrs, uint3
                        uint32_t *n);
 
 /* The head of the thread list of interpreter @p interp (the newest thread
- * state: CPython links new ones at the head), or, with @p interp 0, the
- * head of @p runtime's interpreter list: one read that tells whether the
- * list changed since it was last listed. Returns 0 or a read error. */
-int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t *head);
+ * state: CPython links new ones at the head) and its count of thread
+ * states made (@p serial, may be NULL), or, with @p interp 0, the head of
+ * @p runtime's interpreter list (*serial 0): one read that tells whether
+ * the list changed since it was last listed. Returns 0 or a read error. */
+int sp_py_list_head(sp_py_walker *w, uint64_t runtime, uint64_t interp, uint64_t *head,
+                    uint64_t *serial);
 
 /* Walks the frame chain from @p top (a _PyInterpreterFrame, or 3.10's
  * PyFrameObject), leaf first, into @p out. Sets *truncated to 1 when the
@@ -304,6 +317,12 @@ int sp_py_walk(sp_py_walker *w, uint64_t top, sp_py_frame *out, uint32_t max, ui
  * bytes) @p hdr was just read: its type must be PyCode_Type. Returns 0 and
  * its id, STACKPULSE_EFORMAT, STACKPULSE_ELIMIT or -ENOMEM. */
 int sp_py_code_intern_hdr(sp_py_walker *w, uint64_t addr, const uint8_t *hdr, uint32_t *id);
+
+/* Decodes the str object at @p addr (compact, of PyUnicode_Type when that
+ * is known) into @p out as UTF-8 of at most @p cap - 1 bytes, cut at a
+ * character, NUL-terminated. Returns 0, STACKPULSE_EFORMAT (not a str),
+ * STACKPULSE_ENOTFOUND (unreadable) or the read callback's error. */
+int sp_py_read_str(sp_py_walker *w, uint64_t addr, char *out, size_t cap);
 
 /* 3.10 keeps its frames in heap objects that nothing on the C stack
  * describes, so a late read of tstate->frame sees the thread where it is

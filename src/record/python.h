@@ -88,6 +88,25 @@ int sp_python_read_stack(sp_python *py, pid_t tid, const uint8_t *stack, size_t 
  * sp_python_free; the pointer itself only until the next read. */
 sp_py_code *sp_python_code(sp_python *py, uint32_t id);
 
+/* Thread names. CPython (before 3.14) does not name its threads for the
+ * OS: their names are threading.Thread names, read from the process's
+ * threading module (python/names.h). sp_python_thread_names reads them
+ * when a thread state appeared since the last read (SP_PYTHON_NAMES_NEW_NS
+ * after the last read, and while one of the threads has no name yet three
+ * more times, 4, 16 and 64 times as long after: a Thread object enters
+ * threading._active only once its thread runs Python), else every
+ * SP_PYTHON_NAMES_NS (renames), or now with @p force; then it calls @p fn
+ * for each thread whose name is new or changed since @p fn took it. @p fn
+ * returns 0 when it took the name, 1 when not now (offered again when a
+ * later call names that thread @p tid, the one being sampled), or a
+ * negative error, which ends the call and is returned. Costs a comparison
+ * when not due. */
+#define SP_PYTHON_NAMES_NS     1000000000ull
+#define SP_PYTHON_NAMES_NEW_NS 5000000ull
+typedef int (*sp_python_name_fn)(void *ctx, pid_t tid, const char *name);
+int sp_python_thread_names(sp_python *py, uint64_t now_ns, pid_t tid, int force,
+                           sp_python_name_fn fn, void *ctx);
+
 /* Reading costs, summed by sp_python_set_totals. */
 typedef struct sp_python_stats {
 	uint64_t stacks;        /* sp_python_read_stack calls. */
@@ -115,6 +134,8 @@ typedef struct sp_python_stats {
 	uint64_t code_bytes_peak;
 	uint64_t codes_evicted;
 	uint64_t codes_refused;
+	uint64_t name_reads; /* Reads of the thread names. */
+	uint64_t names_ns;   /* Time spent in them. */
 } sp_python_stats;
 
 /* The CLOCK_MONOTONIC time (ns) of the sample the next

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "format/spool_format.h"
 #include "io/clock.h"
 #include "record/python.h"
 #include "record/recorder.h"
@@ -40,6 +41,48 @@ sp_python *sp_recorder_python_for(stackpulse_recorder *rec, sp_process *proc)
 		}
 	}
 	return proc->py;
+}
+
+typedef struct names_ctx {
+	stackpulse_recorder *rec;
+	uint32_t slot; /* The process's slot in the table. */
+	uint64_t time;
+} names_ctx;
+
+/* A thread's threading name: written once the thread has a spool index
+ * (it was sampled), else offered again at the next read. */
+static int take_name(void *ctx, pid_t tid, const char *name)
+{
+	names_ctx *nc = ctx;
+	sp_thread *th = sp_ptable_find_thread(&nc->rec->pt, tid);
+	if (!th || th->exited || th->process != nc->slot)
+		return 1;
+	return sp_writer_thread_runtime_name(nc->rec->w, th->index, nc->time, SP_RUNTIME_CPYTHON,
+	                                     name);
+}
+
+int sp_recorder_python_names(stackpulse_recorder *rec, sp_process *proc, pid_t tid, uint64_t time,
+                             int force)
+{
+	if (!proc->py || proc->exited)
+		return 0;
+	names_ctx nc = { rec, sp_ptable_slot(&rec->pt, proc), time };
+	return sp_python_thread_names(proc->py, sp_mono_ns(), tid, force, take_name, &nc);
+}
+
+int sp_recorder_python_names_final(stackpulse_recorder *rec)
+{
+	uint64_t now = sp_clock_ns(CLOCK_MONOTONIC);
+	for (size_t i = 0; i < rec->pt.nprocs; i++) {
+		int rc = sp_recorder_python_names(rec, rec->pt.procs[i], 0, now, 1);
+		if (rc && sp_recorder_fatal(rec, rc))
+			return rc;
+		if (rc) { /* One process's names are that process's loss. */
+			rec->failed++;
+			sp_error_clear();
+		}
+	}
+	return 0;
 }
 
 /* The spool frame of Python frame @p f (its code object interned once). */

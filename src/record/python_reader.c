@@ -2,6 +2,8 @@
  * the target memory reader (target_mem.h). See python.h. */
 #include "record/python.h"
 
+#include "python/names.h"
+
 #include <errno.h>
 #include <gelf.h>
 #include <inttypes.h>
@@ -23,15 +25,28 @@
 #define MAX_EVAL_RANGES           8
 #define MAX_SYMBOLS               (16u << 20) /* Symbols scanned per table. */
 #define RESCAN_NS                 20000000ull /* Least time between thread rescans. */
-#define RESCAN_PENDING_NS         1000000ull  /* The same while a thread state has no tid yet. */
 #define READ_TRIES                4           /* Reads of one stack that changed while read. */
 #define GLIBC_X86_64_PTHREAD_TID  720         /* offsetof(struct pthread, tid), glibc 2.x */
 #define GLIBC_AARCH64_PTHREAD_TID 208         /* the same on aarch64 (glibc 2.36) */
 #define MAPS_PATH_MAX             1088u       /* Paths compared for "tried already". */
 
+/* A thread's name as the name callback last took it. */
+typedef struct named {
+	int64_t tid;
+	char name[SP_PY_TNAME_MAX];
+	uint8_t taken; /* 0: read, not yet taken by the callback. */
+} named;
+
+/* Reads of the names due after a thread state first seen, while one of
+ * the threads has no name yet: SP_PYTHON_NAMES_NEW_NS after it, then 4,
+ * 16 and 64 times that (a new thread may wait for the GIL that long
+ * before it runs the code that enters it in threading._active). */
+#define NAMES_NEW_TRIES 4
+
 typedef struct tid_entry {
 	int64_t tid;
 	uint64_t tstate;
+	uint64_t ident;          /* Its thread_id (pthread_t): threading's ident. */
 	uint64_t hot[SP_PY_HOT]; /* Its last walk's frame pages (sp_py_walker.hot). */
 	uint32_t nhot;
 } tid_entry;
@@ -49,10 +64,22 @@ struct sp_python {
 	uint64_t last_scan_ns;
 	int scanned;
 	/* The list as the last rescan saw it: its first interpreter (0: none
-	 * yet), that interpreter's newest thread state, and how many thread
-	 * states had no tid yet (a thread starting: it sets its own). */
-	uint64_t interp0, head0;
-	uint32_t pending;
+	 * yet), that interpreter's newest thread state and its count of
+	 * thread states made. */
+	uint64_t interp0, head0, serial0;
+	/* Thread states of that list without a tid of their own yet: a new
+	 * thread's, made by the thread that starts it, which the new thread
+	 * binds to itself when it runs (3.12+: tid 0 until then; 3.10/3.11:
+	 * the starting thread's tid, so the oldest claim to a tid wins). */
+	uint64_t *pend;
+	uint32_t npend;
+	/* Thread names (sp_python_thread_names). */
+	sp_py_names_cache names_cache;
+	sp_py_tname *names; /* SP_PY_MAX_THREADS, on the first read. */
+	named *named;       /* Sorted by tid. */
+	uint32_t nnamed, nuntaken;
+	uint64_t names_last_ns; /* Of the last read; 0: none yet. */
+	uint32_t names_new;     /* Reads due for new thread states. */
 	sp_python_stats stats;
 	sp_python_stats *totals; /* Also gets each read's costs, or NULL. */
 	uint64_t sample_ns;      /* Of the next read; 0: unknown. */
@@ -77,7 +104,7 @@ static int read_live(void *ctx, sp_py_iov *iov, uint32_t n, int prefix)
 
 typedef struct elf_syms {
 	uint64_t runtime, runtime_section, version, code_type, frame_type, unicode_type, bytes_type,
-	        init_cleanup;
+	        init_cleanup, dict_type, long_type, module_type;
 	uint64_t runtime_size; /* st_size of _PyRuntime or the section's size */
 	sp_py_range eval[MAX_EVAL_RANGES];
 	uint32_t neval;
@@ -102,6 +129,12 @@ static void take_symbol(elf_syms *s, const char *name, const GElf_Sym *sym)
 		s->bytes_type = sym->st_value;
 	else if (strcmp(name, "_Py_InitCleanup") == 0)
 		s->init_cleanup = sym->st_value;
+	else if (strcmp(name, "PyDict_Type") == 0)
+		s->dict_type = sym->st_value;
+	else if (strcmp(name, "PyLong_Type") == 0)
+		s->long_type = sym->st_value;
+	else if (strcmp(name, "PyModule_Type") == 0)
+		s->module_type = sym->st_value;
 	else if ((strcmp(name, "_PyEval_EvalFrameDefault") == 0 ||
 	          strcmp(name, "_PyEval_EvalFrameDefault.cold") == 0) &&
 	         GELF_ST_TYPE(sym->st_info) == STT_FUNC && sym->st_size > 0) {
@@ -256,6 +289,9 @@ static int probe_runtime(sp_python *py, const elf_syms *s, uint64_t bias, const 
 	py->w.types.unicode = s->unicode_type ? bias + s->unicode_type : 0;
 	py->w.types.bytes = s->bytes_type ? bias + s->bytes_type : 0;
 	py->w.types.init_cleanup = s->init_cleanup ? bias + s->init_cleanup : 0;
+	py->w.types.dict = s->dict_type ? bias + s->dict_type : 0;
+	py->w.types.long_ = s->long_type ? bias + s->long_type : 0;
+	py->w.types.module = s->module_type ? bias + s->module_type : 0;
 	py->neval = s->neval;
 	for (uint32_t i = 0; i < s->neval; i++) {
 		py->eval[i].start = s->eval[i].start + bias;
@@ -369,6 +405,9 @@ void sp_python_free(sp_python *py)
 	sp_free(py->w.mem.pages);
 	sp_free(py->w.mem.verify);
 	sp_free(py->threads);
+	sp_free(py->pend);
+	sp_free(py->names);
+	sp_free(py->named);
 	sp_free(py);
 }
 
@@ -419,13 +458,35 @@ static void add_totals(sp_python_stats *t, const sp_python_stats *now,
 	t->codes_refused += now->codes_refused - before->codes_refused;
 	t->delayed += now->delayed - before->delayed;
 	t->delay_ns += now->delay_ns - before->delay_ns;
+	t->name_reads += now->name_reads - before->name_reads;
+	t->names_ns += now->names_ns - before->names_ns;
 	if (now->delay_max_ns > t->delay_max_ns)
 		t->delay_max_ns = now->delay_max_ns;
 }
 
 /* ---- threads and stacks ------------------------------------------------------------ */
 
-/* Rebuilds the tid -> thread state map from the interpreters' lists. */
+/* A thread state as a rescan found it; @p order is its place in the list
+ * (CPython links new thread states at the head: higher is older). */
+typedef struct found_ts {
+	int64_t tid;
+	uint64_t addr, ident;
+	uint32_t order;
+} found_ts;
+
+static int by_tid_then_age(const void *a, const void *b)
+{
+	const found_ts *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->order > y->order ? -1 : x->order < y->order; /* oldest first */
+}
+
+/* Rebuilds the tid -> thread state map from the interpreters' lists. A
+ * tid claimed by several thread states belongs to the oldest: the newer
+ * ones were made by that thread for threads it starts (3.10/3.11 give
+ * them its own tid until the new thread binds them), and wait in pend
+ * with those that have no tid yet. */
 static int rescan(sp_python *py)
 {
 	uint64_t *addrs = sp_malloc(SP_PY_MAX_THREADS * sizeof(*addrs));
@@ -439,10 +500,10 @@ static int rescan(sp_python *py)
 	sp_py_mem_reset(&py->w.mem);
 	/* The list's heads first: a change after this is seen by the next
 	 * list_changed. */
-	uint64_t interp0 = 0, head0 = 0;
-	int rc = sp_py_list_head(&py->w, py->runtime, 0, &interp0);
+	uint64_t interp0 = 0, head0 = 0, serial0 = 0;
+	int rc = sp_py_list_head(&py->w, py->runtime, 0, &interp0, NULL);
 	if (rc == 0 && interp0)
-		rc = sp_py_list_head(&py->w, py->runtime, interp0, &head0);
+		rc = sp_py_list_head(&py->w, py->runtime, interp0, &head0, &serial0);
 	if (rc == 0)
 		rc = sp_py_list_tstates(&py->w, py->runtime, addrs, SP_PY_MAX_THREADS, &n);
 	if (rc == -ESRCH || rc == -ENOMEM) {
@@ -450,51 +511,90 @@ static int rescan(sp_python *py)
 		return rc;
 	}
 	/* A list torn by a concurrent thread exit still yields its prefix. */
+	int64_t *tids = n ? sp_malloc(n * sizeof(*tids)) : NULL;
+	uint64_t *idents = n ? sp_malloc(n * sizeof(*idents)) : NULL;
+	found_ts *f = n ? sp_malloc(n * sizeof(*f)) : NULL;
 	tid_entry *t = n ? sp_malloc(n * sizeof(*t)) : NULL;
-	if (n && !t) {
+	uint64_t *pend = n ? sp_malloc(n * sizeof(*pend)) : NULL;
+	rc = n && (!tids || !idents || !f || !t || !pend) ? -ENOMEM : 0;
+	if (rc == 0 && n)
+		rc = sp_py_read_tids(&py->w, addrs, n, tids, idents);
+	if (rc == -ESRCH || rc == -ENOMEM) {
 		sp_free(addrs);
-		return -ENOMEM;
+		sp_free(tids);
+		sp_free(idents);
+		sp_free(f);
+		sp_free(t);
+		sp_free(pend);
+		return rc;
 	}
-	uint32_t k = 0, pending = 0;
+	uint32_t nf = 0, k = 0, np = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		sp_py_tstate ts;
-		if (sp_py_read_tstate(&py->w, addrs[i], &ts) != 0)
+		if (rc != 0 || tids[i] <= 0)
+			pend[np++] = addrs[i];
+		else
+			f[nf++] = (found_ts){ tids[i], addrs[i], idents[i], i };
+	}
+	if (nf > 1)
+		qsort(f, nf, sizeof(*f), by_tid_then_age);
+	for (uint32_t i = 0; i < nf; i++) {
+		if (i > 0 && f[i].tid == f[i - 1].tid) {
+			pend[np++] = f[i].addr;
 			continue;
-		if (ts.tid > 0) {
-			memset(&t[k], 0, sizeof(t[k]));
-			t[k].tid = ts.tid;
-			t[k].tstate = addrs[i];
-			k++;
-		} else {
-			pending++;
 		}
+		memset(&t[k], 0, sizeof(t[k]));
+		t[k].tid = f[i].tid;
+		t[k].tstate = f[i].addr;
+		t[k].ident = f[i].ident;
+		k++;
 	}
 	sp_free(addrs);
+	sp_free(tids);
+	sp_free(idents);
+	sp_free(f);
+	/* A thread state not in the last map: its thread wants a name. The
+	 * new map is sorted by tid. */
+	uint32_t kept_old = 0;
+	for (uint32_t i = 0; i < py->nthreads; i++) {
+		uint32_t lo = 0, hi = k;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (t[mid].tid < py->threads[i].tid)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		kept_old += lo < k && t[lo].tid == py->threads[i].tid &&
+		            t[lo].tstate == py->threads[i].tstate;
+	}
+	if (k > kept_old)
+		py->names_new = NAMES_NEW_TRIES;
 	sp_free(py->threads);
+	sp_free(py->pend);
 	py->threads = t;
 	py->nthreads = k;
+	py->pend = pend;
+	py->npend = np;
 	py->interp0 = interp0;
 	py->head0 = head0;
-	py->pending = pending;
+	py->serial0 = serial0;
 	return 0;
 }
 
 /* 1 when the thread list may hold a thread it did not hold at the last
  * rescan, so a tid it did not know is worth a rescan before RESCAN_NS: a
- * new thread state at the head (a thread started, or the interpreter came
- * up), or one that had no tid then and has had time to set it. One read;
- * a thread without Python state (a native helper thread) costs that per
- * sample. */
-static int list_changed(sp_python *py, uint64_t t0)
+ * new thread state (a thread started, or the interpreter came up), told
+ * by the list's head and its count of thread states made (a new thread
+ * state often takes a freed one's address). One read; a thread without
+ * Python state (a native helper thread) costs that per sample. */
+static int list_changed(sp_python *py)
 {
-	if (py->pending && t0 - py->last_scan_ns >= RESCAN_PENDING_NS)
-		return 1;
-	uint64_t head = 0;
+	uint64_t head = 0, serial = 0;
 	py->w.mem.stack = NULL;
 	sp_py_mem_reset(&py->w.mem);
-	if (sp_py_list_head(&py->w, py->runtime, py->interp0, &head) != 0)
+	if (sp_py_list_head(&py->w, py->runtime, py->interp0, &head, &serial) != 0)
 		return 0;
-	return head != (py->interp0 ? py->head0 : 0);
+	return py->interp0 ? head != py->head0 || serial != py->serial0 : head != 0;
 }
 
 static tid_entry *lookup_entry(const sp_python *py, pid_t tid)
@@ -509,6 +609,46 @@ static uint64_t lookup(const sp_python *py, pid_t tid)
 {
 	const tid_entry *e = lookup_entry(py, tid);
 	return e ? e->tstate : 0;
+}
+
+/* Reads the thread states that had no tid of their own at the last
+ * rescan again (one batched read): a thread that started since has bound
+ * its own. Those now carrying a tid nobody claims join the map. Returns
+ * the thread state of @p tid, or 0. */
+static uint64_t bind_pending(sp_python *py, pid_t tid)
+{
+	int64_t tids[SP_PY_MAX_IOV];
+	uint64_t idents[SP_PY_MAX_IOV], found = 0;
+	py->w.mem.stack = NULL;
+	sp_py_mem_reset(&py->w.mem);
+	for (uint32_t at = 0; at < py->npend;) {
+		uint32_t k = py->npend - at < SP_PY_MAX_IOV ? py->npend - at : SP_PY_MAX_IOV;
+		if (sp_py_read_tids(&py->w, py->pend + at, k, tids, idents) != 0)
+			return found;
+		uint32_t kept = 0;
+		for (uint32_t i = 0; i < k; i++) {
+			uint64_t addr = py->pend[at + i];
+			if (tids[i] <= 0 || lookup_entry(py, (pid_t)tids[i])) {
+				py->pend[at + kept++] = addr; /* still its starter's */
+				continue;
+			}
+			/* py->threads has room: it was sized for every thread
+			 * state of the last rescan, and pend holds the rest. */
+			tid_entry *e = &py->threads[py->nthreads++];
+			memset(e, 0, sizeof(*e));
+			e->tid = tids[i];
+			e->tstate = addr;
+			e->ident = idents[i];
+			py->names_new = NAMES_NEW_TRIES;
+			if (tids[i] == tid)
+				found = addr;
+		}
+		memmove(py->pend + at + kept, py->pend + at + k,
+		        (py->npend - at - k) * sizeof(*py->pend));
+		py->npend -= k - kept;
+		at += kept;
+	}
+	return found;
 }
 
 /* Reads the thread state's pages together with those its last walk read
@@ -566,10 +706,12 @@ static int find_tstate(sp_python *py, pid_t tid, uint64_t t0, const uint8_t *sta
                        size_t stack_len, uint64_t stack_start, uint64_t *ts_addr, sp_py_tstate *ts)
 {
 	uint64_t addr = lookup(py, tid);
+	if (!addr && py->npend)
+		addr = bind_pending(py, tid);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (!addr) {
 			if (attempt == 0 && py->scanned && t0 - py->last_scan_ns < RESCAN_NS &&
-			    !list_changed(py, t0))
+			    !list_changed(py))
 				return STACKPULSE_ENOTFOUND;
 			int rc = rescan(py);
 			if (rc != 0)
@@ -700,6 +842,124 @@ done:
 	sp_py_codes_get_usage(py->w.codes, &cu);
 	py->stats.codes_evicted = cu.evicted;
 	py->stats.codes_refused = cu.refused;
+	if (py->totals)
+		add_totals(py->totals, &py->stats, &before);
+	return rc;
+}
+
+/* ---- thread names ------------------------------------------------------------------ */
+
+static int by_ident(const void *a, const void *b)
+{
+	uint64_t x = ((const sp_py_tname *)a)->ident, y = ((const sp_py_tname *)b)->ident;
+	return x < y ? -1 : x > y;
+}
+
+static int by_named_tid(const void *a, const void *b)
+{
+	int64_t x = ((const named *)a)->tid, y = ((const named *)b)->tid;
+	return x < y ? -1 : x > y;
+}
+
+/* The entry of @p tid in the named list (sorted by tid), or NULL. */
+static named *named_find(sp_python *py, int64_t tid)
+{
+	named key;
+	key.tid = tid;
+	return py->nnamed ? bsearch(&key, py->named, py->nnamed, sizeof(*py->named), by_named_tid)
+	                  : NULL;
+}
+
+/* Offers the name of @p d to @p fn: 0 when taken or not now, else fn's
+ * error. */
+static int offer(sp_python *py, named *d, sp_python_name_fn fn, void *ctx)
+{
+	int rc = fn(ctx, (pid_t)d->tid, d->name);
+	if (rc == 0) {
+		d->taken = 1;
+		py->nuntaken--;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+int sp_python_thread_names(sp_python *py, uint64_t now, pid_t tid, int force, sp_python_name_fn fn,
+                           void *ctx)
+{
+	uint64_t since = now - py->names_last_ns;
+	uint64_t backoff = SP_PYTHON_NAMES_NEW_NS
+	                   << (py->names_new ? 2 * (NAMES_NEW_TRIES - py->names_new) : 0);
+	if (!force && py->names_last_ns && !(py->names_new && since >= backoff) &&
+	    since < SP_PYTHON_NAMES_NS) {
+		/* Not due: a name read before its thread could take it. */
+		named *d = py->nuntaken ? named_find(py, tid) : NULL;
+		return d && !d->taken ? offer(py, d, fn, ctx) : 0;
+	}
+	if (!py->layout.names || !py->interp0)
+		return 0;
+	if (!py->names) {
+		py->names = sp_malloc(SP_PY_MAX_THREADS * sizeof(*py->names));
+		if (!py->names)
+			return -ENOMEM;
+	}
+	uint64_t t0 = sp_mono_ns();
+	sp_python_stats before = py->stats;
+	py->names_last_ns = now;
+	py->stats.name_reads++;
+	py->w.mem.stack = NULL;
+	sp_py_mem_reset(&py->w.mem);
+	uint32_t n = 0;
+	int rc = sp_py_thread_names(&py->w, py->interp0, &py->names_cache, py->names,
+	                            SP_PY_MAX_THREADS, &n);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc != 0)
+		n = 0; /* gone, or names not readable here: the OS names stay */
+	if (n > 1)
+		qsort(py->names, n, sizeof(*py->names), by_ident);
+	/* The new list: each thread of the map with the name just read (a
+	 * name that changed is to be taken again), or the one it had. */
+	named *list = py->nthreads ? sp_malloc(py->nthreads * sizeof(*list)) : NULL;
+	if (py->nthreads && !list)
+		return -ENOMEM;
+	uint32_t nlist = 0, nameless = 0;
+	for (uint32_t i = 0; i < py->nthreads; i++) {
+		const tid_entry *e = &py->threads[i];
+		sp_py_tname key;
+		key.ident = e->ident;
+		const sp_py_tname *found =
+		        n && e->ident ? bsearch(&key, py->names, n, sizeof(*py->names), by_ident)
+		                      : NULL;
+		const named *old = named_find(py, e->tid);
+		nameless += !found;
+		if (!found && !old)
+			continue;
+		named *d = &list[nlist++];
+		d->tid = e->tid;
+		if (found && !(old && strcmp(old->name, found->name) == 0)) {
+			snprintf(d->name, sizeof(d->name), "%s", found->name);
+			d->taken = 0;
+		} else {
+			memcpy(d->name, old->name, sizeof(d->name));
+			d->taken = old->taken;
+		}
+	}
+	if (nlist > 1)
+		qsort(list, nlist, sizeof(*list), by_named_tid);
+	sp_free(py->named);
+	py->named = list;
+	py->nnamed = nlist;
+	py->nuntaken = 0;
+	for (uint32_t i = 0; i < py->nnamed; i++)
+		py->nuntaken += !py->named[i].taken;
+	rc = 0;
+	for (uint32_t i = 0; i < py->nnamed && rc == 0; i++)
+		if (!py->named[i].taken)
+			rc = offer(py, &py->named[i], fn, ctx);
+	/* New threads enter threading._active once they run: look again
+	 * while one of the map has no name yet. */
+	if (py->names_new)
+		py->names_new = nameless ? py->names_new - 1 : 0;
+	py->stats.names_ns += sp_mono_ns() - t0;
 	if (py->totals)
 		add_totals(py->totals, &py->stats, &before);
 	return rc;

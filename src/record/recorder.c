@@ -870,6 +870,8 @@ static int finish(stackpulse_recorder *rec, struct stackpulse_recorder_stats *st
 			rec->tloss[i].live = 0;
 		ok = finish_step(rec, sp_recorder_read_loss(rec, 0, rec->nfds), &rc);
 	}
+	if (ok)
+		ok = finish_step(rec, sp_recorder_python_names_final(rec), &rc);
 	if (ok) {
 		/* An interval that cannot be written is that interval's loss. */
 		int r = sp_offcpu_finish(rec, sp_clock_ns(CLOCK_MONOTONIC));

@@ -425,6 +425,15 @@ sp_python *sp_recorder_python_for(stackpulse_recorder *rec, sp_process *proc);
  * once); *skip set for frames that get none (synthetic or unknown code). */
 int sp_recorder_python_frame(stackpulse_recorder *rec, sp_python *py, const struct sp_py_frame *f,
                              uint32_t *id, int *skip);
+/* The threading names of @p proc's threads into the spool (RTNAME
+ * records at @p time) when its reader has them due, or now with @p force
+ * (python_frames.c): called as its samples (of thread @p tid) are
+ * drained. 0 or a writer error. */
+int sp_recorder_python_names(stackpulse_recorder *rec, sp_process *proc, pid_t tid, uint64_t time,
+                             int force);
+/* The same for every live process, at the end of a recording (names the
+ * last reads did not find yet). */
+int sp_recorder_python_names_final(stackpulse_recorder *rec);
 
 /* The perf timestamp of a record (0 when it has none). */
 uint64_t sp_recorder_record_time(const struct perf_event_header *hdr, const uint8_t *p, size_t len);

@@ -187,6 +187,8 @@ static int user_frames(stackpulse_recorder *rec, sp_process *proc, pid_t tid,
 	}
 	if (read_rc != 0)
 		npy = 0;
+	if (py && (rc = sp_recorder_python_names(rec, proc, tid, time, 0)) != 0)
+		return rc;
 	/* Every sample of a CPython process goes through the merge, also
 	 * when no frame was read (the thread left Python before the read, or
 	 * its thread state was not found yet): if it ran the eval loop, the

@@ -183,6 +183,27 @@ static int shape_names(sp_writer *w)
 	return sp_writer_sample(w, 80, other, 0, 1, 0);
 }
 
+/* Runtime thread names (RTNAME): written out of time order, renamed, one
+ * of a runtime the reader does not know, and one for a thread with a COMM
+ * rename of its own. */
+static int shape_rtnames(sp_writer *w)
+{
+	uint32_t p, lead, a, b;
+	int rc;
+	if ((rc = sp_writer_process(w, 40, UINT32_MAX, 1, "python3", "python3 app.py", &p)) ||
+	    (rc = sp_writer_thread(w, p, 40, 1, "python3", &lead)) ||
+	    (rc = sp_writer_thread(w, p, 41, 2, "python3", &a)) ||
+	    (rc = sp_writer_thread(w, p, 42, 3, "python3", &b)) ||
+	    (rc = sp_writer_thread_runtime_name(w, lead, 60, 1, "MainThread")) ||
+	    (rc = sp_writer_thread_runtime_name(w, a, 70, 1, "CustomThreadName-1")) ||
+	    (rc = sp_writer_thread_runtime_name(w, a, 65, 1, "Thread-1 (work)")) ||
+	    (rc = sp_writer_thread_runtime_name(w, b, 75, 7, "other runtime")) ||
+	    (rc = sp_writer_thread_name(w, b, 76, "pool-2")) ||
+	    (rc = sp_writer_sample(w, 80, a, 0, 1, 0)))
+		return rc;
+	return sp_writer_sample(w, 81, lead, 0, 1, 1);
+}
+
 static int shape_offcpu(sp_writer *w)
 {
 	return write_offcpu(w, 0);
@@ -385,6 +406,7 @@ int main(int argc, char **argv)
 	variants("python", shape_python);
 	variants("lifecycle", shape_lifecycle);
 	variants("names", shape_names);
+	variants("rtnames", shape_rtnames);
 	variants("offcpu", shape_offcpu);
 	damaged();
 	damaged_middle();

@@ -356,6 +356,7 @@ SP_TEST(forward_references_rejected)
 		{ SP_REC_EXEC, "vvss", 1, 0, 0 },
 		{ SP_REC_THREAD, "vvvs", 1, 5, 0 },
 		{ SP_REC_COMM, "vvs", 1, 0, 0 },
+		{ SP_REC_RTNAME, "vvvs", 1, 0, 1 }, /* runtime name of thread 1 of 1 */
 		{ SP_REC_EXIT, "vvv", 1, 0, 0 },
 		{ SP_REC_EXIT, "vvv", 0, 2, 0 }, /* thread 1 of 1 */
 		{ SP_REC_FORK, "vvv", 0, 1, 0 },

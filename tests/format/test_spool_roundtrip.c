@@ -4,6 +4,7 @@
 
 #include "spool_copy.h"
 #include "spool_fixture.h"
+#include "format/spool_format.h"
 #include "format/spool_reader.h"
 #include "spool_peek.h"
 
@@ -654,6 +655,76 @@ SP_TEST(renames_keep_their_history_in_time_order)
 	CHECK_STR(why, "");
 	CHECK_STR(stackpulse_spool_process(s2, proc)->initial_name, "bash");
 	stackpulse_spool_close(s2);
+	stackpulse_spool_close(s);
+	memsink_free(&c);
+	memsink_free(&m);
+}
+
+/* A thread's runtime name (RTNAME): the latest by time, whatever the file
+ * order; a runtime the reader does not know is kept as its number; the
+ * OS name stays beside it and is what a thread without one is shown by;
+ * a copy and a rotated next file keep them. */
+SP_TEST(runtime_thread_names_round_trip)
+{
+	memsink m = { 0 };
+	sp_writer *w = NULL;
+	uint32_t proc, lead, a, b;
+	sp_writer_opts small = { 1, 64 };
+	REQUIRE_OK(sp_writer_new(&small, memsink_write, &m, &w));
+	REQUIRE_OK(sp_writer_keep_defs(w));
+	REQUIRE_OK(sp_writer_process(w, 500, UINT32_MAX, 1, "python3", "python3 app.py", &proc));
+	REQUIRE_OK(sp_writer_thread(w, proc, 500, 1, "python3", &lead));
+	REQUIRE_OK(sp_writer_thread(w, proc, 501, 2, "python3", &a));
+	REQUIRE_OK(sp_writer_thread(w, proc, 502, 3, "python3", &b));
+	REQUIRE_OK(sp_writer_thread_runtime_name(w, lead, 60, SP_RUNTIME_CPYTHON, "MainThread"));
+	REQUIRE_OK(sp_writer_thread_runtime_name(w, a, 70, SP_RUNTIME_CPYTHON, "renamed"));
+	REQUIRE_OK(sp_writer_thread_runtime_name(w, a, 65, SP_RUNTIME_CPYTHON, "Thread-1"));
+	REQUIRE_OK(sp_writer_thread_runtime_name(w, a, 66, 9, "of another runtime"));
+	CHECK_EQ(sp_writer_thread_runtime_name(w, 7, 1, 1, "x"), -EINVAL);
+	REQUIRE_OK(sp_writer_sample(w, 80, a, 0, 1, 0));
+	REQUIRE_OK(sp_writer_finish(w));
+	size_t first_len = m.len;
+	sp_meta meta = { 1700000010000000000ull, 10000,  99, 32768, "cpu-clock", "x86_64",
+		         "6.1.0-test",           "host", 1,  "" };
+	REQUIRE_OK(sp_writer_next_file(w, &meta));
+	REQUIRE_OK(sp_writer_sample(w, 90, b, 0, 1, 0));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+
+	stackpulse_spool *s = NULL;
+	REQUIRE_OK(sp_spool_open_memory(m.data, first_len, 0, &s));
+	CHECK_STR(stackpulse_spool_thread_runtime_name(s, lead), "MainThread");
+	CHECK_STR(stackpulse_spool_thread_runtime_name(s, a), "renamed");
+	CHECK(stackpulse_spool_thread_runtime_name(s, b) == NULL);
+	CHECK(stackpulse_spool_thread_runtime_name(s, 3) == NULL);
+	CHECK_STR(stackpulse_spool_thread(s, a)->name, "python3");
+	CHECK_STR(stackpulse_spool_thread_display_name(s, a), "renamed");
+	CHECK_STR(stackpulse_spool_thread_display_name(s, b), "python3");
+	CHECK(stackpulse_spool_thread_display_name(s, 3) == NULL);
+	/* In time order, the unknown runtime kept. */
+	REQUIRE_EQ(sp_spool_rtname_count(s), 4);
+	CHECK_EQ(sp_spool_rtname(s, 0)->time_ns, 60);
+	CHECK_EQ(sp_spool_rtname(s, 1)->time_ns, 65);
+	CHECK_EQ(sp_spool_rtname(s, 2)->runtime, 9);
+	CHECK_STR(sp_spool_rtname(s, 3)->name, "renamed");
+	/* No event: they are not lifecycle events. */
+	CHECK_EQ(stackpulse_spool_event_count(s), 0);
+	memsink c = { 0 };
+	REQUIRE_OK(sp_writer_new(NULL, memsink_write, &c, &w));
+	REQUIRE_OK(sp_spool_copy(s, w));
+	REQUIRE_OK(sp_writer_finish(w));
+	sp_writer_free(w);
+	stackpulse_spool *s2 = NULL;
+	REQUIRE_OK(sp_spool_open_memory(c.data, c.len, 0, &s2));
+	char why[128] = "";
+	CHECK(sp_spool_equal(s, s2, why, sizeof(why)) == 1);
+	CHECK_STR(why, "");
+	stackpulse_spool_close(s2);
+	stackpulse_spool_close(s);
+	/* The next file replays them with the threads. */
+	REQUIRE_OK(sp_spool_open_memory(m.data + first_len, m.len - first_len, 0, &s));
+	CHECK_STR(stackpulse_spool_thread_runtime_name(s, a), "renamed");
+	CHECK_STR(stackpulse_spool_thread_display_name(s, lead), "MainThread");
 	stackpulse_spool_close(s);
 	memsink_free(&c);
 	memsink_free(&m);

@@ -109,6 +109,20 @@ static int build_anchored(int freed)
 	return 0;
 }
 
+/* Threads in threading._active with their names, as each version keeps
+ * them (@p with_dict: the first with a dict of its own). */
+static int build_names(int v, int with_dict)
+{
+	static const char *const names[] = { "MainThread", "CustomThreadName-1",
+		                             "Thread-2 (work)" };
+	static const uint64_t idents[] = { 0x7f0012345740ull, 0x7f00017fe6c0ull,
+		                           0x8000000000000001ull };
+	if (build(v, 2) != 0)
+		return -1;
+	uint64_t interp = sp_le64(im.mem + im.l.runtime_interpreters_head);
+	return img_threading(&im, interp, 3, names, idents, with_dict);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "corpus/python_frames";
@@ -129,6 +143,22 @@ int main(int argc, char **argv)
 				snprintf(name, sizeof(name), "mutated_%s_%d_%d", names[v], kind, k);
 				save(dir, name, v, 2 | 16, IMG_MAX);
 			}
+		}
+	}
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		for (int with_dict = 0; with_dict < 2; with_dict++) {
+			char name[64];
+			if (build_names(v, with_dict) != 0) {
+				fprintf(stderr, "names %d/%d failed\n", v, with_dict);
+				continue;
+			}
+			snprintf(name, sizeof(name), "names_%s_%d", names[v], with_dict);
+			save(dir, name, v, 2 | 16, IMG_MAX);
+			for (int j = 0; j < 8; j++)
+				im.mem[2048 + rnd() % (im.used - 2048)] ^=
+				        (uint8_t)(1u << (rnd() % 8));
+			snprintf(name, sizeof(name), "names_mutated_%s_%d", names[v], with_dict);
+			save(dir, name, v, 2 | 16, IMG_MAX);
 		}
 	}
 	for (int freed = 0; freed < 2; freed++) {

@@ -25,6 +25,9 @@
 #define IMG_T_STR   0x7f0000002000ull
 #define IMG_T_BYTES 0x7f0000003000ull
 #define IMG_T_FRAME 0x7f0000004000ull
+#define IMG_T_DICT  0x7f0000005000ull
+#define IMG_T_LONG  0x7f0000006000ull
+#define IMG_T_MOD   0x7f0000007000ull
 /* The runtime sits at IMG_BASE; the "stack copy" is the last 4 KiB. */
 #define IMG_STACK_LEN 4096u
 
@@ -235,6 +238,21 @@ static inline uint32_t img_debug_offsets(uint8_t *d, uint32_t minor)
 	sp_put_le64(d + un + 8, 32);  /* state */
 	sp_put_le64(d + un + 16, 16); /* length */
 	sp_put_le64(d + un + 24, 40); /* asciiobject_size */
+	/* For thread names: sys.modules, tp_flags, ma_keys/ma_values and
+	 * lv_tag/ob_digit (3.14: its own block positions, and a
+	 * sys.modules offset of its own, to tell the layouts apart). */
+	uint32_t tp = minor == 13 ? 368 : 416, di = minor == 13 ? 448 : 528,
+	         lo = minor == 13 ? 488 : 568;
+	sp_put_le64(d + is + (minor == 13 ? 40 : 48),
+	            minor == 13 ? 7656 : 7696); /* imports_modules */
+	sp_put_le64(d + tp, 416);
+	sp_put_le64(d + tp + 24, 168); /* tp_flags */
+	sp_put_le64(d + di, 48);
+	sp_put_le64(d + di + 8, 32);  /* ma_keys */
+	sp_put_le64(d + di + 16, 40); /* ma_values */
+	sp_put_le64(d + lo, 32);
+	sp_put_le64(d + lo + 8, 16);  /* lv_tag */
+	sp_put_le64(d + lo + 16, 24); /* ob_digit */
 	return minor == 13 ? 568 : 648;
 }
 
@@ -278,6 +296,169 @@ static inline uint64_t img_runtime(py_img *im, int32_t tid, uint64_t top)
 		img_put64(im, ts + im->l.tstate_frame, top);
 	}
 	return ts;
+}
+
+/* ---- threading._active ---------------------------------------------------- */
+
+/* A dict of @p n entries: @p kind 0 (hash, key, value) entries, 1 str keys,
+ * 2 a split table whose values are at @p values (then the entries' values
+ * are not stored). Returns its keys object in *keys (may be NULL). */
+static inline uint64_t img_dict(py_img *im, uint32_t n, const uint64_t *k, const uint64_t *v,
+                                int kind, uint64_t values, uint64_t *keys_out)
+{
+	const sp_py_layout *l = &im->l;
+	uint32_t lg = n <= 5 ? 3 : 4, size = 1u << lg; /* 1-byte indices */
+	uint32_t esize = l->dict_keys_log2 && kind ? 16 : 24, head = l->dict_keys_log2 ? 32 : 40;
+	uint64_t keys = img_alloc(im, head + size + n * esize);
+	uint64_t dict = img_alloc(im, SP_PY_DICT_READ);
+	if (!keys || !dict)
+		return 0;
+	img_put64(im, keys, 1);
+	if (l->dict_keys_log2) {
+		im->mem[keys - IMG_BASE + 8] = (uint8_t)lg;
+		im->mem[keys - IMG_BASE + 9] = (uint8_t)lg;
+		im->mem[keys - IMG_BASE + 10] = (uint8_t)kind;
+		img_put64(im, keys + 24, n);
+	} else {
+		img_put64(im, keys + 8, size);
+		img_put64(im, keys + 32, n);
+	}
+	uint64_t e = keys + head + size;
+	for (uint32_t i = 0; i < n; i++, e += esize) {
+		uint32_t ko = esize == 24 ? 8 : 0;
+		if (esize == 24)
+			img_put64(im, e, 0x5a5a0000u + i); /* hash */
+		img_put64(im, e + ko, k[i]);
+		img_put64(im, e + ko + 8, values ? 0 : v[i]);
+	}
+	img_put64(im, dict, 1);
+	img_put64(im, dict + l->ob_type, IMG_T_DICT);
+	img_put64(im, dict + 16, n); /* ma_used */
+	img_put64(im, dict + l->dict_keys, keys);
+	img_put64(im, dict + l->dict_values, values);
+	if (keys_out)
+		*keys_out = keys;
+	return dict;
+}
+
+/* A positive int of 1 to 3 digits. */
+static inline uint64_t img_long(py_img *im, uint64_t v)
+{
+	const sp_py_layout *l = &im->l;
+	uint64_t a = img_alloc(im, SP_PY_LONG_READ);
+	if (!a)
+		return 0;
+	uint32_t nd = 0;
+	for (uint64_t x = v; x; x >>= 30)
+		img_put32(im, a + l->long_digits + 4 * nd++, (uint32_t)(x & 0x3fffffffu));
+	img_put64(im, a, 1);
+	img_put64(im, a + l->ob_type, IMG_T_LONG);
+	img_put64(im, a + l->long_size, l->long_tagged ? (uint64_t)nd << 3 : nd);
+	return a;
+}
+
+/* sys.modules of interpreter @p interp with a threading module whose
+ * _active holds @p n Thread objects (ident idents[i], _name names[i]),
+ * laid out as the version keeps instance attributes: 3.10 a split
+ * __dict__, 3.11 a values pointer, 3.12 a tagged one, 3.13+ inline
+ * values. With @p with_dict, thread 0 has a dict of its own (a combined
+ * one: someone looked at its __dict__). 0 or -1 when the image is full. */
+static inline int img_threading(py_img *im, uint64_t interp, uint32_t n, const char *const *names,
+                                const uint64_t *idents, int with_dict)
+{
+	const sp_py_layout *l = &im->l;
+	if (n > 8)
+		return -1;
+	/* The class: a heap type whose instances share keys (_target, _name,
+	 * _ident). */
+	uint64_t attrs[3] = { img_str(im, "_target"), img_str(im, "_name"), img_str(im, "_ident") };
+	uint64_t none[3] = { 0, 0, 0 }, ckeys = 0;
+	uint64_t cls = img_alloc(im, l->type_cached_keys + 8);
+	if (!attrs[0] || !attrs[1] || !attrs[2] || !cls ||
+	    !img_dict(im, 3, attrs, none, 2, 8 /* split: no values here */, &ckeys))
+		return -1;
+	uint64_t flags = 1u << 9; /* heap type */
+	if (l->managed != SP_PY_MANAGED_NONE)
+		flags |= 1u << 4; /* managed dict */
+	if (l->managed == SP_PY_MANAGED_313)
+		flags |= 1u << 2; /* inline values */
+	img_put64(im, cls, 1);
+	img_put64(im, cls + l->type_flags, flags);
+	img_put64(im, cls + l->type_basicsize, l->managed == SP_PY_MANAGED_NONE ? 32 : 16);
+	img_put64(im, cls + l->type_dictoffset,
+	          l->managed == SP_PY_MANAGED_NONE ? 16 : (uint64_t)(int64_t)-1);
+	img_put64(im, cls + l->type_cached_keys, ckeys);
+	uint64_t keys[8], objs[8];
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t name = img_str(im, names[i]);
+		uint64_t vals[3] = { 0, name, img_long(im, idents[i]) };
+		uint64_t block = img_alloc(im, 32 + 16 + 8 + 3 * 8);
+		keys[i] = img_long(im, idents[i]);
+		if (!name || !vals[2] || !block || !keys[i])
+			return -1;
+		uint64_t obj = block + 32;
+		objs[i] = obj;
+		img_put64(im, obj, 1);
+		img_put64(im, obj + l->ob_type, cls);
+		uint64_t dict = 0;
+		if (with_dict && i == 0) {
+			dict = img_dict(im, 3, attrs, vals, 1, 0, NULL);
+			if (!dict)
+				return -1;
+		}
+		/* The values array: 3.13+ after a 4-byte header (capacity, size,
+		 * embedded, valid) padded to 8; before, the array itself. */
+		uint64_t va = 0;
+		if (l->managed == SP_PY_MANAGED_313) {
+			va = obj + 16;
+			im->mem[va - IMG_BASE] = 3;
+			im->mem[va - IMG_BASE + 1] = 3;
+			im->mem[va - IMG_BASE + 2] = 1;
+			im->mem[va - IMG_BASE + 3] = 1;
+		} else {
+			va = img_alloc(im, 3 * 8);
+			if (!va)
+				return -1;
+		}
+		for (uint32_t k = 0; k < 3; k++)
+			img_put64(im, va + l->dictvalues_items + 8 * k, vals[k]);
+		switch (l->managed) {
+		case SP_PY_MANAGED_NONE:
+			if (!dict) {
+				dict = img_dict(im, 3, attrs, none, 0, va, NULL);
+				if (!dict)
+					return -1;
+				img_put64(im, dict + l->dict_keys, ckeys); /* the class's keys */
+			}
+			img_put64(im, obj + 16, dict);
+			break;
+		case SP_PY_MANAGED_311:
+			img_put64(im, obj - 32, dict ? 0 : va);
+			img_put64(im, obj - 24, dict);
+			break;
+		case SP_PY_MANAGED_312: img_put64(im, obj - 24, dict ? dict : va - 1); break;
+		default:
+			img_put64(im, obj - 24, dict);
+			if (dict)
+				im->mem[va - IMG_BASE + 3] = 0; /* the dict took over */
+			break;
+		}
+	}
+	uint64_t active = img_dict(im, n, keys, objs, 0, 0, NULL);
+	uint64_t mk[2] = { img_str(im, "_limbo"), img_str(im, "_active") };
+	uint64_t mv[2] = { active, active };
+	uint64_t md = img_dict(im, 2, mk, mv, 1, 0, NULL);
+	uint64_t mod = img_alloc(im, SP_PY_DICT_READ);
+	uint64_t sk[2] = { img_str(im, "sys"), img_str(im, "threading") };
+	uint64_t sv[2] = { mod, mod };
+	uint64_t sys = img_dict(im, 2, sk, sv, 1, 0, NULL);
+	if (!active || !md || !mod || !sys || !mk[0] || !mk[1] || !sk[0] || !sk[1])
+		return -1;
+	img_put64(im, mod, 1);
+	img_put64(im, mod + l->ob_type, IMG_T_MOD);
+	img_put64(im, mod + l->module_dict, md);
+	img_put64(im, interp + l->interp_modules, sys);
+	return 0;
 }
 
 /* Memory reader over an image (also used by the fuzz harness). */

@@ -12,6 +12,7 @@
 #include "python/layout.h"
 #include "python/memory.h"
 #include "python/merge.h"
+#include "python/names.h"
 
 #include "py_image.h"
 
@@ -57,6 +58,14 @@ SP_TEST(layout_tables_match_measured_offsets)
 	CHECK_EQ(l.code_linetable, 136);
 	CHECK_EQ(l.code_adaptive, 184);
 	CHECK_EQ(l.str_ascii, 48);
+	/* Thread-list serial and thread names (offsetof() against the
+	 * installed 3.10.13, 3.11.7 and 3.12.1 headers). */
+	CHECK_EQ(l.interp_tstate_serial, 8);
+	CHECK_EQ(l.names, 1);
+	CHECK_EQ(l.interp_modules, 888);
+	CHECK_EQ(l.type_cached_keys, 872);
+	CHECK_EQ(l.managed, SP_PY_MANAGED_311);
+	CHECK_EQ(l.dict_keys_log2, 1);
 
 	REQUIRE_OK(sp_py_layout_from_table(0x030c01f0, &l));
 	CHECK_EQ(l.runtime_interpreters_head, 40);
@@ -70,6 +79,11 @@ SP_TEST(layout_tables_match_measured_offsets)
 	CHECK_EQ(l.code_adaptive, 192);
 	CHECK_EQ(l.str_ascii, 40);
 	CHECK_EQ(l.owner_first_c, 3);
+	CHECK_EQ(l.interp_tstate_serial, 64);
+	CHECK_EQ(l.interp_modules, 944);
+	CHECK_EQ(l.type_cached_keys, 880);
+	CHECK_EQ(l.managed, SP_PY_MANAGED_312);
+	CHECK_EQ(l.long_tagged, 1);
 
 	REQUIRE_OK(sp_py_layout_from_table(0x030a0df0, &l));
 	CHECK_EQ(l.runtime_interpreters_head, 32);
@@ -85,6 +99,11 @@ SP_TEST(layout_tables_match_measured_offsets)
 	CHECK_EQ(l.code_name, 112);
 	CHECK_EQ(l.code_linetable, 120);
 	CHECK_EQ(l.linetable, SP_PY_LINETABLE_310);
+	CHECK_EQ(l.interp_tstate_serial, 3448);
+	CHECK_EQ(l.interp_modules, 856);
+	CHECK_EQ(l.dict_keys_log2, 0);
+	CHECK_EQ(l.managed, SP_PY_MANAGED_NONE);
+	CHECK_EQ(l.long_tagged, 0);
 
 	CHECK_EQ(sp_py_layout_from_table(0x03090000, &l), STACKPULSE_EUNSUPPORTED);
 	CHECK_EQ(sp_py_layout_from_table(0x030d0000, &l), STACKPULSE_EUNSUPPORTED);
@@ -344,7 +363,7 @@ static void env_init(walk_env *e, int v)
 	e->r = (img_reader){ e->im.mem, IMG_MAX, IMG_BASE };
 	memset(&e->w, 0, sizeof(e->w));
 	e->w.layout = &e->im.l;
-	e->w.types = (sp_py_types){ IMG_T_CODE, IMG_T_FRAME, IMG_T_STR, IMG_T_BYTES, 0 };
+	e->w.types = (sp_py_types){ IMG_T_CODE, IMG_T_FRAME, IMG_T_STR, IMG_T_BYTES, 0, 0, 0, 0 };
 	e->w.mem.read = img_read;
 	e->w.mem.ctx = &e->r;
 	REQUIRE_OK(sp_py_codes_new(&e->w.codes));
@@ -1556,4 +1575,237 @@ SP_TEST(merge_pairs_both_sides_of_a_gap)
 	CHECK_EQ(out[0].index, 0);
 	for (uint32_t i = 1; i < m; i++)
 		CHECK(out[i].kind != SP_PY_MERGE_PYTHON);
+}
+
+/* ---- thread names ------------------------------------------------------------------ */
+
+static const char *const tnames[] = { "MainThread", "CustomThreadName-1", "Thread-2 (work)" };
+static const uint64_t tidents[] = { 0x7f0012345740ull, 0x7f00017fe6c0ull,
+	                            0x8000000000000001ull /* three digits */ };
+
+static uint64_t names_env(walk_env *e, int v, int with_dict)
+{
+	env_init(e, v);
+	e->w.types.dict = IMG_T_DICT;
+	e->w.types.long_ = IMG_T_LONG;
+	e->w.types.module = IMG_T_MOD;
+	REQUIRE(img_runtime(&e->im, 4242, 0) != 0);
+	uint64_t interp = sp_le64(e->im.mem + e->im.l.runtime_interpreters_head);
+	REQUIRE_EQ(img_threading(&e->im, interp, 3, tnames, tidents, with_dict), 0);
+	return interp;
+}
+
+SP_TEST(thread_names_every_version)
+{
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		for (int with_dict = 0; with_dict < 2; with_dict++) {
+			walk_env e;
+			uint64_t interp = names_env(&e, v, with_dict);
+			REQUIRE_EQ(e.im.l.names, 1);
+			sp_py_names_cache c;
+			memset(&c, 0, sizeof(c));
+			sp_py_tname out[8];
+			uint32_t n = 0;
+			/* Twice: the second read goes by the remembered _active
+			 * and _name slot. */
+			for (int pass = 0; pass < 2; pass++) {
+				CHECK_OK(sp_py_thread_names(&e.w, interp, &c, out, 8, &n));
+				REQUIRE_EQ(n, 3);
+				for (uint32_t i = 0; i < n; i++) {
+					CHECK_EQ(out[i].ident, tidents[i]);
+					CHECK_STR(out[i].name, tnames[i]);
+				}
+			}
+			CHECK(c.active != 0);
+			/* At most @p max. */
+			CHECK_OK(sp_py_thread_names(&e.w, interp, &c, out, 2, &n));
+			CHECK_EQ(n, 2);
+			env_free(&e);
+		}
+	}
+}
+
+/* 3.14 from its debug offsets alone: the block positions of its
+ * _Py_DebugOffsets (pycore_debug_offsets.h) give sys.modules, tp_flags,
+ * the dict's keys and values and the int's tag and digits; the rest is
+ * 3.13's. */
+SP_TEST(thread_names_314_from_debug_offsets)
+{
+	walk_env e;
+	uint64_t interp = names_env(&e, IMG_V314, 0);
+	const sp_py_layout *l = &e.im.l;
+	CHECK_EQ(l->version >> 16, 0x030e);
+	CHECK_EQ(l->names, 1);
+	CHECK_EQ(l->interp_modules, 7696);
+	CHECK_EQ(l->type_flags, 168);
+	CHECK_EQ(l->dict_keys, 32);
+	CHECK_EQ(l->dict_values, 40);
+	CHECK_EQ(l->long_size, 16);
+	CHECK_EQ(l->long_digits, 24);
+	CHECK_EQ(l->managed, SP_PY_MANAGED_313);
+	CHECK_EQ(l->dictvalues_items, 8);
+	CHECK_EQ(l->interp_tstate_serial, l->interp_threads_head - 8);
+	sp_py_names_cache c;
+	memset(&c, 0, sizeof(c));
+	sp_py_tname out[8];
+	uint32_t n = 0;
+	CHECK_OK(sp_py_thread_names(&e.w, interp, &c, out, 8, &n));
+	CHECK_EQ(n, 3);
+	CHECK_STR(out[1].name, "CustomThreadName-1");
+
+	/* A names field outside its block turns names off, not the stacks. */
+	uint8_t d[1024];
+	uint32_t dn = img_debug_offsets(d, 14);
+	sp_put_le64(d + 528 + 8, 4096); /* ma_keys past sizeof(PyDictObject) */
+	sp_py_layout bad;
+	CHECK_OK(sp_py_layout_from_debug(d, dn, &bad));
+	CHECK_EQ(bad.names, 0);
+	dn = img_debug_offsets(d, 13);
+	sp_put_le64(d + 48 + 40, (uint64_t)1 << 30); /* imports_modules */
+	CHECK_OK(sp_py_layout_from_debug(d, dn, &bad));
+	CHECK_EQ(bad.names, 0);
+	e.w.layout = &bad;
+	CHECK_EQ(sp_py_thread_names(&e.w, interp, &c, out, 8, &n), STACKPULSE_EUNSUPPORTED);
+	env_free(&e);
+}
+
+/* Each thread-name offset must fit the bytes read for it, or names are
+ * not read (the stacks are: sp_py_layout_check does not look at them). */
+SP_TEST(names_check_refuses_each_field_out_of_its_read)
+{
+	static const struct {
+		size_t at;
+		uint32_t block, width;
+	} fields[] = {
+		{ offsetof(sp_py_layout, module_dict), SP_PY_DICT_READ, 8 },
+		{ offsetof(sp_py_layout, dict_keys), SP_PY_DICT_READ, 8 },
+		{ offsetof(sp_py_layout, dict_values), SP_PY_DICT_READ, 8 },
+		{ offsetof(sp_py_layout, long_size), SP_PY_LONG_READ, 8 },
+		{ offsetof(sp_py_layout, long_digits), SP_PY_LONG_READ, 12 },
+		{ offsetof(sp_py_layout, type_basicsize), SP_PY_MAX_BLOCK, 8 },
+		{ offsetof(sp_py_layout, type_flags), SP_PY_MAX_BLOCK, 8 },
+		{ offsetof(sp_py_layout, type_dictoffset), SP_PY_MAX_BLOCK, 8 },
+		{ offsetof(sp_py_layout, type_cached_keys), SP_PY_MAX_BLOCK, 8 },
+		{ offsetof(sp_py_layout, ob_type), SP_PY_DICT_READ, 8 },
+	};
+	uint8_t d[1024];
+	sp_py_layout layouts[5];
+	for (int v = 0; v < 3; v++)
+		REQUIRE_OK(sp_py_layout_from_table((3u << 24) | ((10u + (uint32_t)v) << 16),
+		                                   &layouts[v]));
+	REQUIRE_OK(sp_py_layout_from_debug(d, img_debug_offsets(d, 13), &layouts[3]));
+	REQUIRE_OK(sp_py_layout_from_debug(d, img_debug_offsets(d, 14), &layouts[4]));
+	for (int v = 0; v < 5; v++) {
+		REQUIRE_EQ(layouts[v].names, 1);
+		CHECK_OK(sp_py_names_check(&layouts[v]));
+		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+			sp_py_layout l = layouts[v];
+			uint32_t *f = (uint32_t *)((uint8_t *)&l + fields[i].at);
+			*f = fields[i].block - fields[i].width;
+			if (sp_py_names_check(&l) != 0)
+				sp_test_fail(__FILE__, __LINE__, "layout %d field %zu at the edge",
+				             v, i);
+			*f += 1;
+			if (sp_py_names_check(&l) != STACKPULSE_EFORMAT)
+				sp_test_fail(__FILE__, __LINE__,
+				             "layout %d field %zu past its read", v, i);
+		}
+		sp_py_layout l = layouts[v];
+		l.managed = 9;
+		CHECK_EQ(sp_py_names_check(&l), STACKPULSE_EFORMAT);
+		l = layouts[v];
+		l.interp_modules = 1u << 25;
+		CHECK_EQ(sp_py_names_check(&l), STACKPULSE_EFORMAT);
+	}
+}
+
+/* Hostile memory: a thread whose name or ident does not decode is left
+ * out, a dict too big or not a dict ends the read with what it has, and
+ * nothing unknown is ever named. */
+SP_TEST(thread_names_refuse_bad_memory)
+{
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		walk_env e;
+		uint64_t interp = names_env(&e, v, 0);
+		const sp_py_layout *l = &e.im.l;
+		sp_py_names_cache c;
+		memset(&c, 0, sizeof(c));
+		sp_py_tname out[8];
+		uint32_t n = 0;
+		CHECK_OK(sp_py_thread_names(&e.w, interp, &c, out, 8, &n));
+		REQUIRE_EQ(n, 3);
+		/* Find the objects through the _active dict just found. */
+		uint64_t active = c.active;
+		uint64_t keys = sp_le64(e.im.mem + (active - IMG_BASE) + l->dict_keys);
+		uint32_t head = l->dict_keys_log2 ? 32 : 40;
+		uint64_t ent = keys + head + 8; /* 8 one-byte indices */
+		uint64_t k1 = sp_le64(e.im.mem + (ent + 24 + 8 - IMG_BASE));
+		uint64_t o2 = sp_le64(e.im.mem + (ent + 48 + 16 - IMG_BASE));
+		/* Thread 1's ident is no int; thread 2 has a foreign type. */
+		img_put64(&e.im, k1 + l->ob_type, IMG_T_STR);
+		uint64_t cls = sp_le64(e.im.mem + (o2 - IMG_BASE) + l->ob_type);
+		uint64_t flags = sp_le64(e.im.mem + (cls - IMG_BASE) + l->type_flags);
+		img_put64(&e.im, cls + l->type_flags, flags & ~(uint64_t)(1u << 9));
+		CHECK_OK(sp_py_thread_names(&e.w, interp, &c, out, 8, &n));
+		CHECK_EQ(n, 0); /* all three share the class */
+		img_put64(&e.im, cls + l->type_flags, flags);
+		CHECK_OK(sp_py_thread_names(&e.w, interp, &c, out, 8, &n));
+		CHECK_EQ(n, 2);
+		CHECK_STR(out[0].name, "MainThread");
+		CHECK_STR(out[1].name, "Thread-2 (work)");
+		/* A keys object claiming more entries than its table holds. */
+		if (l->dict_keys_log2)
+			img_put64(&e.im, keys + 24, 100);
+		else
+			img_put64(&e.im, keys + 32, 100);
+		CHECK_OK(sp_py_thread_names(&e.w, interp, &c, out, 8, &n));
+		CHECK_EQ(n, 0);
+		CHECK_EQ(c.active, 0); /* looked for again next time */
+		/* _active no longer a dict: found again, refused again. */
+		img_put64(&e.im, active + l->ob_type, IMG_T_MOD);
+		CHECK_OK(sp_py_thread_names(&e.w, interp, &c, out, 8, &n));
+		CHECK_EQ(n, 0);
+		/* No threading in sys.modules: nothing, no error. */
+		CHECK_OK(sp_py_thread_names(&e.w, interp + 4096, &c, out, 8, &n));
+		CHECK_EQ(n, 0);
+		/* Without the type addresses, names are not read. */
+		e.w.types.dict = 0;
+		CHECK_EQ(sp_py_thread_names(&e.w, interp, &c, out, 8, &n), STACKPULSE_EUNSUPPORTED);
+		env_free(&e);
+	}
+}
+
+/* The tids and idents of thread states in one batched read, 3.10 through
+ * glibc's struct pthread. */
+SP_TEST(read_tids_batched)
+{
+	for (int v = 0; v < IMG_NVERSIONS; v++) {
+		walk_env e;
+		env_init(&e, v);
+		const sp_py_layout *l = &e.im.l;
+		uint64_t ts[20];
+		for (int i = 0; i < 20; i++) {
+			ts[i] = img_alloc(&e.im, l->tstate_read);
+			REQUIRE(ts[i]);
+			/* A struct pthread whose tid (at 720) is all there is. */
+			uint64_t pt = img_alloc(&e.im, 8);
+			REQUIRE(pt);
+			img_put64(&e.im, ts[i] + l->tstate_thread_id, pt - 720);
+			img_put32(&e.im, pt, (uint32_t)(5000 + i));
+			if (l->tstate_native_thread_id != SP_PY_NONE)
+				img_put64(&e.im, ts[i] + l->tstate_native_thread_id,
+				          i == 3 ? 0 : (uint64_t)(5000 + i));
+		}
+		ts[7] = 12; /* not a pointer */
+		e.w.pthread_tid = 720;
+		int64_t tids[20];
+		uint64_t idents[20];
+		CHECK_OK(sp_py_read_tids(&e.w, ts, 20, tids, idents));
+		for (int i = 0; i < 20; i++) {
+			int64_t want = i == 7 || (i == 3 && v != IMG_V310) ? -1 : 5000 + i;
+			CHECK_EQ(tids[i], want);
+		}
+		CHECK_EQ(idents[7], 0);
+		env_free(&e);
+	}
 }

@@ -459,6 +459,270 @@ SP_TEST(threads_map_to_their_own_tids)
 	}
 }
 
+/* ---- thread names ------------------------------------------------------------------ */
+
+/* Ten threads named by the script and the main thread, all busy (so that
+ * a recording samples each); the script prints "TID=NAME" of each. */
+static const char names_py[] =
+        "import sys, threading, time\n"
+        "stop = threading.Event()\n"
+        "def spin():\n"
+        "    while not stop.is_set():\n"
+        "        sum(range(2000))\n"
+        "ts = [threading.Thread(target=spin, name='CustomThreadName-%d' % i) for i in "
+        "range(10)]\n"
+        "for t in ts:\n"
+        "    t.start()\n"
+        "while any(t.native_id is None for t in ts):\n"
+        "    time.sleep(0.01)\n"
+        "me = threading.current_thread()\n"
+        "print(' '.join('%d=%s' % (t.native_id, t.name) for t in [me] + ts), flush=True)\n"
+        "time.sleep(float(sys.argv[1]))\n"
+        "stop.set()\n"
+        "for t in ts:\n"
+        "    t.join()\n";
+
+#define NAMED 11
+
+typedef struct name_set {
+	pid_t tid[NAMED];
+	char name[NAMED][64];
+	int n;
+	int got[NAMED]; /* names the reader gave each */
+	int wrong;
+} name_set;
+
+/* Parses the script's "TID=NAME ..." line. */
+static int parse_names(const char *line, name_set *ns)
+{
+	memset(ns, 0, sizeof(*ns));
+	for (const char *p = line; *p && ns->n < NAMED;) {
+		int tid, used = 0;
+		char name[64];
+		if (sscanf(p, "%d=%63s%n", &tid, name, &used) != 2)
+			break;
+		ns->tid[ns->n] = tid;
+		snprintf(ns->name[ns->n], sizeof(ns->name[0]), "%s", name);
+		ns->n++;
+		p += used;
+		while (*p == ' ')
+			p++;
+	}
+	return ns->n;
+}
+
+static int name_cb(void *ctx, pid_t tid, const char *name)
+{
+	name_set *ns = ctx;
+	for (int i = 0; i < ns->n; i++)
+		if (ns->tid[i] == tid) {
+			ns->got[i]++;
+			ns->wrong += strcmp(ns->name[i], name) != 0;
+			if (strcmp(ns->name[i], name) != 0)
+				fprintf(stderr, "    thread %d: named %s, reader says %s\n",
+				        (int)tid, ns->name[i], name);
+			return 0;
+		}
+	return 1; /* not one of the script's: not taken */
+}
+
+SP_TEST(reader_names_threads_from_threading)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	char script[512];
+	snprintf(script, sizeof(script), "%s/names.py", sp_test_tmpdir());
+	write_file(script, names_py);
+	for (int v = 0; v < vs.n; v++) {
+		child c;
+		char *argv[] = { vs.path[v], script, "30", NULL };
+		REQUIRE_OK(spawn(&c, argv));
+		char line[2048];
+		name_set ns;
+		if (read_line(&c, line, sizeof(line)) != 0 || parse_names(line, &ns) != NAMED) {
+			sp_test_fail(__FILE__, __LINE__, "%s: no thread list", vs.path[v]);
+			stop_child(&c);
+			continue;
+		}
+		CHECK_EQ(ns.tid[0], c.pid);
+		CHECK_STR(ns.name[0], "MainThread");
+		sp_python *py = probe(c.pid);
+		if (!py) {
+			stop_child(&c);
+			continue;
+		}
+		sp_py_frame f[64];
+		uint32_t n;
+		int tr;
+		/* A read maps the thread states to their tids. */
+		CHECK_OK(sp_python_read_stack(py, c.pid, NULL, 0, 0, f, 64, &n, &tr));
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		CHECK_OK(sp_python_thread_names(py, 1, 0, 1, name_cb, &ns));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		/* The first read walks sys.modules; a later one goes by the
+		 * _active dict it found. */
+		struct timespec t2, t3;
+		name_set again = ns;
+		memset(again.got, 0, sizeof(again.got));
+		clock_gettime(CLOCK_MONOTONIC, &t2);
+		CHECK_OK(sp_python_thread_names(py, 2, 0, 1, name_cb, &again));
+		clock_gettime(CLOCK_MONOTONIC, &t3);
+		int named = 0;
+		for (int i = 0; i < NAMED; i++)
+			named += ns.got[i] == 1;
+		CHECK_EQ(named, NAMED);
+		CHECK_EQ(ns.wrong, 0);
+		/* Taken names are not offered again. */
+		for (int i = 0; i < NAMED; i++)
+			CHECK_EQ(again.got[i], 0);
+		fprintf(stderr,
+		        "    %s: %d of %d threads named (%s, ...); first read %.0f us, next %.0f "
+		        "us\n",
+		        vs.path[v], named, NAMED, ns.name[1],
+		        (double)(t1.tv_sec - t0.tv_sec) * 1e6 +
+		                (double)(t1.tv_nsec - t0.tv_nsec) / 1e3,
+		        (double)(t3.tv_sec - t2.tv_sec) * 1e6 +
+		                (double)(t3.tv_nsec - t2.tv_nsec) / 1e3);
+		sp_python_free(py);
+		stop_child(&c);
+	}
+}
+
+/* Runs @p cmd, returns its stdout (to free); fails the test when it fails. */
+static char *run_out(const char *cmd, const char *out)
+{
+	REQUIRE_EQ(sp_test_run(cmd), 0);
+	char *text = sp_test_read_file(out, NULL);
+	REQUIRE(text != NULL);
+	return text;
+}
+
+/* Records names_py (spawned, or attached to with @p attach) and checks
+ * the names in report --thread-names, an exporter's output and the
+ * reader API. */
+static void check_recorded_names(int attach)
+{
+	if (find_pythons() == 0)
+		sp_test_skip("no CPython 3.10+ installed");
+	const char *bin = getenv("SP_BIN_DIR");
+	if (!bin || !*bin)
+		sp_test_skip("SP_BIN_DIR is not set (zig build test sets it to zig-out/bin)");
+	char script[512];
+	snprintf(script, sizeof(script), "%s/names.py", sp_test_tmpdir());
+	write_file(script, names_py);
+	for (int v = 0; v < vs.n; v++) {
+		char spool[600], folded[640], ff[640], cmd[2400];
+		snprintf(spool, sizeof(spool), "%s/names%d%s.spool", sp_test_tmpdir(), v,
+		         attach ? "a" : "");
+		snprintf(folded, sizeof(folded), "%s.folded", spool);
+		snprintf(ff, sizeof(ff), "%s.json", spool);
+		char line[2048];
+		name_set ns;
+		int ok;
+		if (attach) {
+			child c;
+			char *argv[] = { vs.path[v], script, "30", NULL };
+			REQUIRE_OK(spawn(&c, argv));
+			ok = read_line(&c, line, sizeof(line)) == 0 &&
+			     parse_names(line, &ns) == NAMED;
+			snprintf(cmd, sizeof(cmd),
+			         "%s/record -p %d -d 1 -F 499 -o %s >/dev/null 2>&1", bin,
+			         (int)c.pid, spool);
+			int rc = ok ? sp_test_run(cmd) : -1;
+			stop_child(&c);
+			REQUIRE_EQ(rc, 0);
+		} else {
+			/* Spawned: the script's own line comes through record's
+			 * standard output. */
+			char outp[660];
+			snprintf(outp, sizeof(outp), "%s.out", spool);
+			snprintf(cmd, sizeof(cmd),
+			         "%s/record -F 499 -o %s -- %s %s 1 >%s 2>/dev/null", bin, spool,
+			         vs.path[v], script, outp);
+			REQUIRE_EQ(sp_test_run(cmd), 0);
+			char *text = sp_test_read_file(outp, NULL);
+			ok = text && parse_names(text, &ns) == NAMED;
+			free(text);
+		}
+		REQUIRE(ok);
+		snprintf(cmd, sizeof(cmd), "%s/report %s --folded --thread-names >%s 2>/dev/null",
+		         bin, spool, folded);
+		char *text = run_out(cmd, folded);
+		/* Every thread sampled is under its threading name, none left
+		 * under the OS name. Attached to, the main thread sleeps and
+		 * has no sample: the reader API names it below. */
+		int first = attach ? 1 : 0;
+		int seen[NAMED] = { 0 }, other = 0;
+		char *save = NULL;
+		for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+			char *semi = strchr(l, ';');
+			if (!semi)
+				continue;
+			*semi = '\0';
+			int k = 0;
+			while (k < NAMED && strcmp(ns.name[k], l) != 0)
+				k++;
+			if (k < NAMED)
+				seen[k]++;
+			else if (other++ == 0)
+				fprintf(stderr, "    %s: samples of a thread named %s\n",
+				        vs.path[v], l);
+		}
+		free(text);
+		int named = 0;
+		for (int k = first; k < NAMED; k++)
+			named += seen[k] > 0;
+		fprintf(stderr,
+		        "    %s%s: %d of %d threads under their threading names, %d rows "
+		        "under others\n",
+		        vs.path[v], attach ? " (attached)" : "", named, NAMED - first, other);
+		CHECK_EQ(named, NAMED - first);
+		CHECK_EQ(other, 0);
+		/* An exporter (Firefox's JSON names each thread). */
+		snprintf(cmd, sizeof(cmd), "%s/report %s --firefox %s >/dev/null 2>&1", bin, spool,
+		         ff);
+		text = run_out(cmd, ff);
+		for (int k = first; k < NAMED; k++) {
+			char quoted[80];
+			snprintf(quoted, sizeof(quoted), "\"%s\"", ns.name[k]);
+			if (!strstr(text, quoted))
+				sp_test_fail(__FILE__, __LINE__,
+				             "%s: %s not in the Firefox profile", vs.path[v],
+				             ns.name[k]);
+		}
+		free(text);
+		/* The reader API: the runtime name, with the OS name beside it. */
+		stackpulse_spool *s = NULL;
+		REQUIRE_OK(stackpulse_spool_open(spool, NULL, &s));
+		int main_seen = 0;
+		for (uint32_t i = 0; i < stackpulse_spool_thread_count(s); i++) {
+			const struct stackpulse_thread *t = stackpulse_spool_thread(s, i);
+			const char *rt = stackpulse_spool_thread_runtime_name(s, i);
+			if (t->tid != ns.tid[0])
+				continue;
+			main_seen = 1;
+			CHECK(rt && strcmp(rt, "MainThread") == 0);
+			CHECK(strncmp(t->name, "python", 6) == 0);
+			CHECK_STR(stackpulse_spool_thread_display_name(s, i), "MainThread");
+		}
+		CHECK(main_seen);
+		CHECK(stackpulse_spool_thread_runtime_name(s, stackpulse_spool_thread_count(s)) ==
+		      NULL);
+		stackpulse_spool_close(s);
+	}
+}
+
+SP_TEST(recorded_threads_carry_threading_names)
+{
+	check_recorded_names(0);
+}
+
+SP_TEST(attached_threads_carry_threading_names)
+{
+	check_recorded_names(1);
+}
+
 /* ---- subprocesses ------------------------------------------------------------------- */
 
 SP_TEST(parent_and_child_processes)

@@ -100,7 +100,12 @@ static int copy_tables(const stackpulse_spool *s, sp_writer *w)
 		if (id != i)
 			return sp_error(STACKPULSE_EINTERNAL, "stack %u re-interned as %u", i, id);
 	}
-	return copy_events(s, w);
+	int rc2 = copy_events(s, w);
+	for (uint32_t i = 0; !rc2 && i < sp_spool_rtname_count(s); i++) {
+		const struct sp_rtname *r = sp_spool_rtname(s, i);
+		rc2 = sp_writer_thread_runtime_name(w, r->thread, r->time_ns, r->runtime, r->name);
+	}
+	return rc2;
 }
 
 static int copy_symbols(const stackpulse_spool *s, sp_writer *w)
@@ -295,6 +300,20 @@ static int symbols_equal(const stackpulse_spool *a, const stackpulse_spool *b, c
 		    !str_eq(x->name, y->name) || !str_eq(x->cmdline, y->cmdline))
 			DIFF("event %u differs", i);
 	}
+	if (sp_spool_rtname_count(a) != sp_spool_rtname_count(b))
+		DIFF("runtime thread name counts differ");
+	for (uint32_t i = 0; i < sp_spool_rtname_count(a); i++) {
+		const struct sp_rtname *x = sp_spool_rtname(a, i), *y = sp_spool_rtname(b, i);
+		if (x->thread != y->thread || x->time_ns != y->time_ns ||
+		    x->runtime != y->runtime || !str_eq(x->name, y->name))
+			DIFF("runtime thread name %u differs", i);
+	}
+	for (uint32_t i = 0; i < stackpulse_spool_thread_count(a); i++)
+		if (!str_eq(stackpulse_spool_thread_runtime_name(a, i),
+		            stackpulse_spool_thread_runtime_name(b, i)) ||
+		    !str_eq(stackpulse_spool_thread_display_name(a, i),
+		            stackpulse_spool_thread_display_name(b, i)))
+			DIFF("runtime name of thread %u differs", i);
 	if (stackpulse_spool_ksym_count(a) != stackpulse_spool_ksym_count(b))
 		DIFF("kernel symbol counts differ");
 	for (uint32_t i = 0; i < stackpulse_spool_ksym_count(a); i++) {
