@@ -7,7 +7,11 @@ const sources = @import("src/sources.zig");
 const test_lists = @import("tests/tests.zig");
 const fuzz_list = @import("fuzz/harnesses.zig");
 
-const version: std.SemanticVersion = .{ .major = 0, .minor = 2, .patch = 0 };
+const version: std.SemanticVersion = .{ .major = 0, .minor = 3, .patch = 0 };
+/// 0.x policy (docs/abi.md): every 0.x minor may break, so the soname
+/// carries major.minor while the major version is 0.
+const soname = "libstackpulse.so.0.3";
+const shared_file = "libstackpulse.so.0.3.0";
 
 /// Flags for every C file of the library, its tests, examples and harnesses.
 const c_flags = [_][]const u8{
@@ -72,11 +76,11 @@ pub fn build(b: *std.Build) void {
 
     // ---- libraries ----------------------------------------------------
     const static_lib = addLib(ctx, "stackpulse", .static, all_srcs);
-    const shared_lib = addLib(ctx, "stackpulse", .dynamic, all_srcs);
+    const shared_lib = addSharedLib(ctx);
     const pure_lib = addLib(ctx, "stackpulse-pure", .static, pure_test_srcs);
     static_lib.installHeadersDirectory(b.path("include"), "", .{});
     b.installArtifact(static_lib);
-    b.installArtifact(shared_lib);
+    b.getInstallStep().dependOn(installShared(b, shared_lib, .lib));
 
     // stackpulse.pc links the shared library; stackpulse-static.pc names
     // libstackpulse.a by path, since -lstackpulse picks the .so wherever
@@ -120,7 +124,7 @@ pub fn build(b: *std.Build) void {
     // ---- tests and corpus replays ---------------------------------------
     const check_step = b.step("check", "Compile library, tests, examples and fuzz harnesses without running");
     check_step.dependOn(&static_lib.step);
-    check_step.dependOn(&shared_lib.step);
+    check_step.dependOn(shared_lib.step);
     check_step.dependOn(&pure_lib.step);
 
     // -Dtests=a,b runs only the test binaries whose name contains a or b
@@ -208,18 +212,18 @@ pub fn build(b: *std.Build) void {
     const musl: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_arch = .x86_64, .os_tag = .linux, .abi = .musl }), .optimize = ctx.optimize, .debuginfod = false };
     {
         const a_static = addLib(aarch64, "stackpulse", .static, all_srcs);
-        const a_shared = addLib(aarch64, "stackpulse", .dynamic, all_srcs);
+        const a_shared = addSharedLib(aarch64);
         const m_pure = addLib(musl, "stackpulse-pure", .static, pure_srcs);
         const m_pure_test = addLib(musl, "stackpulse-pure", .static, pure_test_srcs);
         const dirs = [_]struct { c: *std.Build.Step.Compile, dir: []const u8 }{
             .{ .c = a_static, .dir = "cross/aarch64-linux-gnu" },
-            .{ .c = a_shared, .dir = "cross/aarch64-linux-gnu" },
             .{ .c = m_pure, .dir = "cross/x86_64-linux-musl" },
         };
         for (dirs) |d| {
             const inst = b.addInstallArtifact(d.c, .{ .dest_dir = .{ .override = .{ .custom = d.dir } } });
             cross_step.dependOn(&inst.step);
         }
+        cross_step.dependOn(installShared(b, a_shared, .{ .custom = "cross/aarch64-linux-gnu" }));
         // Static musl executables of the pure tests prove the pure layers link
         // without glibc (against Debian's libzstd.a) and run.
         const musl_run = testRunner(b, root, bin_dir, &.{});
@@ -391,11 +395,11 @@ pub fn build(b: *std.Build) void {
     b.step("abi-update", "Regenerate abi/stackpulse.abi from libstackpulse.so (abidw)").dependOn(&abiStep(b, shared_lib, "update").step);
 }
 
-fn abiStep(b: *std.Build, lib: *std.Build.Step.Compile, mode: []const u8) *std.Build.Step.Run {
+fn abiStep(b: *std.Build, lib: SharedLib, mode: []const u8) *std.Build.Step.Run {
     const run = b.addSystemCommand(&.{ "bash", ".ci/abi.sh", mode });
     run.setName(b.fmt("abi {s}", .{mode}));
     run.setCwd(b.path(""));
-    run.addArtifactArg(lib);
+    run.addFileArg(lib.bin);
     run.has_side_effects = true;
     return run;
 }
@@ -412,11 +416,12 @@ fn linkCheck(b: *std.Build, prefix_dir: std.Build.LazyPath) *std.Build.Step.Run 
     return run;
 }
 
-fn exportsCheck(b: *std.Build, lib: *std.Build.Step.Compile) *std.Build.Step.Run {
+fn exportsCheck(b: *std.Build, lib: SharedLib) *std.Build.Step.Run {
     const run = b.addSystemCommand(&.{"bash"});
     run.setName("check exported symbols");
     run.addFileArg(b.path(".ci/check-exports.sh"));
-    run.addArtifactArg(lib);
+    run.addFileArg(lib.bin);
+    run.addArg(soname);
     run.has_side_effects = true;
     return run;
 }
@@ -580,6 +585,53 @@ fn hasSystemLibstdcxx(ctx: Ctx) bool {
     return isNative(ctx) and ctx.target.result.abi == .gnu;
 }
 
+/// The shared library, linked by `zig cc -shared` from the PIC objects of a
+/// static build: zig's Compile step names the soname after the major version
+/// only, and this one carries major.minor (docs/abi.md). src/stackpulse.map
+/// gives every public symbol its version and keeps the rest local.
+const SharedLib = struct {
+    bin: std.Build.LazyPath,
+    step: *std.Build.Step,
+};
+
+fn addSharedLib(ctx: Ctx) SharedLib {
+    const b = ctx.b;
+    const pic = addLib(ctx, "stackpulse-pic", .dynamic, all_srcs);
+    const t = ctx.target.result;
+    const triple = b.fmt("{t}-linux-{t}", .{ t.cpu.arch, t.abi });
+    const run = b.addSystemCommand(&.{ b.graph.zig_exe, "cc", "-shared" });
+    run.setName(b.fmt("link {s} ({s})", .{ shared_file, triple }));
+    // Native: zig cc finds the host's libraries where the system does; a
+    // foreign target takes them from its multiarch directory (cModule).
+    if (!isNative(ctx)) run.addArgs(&.{ "-target", b.fmt("{s}.{f}", .{ triple, t.os.version_range.linux.glibc }), b.fmt("-L/usr/lib/{t}-linux-gnu", .{t.cpu.arch}) });
+    run.addArgs(&.{ "-Wl,-soname," ++ soname, "-Wl,--no-undefined-version", "-Wl,-z,defs" });
+    run.addPrefixedFileArg("-Wl,--version-script,", b.path("src/stackpulse.map"));
+    run.addArg("-Wl,--whole-archive");
+    run.addArtifactArg(pic);
+    run.addArg("-Wl,--no-whole-archive");
+    for (systemLibs(ctx, .full)) |l| run.addArg(b.fmt("-l{s}", .{l.lib}));
+    run.addArgs(&.{ "-lc", "-lm" });
+    if (hasSystemLibstdcxx(ctx)) run.addArg(ccFile(b, "libstdc++.so", &libstdcxx_path));
+    const bin = run.addPrefixedOutputFileArg("-o", shared_file);
+    return .{ .bin = bin, .step = &run.step };
+}
+
+/// Installs @p lib as shared_file with the soname and development symlinks
+/// (libstackpulse.so.0.3 and libstackpulse.so) beside it.
+fn installShared(b: *std.Build, lib: SharedLib, dir: std.Build.InstallDir) *std.Build.Step {
+    const file = b.addInstallFileWithDir(lib.bin, dir, shared_file);
+    const links = b.addSystemCommand(&.{ "sh", "-c", "cd \"$0\" && ln -sf " ++ shared_file ++ " " ++ soname ++ " && ln -sf " ++ soname ++ " libstackpulse.so" });
+    links.setName(b.fmt("symlink {s}", .{soname}));
+    const dir_path: std.Build.LazyPath = switch (dir) {
+        .custom => |sub| .{ .relative = .{ .base = .install_prefix, .sub_path = sub } },
+        else => .{ .relative = .{ .base = .install_lib } },
+    };
+    links.addDirectoryArg(dir_path);
+    links.has_side_effects = true;
+    links.step.dependOn(&file.step);
+    return &links.step;
+}
+
 fn addLib(ctx: Ctx, name: []const u8, linkage: std.builtin.LinkMode, srcs: []const []const u8) *std.Build.Step.Compile {
     const m = cModule(ctx);
     m.addCSourceFiles(.{ .files = srcs, .flags = &c_flags });
@@ -587,16 +639,10 @@ fn addLib(ctx: Ctx, name: []const u8, linkage: std.builtin.LinkMode, srcs: []con
     // zig's UBSan runtime, so the installed libraries link with any C
     // toolchain (full reports come from the clang-14 `sanitize` step).
     if (ctx.optimize == .debug or ctx.optimize == .safe) m.sanitize_c = .trap;
-    if (linkage == .dynamic) {
-        m.pic = true;
-        linkSystem(ctx, m, .full);
-    }
-    return ctx.b.addLibrary(.{
-        .name = name,
-        .linkage = linkage,
-        .root_module = m,
-        .version = if (linkage == .dynamic) version else null,
-    });
+    // .dynamic asks for the PIC objects of the shared library, archived
+    // (addSharedLib links them).
+    if (linkage == .dynamic) m.pic = true;
+    return ctx.b.addLibrary(.{ .name = name, .linkage = .static, .root_module = m });
 }
 
 /// An executable from C files plus a library (static: internal sp_* names

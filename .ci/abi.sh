@@ -17,8 +17,9 @@ for tool in abidw abidiff; do
 done
 # Only the public header's types (types private to the library, such as
 # the struct behind an opaque handle, are dropped: their layout is not ABI);
-# no path of this build in the XML.
-dump() { abidw --headers-dir include --drop-private-types --no-corpus-path --drop-undefined-syms "$lib" --out-file "$1"; }
+# no path of this build in the XML (no corpus or compilation directory), so
+# the baseline is the same from any checkout.
+dump() { abidw --headers-dir include --drop-private-types --no-corpus-path --no-comp-dir-path --drop-undefined-syms "$lib" --out-file "$1"; }
 case $mode in
 update)
 	mkdir -p abi

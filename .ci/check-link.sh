@@ -34,8 +34,8 @@ if readelf -d "$work/use-static" | grep -q 'libstackpulse\.so'; then
 	echo "check-link: the stackpulse-static.pc program needs libstackpulse.so" >&2
 	exit 1
 fi
-if ! readelf -d "$work/use-shared" | grep -q 'NEEDED.*\[libstackpulse\.so\.0\]'; then
-	echo "check-link: the stackpulse.pc program does not link libstackpulse.so.0" >&2
+if ! readelf -d "$work/use-shared" | grep -q 'NEEDED.*\[libstackpulse\.so\.0\.3\]'; then
+	echo "check-link: the stackpulse.pc program does not link libstackpulse.so.0.3" >&2
 	exit 1
 fi
 "$work/use-static" >/dev/null

@@ -55,7 +55,7 @@ extern "C" {
 /** @name Version */
 /**@{*/
 #define STACKPULSE_VERSION_MAJOR 0
-#define STACKPULSE_VERSION_MINOR 2
+#define STACKPULSE_VERSION_MINOR 3
 #define STACKPULSE_VERSION_PATCH 0
 /** The library version as "MAJOR.MINOR.PATCH". Never NULL. */
 STACKPULSE_API const char *stackpulse_version(void);

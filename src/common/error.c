@@ -13,7 +13,7 @@ _Thread_local int sp_error_pending SP_TLS_INITIAL_EXEC;
 
 const char *stackpulse_version(void)
 {
-	return "0.2.0";
+	return "0.3.0";
 }
 
 const char *stackpulse_strerror(int code)
