@@ -23,7 +23,11 @@
  * - Option structs start with `size_t sz`. Initialise them with their
  *   `*_opts_init()` function (C and C++) or, in C, their `*_OPTS` macro (a
  *   compound literal); the library reads only the fields that `sz` covers,
- *   so programs built against an older header keep working.
+ *   so programs built against an older header keep working. A `sz` larger
+ *   than the library's struct (a newer header) is accepted only if every
+ *   byte past the fields it knows is zero; otherwise the call fails with
+ *   -EINVAL and a message naming the offset of the first non-zero byte,
+ *   since a setting the library does not know must not be dropped silently.
  * - Enumerations are passed and stored as their `enum` types (4 bytes, like
  *   `int`, on every supported ABI).
  * - Objects are not thread-safe unless stated: one thread at a time per

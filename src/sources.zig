@@ -18,6 +18,7 @@ pub const common = [_][]const u8{
     "src/common/hash.c",
     "src/common/htab.c",
     "src/common/grow.c",
+    "src/common/opts.c",
 };
 
 pub const format = [_][]const u8{

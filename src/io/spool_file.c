@@ -7,6 +7,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "format/spool_reader.h"
 #include "io/file.h"
 
@@ -35,11 +36,9 @@ int stackpulse_spool_open(const char *path, const stackpulse_spool_open_opts *op
 		return sp_error(-EINVAL, "no output pointer");
 	*out = NULL;
 	stackpulse_spool_open_opts o = STACKPULSE_SPOOL_OPEN_OPTS;
-	if (opts) {
-		if (opts->sz < sizeof(size_t))
-			return sp_error(-EINVAL, "spool open opts.sz is %zu", opts->sz);
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
-	}
+	int orc = sp_opts_copy(&o, sizeof(o), opts, "spool_open");
+	if (orc)
+		return orc;
 	unsigned flags = o.flags;
 	if (flags & ~(unsigned)STACKPULSE_SPOOL_STRICT)
 		return sp_error(-EINVAL, "unknown spool open flags 0x%x", flags);
@@ -93,11 +92,9 @@ int stackpulse_spool_tail_open(const char *path, const stackpulse_spool_tail_opt
 	if (!path)
 		return sp_error(-EINVAL, "no spool path to tail");
 	stackpulse_spool_tail_opts o = STACKPULSE_SPOOL_TAIL_OPTS;
-	if (opts) {
-		if (opts->sz < sizeof(size_t))
-			return sp_error(-EINVAL, "spool tail opts.sz is %zu", opts->sz);
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
-	}
+	int orc = sp_opts_copy(&o, sizeof(o), opts, "spool_tail_open");
+	if (orc)
+		return orc;
 	if (o.flags & ~(unsigned)STACKPULSE_SPOOL_STRICT)
 		return sp_error(-EINVAL, "unknown spool tail flags 0x%x", o.flags);
 	stackpulse_spool_tail *t = sp_calloc(1, sizeof(*t));

@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "io/file.h"
 #include "profile/export_internal.h"
 
@@ -199,15 +200,12 @@ int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format
 	if (!p || !fn)
 		return sp_error(-EINVAL, "export: profile or write function is NULL");
 	stackpulse_export_opts o = STACKPULSE_EXPORT_OPTS;
-	if (opts) {
-		if (opts->sz < sizeof(size_t))
-			return sp_error(-EINVAL, "export: opts->sz %zu too small", opts->sz);
-		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
-		o.sz = sizeof(o);
-	}
+	int rc = sp_opts_copy(&o, sizeof(o), opts, "export");
+	if (rc)
+		return rc;
 	if (o.flags & ~0xfu)
 		return sp_error(-EINVAL, "export: unknown flags 0x%x", o.flags);
-	int rc = sp_export_check_labels(o.labels, o.nlabels);
+	rc = sp_export_check_labels(o.labels, o.nlabels);
 	if (rc)
 		return rc;
 	sp_out *out = sp_malloc(sizeof(*out));

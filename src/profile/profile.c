@@ -12,6 +12,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "common/grow.h"
 #include "common/hash.h"
 #include "format/spool_reader.h"
@@ -786,13 +787,9 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 	builder b;
 	memset(&b, 0, sizeof(b));
 	b.opts = STACKPULSE_PROFILE_OPTS;
-	if (opts) {
-		if (opts->sz < sizeof(size_t))
-			return sp_error(-EINVAL, "profile_build: opts->sz %zu too small", opts->sz);
-		size_t n = opts->sz < sizeof(b.opts) ? opts->sz : sizeof(b.opts);
-		memcpy(&b.opts, opts, n);
-		b.opts.sz = sizeof(b.opts);
-	}
+	int orc = sp_opts_copy(&b.opts, sizeof(b.opts), opts, "profile_build");
+	if (orc)
+		return orc;
 	if ((int)b.opts.view < STACKPULSE_VIEW_MIXED ||
 	    (int)b.opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
 		return sp_error(-EINVAL, "profile_build: unknown view %d", (int)b.opts.view);

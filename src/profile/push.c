@@ -12,6 +12,7 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "profile/export_internal.h"
 
 #if defined(SP_HAVE_CURL) && SP_HAVE_CURL
@@ -31,10 +32,9 @@ static int push_opts(const stackpulse_push_opts *in, stackpulse_push_opts *o)
 	*o = STACKPULSE_PUSH_OPTS;
 	if (!in)
 		return sp_error(-EINVAL, "push: opts is NULL (a URL is needed)");
-	if (in->sz < sizeof(size_t))
-		return sp_error(-EINVAL, "push: opts->sz %zu too small", in->sz);
-	memcpy(o, in, in->sz < sizeof(*o) ? in->sz : sizeof(*o));
-	o->sz = sizeof(*o);
+	int rc = sp_opts_copy(o, sizeof(*o), in, "push");
+	if (rc)
+		return rc;
 	if (o->protocol != STACKPULSE_PUSH_PYROSCOPE && o->protocol != STACKPULSE_PUSH_OTLP)
 		return sp_error(-EINVAL, "push: unknown protocol %d", (int)o->protocol);
 	if (!o->url || (strncmp(o->url, "http://", 7) != 0 && strncmp(o->url, "https://", 8) != 0))

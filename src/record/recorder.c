@@ -39,6 +39,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "format/spool_format.h"
 #include "io/clock.h"
 #include "io/file.h"
@@ -65,13 +66,9 @@ void stackpulse_recorder_opts_init(stackpulse_recorder_opts *opts)
 static int read_opts(const stackpulse_recorder_opts *in, stackpulse_recorder_opts *o)
 {
 	*o = STACKPULSE_RECORDER_OPTS;
-	if (in) {
-		if (in->sz < sizeof(size_t))
-			return sp_error(-EINVAL, "opts.sz is %zu", in->sz);
-		size_t n = in->sz < sizeof(*o) ? in->sz : sizeof(*o);
-		memcpy(o, in, n); /* Fields beyond the caller's size keep defaults. */
-		o->sz = sizeof(*o);
-	}
+	int rc = sp_opts_copy(o, sizeof(*o), in, "recorder");
+	if (rc)
+		return rc;
 	long max_rate = sp_perf_sysctl("perf_event_max_sample_rate", 100000);
 	if (o->frequency == 0 || (long)o->frequency > max_rate)
 		return sp_error(-EINVAL,

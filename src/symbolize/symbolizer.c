@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/opts.h"
 #include "common/hash.h"
 #include "format/spool_reader.h"
 #include "symbolize/cacheio.h"
@@ -93,13 +94,9 @@ int stackpulse_symbolizer_new(const stackpulse_spool *spool, const stackpulse_sy
 	if (!spool || !out)
 		return sp_error(-EINVAL, "symbolizer: NULL argument");
 	stackpulse_symbolizer_opts o = STACKPULSE_SYMBOLIZER_OPTS;
-	if (opts) {
-		if (opts->sz < sizeof(size_t))
-			return sp_error(-EINVAL, "symbolizer: bad options size %zu", opts->sz);
-		size_t n = opts->sz < sizeof(o) ? opts->sz : sizeof(o);
-		memcpy(&o, opts, n);
-		o.sz = sizeof(o);
-	}
+	int orc = sp_opts_copy(&o, sizeof(o), opts, "symbolizer");
+	if (orc)
+		return orc;
 	stackpulse_symbolizer *s = sp_calloc(1, sizeof(*s));
 	if (!s)
 		return oom();
