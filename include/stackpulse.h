@@ -35,13 +35,20 @@
  *   accessors of a ::stackpulse_spool may be called concurrently.
  * - Pointers returned by accessors are owned by the object they came from
  *   and stay valid until that object is freed, unless stated otherwise.
- * - Data records are plain `struct stackpulse_*` types without typedefs,
- *   because their accessor functions share their names.
+ * - Every public struct and enum has a typedef of its own name, so C++
+ *   and C use it without the `struct` or `enum` keyword, except the few
+ *   whose accessor function shares their name (::stackpulse_spool_meta,
+ *   ::stackpulse_spool_event, ::stackpulse_symbolizer_stats, the
+ *   `stackpulse_profile_*` records and ::stackpulse_frame_kind): those are
+ *   written `struct stackpulse_...` (or `enum`).
+ * - Yes/no values are `bool` (`<stdbool.h>`); settings with more than two
+ *   states are named enums (::stackpulse_feature).
  * - The library never prints, never exits and never aborts on bad input.
  */
 #ifndef STACKPULSE_H
 #define STACKPULSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -73,7 +80,7 @@ STACKPULSE_API const char *stackpulse_version(void);
  * Library error codes. They are negative and never collide with `-errno`
  * (errno values are below 4096).
  */
-enum stackpulse_error {
+typedef enum stackpulse_error {
 	STACKPULSE_OK = 0,
 	STACKPULSE_EFORMAT = -10001,      /**< Malformed input bytes. */
 	STACKPULSE_ETRUNCATED = -10002,   /**< Input ends before a complete unit. */
@@ -86,7 +93,7 @@ enum stackpulse_error {
 	STACKPULSE_ECOMPRESS = -10009,    /**< Compression or decompression failed. */
 	STACKPULSE_ENOTFOUND = -10010,    /**< Looked-up item does not exist. */
 	STACKPULSE_EINTERNAL = -10011,    /**< A library invariant failed (a bug). */
-};
+} stackpulse_error;
 
 /**
  * Returns a static message for @p code: a library code, `-errno`, or 0.
@@ -112,19 +119,19 @@ STACKPULSE_API int stackpulse_last_error_code(void);
 /**@{*/
 
 /** Tri-state switches for optional features. */
-enum stackpulse_feature {
+typedef enum stackpulse_feature {
 	STACKPULSE_FEATURE_AUTO = 0,     /**< Use when available, else skip. */
 	STACKPULSE_FEATURE_OFF = 1,      /**< Never use. */
 	STACKPULSE_FEATURE_REQUIRED = 2, /**< Fail when unavailable. */
-};
+} stackpulse_feature;
 
 /** The perf event that drives sampling (not to be confused with the
  * lifecycle events of a spool, ::stackpulse_spool_event_kind). */
-enum stackpulse_perf_event {
+typedef enum stackpulse_perf_event {
 	STACKPULSE_PERF_EVENT_AUTO = 0,      /**< `cycles`, else `cpu-clock`. */
 	STACKPULSE_PERF_EVENT_CYCLES = 1,    /**< Hardware cycles only. */
 	STACKPULSE_PERF_EVENT_CPU_CLOCK = 2, /**< Software cpu-clock only. */
-};
+} stackpulse_perf_event;
 
 /** What a frame stands for. */
 enum stackpulse_frame_kind {
@@ -138,7 +145,7 @@ enum stackpulse_frame_kind {
 };
 
 /** How off-CPU intervals were recorded (docs/recording.md#off-cpu-time). */
-enum stackpulse_offcpu_method {
+typedef enum stackpulse_offcpu_method {
 	STACKPULSE_OFFCPU_NONE = 0, /**< No off-CPU intervals were recorded. */
 	/** The context-switch software event sampled at period 1 (stacks at
 	 *  switch-out) and PERF_RECORD_SWITCH (switch-in times): root,
@@ -150,13 +157,13 @@ enum stackpulse_offcpu_method {
 	 *  frames only; taken when the context-switch event is refused
 	 *  (perf_event_paranoid 2). */
 	STACKPULSE_OFFCPU_UNPRIVILEGED = 2,
-};
+} stackpulse_offcpu_method;
 
 /** Why a thread was off CPU. */
-enum stackpulse_offcpu_state {
+typedef enum stackpulse_offcpu_state {
 	STACKPULSE_OFFCPU_BLOCKED = 0,   /**< It slept or waited (not runnable). */
 	STACKPULSE_OFFCPU_PREEMPTED = 1, /**< It was runnable, waiting for a CPU. */
-};
+} stackpulse_offcpu_state;
 /**@}*/
 
 /* ------------------------------------------------------------------ */
@@ -178,22 +185,22 @@ enum stackpulse_offcpu_state {
 typedef struct stackpulse_recorder stackpulse_recorder;
 
 /** How ::stackpulse_recorder_attach joins a running process. */
-enum stackpulse_attach_mode {
+typedef enum stackpulse_attach_mode {
 	/** Stop every thread, open events, snapshot /proc, enable, resume.
 	 * Nothing created during attach is missed. */
 	STACKPULSE_ATTACH_STOP_ENABLE_RESUME = 0,
 	/** Attach without stopping; rescan for threads created meanwhile. */
 	STACKPULSE_ATTACH_LIVE = 1,
-};
+} stackpulse_attach_mode;
 
 /** A rotation window that was just closed (see
  * ::stackpulse_recorder_opts `rotate_ns`). */
-struct stackpulse_window {
+typedef struct stackpulse_window {
 	size_t sz;              /**< sizeof(struct stackpulse_window). */
 	const char *path;       /**< The complete window file, `PATH.0001`,
 	                         *   `PATH.0002`, ...; valid during the call. */
 	uint32_t index;         /**< 1 for the first window. */
-	int last;               /**< 1 for the window closed by
+	bool last;              /**< True for the window closed by
 	                         *   ::stackpulse_recorder_finish. */
 	uint64_t start_ns;      /**< Start of the window on the perf clock
 	                         *   (CLOCK_MONOTONIC): its samples have
@@ -206,7 +213,7 @@ struct stackpulse_window {
 	uint64_t bytes;         /**< Size of the window file. */
 	uint64_t total_samples; /**< Samples of the whole recording so far, all
 	                         *   windows. */
-};
+} stackpulse_window;
 
 /** Called by the recorder as each rotation window file is complete. It
  * runs inside ::stackpulse_recorder_consume_available or
@@ -223,7 +230,7 @@ typedef struct stackpulse_recorder_opts {
 	                     *   32768, at most 65528, multiple of 8. */
 	/** Kernel frames. */
 	enum stackpulse_feature kernel;
-	int children; /**< Nonzero: follow forks and execs (default). */
+	bool children; /**< Follow forks and execs (default true). */
 	/** CPython frames. */
 	enum stackpulse_feature python;
 	/** The event that drives sampling. */
@@ -231,7 +238,7 @@ typedef struct stackpulse_recorder_opts {
 	uint32_t ring_kb;      /**< Ring size per CPU in KiB; 0 sizes it from
 	                       *   perf_event_mlock_kb. */
 	int zstd_level;        /**< zstd level for chunks; default 3. */
-	int self_contained;    /**< Nonzero: embed symbol tables at finish so the
+	bool self_contained;   /**< Embed symbol tables at finish so the
 	                       *   spool symbolizes anywhere (default on). */
 	uint32_t chunk_bytes;  /**< Uncompressed bytes per chunk before it is
 	                       *   written; default 1 MiB. Smaller chunks lose
@@ -492,14 +499,14 @@ STACKPULSE_API int stackpulse_recorder_spawn(char *const argv[], const char *pat
                                              stackpulse_recorder **out, pid_t *pid_out);
 
 /** What ::stackpulse_recorder_wait saw (its non-negative returns). */
-enum stackpulse_wait_result {
+typedef enum stackpulse_wait_result {
 	STACKPULSE_WAIT_TIMEOUT = 0, /**< @p timeout_ms passed with nothing to do. */
 	STACKPULSE_WAIT_READY = 1,   /**< Ring data is ready: call
 	                              *   ::stackpulse_recorder_consume_available. */
 	STACKPULSE_WAIT_EXITED = 2,  /**< Every followed process has exited: drain
 	                              *   with ::stackpulse_recorder_consume_available,
 	                              *   then ::stackpulse_recorder_finish. */
-};
+} stackpulse_wait_result;
 
 /**
  * Blocks until ring data is ready, @p timeout_ms passes (-1: no limit), or
@@ -608,14 +615,14 @@ struct stackpulse_spool_meta {
 	const char *machine;        /**< uname machine, e.g. "x86_64". */
 	const char *kernel_release; /**< uname release. */
 	const char *hostname;       /**< uname nodename. */
-	int kernel_frames;          /**< 1 when kernel frames were recorded. */
+	bool kernel_frames;         /**< True when kernel frames were recorded. */
 	const char *kernel_note;    /**< Why kernel frames are missing, or "". */
-	int truncated;              /**< 1 when not all of the file was read: it
+	bool truncated;             /**< True when not all of the file was read: it
 	                             *   was cut (no footer) or is `damaged`. */
 	uint64_t samples;           /**< Samples in the file. */
 	uint64_t lost;              /**< Samples reported lost. */
 	uint32_t chunks;            /**< Complete chunks read. */
-	int damaged;                /**< 1 when reading stopped at damaged bytes (a bad
+	bool damaged;               /**< True when reading stopped at damaged bytes (a bad
 	                          *   checksum, zstd frame or record): every chunk
 	                          *   before them was kept, nothing after them, and
 	                          *   `truncated` is 1 too. */
@@ -639,7 +646,7 @@ struct stackpulse_spool_meta {
 };
 
 /** A process. Indexes are stable within one spool. */
-struct stackpulse_process {
+typedef struct stackpulse_process {
 	uint32_t index;      /**< Index in the spool's process table. */
 	pid_t pid;           /**< Kernel pid (may repeat after reuse). */
 	uint32_t parent;     /**< Index of the parent process, or UINT32_MAX. */
@@ -653,10 +660,10 @@ struct stackpulse_process {
 	 * (::stackpulse_spool_event `name`, `cmdline`). */
 	const char *initial_name;    /**< Name when first seen. */
 	const char *initial_cmdline; /**< Command line when first seen. */
-};
+} stackpulse_process;
 
 /** A thread. */
-struct stackpulse_thread {
+typedef struct stackpulse_thread {
 	uint32_t index;           /**< Index in the spool's thread table. */
 	uint32_t process;         /**< Index of its process. */
 	pid_t tid;                /**< Kernel thread id. */
@@ -665,37 +672,37 @@ struct stackpulse_thread {
 	uint64_t lost;            /**< Samples of this thread (and of the threads that
 	                *   inherited its events) the kernel dropped, from the
 	                *   per-thread STATS record; 0 when none or unknown. */
-};
+} stackpulse_thread;
 
 /** A mapped file (binary or library). Shared by all processes mapping it. */
-struct stackpulse_module {
+typedef struct stackpulse_module {
 	uint32_t index;          /**< Index in the spool's module table. */
 	const char *path;        /**< Path as the target saw it. */
 	const uint8_t *build_id; /**< Build-id bytes, or NULL. */
 	uint32_t build_id_len;   /**< Length of @c build_id (0..64). */
-	int has_symbols;         /**< 1 when a symbol table is embedded. */
-};
+	bool has_symbols;        /**< True when a symbol table is embedded. */
+} stackpulse_module;
 
 /** A raw, unsymbolized frame as stored in the spool. */
-struct stackpulse_raw_frame {
+typedef struct stackpulse_raw_frame {
 	enum stackpulse_frame_kind kind; /**< Never INLINE. */
 	uint32_t module;                 /**< Module index for NATIVE, else UINT32_MAX. */
 	uint64_t offset;                 /**< File offset (NATIVE), address (KERNEL, UNKNOWN,
 	                  *   JIT) or bytecode offset (PYTHON). */
 	uint32_t pycode;                 /**< Python code index for PYTHON, else UINT32_MAX. */
 	int32_t line;                    /**< Python line when known, else 0. */
-};
+} stackpulse_raw_frame;
 
 /** A CPython code object as seen by the recorder. */
-struct stackpulse_pycode {
+typedef struct stackpulse_pycode {
 	uint32_t index;       /**< Index in the spool's code table. */
 	const char *qualname; /**< co_qualname (co_name before 3.11). */
 	const char *filename; /**< co_filename. */
 	int32_t first_line;   /**< co_firstlineno. */
-};
+} stackpulse_pycode;
 
 /** One sample. Valid until the next ::stackpulse_sample_iter_next. */
-struct stackpulse_sample {
+typedef struct stackpulse_sample {
 	uint64_t time_ns; /**< Monotonic sample time (perf clock), ns. */
 	uint32_t thread;  /**< Thread index. */
 	uint32_t process; /**< Process index. */
@@ -704,17 +711,17 @@ struct stackpulse_sample {
 	uint32_t stack;   /**< Stack id (leaf node); 0 is the empty stack. */
 	uint32_t weight;  /**< Sample weight (usually 1). */
 	uint32_t cpu;     /**< CPU the sample was taken on. */
-};
+} stackpulse_sample;
 
 /** Lifecycle events recorded in the spool (not to be confused with the
  * perf event that drives sampling, ::stackpulse_perf_event). */
-enum stackpulse_spool_event_kind {
+typedef enum stackpulse_spool_event_kind {
 	STACKPULSE_SPOOL_EVENT_FORK = 1, /**< @c process forked @c other. */
 	STACKPULSE_SPOOL_EVENT_EXEC = 2, /**< @c process executed a new image. */
 	STACKPULSE_SPOOL_EVENT_EXIT = 3, /**< @c process (or @c thread) exited. */
 	STACKPULSE_SPOOL_EVENT_LOST = 4, /**< @c count samples lost. */
 	STACKPULSE_SPOOL_EVENT_COMM = 5, /**< @c thread was renamed. */
-};
+} stackpulse_spool_event_kind;
 
 /** A lifecycle event. */
 struct stackpulse_spool_event {
@@ -736,11 +743,11 @@ struct stackpulse_spool_event {
 typedef struct stackpulse_sample_iter stackpulse_sample_iter;
 
 /** Flags of ::stackpulse_spool_open_opts. */
-enum stackpulse_spool_open_flags {
+typedef enum stackpulse_spool_open_flags {
 	/** Fail on a damaged chunk or footer (with the damage's code and detail)
 	 *  instead of opening the spool with `damaged` set. */
 	STACKPULSE_SPOOL_STRICT = 1,
-};
+} stackpulse_spool_open_flags;
 
 /** Spool open options. Initialise with ::stackpulse_spool_open_opts_init or
  * ::STACKPULSE_SPOOL_OPEN_OPTS. */
@@ -933,7 +940,7 @@ STACKPULSE_API void stackpulse_sample_iter_free(stackpulse_sample_iter *it);
 
 /** One off-CPU interval: a thread left the CPU at `start_ns` and ran again
  * `duration_ns` later. Valid until the next ::stackpulse_offcpu_iter_next. */
-struct stackpulse_offcpu {
+typedef struct stackpulse_offcpu {
 	uint64_t start_ns;    /**< Switch-out time (perf clock), ns. */
 	uint64_t duration_ns; /**< Time until the thread ran again, ns. */
 	uint32_t thread;      /**< Thread index. */
@@ -949,7 +956,7 @@ struct stackpulse_offcpu {
 	 *  (docs/recording.md#off-cpu-time). */
 	uint64_t merged;
 	uint64_t merged_ns; /**< Their time off CPU in all, ns. */
-};
+} stackpulse_offcpu;
 
 /** Iterator over the off-CPU intervals, one chunk in memory at a time. */
 typedef struct stackpulse_offcpu_iter stackpulse_offcpu_iter;
@@ -971,7 +978,7 @@ STACKPULSE_API void stackpulse_offcpu_iter_free(stackpulse_offcpu_iter *it);
 typedef struct stackpulse_spool_tail stackpulse_spool_tail;
 
 /** Where a tailed spool stands after ::stackpulse_spool_tail_poll. */
-enum stackpulse_tail_state {
+typedef enum stackpulse_tail_state {
 	/** The writer is still at work: poll again later. */
 	STACKPULSE_TAIL_GROWING = 0,
 	/** The footer was read: every sample has been delivered. */
@@ -980,7 +987,7 @@ enum stackpulse_tail_state {
 	 *  damaged (`damaged` in ::stackpulse_spool_meta): every complete chunk
 	 *  before the end or the damage has been delivered. */
 	STACKPULSE_TAIL_TRUNCATED = 2,
-};
+} stackpulse_tail_state;
 
 /** Called with each new sample; nonzero stops the poll and is returned
  * (the rest of that chunk's samples are not delivered). @p sample is valid
@@ -1081,14 +1088,14 @@ typedef struct stackpulse_symbolizer stackpulse_symbolizer;
 typedef struct stackpulse_frame stackpulse_frame;
 
 /** Symbolizer flags. */
-enum stackpulse_symbolizer_flag {
+typedef enum stackpulse_symbolizer_flag {
 	STACKPULSE_SYM_RAW_NAMES = 1u << 0, /**< Do not demangle. */
 	STACKPULSE_SYM_OFFLINE = 1u << 1,   /**< Use only tables embedded in the
 	                                     *   spool; open no files at all. */
 	STACKPULSE_SYM_NO_INLINE = 1u << 2, /**< Do not expand inline frames. */
 	STACKPULSE_SYM_NO_CACHE = 1u << 3,  /**< Neither read nor write the
 	                                     *   on-disk symbol cache. */
-};
+} stackpulse_symbolizer_flag;
 
 /** Symbolizer options. Initialise with ::stackpulse_symbolizer_opts_init
  * or ::STACKPULSE_SYMBOLIZER_OPTS. */
@@ -1219,14 +1226,14 @@ STACKPULSE_API uint32_t stackpulse_frame_inline_depth(const stackpulse_frame *fr
 typedef struct stackpulse_profile stackpulse_profile;
 
 /** Which frames a profile keeps. */
-enum stackpulse_view {
+typedef enum stackpulse_view {
 	STACKPULSE_VIEW_MIXED = 0,       /**< Native and Python frames. */
 	STACKPULSE_VIEW_PYTHON_ONLY = 1, /**< Only Python frames. */
 	STACKPULSE_VIEW_NATIVE_ONLY = 2, /**< Raw native frames, no Python merge. */
-};
+} stackpulse_view;
 
 /** Profile flags. */
-enum stackpulse_profile_flag {
+typedef enum stackpulse_profile_flag {
 	STACKPULSE_PROFILE_MERGE_INLINE = 1u << 0, /**< Drop inline frames. */
 	STACKPULSE_PROFILE_HIDE_KERNEL = 1u << 1,  /**< Drop kernel frames. */
 	STACKPULSE_PROFILE_BY_PROCESS = 1u << 2,   /**< Root stacks at their process. */
@@ -1235,10 +1242,10 @@ enum stackpulse_profile_flag {
 	 *  function per binary, "BASENAME [unresolved]", instead of one
 	 *  "BASENAME+0xOFFSET" per address; frames keep their addresses. */
 	STACKPULSE_PROFILE_GROUP_UNRESOLVED = 1u << 4,
-};
+} stackpulse_profile_flag;
 
 /** What a profile's sample values measure (::stackpulse_profile_opts `time`). */
-enum stackpulse_time {
+typedef enum stackpulse_time {
 	/** Sample counts (weights) of the on-CPU samples; off-CPU intervals
 	 *  are left out. The default. */
 	STACKPULSE_TIME_SAMPLES = 0,
@@ -1249,7 +1256,7 @@ enum stackpulse_time {
 	STACKPULSE_TIME_OFF = 2,
 	/** Wall-clock time: on-CPU plus off-CPU time. */
 	STACKPULSE_TIME_WALL = 3,
-};
+} stackpulse_time;
 
 /** Profile options. Initialise with ::stackpulse_profile_opts_init or
  * ::STACKPULSE_PROFILE_OPTS. */
@@ -1366,7 +1373,7 @@ STACKPULSE_API uint32_t stackpulse_profile_string_count(const stackpulse_profile
 /** String @p i, or NULL when out of range. */
 STACKPULSE_API const char *stackpulse_profile_string(const stackpulse_profile *p, uint32_t i);
 /** Number of functions. */
-STACKPULSE_API uint32_t stackpulse_profile_func_count(const stackpulse_profile *p);
+STACKPULSE_API uint32_t stackpulse_profile_function_count(const stackpulse_profile *p);
 /** Function @p i, or NULL. */
 STACKPULSE_API const struct stackpulse_profile_func *stackpulse_profile_func(
         const stackpulse_profile *p, uint32_t i);
@@ -1399,14 +1406,14 @@ STACKPULSE_API const struct stackpulse_profile_process *stackpulse_profile_proce
         const stackpulse_profile *p, uint32_t i);
 
 /** Sample weights of one function (::stackpulse_profile_func_counts). */
-struct stackpulse_profile_func_count {
+typedef struct stackpulse_profile_func_count {
 	uint32_t func;      /**< Function index. */
 	uint64_t self;      /**< Weight of samples whose leaf frame is in this
 	                     *   function (leaf, or "self", time). */
 	uint64_t inclusive; /**< Weight of samples with this function anywhere
 	                     *   on the stack, each sample counted once even
 	                     *   when the function recurses. */
-};
+} stackpulse_profile_func_count;
 
 /**
  * Per-function self and inclusive weights over every kept sample, so that
@@ -1444,7 +1451,7 @@ STACKPULSE_API int stackpulse_profile_func_counts(const stackpulse_profile *p,
 typedef int (*stackpulse_write_fn)(void *ctx, const void *data, size_t len);
 
 /** Output formats. */
-enum stackpulse_export_format {
+typedef enum stackpulse_export_format {
 	STACKPULSE_EXPORT_FOLDED = 1,  /**< flamegraph.pl folded stacks. */
 	STACKPULSE_EXPORT_PPROF = 2,   /**< gzip'd profile.proto. */
 	STACKPULSE_EXPORT_FIREFOX = 3, /**< Firefox Profiler (Gecko) JSON. */
@@ -1454,15 +1461,15 @@ enum stackpulse_export_format {
 	/** Sysprof capture (`.syscap`, libsysprof-capture format 1, as
 	 *  Sysprof 3.46 opens it). Added after 0.2.0. */
 	STACKPULSE_EXPORT_SYSCAP = 6,
-};
+} stackpulse_export_format;
 
 /** Exporter flags. */
-enum stackpulse_export_flag {
+typedef enum stackpulse_export_flag {
 	STACKPULSE_EXPORT_PID = 1u << 0,          /**< Folded: "name-PID" roots. */
 	STACKPULSE_EXPORT_TID = 1u << 1,          /**< Folded: "/TID" on roots. */
 	STACKPULSE_EXPORT_LINES = 1u << 2,        /**< Add ":line" to frames. */
 	STACKPULSE_EXPORT_THREAD_NAMES = 1u << 3, /**< Root at thread names. */
-};
+} stackpulse_export_flag;
 
 /** Exporter options. Initialise with ::stackpulse_export_opts_init or
  * ::STACKPULSE_EXPORT_OPTS. */
@@ -1515,7 +1522,7 @@ STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p,
 /**@{*/
 
 /** Backend protocols. */
-enum stackpulse_push_protocol {
+typedef enum stackpulse_push_protocol {
 	/** Grafana Pyroscope: the gzip'd pprof is POSTed as the raw body
 	 *  (`application/octet-stream`) to
 	 *  `URL/ingest?name=APP.cpu{LABELS}&from=S&until=S&format=pprof`. */
@@ -1523,7 +1530,7 @@ enum stackpulse_push_protocol {
 	/** OTLP/HTTP: an ExportProfilesServiceRequest (protobuf, profiles
 	 *  v1development) is POSTed to `URL/v1development/profiles`. */
 	STACKPULSE_PUSH_OTLP = 2,
-};
+} stackpulse_push_protocol;
 
 /** Push options. Initialise with ::stackpulse_push_opts_init or
  * ::STACKPULSE_PUSH_OPTS. */

@@ -180,7 +180,7 @@ static int rec_meta(stackpulse_spool *s, sp_cursor *c)
 			return rc;
 		m->off_cpu_method = (enum stackpulse_offcpu_method)method;
 	}
-	m->kernel_frames = (int)kf;
+	m->kernel_frames = kf != 0;
 	m->start_clock_ns = s->start_mono_ns;
 	s->has_meta = 1;
 	return 0;

@@ -891,7 +891,7 @@ const char *stackpulse_profile_string(const stackpulse_profile *p, uint32_t i)
 	return p && i < p->nstrings ? p->strings[i] : NULL;
 }
 
-uint32_t stackpulse_profile_func_count(const stackpulse_profile *p)
+uint32_t stackpulse_profile_function_count(const stackpulse_profile *p)
 {
 	SP_API_ENTRY();
 	return p ? p->nfuncs : 0;

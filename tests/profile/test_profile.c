@@ -92,7 +92,7 @@ SP_TEST(tables_and_accessors)
 	CHECK_EQ(stackpulse_profile_process_count(p), 1);
 	/* 5 native + 2 kernel + 1 python3 native + 3 Python frames (fib twice). */
 	CHECK_EQ(stackpulse_profile_frame_count(p), 11);
-	CHECK_EQ(stackpulse_profile_func_count(p), 10);
+	CHECK_EQ(stackpulse_profile_function_count(p), 10);
 	/* Root + main, run, a, b, c, 2 kernel, python3, <module>, fib, fib. */
 	CHECK_EQ(stackpulse_profile_stack_count(p), 12);
 	const struct stackpulse_profile_stack *root = stackpulse_profile_stack(p, 0);

@@ -301,7 +301,8 @@ static void expect(const char *spool_path, enum stackpulse_time time, want *w)
 
 	uint64_t n = stackpulse_profile_sample_count(p);
 	item *it = calloc(n + 1, sizeof(item));
-	uint32_t nf = stackpulse_profile_func_count(p), np = stackpulse_profile_process_count(p);
+	uint32_t nf = stackpulse_profile_function_count(p),
+	         np = stackpulse_profile_process_count(p);
 	uint32_t nt = stackpulse_profile_thread_count(p);
 	uint8_t *fseen = calloc(nf + 1, 1), *pseen = calloc(np + 1, 1), *tseen = calloc(nt + 1, 1);
 	REQUIRE(it && fseen && pseen && tseen);
