@@ -248,6 +248,7 @@ int main(int argc, char **argv)
 	}
 	call_t0 = clock_ms(CLOCK_MONOTONIC);
 	rc = stackpulse_recorder_finish(rec);
+	stackpulse_recorder_free(rec);
 	pthread_mutex_lock(&q_lock);
 	q_done = 1;
 	pthread_cond_signal(&q_more);

@@ -58,11 +58,11 @@ int main(int argc, char **argv)
 		if (!stackpulse_recorder_process_is_active(rec, 0))
 			break;
 	}
-	struct stackpulse_recorder_stats st;
-	memset(&st, 0, sizeof(st));
-	st.sz = sizeof(st);
-	stackpulse_recorder_stats(rec, &st);
 	int frc = stackpulse_recorder_finish(rec);
+	uint64_t samples = 0, lost = 0;
+	stackpulse_recorder_stat(rec, STACKPULSE_STAT_SAMPLES, &samples);
+	stackpulse_recorder_stat(rec, STACKPULSE_STAT_LOST, &lost);
+	stackpulse_recorder_free(rec);
 	int status = 0;
 	if (child > 0)
 		waitpid(child, &status, 0);
@@ -70,6 +70,6 @@ int main(int argc, char **argv)
 		return fail("record", rc);
 	if (frc)
 		return fail("finish", frc);
-	fprintf(stderr, "record: %" PRIu64 " samples (%" PRIu64 " lost)\n", st.samples, st.lost);
+	fprintf(stderr, "record: %" PRIu64 " samples (%" PRIu64 " lost)\n", samples, lost);
 	return 0;
 }

@@ -69,6 +69,7 @@ int main(int argc, char **argv)
 			break;
 	}
 	int frc = stackpulse_recorder_finish(rec);
+	stackpulse_recorder_free(rec);
 	if (rc < 0 && rc != -EINTR)
 		return die("recording", rc);
 	if (frc)

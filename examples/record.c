@@ -122,6 +122,13 @@ static void human_size(uint64_t b, char *buf, size_t n)
 
 /* "record: WHAT: ERROR (DETAIL)", with ERROR left out when the detail says
  * it already or when it is the generic "invalid argument". */
+/* Counter @p key of @p rec, 0 when it cannot be read. */
+static uint64_t stat_of(const stackpulse_recorder *rec, stackpulse_stat key)
+{
+	uint64_t v = 0;
+	return stackpulse_recorder_stat(rec, key, &v) == 0 ? v : 0;
+}
+
 static void fail(const char *what, int rc)
 {
 	const char *detail = stackpulse_last_error(), *err = stackpulse_strerror(rc);
@@ -538,7 +545,6 @@ int main(int argc, char **argv)
 	int tty = isatty(STDERR_FILENO);
 	double start = now_s(), last_progress = 0;
 	int first_error = 0;
-	struct stackpulse_recorder_stats st;
 	while (!stop_requested) {
 		double left = duration > 0 ? start + duration - now_s() : 1e9;
 		if (left <= 0)
@@ -562,33 +568,23 @@ int main(int argc, char **argv)
 			break; /* Every followed process has exited. */
 		double t = now_s();
 		if (tty && t - last_progress >= 0.25) {
-			memset(&st, 0, sizeof(st));
-			st.sz = sizeof(st);
-			if (stackpulse_recorder_stats(rec, &st) == 0) {
-				char size[32];
-				human_size(st.bytes_written, size, sizeof(size));
-				fprintf(stderr,
-				        "\rrecording: %.1fs  %" PRIu64 " samples  %" PRIu64
-				        " lost  %s   ",
-				        t - start, st.samples, st.lost, size);
-				fflush(stderr);
-			}
+			char size[32];
+			human_size(stat_of(rec, STACKPULSE_STAT_BYTES_WRITTEN), size, sizeof(size));
+			fprintf(stderr,
+			        "\rrecording: %.1fs  %" PRIu64 " samples  %" PRIu64 " lost  %s   ",
+			        t - start, stat_of(rec, STACKPULSE_STAT_SAMPLES),
+			        stat_of(rec, STACKPULSE_STAT_LOST), size);
+			fflush(stderr);
 			last_progress = t;
 		}
 	}
 	if (tty && last_progress > 0)
 		fputc('\n', stderr);
 
-	char python_note[400] = ""; /* The note lives until finish. */
-	snprintf(python_note, sizeof(python_note), "%s", stackpulse_recorder_python_note(rec));
-	struct stackpulse_recorder_python_stats pst = { .sz = sizeof(pst) };
-	int unreadable = stackpulse_recorder_python_stats(rec, &pst) == 0 && pst.python_unreadable;
-	/* The counts after finish: it drains the last samples and writes the
-	 * off-CPU intervals of threads still waiting. */
-	memset(&st, 0, sizeof(st));
-	st.sz = sizeof(st);
-	rc = stackpulse_recorder_finish_stats(rec, &st);
-	int have_stats = 1; /* Filled even when finish failed. */
+	/* The counts are read after finish (they stay until free): it drains
+	 * the last samples and writes the off-CPU intervals of threads still
+	 * waiting. */
+	rc = stackpulse_recorder_finish(rec);
 	if (rc) {
 		fail("finish", rc);
 		if (!first_error)
@@ -614,56 +610,70 @@ int main(int argc, char **argv)
 		if (w != child)
 			child_status = -1;
 	}
-	if (have_stats) {
+	{
+		uint64_t samples = stat_of(rec, STACKPULSE_STAT_SAMPLES);
+		uint64_t lost = stat_of(rec, STACKPULSE_STAT_LOST);
+		uint64_t bytes = stat_of(rec, STACKPULSE_STAT_BYTES_WRITTEN);
+		uint64_t processes = stat_of(rec, STACKPULSE_STAT_PROCESSES);
+		uint64_t threads = stat_of(rec, STACKPULSE_STAT_THREADS);
+		uint64_t unfollowed = stat_of(rec, STACKPULSE_STAT_PROCESSES_UNFOLLOWED);
+		uint64_t failed = stat_of(rec, STACKPULSE_STAT_FAILED_RECORDS);
 		char dest[1200];
 		if (rotate > 0) {
 			/* The windows' own counts, as their callbacks gave them. */
-			st.samples = ws.samples;
-			st.lost = ws.lost;
-			st.bytes_written = ws.bytes;
+			samples = ws.samples;
+			lost = ws.lost;
+			bytes = ws.bytes;
 			snprintf(dest, sizeof(dest), "%u window%s %s.0001..%s.%04u", ws.count,
 			         ws.count == 1 ? "" : "s", out, out, ws.count);
 		} else {
 			snprintf(dest, sizeof(dest), "%s", out);
 		}
 		char size[32];
-		human_size(st.bytes_written, size, sizeof(size));
+		human_size(bytes, size, sizeof(size));
 		fprintf(stderr,
-		        "record: %" PRIu64 " samples (%" PRIu64
-		        " lost) from %u process%s, %u thread%s "
-		        "in %.1fs%s%s -> %s (%s)",
-		        st.samples, st.lost, st.processes, st.processes == 1 ? "" : "es",
-		        st.threads, st.threads == 1 ? "" : "s", elapsed,
-		        st.kernel_frames ? ", kernel frames" : "",
-		        st.python_frames ? ", Python frames" : "", dest, size);
+		        "record: %" PRIu64 " samples (%" PRIu64 " lost) from %" PRIu64
+		        " process%s, %" PRIu64 " thread%s in %.1fs%s%s -> %s (%s)",
+		        samples, lost, processes, processes == 1 ? "" : "es", threads,
+		        threads == 1 ? "" : "s", elapsed,
+		        stat_of(rec, STACKPULSE_STAT_KERNEL_FRAMES) ? ", kernel frames" : "",
+		        stat_of(rec, STACKPULSE_STAT_PYTHON_FRAMES) ? ", Python frames" : "", dest,
+		        size);
 		if (ws.push)
 			fprintf(stderr, ", %u pushed, %u failed", ws.pushed, ws.push_failed);
 		fputc('\n', stderr);
-		if (st.off_cpu_method != STACKPULSE_OFFCPU_NONE)
+		if (stat_of(rec, STACKPULSE_STAT_OFFCPU_METHOD) != STACKPULSE_OFFCPU_NONE)
 			fprintf(stderr,
 			        "record: %" PRIu64 " off-CPU intervals (%" PRIu64
 			        " without a stack, %" PRIu64 " dropped), %" PRIu64
 			        " more merged into them\n",
-			        st.offcpu_intervals, st.offcpu_no_stack, st.offcpu_dropped,
-			        st.offcpu_merged);
-		if (st.processes_unfollowed)
+			        stat_of(rec, STACKPULSE_STAT_OFFCPU_INTERVALS),
+			        stat_of(rec, STACKPULSE_STAT_OFFCPU_NO_STACK),
+			        stat_of(rec, STACKPULSE_STAT_OFFCPU_DROPPED),
+			        stat_of(rec, STACKPULSE_STAT_OFFCPU_MERGED));
+		if (unfollowed)
 			fprintf(stderr,
-			        "record: warning: %u process%s no longer followed after an error "
-			        "of its own (the first, pid %d: %s)\n",
-			        st.processes_unfollowed, st.processes_unfollowed == 1 ? "" : "es",
-			        (int)st.unfollowed_pid, stackpulse_strerror(st.unfollowed_error));
-		if (st.failed_records)
+			        "record: warning: %" PRIu64
+			        " process%s no longer followed after an "
+			        "error of its own (the first, pid %d: %s)\n",
+			        unfollowed, unfollowed == 1 ? "" : "es",
+			        (int)stat_of(rec, STACKPULSE_STAT_UNFOLLOWED_PID),
+			        stackpulse_strerror(
+			                -(int)stat_of(rec, STACKPULSE_STAT_UNFOLLOWED_ERROR)));
+		if (failed)
 			fprintf(stderr,
 			        "record: warning: %" PRIu64 " record%s left out after an error of "
 			        "%s own (docs/recording.md#errors)\n",
-			        st.failed_records, st.failed_records == 1 ? "" : "s",
-			        st.failed_records == 1 ? "its" : "their");
+			        failed, failed == 1 ? "" : "s", failed == 1 ? "its" : "their");
 	}
+	const char *python_note = stackpulse_recorder_python_note(rec);
 	if (*python_note)
 		fprintf(stderr, "record: warning: %s: %s\n",
-		        unreadable ? "recorded without Python frames"
-		                   : "Python stacks read without pausing",
+		        stat_of(rec, STACKPULSE_STAT_PYTHON_UNREADABLE)
+		                ? "recorded without Python frames"
+		                : "Python stacks read without pausing",
 		        python_note);
+	stackpulse_recorder_free(rec);
 	if (child > 0 && child_status != -1 && WIFEXITED(child_status) && WEXITSTATUS(child_status))
 		fprintf(stderr, "record: command exited with status %d\n",
 		        WEXITSTATUS(child_status));

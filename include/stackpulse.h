@@ -181,7 +181,8 @@ typedef enum stackpulse_offcpu_state {
  */
 /**@{*/
 
-/** An active recording. Free with ::stackpulse_recorder_finish. */
+/** An active recording. Finish with ::stackpulse_recorder_finish, free
+ * with ::stackpulse_recorder_free. */
 typedef struct stackpulse_recorder stackpulse_recorder;
 
 /** How ::stackpulse_recorder_attach joins a running process. */
@@ -327,130 +328,191 @@ typedef struct stackpulse_recorder_opts {
 	        .python_pause = STACKPULSE_FEATURE_AUTO,                                           \
 	})
 
-/** Counters of a recording. Filled by ::stackpulse_recorder_stats. */
-struct stackpulse_recorder_stats {
-	size_t sz;                 /**< Set by the caller to sizeof(*stats). */
-	uint64_t samples;          /**< Samples written. */
-	uint64_t lost;             /**< Samples the kernel reported lost. */
-	uint64_t truncated_stacks; /**< Stacks cut (stack copy ran out, bad CFI,
-	                            *   more than 1024 frames with the kernel
-	                            *   and Python ones): their leaf side is kept
-	                            *   and ends with a ::STACKPULSE_FRAME_TRUNCATED
-	                            *   frame. */
-	uint64_t bytes_written;    /**< Spool bytes written so far. */
-	uint64_t chunks;           /**< Chunks written so far. */
-	uint32_t processes;        /**< Processes seen. */
-	uint32_t threads;          /**< Threads seen. */
-	uint32_t modules;          /**< Distinct mapped files. */
-	uint32_t unique_stacks;    /**< Distinct stacks interned. */
-	int kernel_frames;         /**< 1 when kernel frames are recorded. */
-	int python_frames;         /**< 1 when a CPython target was found. */
-	/** The event actually used. */
-	enum stackpulse_perf_event perf_event;
-	uint64_t python_samples;    /**< Samples that carry Python frames. */
-	int realtime;               /**< 1 when waits and consumes ran at SCHED_FIFO (see
-	                          *   opts.realtime), -1 when it was
-	                          *   refused, 0 when not tried. */
-	uint64_t mappings_dropped;  /**< Executable mappings not kept because
-	                            *   their process had too many (16384,
-	                            *   see docs/recording.md); samples in
-	                            *   them have unknown frames. */
-	uint64_t dropped_samples;   /**< Samples not written: of a process not
-	                             *   followed (or no longer followed, see
-	                             *   @c processes_unfollowed), a duplicate of
-	                             *   one already seen on another event, or
-	                             *   one that failed on its own (see
-	                             *   @c failed_records). */
-	uint64_t malformed_records; /**< Kernel ring records skipped as
-	                             *   malformed (a kernel or ring bug). */
-	/* Ring memory, stack copy sizing, loss per thread (docs/recording.md). */
-	uint64_t ring_bytes;   /**< Data bytes of the perf rings in use (locked
-	                        *   memory; as root they grow while the
-	                        *   recorder falls behind). */
-	uint32_t stack_copy;   /**< User stack bytes the events copy now (learned,
-	                        *   at most opts.stack_size). */
-	uint32_t copy_resizes; /**< Times the events were re-opened with another
-	                        *   copy size. */
-	int lost_per_thread;   /**< 1 when the kernel reports lost samples per
-	                        *   event (Linux 6.0+): the spool then carries
-	                        *   each thread's loss. */
-	uint32_t lost_threads; /**< Threads with samples lost so far (counted when
-	                        *   their events are re-opened and at finish). */
-	/* Off-CPU intervals (opts.off_cpu; docs/recording.md#off-cpu-time). */
-	/** How they are recorded; ::STACKPULSE_OFFCPU_NONE when not. */
-	enum stackpulse_offcpu_method off_cpu_method;
-	uint64_t offcpu_intervals; /**< Off-CPU intervals written (rows, each
-	                            *   with its own start and duration). */
-	uint64_t offcpu_no_stack;  /**< Of them: written with the empty stack:
-	                            *   no stack sample of their own (1 ms or
-	                            *   longer in a switch storm, or left over
-	                            *   at the end); unprivileged method: the
-	                            *   interval ended before its stack was
-	                            *   read, the read failed its checks, or a
-	                            *   preempted thread had no recent sample. */
-	uint64_t offcpu_dropped;   /**< Switch-ins not written: no switch-out
-	                            *   was seen for them (lost in a switch
-	                            *   storm, or before recording began). */
-	uint64_t offcpu_merged;    /**< Intervals not written as rows: without a
-	                            *   stack sample of their own (the kernel
-	                            *   samples stacks about 1000 times a second
-	                            *   per thread and CPU at most), their count
-	                            *   and time went into the thread's next row
-	                            *   in the same state (`merged`, `merged_ns`
-	                            *   of ::stackpulse_offcpu). Intervals seen:
-	                            *   `offcpu_intervals + offcpu_merged`. */
+/**
+ * The counters of a recording, one model for the recorder and the spool:
+ * ::stackpulse_recorder_stat reads every key of a recorder (also after
+ * ::stackpulse_recorder_finish, until ::stackpulse_recorder_free), and
+ * ::stackpulse_spool_stat the keys a spool carries (1 to 15, written when
+ * the recording ends: the values the recorder gave then). The numbers are
+ * the spool's on-disk keys and never change; a new counter gets the next
+ * number. Yes/no counters are 0 or 1; a counter that names an enum holds
+ * its value.
+ */
+typedef enum stackpulse_stat {
+	/* Carried by the spool (its STATS records) and counted by the recorder. */
+	STACKPULSE_STAT_TRUNCATED_STACKS = 1, /**< Stacks cut (stack copy ran out,
+	                                       *   bad CFI, more than 1024 frames
+	                                       *   with the kernel and Python
+	                                       *   ones): their leaf side is kept
+	                                       *   and ends with a
+	                                       *   ::STACKPULSE_FRAME_TRUNCATED
+	                                       *   frame. */
+	STACKPULSE_STAT_PYTHON_SAMPLES = 2,   /**< Samples that carry Python
+	                                       *   frames. */
+	STACKPULSE_STAT_UNWIND_ERRORS = 3,    /**< Unwinds that stopped on an error
+	                                       *   (spools only: the recorder
+	                                       *   answers -ENOENT). */
+	STACKPULSE_STAT_PERF_EVENT = 4,       /**< The ::stackpulse_perf_event
+	                                       *   used. */
+	STACKPULSE_STAT_PYTHON_FRAMES = 5,    /**< 1 when a CPython target was
+	                                       *   found. */
+	STACKPULSE_STAT_LOST = 6,             /**< Samples the kernel reported
+	                                       *   lost. */
+	STACKPULSE_STAT_RING_BYTES = 7,       /**< Data bytes of the perf rings in
+	                                       *   use (locked memory; as root
+	                                       *   they grow while the recorder
+	                                       *   falls behind). */
+	STACKPULSE_STAT_STACK_COPY = 8,       /**< User stack bytes the events copy
+	                                       *   now (learned, at most
+	                                       *   opts.stack_size). */
+	STACKPULSE_STAT_COPY_RESIZES = 9,     /**< Times the events were re-opened
+	                                       *   with another copy size. */
+	/* Off-CPU intervals (opts.off_cpu; docs/recording.md#off-cpu-time);
+	 * a spool carries them only when intervals were recorded. */
+	STACKPULSE_STAT_OFFCPU_INTERVALS = 10, /**< Off-CPU intervals written
+	                                        *   (rows, each with its own
+	                                        *   start and duration). */
+	STACKPULSE_STAT_OFFCPU_NO_STACK = 11,  /**< Of them: written with the
+	                                        *   empty stack: no stack sample
+	                                        *   of their own (1 ms or longer
+	                                        *   in a switch storm, or left
+	                                        *   over at the end);
+	                                        *   unprivileged method: the
+	                                        *   interval ended before its
+	                                        *   stack was read, the read
+	                                        *   failed its checks, or a
+	                                        *   preempted thread had no
+	                                        *   recent sample. */
+	STACKPULSE_STAT_OFFCPU_DROPPED = 12,   /**< Switch-ins not written: no
+	                                        *   switch-out was seen for them
+	                                        *   (lost in a switch storm, or
+	                                        *   before recording began). */
+	STACKPULSE_STAT_OFFCPU_MERGED = 13,    /**< Intervals not written as
+	                                        *   rows: without a stack sample
+	                                        *   of their own, their count and
+	                                        *   time went into the thread's
+	                                        *   next row in the same state
+	                                        *   (`merged`, `merged_ns` of
+	                                        *   ::stackpulse_offcpu).
+	                                        *   Intervals seen:
+	                                        *   `OFFCPU_INTERVALS +
+	                                        *   OFFCPU_MERGED`. */
 	/* Errors of one record or one process, which the recording survives
 	 * (docs/recording.md#errors). */
-	uint64_t failed_records;       /**< Ring records left out after an error of
-	                                *   their own (a table of the spool full);
-	                                *   samples among them are in
-	                                *   @c dropped_samples too. */
-	uint32_t processes_unfollowed; /**< Processes no longer followed after an
-	                                *   error of their own (their /proc
-	                                *   snapshot failed, or a fork or exec of
-	                                *   theirs could not be applied): their
-	                                *   later samples are dropped. */
-	pid_t unfollowed_pid;          /**< The first of them (0: none). */
-	int unfollowed_error;          /**< Its error code (::stackpulse_strerror). */
-};
+	STACKPULSE_STAT_FAILED_RECORDS = 14,       /**< Ring records left out after
+	                                            *   an error of their own (a
+	                                            *   table of the spool full);
+	                                            *   samples among them are in
+	                                            *   DROPPED_SAMPLES too. */
+	STACKPULSE_STAT_PROCESSES_UNFOLLOWED = 15, /**< Processes no longer
+	                                            *   followed after an error of
+	                                            *   their own (their /proc
+	                                            *   snapshot failed, or a fork
+	                                            *   or exec of theirs could
+	                                            *   not be applied): their
+	                                            *   later samples are
+	                                            *   dropped. */
+	/* Counted by the recorder only. */
+	STACKPULSE_STAT_SAMPLES = 16,           /**< Samples written. */
+	STACKPULSE_STAT_BYTES_WRITTEN = 17,     /**< Spool bytes written so far. */
+	STACKPULSE_STAT_CHUNKS = 18,            /**< Chunks written so far. */
+	STACKPULSE_STAT_PROCESSES = 19,         /**< Processes seen. */
+	STACKPULSE_STAT_THREADS = 20,           /**< Threads seen. */
+	STACKPULSE_STAT_MODULES = 21,           /**< Distinct mapped files. */
+	STACKPULSE_STAT_UNIQUE_STACKS = 22,     /**< Distinct stacks interned. */
+	STACKPULSE_STAT_KERNEL_FRAMES = 23,     /**< 1 when kernel frames are
+	                                         *   recorded. */
+	STACKPULSE_STAT_REALTIME = 24,          /**< A ::stackpulse_realtime_state:
+	                                         *   whether waits and consumes
+	                                         *   ran at SCHED_FIFO
+	                                         *   (opts.realtime). */
+	STACKPULSE_STAT_MAPPINGS_DROPPED = 25,  /**< Executable mappings not kept
+	                                         *   because their process had
+	                                         *   too many (16384, see
+	                                         *   docs/recording.md); samples
+	                                         *   in them have unknown
+	                                         *   frames. */
+	STACKPULSE_STAT_DROPPED_SAMPLES = 26,   /**< Samples not written: of a
+	                                         *   process not followed (or no
+	                                         *   longer followed), a
+	                                         *   duplicate of one already
+	                                         *   seen on another event, or
+	                                         *   one that failed on its own
+	                                         *   (FAILED_RECORDS). */
+	STACKPULSE_STAT_MALFORMED_RECORDS = 27, /**< Kernel ring records skipped
+	                                         *   as malformed (a kernel or
+	                                         *   ring bug). */
+	STACKPULSE_STAT_LOST_PER_THREAD = 28,   /**< 1 when the kernel reports lost
+	                                         *   samples per event (Linux
+	                                         *   6.0+): the spool then carries
+	                                         *   each thread's loss. */
+	STACKPULSE_STAT_LOST_THREADS = 29,      /**< Threads with samples lost so
+	                                         *   far (counted when their
+	                                         *   events are re-opened and at
+	                                         *   finish). */
+	STACKPULSE_STAT_OFFCPU_METHOD = 30,     /**< The ::stackpulse_offcpu_method
+	                                         *   (::STACKPULSE_OFFCPU_NONE
+	                                         *   when none are recorded). */
+	STACKPULSE_STAT_UNFOLLOWED_PID = 31,    /**< The first process of
+	                                         *   PROCESSES_UNFOLLOWED (0:
+	                                         *   none). */
+	STACKPULSE_STAT_UNFOLLOWED_ERROR = 32,  /**< Its error code, negated (a
+	                                         *   positive errno or the
+	                                         *   negation of a
+	                                         *   ::stackpulse_error): pass
+	                                         *   `-(int)value` to
+	                                         *   ::stackpulse_strerror. */
+	/* Reading Python stacks (CPython targets only; 0 otherwise). */
+	STACKPULSE_STAT_PYTHON_READS = 33,        /**< Python stack reads (samples
+	                                           *   of threads of a CPython
+	                                           *   process). */
+	STACKPULSE_STAT_PYTHON_READ_FAILED = 34,  /**< Reads that found no Python
+	                                           *   thread state (thread not
+	                                           *   yet or no longer in
+	                                           *   Python). */
+	STACKPULSE_STAT_PYTHON_TRUNCATED = 35,    /**< Python stacks cut (a frame
+	                                           *   freed or changed under the
+	                                           *   reader, depth cap). */
+	STACKPULSE_STAT_PYTHON_TORN = 36,         /**< Walks that saw the stack
+	                                           *   change while reading it
+	                                           *   (each is retried once). */
+	STACKPULSE_STAT_PYTHON_READ_NS = 37,      /**< Time spent reading Python
+	                                           *   stacks; divide by
+	                                           *   PYTHON_READS for the cost
+	                                           *   per sample. */
+	STACKPULSE_STAT_PYTHON_READ_CALLS = 38,   /**< process_vm_readv calls made
+	                                           *   for them. */
+	STACKPULSE_STAT_PYTHON_DELAY_NS = 39,     /**< Sum over reads of (read time
+	                                           *   - sample time). */
+	STACKPULSE_STAT_PYTHON_DELAY_MAX_NS = 40, /**< Largest such delay. */
+	STACKPULSE_STAT_PYTHON_EARLY_READS = 41,  /**< Of PYTHON_READS: made as soon
+	                                           *   as the sample reached the
+	                                           *   ring, ahead of the
+	                                           *   time-ordered drain. */
+	STACKPULSE_STAT_PYTHON_UNREADABLE = 42,   /**< Processes running a CPython
+	                                           *   the reader cannot read (for
+	                                           *   example an unsupported
+	                                           *   version): recorded without
+	                                           *   Python frames; see
+	                                           *   ::stackpulse_recorder_python_note. */
+	STACKPULSE_STAT_PYTHON_PAUSES = 43,       /**< Samples at which a thread
+	                                           *   was held still for its read
+	                                           *   (opts.python_pause). */
+	STACKPULSE_STAT_PYTHON_PAUSE_NS = 44,     /**< Time the threads were held,
+	                                           *   summed over those
+	                                           *   samples. */
+	STACKPULSE_STAT_PYTHON_PAUSED = 45,       /**< 1 when the target is paused
+	                                           *   at its samples
+	                                           *   (opts.python_pause on and
+	                                           *   allowed). */
+} stackpulse_stat;
 
-/** The cost and quality of reading Python stacks (CPython targets only; all
- * 0 otherwise). Filled by ::stackpulse_recorder_python_stats. These are
- * diagnostics: their set may change between minor versions, `sz` keeps old
- * programs working. */
-struct stackpulse_recorder_python_stats {
-	size_t sz;                    /**< Set by the caller to sizeof(*stats). */
-	uint64_t python_reads;        /**< Python stack reads (samples of threads of a
-	                               *   CPython process). */
-	uint64_t python_read_failed;  /**< Reads that found no Python thread state
-	                               *   (thread not yet or no longer in Python). */
-	uint64_t python_truncated;    /**< Python stacks cut (a frame freed or
-	                               *   changed under the reader, depth cap). */
-	uint64_t python_torn;         /**< Walks that saw the stack change while
-	                               *   reading it (each is retried once). */
-	uint64_t python_read_ns;      /**< Time spent reading Python stacks; divide
-	                               *   by `python_reads` for the cost per sample. */
-	uint64_t python_read_calls;   /**< process_vm_readv calls made for them. */
-	uint64_t python_delay_ns;     /**< Sum over reads of (read time - sample
-	                               *   time): Python stacks are read when the
-	                               *   ring is drained. */
-	uint64_t python_delay_max_ns; /**< Largest such delay. */
-	uint64_t python_early_reads;  /**< Of python_reads: made as soon as the
-	                               *   sample reached the ring, ahead of the
-	                               *   time-ordered drain. */
-	uint32_t python_unreadable;   /**< Processes running a CPython the
-	                               *   reader cannot read (for example an
-	                               *   unsupported version): recorded without
-	                               *   Python frames; see
-	                               *   ::stackpulse_recorder_python_note. */
-	uint64_t python_pauses;       /**< Samples at which a thread was held
-	                               *   still for its read (opts.python_pause). */
-	uint64_t python_pause_ns;     /**< Time the threads were held, summed
-	                               *   over those samples. */
-	int python_paused;            /**< 1 when the target is paused at its
-	                               *   samples (opts.python_pause on and
-	                               *   allowed). */
-};
+/** The value of ::STACKPULSE_STAT_REALTIME. */
+typedef enum stackpulse_realtime_state {
+	STACKPULSE_REALTIME_NOT_TRIED = 0, /**< Never asked for (yet). */
+	STACKPULSE_REALTIME_ON = 1,        /**< Waits and consumes ran at SCHED_FIFO. */
+	STACKPULSE_REALTIME_REFUSED = 2,   /**< Asked for and refused. */
+} stackpulse_realtime_state;
 
 /** Sets @p opts to the defaults (the values of ::STACKPULSE_RECORDER_OPTS),
  * `sz` included. For C++, where the macro is not valid. */
@@ -530,30 +592,31 @@ STACKPULSE_API int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeou
 STACKPULSE_API int stackpulse_recorder_consume_available(stackpulse_recorder *rec);
 
 /**
- * Returns 1 while @p pid is alive and followed by @p rec (the target or a
- * followed child), 0 once it has exited or was never followed. Pass 0 for
- * "any followed process".
+ * True while @p pid is alive and followed by @p rec (the target or a
+ * followed child), false once it has exited or was never followed, or
+ * once @p rec is finished. Pass 0 for "any followed process".
  */
-STACKPULSE_API int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid);
+STACKPULSE_API bool stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid);
 
 /**
  * A descriptor that polls readable when ::stackpulse_recorder_wait would not
- * block, for use in the caller's own event loop. Owned by the recorder.
+ * block, for use in the caller's own event loop. Owned by the recorder;
+ * closed by ::stackpulse_recorder_finish (which then makes this return
+ * ::STACKPULSE_ESTATE).
  */
 STACKPULSE_API int stackpulse_recorder_fd(const stackpulse_recorder *rec);
 
 /**
- * Copies the counters into @p stats. Set `stats->sz` first.
+ * Reads counter @p key of the recording into @p value. Counters stay
+ * readable after ::stackpulse_recorder_finish (they then include what
+ * finish added: the last samples, the off-CPU intervals of threads still
+ * off CPU, the whole file's bytes) until ::stackpulse_recorder_free.
+ * @return 0; -EINVAL for a NULL argument or a key that is no counter (0 or
+ *         negative); -ENOENT for a key this library does not count (a
+ *         newer header's key, or ::STACKPULSE_STAT_UNWIND_ERRORS).
  */
-STACKPULSE_API int stackpulse_recorder_stats(const stackpulse_recorder *rec,
-                                             struct stackpulse_recorder_stats *stats);
-
-/**
- * Copies the Python reading diagnostics into @p stats. Set `stats->sz`
- * first. Returns 0 or -EINVAL.
- */
-STACKPULSE_API int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
-                                                    struct stackpulse_recorder_python_stats *stats);
+STACKPULSE_API int stackpulse_recorder_stat(const stackpulse_recorder *rec, stackpulse_stat key,
+                                            uint64_t *value);
 
 /**
  * Why the first CPython target that could not be read was refused (for
@@ -566,26 +629,24 @@ STACKPULSE_API const char *stackpulse_recorder_python_note(const stackpulse_reco
 
 /**
  * Drains the rings, writes the remaining records, the kernel symbols, the
- * embedded symbol tables (when self_contained) and the footer, closes the
- * file (with `opts.rotate_ns`: completes the last window and calls
- * `opts.on_window` for it), and frees @p rec (also on error). Detaches from the target, which
- * keeps running. Returns 0 or the first error met. After an error of a
- * drain (other than a failed write of the spool) the rest is still drained
- * and sealed, so what was recorded reads back whole.
+ * embedded symbol tables (when self_contained) and the footer, and closes
+ * the file (with `opts.rotate_ns`: completes the last window and calls
+ * `opts.on_window` for it). Detaches from the target, which keeps running,
+ * and releases the events and rings. Returns 0 or the first error met.
+ * After an error of a drain (other than a failed write of the spool) the
+ * rest is still drained and sealed, so what was recorded reads back whole.
+ * Afterwards only ::stackpulse_recorder_stat,
+ * ::stackpulse_recorder_python_note and ::stackpulse_recorder_free may be
+ * called (other calls fail with ::STACKPULSE_ESTATE); a second finish
+ * returns ::STACKPULSE_ESTATE.
  */
 STACKPULSE_API int stackpulse_recorder_finish(stackpulse_recorder *rec);
 
 /**
- * ::stackpulse_recorder_finish, then the final counters into @p stats (set
- * `stats->sz` first): what finish added is in them (the last samples, the
- * off-CPU intervals of threads still off CPU, the whole file's bytes),
- * which ::stackpulse_recorder_stats before finish cannot show. Filled also
- * when finish fails. Frees @p rec in every case; returns what finish
- * returns, or -EINVAL for a NULL @p stats or a bad `stats->sz` (finished
- * all the same).
+ * Frees @p rec (NULL is ignored). A recorder not yet finished is finished
+ * first (its result is lost: call ::stackpulse_recorder_finish to see it).
  */
-STACKPULSE_API int stackpulse_recorder_finish_stats(stackpulse_recorder *rec,
-                                                    struct stackpulse_recorder_stats *stats);
+STACKPULSE_API void stackpulse_recorder_free(stackpulse_recorder *rec);
 /**@}*/
 
 /* ------------------------------------------------------------------ */
@@ -802,49 +863,13 @@ STACKPULSE_API void stackpulse_spool_close(stackpulse_spool *spool);
 STACKPULSE_API const struct stackpulse_spool_meta *stackpulse_spool_meta(
         const stackpulse_spool *spool);
 
-/** Recording counters a spool carries (written when the recording ends,
- * the same values as ::stackpulse_recorder_stats gave then). */
-typedef enum stackpulse_spool_stat_key {
-	STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS = 1,  /**< Stacks cut (stack copy
-	                                             *   ran out, bad CFI). */
-	STACKPULSE_SPOOL_STAT_PYTHON_SAMPLES = 2,    /**< Samples with Python
-	                                             *   frames. */
-	STACKPULSE_SPOOL_STAT_UNWIND_ERRORS = 3,     /**< Unwinds that stopped on
-	                                             *   an error. */
-	STACKPULSE_SPOOL_STAT_PERF_EVENT = 4,        /**< The ::stackpulse_perf_event
-	                                             *   used. */
-	STACKPULSE_SPOOL_STAT_PYTHON_FRAMES = 5,     /**< 1 when a CPython target
-	                                             *   was found. */
-	STACKPULSE_SPOOL_STAT_LOST = 6,              /**< Samples the kernel
-	                                             *   reported lost. */
-	STACKPULSE_SPOOL_STAT_RING_BYTES = 7,        /**< Data bytes of all perf
-	                                             *   rings. */
-	STACKPULSE_SPOOL_STAT_STACK_COPY = 8,        /**< User stack bytes copied
-	                                             *   per sample at the end. */
-	STACKPULSE_SPOOL_STAT_COPY_RESIZES = 9,      /**< Re-opens with another
-	                                             *   copy size. */
-	STACKPULSE_SPOOL_STAT_OFFCPU_INTERVALS = 10, /**< Off-CPU intervals
-	                                              *   written (rows). */
-	STACKPULSE_SPOOL_STAT_OFFCPU_NO_STACK = 11,  /**< Of them: with the
-	                                              *   empty stack. */
-	STACKPULSE_SPOOL_STAT_OFFCPU_DROPPED = 12,   /**< Switch-ins without a
-	                                              *   switch-out. */
-	STACKPULSE_SPOOL_STAT_OFFCPU_MERGED = 13,    /**< Intervals merged into
-	                                              *   later rows. */
-	STACKPULSE_SPOOL_STAT_FAILED_RECORDS = 14,   /**< Records left out after
-	                                              *   an error of their own. */
-	STACKPULSE_SPOOL_STAT_UNFOLLOWED = 15,       /**< Processes no longer
-	                                              *   followed after an error
-	                                              *   of their own. */
-} stackpulse_spool_stat_key;
-
 /**
  * Reads counter @p key of the recording into @p value. Returns 0, or
  * ::STACKPULSE_ENOTFOUND when the spool does not carry it (cut before its
  * end, or written by a recorder that did not count it).
  */
-STACKPULSE_API int stackpulse_spool_stat(const stackpulse_spool *spool,
-                                         stackpulse_spool_stat_key key, uint64_t *value);
+STACKPULSE_API int stackpulse_spool_stat(const stackpulse_spool *spool, stackpulse_stat key,
+                                         uint64_t *value);
 
 /** Number of processes. */
 STACKPULSE_API uint32_t stackpulse_spool_process_count(const stackpulse_spool *spool);

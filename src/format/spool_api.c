@@ -69,25 +69,24 @@ const struct stackpulse_spool_meta *stackpulse_spool_meta(const stackpulse_spool
 	return &s->meta;
 }
 
-_Static_assert((int)STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS == (int)SP_STAT_TRUNCATED_STACKS &&
-                       (int)STACKPULSE_SPOOL_STAT_PYTHON_SAMPLES == (int)SP_STAT_PYTHON_SAMPLES &&
-                       (int)STACKPULSE_SPOOL_STAT_UNWIND_ERRORS == (int)SP_STAT_UNWIND_ERRORS &&
-                       (int)STACKPULSE_SPOOL_STAT_PERF_EVENT == (int)SP_STAT_EVENT &&
-                       (int)STACKPULSE_SPOOL_STAT_PYTHON_FRAMES == (int)SP_STAT_PYTHON_FRAMES &&
-                       (int)STACKPULSE_SPOOL_STAT_LOST == (int)SP_STAT_LOST &&
-                       (int)STACKPULSE_SPOOL_STAT_RING_BYTES == (int)SP_STAT_RING_BYTES &&
-                       (int)STACKPULSE_SPOOL_STAT_STACK_COPY == (int)SP_STAT_STACK_COPY &&
-                       (int)STACKPULSE_SPOOL_STAT_COPY_RESIZES == (int)SP_STAT_COPY_RESIZES &&
-                       (int)STACKPULSE_SPOOL_STAT_OFFCPU_INTERVALS ==
-                               (int)SP_STAT_OFFCPU_INTERVALS &&
-                       (int)STACKPULSE_SPOOL_STAT_OFFCPU_NO_STACK == (int)SP_STAT_OFFCPU_NO_STACK &&
-                       (int)STACKPULSE_SPOOL_STAT_OFFCPU_DROPPED == (int)SP_STAT_OFFCPU_DROPPED &&
-                       (int)STACKPULSE_SPOOL_STAT_OFFCPU_MERGED == (int)SP_STAT_OFFCPU_MERGED &&
-                       (int)STACKPULSE_SPOOL_STAT_FAILED_RECORDS == (int)SP_STAT_FAILED_RECORDS &&
-                       (int)STACKPULSE_SPOOL_STAT_UNFOLLOWED == (int)SP_STAT_UNFOLLOWED,
+_Static_assert((int)STACKPULSE_STAT_TRUNCATED_STACKS == (int)SP_STAT_TRUNCATED_STACKS &&
+                       (int)STACKPULSE_STAT_PYTHON_SAMPLES == (int)SP_STAT_PYTHON_SAMPLES &&
+                       (int)STACKPULSE_STAT_UNWIND_ERRORS == (int)SP_STAT_UNWIND_ERRORS &&
+                       (int)STACKPULSE_STAT_PERF_EVENT == (int)SP_STAT_EVENT &&
+                       (int)STACKPULSE_STAT_PYTHON_FRAMES == (int)SP_STAT_PYTHON_FRAMES &&
+                       (int)STACKPULSE_STAT_LOST == (int)SP_STAT_LOST &&
+                       (int)STACKPULSE_STAT_RING_BYTES == (int)SP_STAT_RING_BYTES &&
+                       (int)STACKPULSE_STAT_STACK_COPY == (int)SP_STAT_STACK_COPY &&
+                       (int)STACKPULSE_STAT_COPY_RESIZES == (int)SP_STAT_COPY_RESIZES &&
+                       (int)STACKPULSE_STAT_OFFCPU_INTERVALS == (int)SP_STAT_OFFCPU_INTERVALS &&
+                       (int)STACKPULSE_STAT_OFFCPU_NO_STACK == (int)SP_STAT_OFFCPU_NO_STACK &&
+                       (int)STACKPULSE_STAT_OFFCPU_DROPPED == (int)SP_STAT_OFFCPU_DROPPED &&
+                       (int)STACKPULSE_STAT_OFFCPU_MERGED == (int)SP_STAT_OFFCPU_MERGED &&
+                       (int)STACKPULSE_STAT_FAILED_RECORDS == (int)SP_STAT_FAILED_RECORDS &&
+                       (int)STACKPULSE_STAT_PROCESSES_UNFOLLOWED == (int)SP_STAT_UNFOLLOWED,
                "public stat keys are the STATS record keys");
 
-int stackpulse_spool_stat(const stackpulse_spool *s, stackpulse_spool_stat_key key, uint64_t *value)
+int stackpulse_spool_stat(const stackpulse_spool *s, stackpulse_stat key, uint64_t *value)
 {
 	SP_API_ENTRY();
 	if (!s || !value) {

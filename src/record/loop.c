@@ -241,6 +241,8 @@ int stackpulse_recorder_wait(stackpulse_recorder *rec, int timeout_ms)
 	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
+	if (rec->finished)
+		return sp_error(STACKPULSE_ESTATE, "the recorder is finished");
 	sp_sched_saved saved;
 	int raised = sp_recorder_realtime_begin(rec, &saved);
 	if (!raised && rec->opts.realtime == STACKPULSE_FEATURE_REQUIRED && rec->realtime < 0)
@@ -338,6 +340,8 @@ int stackpulse_recorder_consume_available(stackpulse_recorder *rec)
 	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
+	if (rec->finished)
+		return sp_error(STACKPULSE_ESTATE, "the recorder is finished");
 	/* At the wait's priority too: preempted here, the reader misses the
 	 * samples that arrive meanwhile, and reads them milliseconds late. */
 	sp_sched_saved saved;
@@ -350,13 +354,13 @@ int stackpulse_recorder_consume_available(stackpulse_recorder *rec)
 	return rc;
 }
 
-int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
+bool stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
 {
 	SP_API_ENTRY();
-	if (!rec)
-		return 0;
+	if (!rec || rec->finished)
+		return false;
 	sp_recorder_lock(rec);
-	int alive;
+	bool alive;
 	if (pid == 0) {
 		alive = sp_recorder_any_alive(rec);
 	} else if (pid == rec->target) {
@@ -374,5 +378,7 @@ int stackpulse_recorder_process_is_active(stackpulse_recorder *rec, pid_t pid)
 int stackpulse_recorder_fd(const stackpulse_recorder *rec)
 {
 	SP_API_ENTRY();
+	if (rec && rec->finished)
+		return sp_error(STACKPULSE_ESTATE, "the recorder is finished");
 	return rec ? rec->epfd : -1;
 }

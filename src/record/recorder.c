@@ -130,10 +130,10 @@ static void pause_end(stackpulse_recorder *rec)
 	sp_pause_stop(rec);
 }
 
-static void recorder_free(stackpulse_recorder *rec)
+/* Releases everything @p rec holds but the struct itself (its counters
+ * and notes). Once only: recorder_free or finish. */
+static void recorder_release(stackpulse_recorder *rec)
 {
-	if (!rec)
-		return;
 	pause_end(rec);
 	pthread_mutex_destroy(&rec->mu);
 	for (size_t i = 0; i < rec->nfds; i++)
@@ -169,6 +169,14 @@ static void recorder_free(stackpulse_recorder *rec)
 	sp_recorder_embed_release(rec);
 	sp_free(rec->cache_dir);
 	sp_free(rec->base_path);
+}
+
+static void recorder_free(stackpulse_recorder *rec)
+{
+	if (!rec)
+		return;
+	if (!rec->finished)
+		recorder_release(rec);
 	sp_free(rec);
 }
 
@@ -645,111 +653,114 @@ fail:
 	return rc;
 }
 
-/* The arguments of a stats call: a recorder, and a struct whose leading
- * size_t sz (read through @p sz) at least covers sz itself. */
-static int stats_args(const stackpulse_recorder *rec, const size_t *sz)
+/* Counter @p key of a live recorder; its lock is held, @p wc are its
+ * writer's counts. -ENOENT for a key the recorder does not count. */
+static int live_stat(const stackpulse_recorder *rec, const sp_writer_counts *wc, int key,
+                     uint64_t *v)
 {
-	/* -EINVAL stated after sp_error, so the analyzer sees the NULL path
-	 * end here. */
-	if (!rec || !sz) {
+	const sp_python_stats *ps = &rec->python_stats;
+	switch (key) {
+	case STACKPULSE_STAT_TRUNCATED_STACKS: *v = rec->truncated; return 0;
+	case STACKPULSE_STAT_PYTHON_SAMPLES: *v = rec->python_samples; return 0;
+	case STACKPULSE_STAT_PERF_EVENT: *v = (uint64_t)rec->setup.event; return 0;
+	case STACKPULSE_STAT_PYTHON_FRAMES: *v = rec->python_found != 0; return 0;
+	case STACKPULSE_STAT_LOST: *v = rec->lost; return 0;
+	case STACKPULSE_STAT_RING_BYTES: *v = rec->ring_bytes; return 0;
+	case STACKPULSE_STAT_STACK_COPY: *v = rec->copy_size; return 0;
+	case STACKPULSE_STAT_COPY_RESIZES: *v = rec->copy_resizes; return 0;
+	case STACKPULSE_STAT_OFFCPU_INTERVALS: *v = rec->offcpu_intervals; return 0;
+	case STACKPULSE_STAT_OFFCPU_NO_STACK: *v = rec->offcpu_no_stack; return 0;
+	case STACKPULSE_STAT_OFFCPU_DROPPED: *v = rec->offcpu_dropped; return 0;
+	case STACKPULSE_STAT_OFFCPU_MERGED: *v = rec->offcpu_merged; return 0;
+	case STACKPULSE_STAT_FAILED_RECORDS: *v = rec->failed; return 0;
+	case STACKPULSE_STAT_PROCESSES_UNFOLLOWED: *v = rec->unfollowed; return 0;
+	case STACKPULSE_STAT_SAMPLES: *v = wc->samples; return 0;
+	case STACKPULSE_STAT_BYTES_WRITTEN: *v = wc->bytes; return 0;
+	case STACKPULSE_STAT_CHUNKS: *v = wc->chunks; return 0;
+	case STACKPULSE_STAT_PROCESSES: *v = wc->processes; return 0;
+	case STACKPULSE_STAT_THREADS: *v = wc->threads; return 0;
+	case STACKPULSE_STAT_MODULES: *v = wc->modules; return 0;
+	case STACKPULSE_STAT_UNIQUE_STACKS: *v = wc->stacks; return 0;
+	case STACKPULSE_STAT_KERNEL_FRAMES: *v = rec->setup.kernel_frames != 0; return 0;
+	case STACKPULSE_STAT_REALTIME:
+		*v = rec->realtime > 0   ? STACKPULSE_REALTIME_ON
+		     : rec->realtime < 0 ? STACKPULSE_REALTIME_REFUSED
+		                         : STACKPULSE_REALTIME_NOT_TRIED;
+		return 0;
+	case STACKPULSE_STAT_MAPPINGS_DROPPED: *v = rec->pt.maps_dropped; return 0;
+	case STACKPULSE_STAT_DROPPED_SAMPLES: *v = rec->dropped; return 0;
+	case STACKPULSE_STAT_MALFORMED_RECORDS:
+		*v = rec->corrupt;
+		for (int i = 0; rec->rings && i < 2 * rec->ncpu; i++)
+			*v += rec->rings[i].corrupt;
+		return 0;
+	case STACKPULSE_STAT_LOST_PER_THREAD: *v = rec->setup.lost_format != 0; return 0;
+	case STACKPULSE_STAT_LOST_THREADS:
+		*v = 0;
+		for (size_t i = 0; i < rec->ntloss; i++)
+			*v += rec->tloss[i].lost > 0;
+		return 0;
+	case STACKPULSE_STAT_OFFCPU_METHOD: *v = (uint64_t)rec->offcpu; return 0;
+	case STACKPULSE_STAT_UNFOLLOWED_PID: *v = (uint64_t)rec->unfollowed_pid; return 0;
+	case STACKPULSE_STAT_UNFOLLOWED_ERROR:
+		*v = (uint64_t)(-(int64_t)rec->unfollowed_error);
+		return 0;
+	case STACKPULSE_STAT_PYTHON_READS: *v = ps->stacks; return 0;
+	case STACKPULSE_STAT_PYTHON_READ_FAILED: *v = ps->failed; return 0;
+	case STACKPULSE_STAT_PYTHON_TRUNCATED: *v = ps->truncated; return 0;
+	case STACKPULSE_STAT_PYTHON_TORN: *v = ps->torn; return 0;
+	case STACKPULSE_STAT_PYTHON_READ_NS: *v = ps->ns; return 0;
+	case STACKPULSE_STAT_PYTHON_READ_CALLS: *v = ps->read_calls; return 0;
+	case STACKPULSE_STAT_PYTHON_DELAY_NS: *v = ps->delay_ns; return 0;
+	case STACKPULSE_STAT_PYTHON_DELAY_MAX_NS: *v = ps->delay_max_ns; return 0;
+	case STACKPULSE_STAT_PYTHON_EARLY_READS: *v = rec->python_early; return 0;
+	case STACKPULSE_STAT_PYTHON_UNREADABLE: *v = rec->python_unreadable; return 0;
+	case STACKPULSE_STAT_PYTHON_PAUSES: *v = rec->pauses; return 0;
+	case STACKPULSE_STAT_PYTHON_PAUSE_NS: *v = rec->pause_ns; return 0;
+	case STACKPULSE_STAT_PYTHON_PAUSED: *v = rec->paused != 0; return 0;
+	default: return -ENOENT; /* STACKPULSE_STAT_UNWIND_ERRORS: spools only. */
+	}
+}
+
+/* Every counter of @p rec into final_stats, before finish releases what
+ * they are read from. */
+static void snapshot_stats(stackpulse_recorder *rec)
+{
+	sp_writer_counts wc;
+	sp_recorder_lock(rec);
+	sp_writer_get_counts(rec->w, &wc);
+	for (int k = 1; k < SP_RECORDER_STAT_COUNT; k++)
+		if (live_stat(rec, &wc, k, &rec->final_stats[k]))
+			rec->final_stats[k] = 0;
+	sp_recorder_unlock(rec);
+}
+
+int stackpulse_recorder_stat(const stackpulse_recorder *rec, stackpulse_stat key, uint64_t *value)
+{
+	SP_API_ENTRY();
+	if (!rec || !value) {
 		sp_error(-EINVAL, "NULL argument");
 		return -EINVAL;
 	}
-	if (*sz < sizeof(size_t)) {
-		sp_error(-EINVAL, "stats->sz is %zu", *sz);
-		return -EINVAL;
+	int k = (int)key;
+	if (k <= 0)
+		return sp_error(-EINVAL, "stat key %d is not a counter", k);
+	if (k >= SP_RECORDER_STAT_COUNT)
+		return sp_error(-ENOENT, "stat key %d is not counted by this library (%d.%d)", k,
+		                STACKPULSE_VERSION_MAJOR, STACKPULSE_VERSION_MINOR);
+	if (k == STACKPULSE_STAT_UNWIND_ERRORS)
+		return sp_error(-ENOENT, "stat key %d is counted by spools only", k);
+	if (rec->finished) {
+		*value = rec->final_stats[k];
+		return 0;
 	}
-	return 0;
-}
-
-/* The counters of @p rec into @p stats (checked by stats_args). */
-static void fill_stats(const stackpulse_recorder *rec, struct stackpulse_recorder_stats *stats)
-{
-	struct stackpulse_recorder_stats s;
-	memset(&s, 0, sizeof(s));
 	stackpulse_recorder *mrec = (stackpulse_recorder *)(uintptr_t)rec; /* mu only */
-	sp_recorder_lock(mrec);
 	sp_writer_counts wc;
-	sp_writer_get_counts(rec->w, &wc);
-	s.sz = stats->sz < sizeof(s) ? stats->sz : sizeof(s);
-	s.samples = wc.samples;
-	s.lost = rec->lost;
-	s.truncated_stacks = rec->truncated;
-	s.bytes_written = wc.bytes;
-	s.chunks = wc.chunks;
-	s.processes = wc.processes;
-	s.threads = wc.threads;
-	s.modules = wc.modules;
-	s.unique_stacks = wc.stacks;
-	s.kernel_frames = rec->setup.kernel_frames;
-	s.python_frames = rec->python_found;
-	s.perf_event = (enum stackpulse_perf_event)rec->setup.event;
-	s.python_samples = rec->python_samples;
-	s.realtime = rec->realtime;
-	s.mappings_dropped = rec->pt.maps_dropped;
-	s.dropped_samples = rec->dropped;
-	s.malformed_records = rec->corrupt;
-	for (int i = 0; rec->rings && i < 2 * rec->ncpu; i++)
-		s.malformed_records += rec->rings[i].corrupt;
-	s.ring_bytes = rec->ring_bytes;
-	s.stack_copy = rec->copy_size;
-	s.copy_resizes = rec->copy_resizes;
-	s.lost_per_thread = rec->setup.lost_format;
-	for (size_t i = 0; i < rec->ntloss; i++)
-		s.lost_threads += rec->tloss[i].lost > 0;
-	s.off_cpu_method = (enum stackpulse_offcpu_method)rec->offcpu;
-	s.offcpu_intervals = rec->offcpu_intervals;
-	s.offcpu_no_stack = rec->offcpu_no_stack;
-	s.offcpu_dropped = rec->offcpu_dropped;
-	s.offcpu_merged = rec->offcpu_merged;
-	s.failed_records = rec->failed;
-	s.processes_unfollowed = rec->unfollowed;
-	s.unfollowed_pid = rec->unfollowed_pid;
-	s.unfollowed_error = rec->unfollowed_error;
-	sp_recorder_unlock(mrec);
-	memcpy(stats, &s, s.sz);
-}
-
-int stackpulse_recorder_stats(const stackpulse_recorder *rec,
-                              struct stackpulse_recorder_stats *stats)
-{
-	SP_API_ENTRY();
-	int rc = stats_args(rec, stats ? &stats->sz : NULL);
-	if (rc)
-		return rc;
-	fill_stats(rec, stats);
-	return 0;
-}
-
-int stackpulse_recorder_python_stats(const stackpulse_recorder *rec,
-                                     struct stackpulse_recorder_python_stats *stats)
-{
-	SP_API_ENTRY();
-	int rc = stats_args(rec, stats ? &stats->sz : NULL);
-	if (rc)
-		return rc;
-	struct stackpulse_recorder_python_stats s;
-	memset(&s, 0, sizeof(s));
-	s.sz = stats->sz < sizeof(s) ? stats->sz : sizeof(s);
-	stackpulse_recorder *mrec = (stackpulse_recorder *)(uintptr_t)rec; /* mu only */
 	sp_recorder_lock(mrec);
-	const sp_python_stats *ps = &rec->python_stats;
-	s.python_reads = ps->stacks;
-	s.python_read_failed = ps->failed;
-	s.python_truncated = ps->truncated;
-	s.python_torn = ps->torn;
-	s.python_read_ns = ps->ns;
-	s.python_read_calls = ps->read_calls;
-	s.python_delay_ns = ps->delay_ns;
-	s.python_delay_max_ns = ps->delay_max_ns;
-	s.python_early_reads = rec->python_early;
-	s.python_unreadable = rec->python_unreadable;
-	s.python_pauses = rec->pauses;
-	s.python_pause_ns = rec->pause_ns;
-	s.python_paused = rec->paused;
+	sp_writer_get_counts(rec->w, &wc);
+	int rc = live_stat(rec, &wc, k, value);
 	sp_recorder_unlock(mrec);
-	memcpy(stats, &s, s.sz);
-	return 0;
+	return rc ? sp_error(rc, "stat key %d is not counted by the recorder", k) : 0;
 }
 
 const char *stackpulse_recorder_python_note(const stackpulse_recorder *rec)
@@ -843,9 +854,9 @@ static int finish_step(const stackpulse_recorder *rec, int rc, int *first)
 	return !sp_writer_failed(rec->w);
 }
 
-/* Finishes @p rec (stackpulse_recorder_finish) and, when @p stats is not
- * NULL, fills it with the final counters before freeing it. */
-static int finish(stackpulse_recorder *rec, struct stackpulse_recorder_stats *stats)
+/* Finishes @p rec (stackpulse_recorder_finish): seals the spool, keeps
+ * the final counters and releases the rest. */
+static int finish(stackpulse_recorder *rec)
 {
 	/* Stop producing, then drain what the rings still hold. */
 	for (size_t i = 0; i < rec->nfds; i++)
@@ -887,9 +898,9 @@ static int finish(stackpulse_recorder *rec, struct stackpulse_recorder_stats *st
 		            &rc);
 	finish_step(rec, sp_file_sink_close(&rec->sink), &rc);
 	rec->sink.fd = -1;
-	if (stats)
-		fill_stats(rec, stats);
-	recorder_free(rec);
+	snapshot_stats(rec);
+	recorder_release(rec);
+	rec->finished = 1;
 	/* The drain's error with its detail, which later steps may have
 	 * cleared. */
 	return rc && note[0] ? sp_error(rc, "%s", note) : rc;
@@ -900,23 +911,16 @@ int stackpulse_recorder_finish(stackpulse_recorder *rec)
 	SP_API_ENTRY();
 	if (!rec)
 		return sp_error(-EINVAL, "recorder is NULL");
-	return finish(rec, NULL);
+	if (rec->finished)
+		return sp_error(STACKPULSE_ESTATE, "the recorder is finished already");
+	return finish(rec);
 }
 
-int stackpulse_recorder_finish_stats(stackpulse_recorder *rec,
-                                     struct stackpulse_recorder_stats *stats)
+void stackpulse_recorder_free(stackpulse_recorder *rec)
 {
-	SP_API_ENTRY();
 	if (!rec)
-		return sp_error(-EINVAL, "recorder is NULL");
-	if (!stats || stats->sz < sizeof(size_t)) {
-		/* Finished all the same: the recorder is gone either way. */
-		int rc = finish(rec, NULL);
-		if (rc)
-			return rc;
-		if (!stats)
-			return sp_error(-EINVAL, "stats is NULL");
-		return sp_error(-EINVAL, "stats->sz is %zu", stats->sz);
-	}
-	return finish(rec, stats);
+		return;
+	if (!rec->finished)
+		(void)finish(rec);
+	recorder_free(rec);
 }

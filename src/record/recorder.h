@@ -123,6 +123,9 @@ enum {
 	SP_OFF_OFF_CPU = 2, /* Last seen switching out. */
 };
 
+/* One past the last stackpulse_stat key the recorder knows. */
+#define SP_RECORDER_STAT_COUNT ((int)STACKPULSE_STAT_PYTHON_PAUSED + 1)
+
 struct stackpulse_recorder {
 	stackpulse_recorder_opts opts;
 	char *cache_dir; /* Owned copy of opts.cache_dir. */
@@ -254,6 +257,12 @@ struct stackpulse_recorder {
 	uint32_t win_index;          /* From 1. */
 	uint64_t win_start, win_end; /* Perf clock; win_end exclusive. */
 	uint64_t win_samples0, win_lost0, win_truncated0, win_python0, win_failed0;
+
+	/* Set by stackpulse_recorder_finish, which releases everything but the
+	 * struct itself: the counters are then read from final_stats (by
+	 * stackpulse_stat key) until stackpulse_recorder_free. */
+	int finished;
+	uint64_t final_stats[SP_RECORDER_STAT_COUNT];
 };
 
 /* The rings and perf events of a recording (event_set.c). */

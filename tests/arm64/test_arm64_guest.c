@@ -6,6 +6,7 @@
  * standard: return addresses signed with pointer authentication).
  * SP_ARM64_SECS scales every workload (TCG is slow); spools worth checking
  * on the host go to SP_ARM64_OUT. */
+#include "rec_stats.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -61,9 +62,9 @@ static void record_spawn(const char *variant, const char *mode, const char *spoo
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, o, &rec, &pid));
 	CHECK_OK(rec_run(rec, 120));
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
+	REQUIRE_OK(rec_finish(rec));
 	int status = -1;
 	waitpid(pid, &status, 0);
 	CHECK_EQ(status, 0);
@@ -243,7 +244,7 @@ static void attach_mode(enum stackpulse_attach_mode mode, const char *name)
 	CHECK_OK(rc);
 	if (rc == 0) {
 		CHECK_OK(rec_run(rec, 120));
-		CHECK_OK(stackpulse_recorder_finish(rec));
+		CHECK_OK(rec_finish(rec));
 	}
 	int status = -1;
 	waitpid(pid, &status, 0);
@@ -322,7 +323,7 @@ SP_TEST(cpython_311_frames)
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	CHECK_OK(rec_run(rec, 120));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	int status = -1;
 	waitpid(pid, &status, 0);
 	CHECK_EQ(status, 0);

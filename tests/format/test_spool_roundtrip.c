@@ -189,11 +189,10 @@ SP_TEST(every_record_kind_round_trips)
 	         STACKPULSE_ENOTFOUND);
 
 	uint64_t v;
-	REQUIRE_OK(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS, &v));
+	REQUIRE_OK(stackpulse_spool_stat(s, STACKPULSE_STAT_TRUNCATED_STACKS, &v));
 	CHECK_EQ(v, 5);
-	CHECK_EQ(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_UNWIND_ERRORS, &v),
-	         STACKPULSE_ENOTFOUND);
-	CHECK_EQ(stackpulse_spool_stat(s, STACKPULSE_SPOOL_STAT_LOST, NULL), -EINVAL);
+	CHECK_EQ(stackpulse_spool_stat(s, STACKPULSE_STAT_UNWIND_ERRORS, &v), STACKPULSE_ENOTFOUND);
+	CHECK_EQ(stackpulse_spool_stat(s, STACKPULSE_STAT_LOST, NULL), -EINVAL);
 	/* Per-thread STATS (third field): the thread's lost samples, not a global
 	 * counter. */
 	CHECK_EQ(stackpulse_spool_thread(s, ids.thr1)->lost, 7);

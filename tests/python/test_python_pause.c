@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "rec_stats.h"
 #include "py_versions.h"
 #include "stackpulse.h"
 
@@ -213,9 +214,9 @@ SP_TEST(a_wait_on_the_target_does_not_hold_it)
 				status = st;
 			}
 		}
-		struct stackpulse_recorder_python_stats ps = { .sz = sizeof(ps) };
-		CHECK_OK(stackpulse_recorder_python_stats(rec, &ps));
-		CHECK_OK(stackpulse_recorder_finish(rec));
+		struct rec_python_stats ps;
+		CHECK_OK(rec_python_stats_get(rec, &ps));
+		CHECK_OK(rec_finish(rec));
 		if (!reaped) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
@@ -292,11 +293,11 @@ SP_TEST(a_group_stop_stays_a_stop)
 	 * is not sampled. The samples taken before the stop are drained first,
 	 * until their count stops growing (slower under ASan, or on a loaded
 	 * machine). */
-	struct stackpulse_recorder_stats a = { .sz = sizeof(a) }, b = { .sz = sizeof(b) };
+	struct rec_stats a, b;
 	uint64_t last = UINT64_MAX;
 	for (t = now_s(); now_s() < t + 5;) {
 		record_for(rec, 0.1);
-		CHECK_OK(stackpulse_recorder_stats(rec, &a));
+		CHECK_OK(rec_stats_get(rec, &a));
 		if (a.samples == last)
 			break;
 		last = a.samples;
@@ -304,7 +305,7 @@ SP_TEST(a_group_stop_stays_a_stop)
 	long long cpu0 = cpu_ticks(pid);
 	record_for(rec, 0.3);
 	long long cpu1 = cpu_ticks(pid);
-	CHECK_OK(stackpulse_recorder_stats(rec, &b));
+	CHECK_OK(rec_stats_get(rec, &b));
 	fprintf(stderr, "    held: %llu samples before, %llu after; CPU ticks %lld -> %lld\n",
 	        (unsigned long long)a.samples, (unsigned long long)b.samples, cpu0, cpu1);
 	CHECK(cpu0 >= 0 && cpu1 <= cpu0 + 1);
@@ -312,7 +313,7 @@ SP_TEST(a_group_stop_stays_a_stop)
 	REQUIRE_EQ(kill(pid, SIGCONT), 0);
 	for (t = now_s(); stackpulse_recorder_process_is_active(rec, 0) && now_s() < t + 30;)
 		record_for(rec, 0.05);
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	int status = 0;
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -340,7 +341,7 @@ SP_TEST(paused_recordings_finish_promptly_and_let_go)
 		        stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_LIVE, &o, &rec));
 		record_for(rec, 0.02 + 0.005 * (k % 16));
 		double t = now_s();
-		CHECK_OK(stackpulse_recorder_finish(rec));
+		CHECK_OK(rec_finish(rec));
 		t = now_s() - t;
 		worst = t > worst ? t : worst;
 	}
@@ -378,15 +379,15 @@ SP_TEST(a_traced_target_is_recorded_unpaused_or_refused)
 	o.python_pause = STACKPULSE_FEATURE_AUTO;
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_LIVE, &o, &rec));
 	record_for(rec, 0.3);
-	struct stackpulse_recorder_python_stats ps = { .sz = sizeof(ps) };
-	CHECK_OK(stackpulse_recorder_python_stats(rec, &ps));
+	struct rec_python_stats ps;
+	CHECK_OK(rec_python_stats_get(rec, &ps));
 	const char *note = stackpulse_recorder_python_note(rec);
 	fprintf(stderr, "    AUTO: paused %d, %llu reads; note: %s\n", ps.python_paused,
 	        (unsigned long long)ps.python_reads, note);
 	CHECK_EQ(ps.python_paused, 0);
 	CHECK(ps.python_reads > 20);
 	CHECK(strstr(note, "not paused") != NULL);
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 }

@@ -11,6 +11,7 @@
 #ifndef SP_TEST_REC_DRIVER_H
 #define SP_TEST_REC_DRIVER_H
 
+#include "rec_stats.h"
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -99,7 +100,7 @@ __attribute__((constructor)) static void rec_driver_main(void)
 		fflush(stdout);
 		_exit(1);
 	}
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
+	struct rec_stats st;
 	/* One wait first, while the target runs: its policy must stay. */
 	int r2 = stackpulse_recorder_wait(rec, 50);
 	int target_policy = sched_getscheduler(pid);
@@ -111,9 +112,9 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	char err[400] = "";
 	if (r2)
 		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
-	stackpulse_recorder_stats(rec, &st);
-	struct stackpulse_recorder_stats fin = { .sz = sizeof(fin) };
-	int r3 = stackpulse_recorder_finish_stats(rec, &fin);
+	rec_stats_get(rec, &st);
+	struct rec_stats fin;
+	int r3 = rec_finish_stats(rec, &fin);
 	if (!r2 && r3)
 		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
 	printf("rc=%d run=%d finish=%d kernel=%d samples=%llu lost=%llu realtime=%d "

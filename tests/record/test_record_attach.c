@@ -1,6 +1,7 @@
 /* Attaching to running targets: both modes, targets that exit during the
  * recording or during the attach itself, and the rule that the target is
  * never left stopped (recorder failure, signals, recorder killed). */
+#include "rec_stats.h"
 #include <errno.h>
 #include <poll.h>
 #include <sys/time.h>
@@ -99,7 +100,7 @@ static void attach_ladder(enum stackpulse_attach_mode mode, const char *tag)
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
 	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	CHECK(reap(pid, 5));
 	check_ladder_spool(spool, 50);
 }
@@ -126,7 +127,7 @@ SP_TEST(attach_live_threads_are_all_followed)
 	stackpulse_recorder *rec;
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_LIVE, &o, &rec));
 	CHECK_OK(rec_run(rec, 20));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	CHECK(reap(pid, 5));
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
@@ -155,7 +156,7 @@ SP_TEST(never_stopped_when_attach_fails_halfway)
 		sp_alloc_fail_after(-1);
 		if (rc == 0) {
 			ok = 1;
-			CHECK_OK(stackpulse_recorder_finish(rec));
+			CHECK_OK(rec_finish(rec));
 		} else {
 			failures++;
 			CHECK(rec == NULL);
@@ -205,7 +206,7 @@ SP_TEST(never_stopped_when_the_caller_gets_signals)
 			CHECK(w == STACKPULSE_WAIT_READY || w == STACKPULSE_WAIT_TIMEOUT ||
 			      w == STACKPULSE_WAIT_EXITED || w == -EINTR);
 			CHECK_OK(stackpulse_recorder_consume_available(rec));
-			CHECK_OK(stackpulse_recorder_finish(rec));
+			CHECK_OK(rec_finish(rec));
 		}
 		CHECK(!rec_any_stopped(pid));
 	}
@@ -238,7 +239,7 @@ SP_TEST(never_stopped_when_the_recorder_is_killed)
 				if (stackpulse_recorder_attach(pid, spool,
 				                               STACKPULSE_ATTACH_STOP_ENABLE_RESUME,
 				                               NULL, &rec) == 0)
-					stackpulse_recorder_finish(rec);
+					rec_finish(rec);
 			}
 		}
 		usleep((useconds_t)(30000 + 23000 * round));
@@ -278,7 +279,7 @@ SP_TEST(attach_while_threads_come_and_go)
 			CHECK(stackpulse_recorder_wait(rec, 50) >= 0);
 			CHECK_OK(stackpulse_recorder_consume_available(rec));
 		}
-		CHECK_OK(stackpulse_recorder_finish(rec));
+		CHECK_OK(rec_finish(rec));
 		ok++;
 		char path[64], status[4096];
 		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
@@ -328,7 +329,7 @@ SP_TEST(target_exits_during_attach)
 		if (rc == 0) {
 			ok++;
 			CHECK_OK(rec_run(rec, 40));
-			CHECK_OK(stackpulse_recorder_finish(rec));
+			CHECK_OK(rec_finish(rec));
 		} else {
 			gone++;
 			if (rc != -ESRCH)
@@ -376,7 +377,7 @@ static void attach_hidden(const char *tag, pid_t pid, const char *bin)
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &o,
 	                                      &rec));
 	CHECK_OK(rec_run(rec, 20));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	CHECK(reap(pid, 5));
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
@@ -538,7 +539,7 @@ SP_TEST(attach_after_the_leader_exited)
 		CHECK(!rec_any_stopped(pid));
 		CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 1);
 		CHECK_OK(rec_run(rec, 20));
-		REQUIRE_OK(stackpulse_recorder_finish(rec));
+		REQUIRE_OK(rec_finish(rec));
 		CHECK(reap(pid, 5));
 		stackpulse_spool *sp;
 		REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
@@ -591,7 +592,7 @@ SP_TEST(wait_tells_timeout_from_exit)
 	}
 	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
 	CHECK_STR(stackpulse_last_error(), "");
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 }
 
 /* ---- the target's existing process tree ---- */
@@ -670,7 +671,7 @@ static void record_tree(pid_t parent, enum stackpulse_attach_mode mode,
 		CHECK(w >= 0 || w == -EINTR);
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 }
 
 /* Every child of @p kinds (tree.c letters: 's' naps, 'b' spins) is in the
@@ -855,7 +856,7 @@ SP_TEST(attach_to_an_ancestor_leaves_the_recorder_out)
 			double end = rec_now() + 0.5;
 			while (rec_now() < end)
 				stackpulse_recorder_consume_available(rec);
-			_exit(stackpulse_recorder_finish(rec) ? 3 : 0);
+			_exit(rec_finish(rec) ? 3 : 0);
 		}
 		int status;
 		/* The target (this process) waits: it may be stopped meanwhile. */

@@ -1,6 +1,8 @@
 /* Every error path of attach and spawn gives a precise code and detail,
  * and leaves the target running. */
+#include "rec_stats.h"
 #include <errno.h>
+#include <sys/stat.h>
 
 #include "rec_driver.h"
 
@@ -117,7 +119,7 @@ SP_TEST(bad_options)
 	o = STACKPULSE_RECORDER_OPTS;
 	o.stack_size = 65528;
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("opts"), 0, &o, &rec));
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	CHECK(!rec_any_stopped(pid));
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
@@ -137,10 +139,10 @@ SP_TEST(cycles_is_refused_without_a_pmu_but_auto_falls_back)
 	CHECK(!rec_any_stopped(pid));
 	o.perf_event = STACKPULSE_PERF_EVENT_AUTO;
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("cycles"), 0, &o, &rec));
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
 	CHECK_EQ(st.perf_event, STACKPULSE_PERF_EVENT_CPU_CLOCK);
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 }
@@ -206,7 +208,7 @@ SP_TEST(untraceable_pid_as_root_says_what_refused)
 	int rc = stackpulse_recorder_attach(1, spool_path("pid1"),
 	                                    STACKPULSE_ATTACH_STOP_ENABLE_RESUME, NULL, &rec);
 	if (rc == 0) {
-		stackpulse_recorder_finish(rec);
+		rec_finish(rec);
 		sp_test_skip("pid 1 is traceable by root here");
 	}
 	const char *msg = stackpulse_last_error();
@@ -258,10 +260,10 @@ SP_TEST(attach_to_ourselves)
 	while (rec_now() < end)
 		x = x * 3 + 1;
 	CHECK_OK(stackpulse_recorder_consume_available(rec));
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, getpid()), 1);
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	CHECK(st.samples > 0);
 }
 
@@ -293,14 +295,12 @@ SP_TEST(unreadable_python_is_counted_in_the_stats)
 		if ((r < 0 && r != -EINTR) || stackpulse_recorder_consume_available(rec) < 0)
 			break;
 	}
-	struct stackpulse_recorder_stats st;
+	struct rec_stats st;
 	memset(&st, 0, sizeof(st));
-	st.sz = sizeof(st);
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	struct stackpulse_recorder_python_stats ps;
+	CHECK_OK(rec_stats_get(rec, &st));
+	struct rec_python_stats ps;
 	memset(&ps, 0, sizeof(ps));
-	ps.sz = sizeof(ps);
-	CHECK_OK(stackpulse_recorder_python_stats(rec, &ps));
+	CHECK_OK(rec_python_stats_get(rec, &ps));
 	const char *note = stackpulse_recorder_python_note(rec);
 	printf("    samples %llu, python_frames %d, unreadable %u: %s\n",
 	       (unsigned long long)st.samples, st.python_frames, ps.python_unreadable, note);
@@ -309,6 +309,75 @@ SP_TEST(unreadable_python_is_counted_in_the_stats)
 	CHECK_EQ(ps.python_unreadable, 1);
 	CHECK(strstr(note, "CPython 3.9 is not supported "
 	                   "(stackpulse reads CPython 3.10 to 3.14)") != NULL);
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	waitpid(child, NULL, 0);
+}
+
+/* One counter model: stackpulse_recorder_stat by key, readable after
+ * finish until free; unknown keys are refused; a finished recorder refuses
+ * every call but stat, the note and free. */
+SP_TEST(stats_by_key_outlive_finish_until_free)
+{
+	pid_t pid = sleeper();
+	stackpulse_recorder *rec;
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("statkeys"), 0, &o, &rec));
+	uint64_t v = 7;
+	expect_err(stackpulse_recorder_stat(rec, (stackpulse_stat)0, &v), -EINVAL, "not a counter");
+	expect_err(stackpulse_recorder_stat(rec, (stackpulse_stat)-3, &v), -EINVAL, NULL);
+	expect_err(stackpulse_recorder_stat(rec, (stackpulse_stat)10000, &v), -ENOENT,
+	           "not counted by this library");
+	expect_err(stackpulse_recorder_stat(rec, STACKPULSE_STAT_UNWIND_ERRORS, &v), -ENOENT,
+	           "spools only");
+	expect_err(stackpulse_recorder_stat(rec, STACKPULSE_STAT_SAMPLES, NULL), -EINVAL, NULL);
+	expect_err(stackpulse_recorder_stat(NULL, STACKPULSE_STAT_SAMPLES, &v), -EINVAL, NULL);
+	CHECK_EQ(v, 7); /* untouched by the refusals */
+	/* Every key the header names reads on a live recorder. */
+	for (int k = 1; k <= STACKPULSE_STAT_PYTHON_PAUSED; k++)
+		if (k != STACKPULSE_STAT_UNWIND_ERRORS)
+			CHECK_OK(stackpulse_recorder_stat(rec, (stackpulse_stat)k, &v));
+	CHECK_OK(stackpulse_recorder_stat(rec, STACKPULSE_STAT_PROCESSES, &v));
+	CHECK_EQ(v, 1);
+	uint64_t before = 0;
+	CHECK_OK(stackpulse_recorder_stat(rec, STACKPULSE_STAT_BYTES_WRITTEN, &before));
+
+	CHECK_OK(stackpulse_recorder_finish(rec));
+	/* After finish: the final counters (finish wrote the footer). */
+	uint64_t after = 0;
+	CHECK_OK(stackpulse_recorder_stat(rec, STACKPULSE_STAT_BYTES_WRITTEN, &after));
+	CHECK(after > before);
+	struct stat sb;
+	REQUIRE(stat(spool_path("statkeys"), &sb) == 0);
+	CHECK_EQ(after, (uint64_t)sb.st_size);
+	CHECK_OK(stackpulse_recorder_stat(rec, STACKPULSE_STAT_PROCESSES, &v));
+	CHECK_EQ(v, 1);
+	expect_err(stackpulse_recorder_stat(rec, (stackpulse_stat)10000, &v), -ENOENT, NULL);
+	CHECK(stackpulse_recorder_python_note(rec)[0] == '\0');
+	expect_err(stackpulse_recorder_wait(rec, 0), STACKPULSE_ESTATE, "finished");
+	expect_err(stackpulse_recorder_consume_available(rec), STACKPULSE_ESTATE, "finished");
+	expect_err(stackpulse_recorder_fd(rec), STACKPULSE_ESTATE, "finished");
+	expect_err(stackpulse_recorder_finish(rec), STACKPULSE_ESTATE, "finished already");
+	CHECK(!stackpulse_recorder_process_is_active(rec, 0));
+	stackpulse_recorder_free(rec);
+	stackpulse_recorder_free(NULL);
+	CHECK(!rec_any_stopped(pid));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* Free without finish finishes first: the spool is complete. */
+SP_TEST(free_without_finish_seals_the_spool)
+{
+	pid_t pid = sleeper();
+	stackpulse_recorder *rec;
+	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("freeonly"), 0, NULL, &rec));
+	stackpulse_recorder_free(rec);
+	stackpulse_spool *s = NULL;
+	stackpulse_spool_open_opts so = STACKPULSE_SPOOL_OPEN_OPTS;
+	so.flags = STACKPULSE_SPOOL_STRICT;
+	CHECK_OK(stackpulse_spool_open(spool_path("freeonly"), &so, &s));
+	CHECK(!stackpulse_spool_meta(s)->truncated);
+	stackpulse_spool_close(s);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 }

@@ -5,6 +5,7 @@
  * while its samples keep their Python frames; stacks deeper than a spool
  * stack holds (C and CPython, past every depth cap) are cut on their
  * leaf side, marked and counted, and the recording goes on. */
+#include "rec_stats.h"
 #include <errno.h>
 #include <unistd.h>
 
@@ -61,15 +62,15 @@ SP_TEST(mapping_flood_is_cut_and_recording_goes_on)
 	double t0 = rec_now();
 	int rc = rec_run(rec, 60);
 	double took = rec_now() - t0;
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
 	/* By index, not by live pid: its EXIT may be drained already. */
 	sp_process *p = NULL;
 	for (size_t i = 0; i < rec->pt.nprocs; i++)
 		if (rec->pt.procs[i]->pid == pid)
 			p = rec->pt.procs[i];
 	size_t kept = p ? p->nmaps : 0;
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	int status;
 	waitpid(pid, &status, 0);
 	printf("70000 code mappings: run rc %d in %.1f s, %llu dropped, %zu kept, %llu lost, "
@@ -172,9 +173,9 @@ SP_TEST(python_code_flood_stays_in_budget)
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	int rc = rec_run(rec, 60);
 	sp_python_stats ps = rec->python_stats; /* Summed over the recording. */
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
+	CHECK_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 	printf("code flood: %llu samples (%llu with Python), code cache peak %llu bytes "
 	       "(budget %llu), %llu evicted, %llu refused\n",
@@ -261,8 +262,7 @@ static void read_deep(const char *spool, deep_spool *d)
 	oo.flags = STACKPULSE_SPOOL_STRICT;
 	REQUIRE_OK(stackpulse_spool_open(spool, &oo, &sp));
 	CHECK_EQ(stackpulse_spool_meta(sp)->truncated, 0);
-	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS,
-	                               &d->stat_truncated));
+	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_STAT_TRUNCATED_STACKS, &d->stat_truncated));
 	uint64_t first = UINT64_MAX, last = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		stackpulse_sample_iter *it;
@@ -331,8 +331,8 @@ static void deep_c(int depth, uint32_t stack_size)
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	int rc = rec_run(rec, 60);
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	int frc = stackpulse_recorder_finish_stats(rec, &st);
+	struct rec_stats st;
+	int frc = rec_finish_stats(rec, &st);
 	int status;
 	waitpid(pid, &status, 0);
 	CHECK_EQ(rc, 0); /* Not ELIMIT: no stack ends the recording. */
@@ -399,7 +399,7 @@ static void count_cut(const char *spool, int py, int *samples, int *marked, int 
 	stackpulse_spool_open_opts oo = STACKPULSE_SPOOL_OPEN_OPTS;
 	oo.flags = STACKPULSE_SPOOL_STRICT;
 	REQUIRE_OK(stackpulse_spool_open(spool, &oo, &sp));
-	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS, stat));
+	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_STAT_TRUNCATED_STACKS, stat));
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
 	const struct stackpulse_sample *s;
@@ -469,10 +469,10 @@ SP_TEST(deep_python_stacks_are_cut_and_counted)
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	int rc = rec_run(rec, 60);
-	struct stackpulse_recorder_python_stats ps = { .sz = sizeof(ps) };
-	CHECK_OK(stackpulse_recorder_python_stats(rec, &ps));
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	int frc = stackpulse_recorder_finish_stats(rec, &st);
+	struct rec_python_stats ps;
+	CHECK_OK(rec_python_stats_get(rec, &ps));
+	struct rec_stats st;
+	int frc = rec_finish_stats(rec, &st);
 	int status;
 	waitpid(pid, &status, 0);
 	CHECK_EQ(rc, 0);
@@ -512,8 +512,8 @@ SP_TEST(python_test_suite_records_whole)
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	int rc = rec_run(rec, 300);
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	int frc = stackpulse_recorder_finish_stats(rec, &st);
+	struct rec_stats st;
+	int frc = rec_finish_stats(rec, &st);
 	int status;
 	waitpid(pid, &status, 0);
 	CHECK_EQ(rc, 0);

@@ -2,6 +2,7 @@
  * (shrunk, then grown back by a deep call), rings that grow when the
  * recorder falls behind, the ring budget falling back when the kernel
  * refuses it, and the loss accounted per thread. */
+#include "rec_stats.h"
 #include <errno.h>
 #include <sys/resource.h>
 
@@ -23,24 +24,23 @@ static stackpulse_recorder_opts user_999(void)
 /* Records @p argv to the end, polling the stats every 100 ms; the smallest
  * stack copy seen is returned in @p min_copy. */
 static void record_polled(char *const argv[], const char *spool, stackpulse_recorder_opts *o,
-                          struct stackpulse_recorder_stats *st, uint32_t *min_copy)
+                          struct rec_stats *st, uint32_t *min_copy)
 {
 	stackpulse_recorder *rec;
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, o, &rec, &pid));
 	*min_copy = UINT32_MAX;
-	st->sz = sizeof(*st);
 	double end = rec_now() + 60;
 	while (stackpulse_recorder_process_is_active(rec, 0) && rec_now() < end) {
 		int rc = stackpulse_recorder_wait(rec, 100);
 		CHECK(rc >= 0 || rc == -EINTR);
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
-		CHECK_OK(stackpulse_recorder_stats(rec, st));
+		CHECK_OK(rec_stats_get(rec, st));
 		if (st->stack_copy < *min_copy)
 			*min_copy = st->stack_copy;
 	}
-	CHECK_OK(stackpulse_recorder_stats(rec, st));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_stats_get(rec, st));
+	REQUIRE_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 }
 
@@ -54,7 +54,7 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 	stackpulse_recorder_opts o = user_999();
 	char spool[512];
 	snprintf(spool, sizeof(spool), "%s/shallowdeep.spool", sp_test_tmpdir());
-	struct stackpulse_recorder_stats st;
+	struct rec_stats st;
 	uint32_t min_copy;
 	record_polled(argv, spool, &o, &st, &min_copy);
 	printf("copy: smallest %u, final %u, %u re-opens, %llu samples, %llu truncated\n", min_copy,
@@ -67,9 +67,9 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	uint64_t v = 0;
-	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_COPY_RESIZES, &v));
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_STAT_COPY_RESIZES, &v));
 	CHECK_EQ(v, st.copy_resizes);
-	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_STACK_COPY, &v));
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_STAT_STACK_COPY, &v));
 	CHECK_EQ(v, st.stack_copy);
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
@@ -135,8 +135,8 @@ SP_TEST(rings_grow_when_the_recorder_falls_behind)
 	stackpulse_recorder *rec;
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	REQUIRE_OK(stackpulse_recorder_stats(rec, &st));
+	struct rec_stats st;
+	REQUIRE_OK(rec_stats_get(rec, &st));
 	uint64_t start = st.ring_bytes;
 	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
 	long pages = sysconf(_SC_PHYS_PAGES);
@@ -155,8 +155,8 @@ SP_TEST(rings_grow_when_the_recorder_falls_behind)
 		usleep(600000);
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_stats_get(rec, &st));
+	REQUIRE_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 	printf("rings %llu -> %llu bytes (budget %llu per CPU), copy %u, %llu samples, %llu lost\n",
 	       (unsigned long long)start, (unsigned long long)st.ring_bytes,
@@ -170,7 +170,7 @@ SP_TEST(rings_grow_when_the_recorder_falls_behind)
 	stackpulse_spool *sp;
 	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
 	uint64_t v = 0;
-	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_RING_BYTES, &v));
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_STAT_RING_BYTES, &v));
 	CHECK_EQ(v, st.ring_bytes);
 	stackpulse_sample_iter *it;
 	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
@@ -269,9 +269,9 @@ SP_TEST(loss_is_accounted_per_thread)
 		usleep(50000); /* A slow consumer. */
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
+	REQUIRE_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 	printf("lost %llu, kept %llu, per thread: %d, copy %u after %u re-opens\n",
 	       (unsigned long long)st.lost, (unsigned long long)st.samples, st.lost_per_thread,
@@ -302,7 +302,7 @@ SP_TEST(loss_is_accounted_per_thread)
 	CHECK(sum <= total + total / 10 + 50);
 	CHECK(with_loss >= 3); /* The workers had events of their own. */
 	uint64_t v = 0;
-	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_LOST, &v));
+	REQUIRE_OK(stackpulse_spool_stat(sp, STACKPULSE_STAT_LOST, &v));
 	CHECK_EQ(v, st.lost);
 	stackpulse_spool_close(sp);
 

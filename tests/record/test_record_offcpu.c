@@ -4,6 +4,7 @@
  * the public API; its intervals add up to the time it measured itself, and
  * their stacks end in the blocking call, user side (and kernel side when
  * kernel frames are allowed). */
+#include "rec_stats.h"
 #include <errno.h>
 
 #include "format/spool_format.h"
@@ -30,7 +31,7 @@ static void read_truth(const char *path, phases_truth *truth)
 
 /* Records `phases ROUNDS ROUND_MS` (its report to @p truth_path). */
 static void record_phases(const char *tag, const stackpulse_recorder_opts *opts, char *spool,
-                          size_t cap, struct stackpulse_recorder_stats *st, phases_truth *truth)
+                          size_t cap, struct rec_stats *st, phases_truth *truth)
 {
 	const char *exe = rec_target("phases", "-lpthread");
 	char truth_path[512], cmd[1024];
@@ -42,9 +43,8 @@ static void record_phases(const char *tag, const stackpulse_recorder_opts *opts,
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, opts, &rec, &pid));
 	CHECK_OK(rec_run(rec, 60));
-	st->sz = sizeof(*st);
-	CHECK_OK(stackpulse_recorder_stats(rec, st));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_stats_get(rec, st));
+	REQUIRE_OK(rec_finish(rec));
 	int status;
 	waitpid(pid, &status, 0);
 	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -171,7 +171,7 @@ SP_TEST(offcpu_intervals_of_blocking_calls)
 	o.frequency = 999;
 	o.off_cpu = STACKPULSE_FEATURE_REQUIRED;
 	char spool[512];
-	struct stackpulse_recorder_stats st;
+	struct rec_stats st;
 	phases_truth truth;
 	record_phases("offcpu", &o, spool, sizeof(spool), &st, &truth);
 	printf("    truth: spin %.3fs sleep %.3fs read %.3fs\n", truth.spin, truth.sleep,
@@ -240,7 +240,7 @@ SP_TEST(offcpu_is_off_by_default)
 {
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	char spool[512];
-	struct stackpulse_recorder_stats st;
+	struct rec_stats st;
 	phases_truth truth;
 	record_phases("oncpu", &o, spool, sizeof(spool), &st, &truth);
 	CHECK_EQ(st.off_cpu_method, STACKPULSE_OFFCPU_NONE);
@@ -292,10 +292,9 @@ static void switch_storm(const char *tag, uint32_t ring_kb)
 	while ((w = stackpulse_recorder_wait(rec, 200)) == STACKPULSE_WAIT_READY)
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
-	struct stackpulse_recorder_stats st;
-	st.sz = sizeof(st);
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
+	REQUIRE_OK(rec_finish(rec));
 	int status;
 	waitpid(pid, &status, 0);
 	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0);

@@ -4,6 +4,7 @@
  * creates nothing, through the API and through the record example; a
  * symlink or hard link at the path is replaced, never written through; the
  * spool is mode 0600. */
+#include "rec_stats.h"
 #include <dirent.h>
 #include <errno.h>
 #include <sys/prctl.h>
@@ -227,7 +228,7 @@ SP_TEST(spool_replaces_planted_links_and_is_private)
 		REQUIRE(lstat(paths[i], &st) == 0);
 		CHECK(S_ISREG(st.st_mode)); /* Already at its path while recording. */
 		CHECK_OK(rec_run(rec, 30));
-		CHECK_OK(stackpulse_recorder_finish(rec));
+		CHECK_OK(rec_finish(rec));
 		REQUIRE(lstat(paths[i], &st) == 0);
 		CHECK(S_ISREG(st.st_mode));
 		CHECK_EQ(st.st_mode & 07777, 0600u);

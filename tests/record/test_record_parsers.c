@@ -2,6 +2,7 @@
  * build-id notes, kallsyms) and its process table (fork, exec, exit, pid
  * reuse, overlapping mappings), checked against real files and a real
  * spool written in memory. */
+#include "rec_stats.h"
 #include <errno.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -921,10 +922,9 @@ SP_TEST(perf_records_malformed)
 	rec->opts.children = 0;
 	pr_sample(&r, 4242, 26, kchain, 3);
 	CHECK_OK(pr_feed(rec, &r));
-	struct stackpulse_recorder_stats st;
+	struct rec_stats st;
 	memset(&st, 0, sizeof(st));
-	st.sz = sizeof(st);
-	REQUIRE_OK(stackpulse_recorder_stats(rec, &st));
+	REQUIRE_OK(rec_stats_get(rec, &st));
 	CHECK_EQ(st.malformed_records, rec->corrupt);
 	CHECK(st.malformed_records >= corrupt + 7);
 	CHECK_EQ(st.dropped_samples, 1);

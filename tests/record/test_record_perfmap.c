@@ -1,5 +1,6 @@
 /* Perf maps: anonymous code named by /tmp/perf-PID.map (here CPython 3.12's
  * -X perf trampolines) keeps its names after the map file is gone. */
+#include "rec_stats.h"
 #include <errno.h>
 
 #include "format/spool_reader.h"
@@ -51,7 +52,7 @@ SP_TEST(perf_map_names_survive_the_map_file)
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	CHECK_OK(rec_run(rec, 30));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	int status = 0;
 	waitpid(pid, &status, 0);
 	char map[64];
@@ -100,7 +101,7 @@ SP_TEST(planted_perf_map_is_not_trusted)
 	fclose(f);
 	REQUIRE(chown(map, 65534, 65534) == 0);
 	CHECK_OK(rec_run(rec, 30));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	int status = 0;
 	waitpid(pid, &status, 0);
 	unlink(map);

@@ -3,6 +3,7 @@
  * windows add up to the recording's own count; each window opens strictly
  * and symbolizes alone, after the binary is gone; only complete windows
  * appear. Also `record --rotate` end to end. */
+#include "rec_stats.h"
 #include <dirent.h>
 #include <errno.h>
 
@@ -82,9 +83,9 @@ static void check_window(const char *path, uint64_t start_ns, uint64_t end_ns, u
 	/* The window's own losses and counters. */
 	CHECK_EQ(m->lost, lost);
 	uint64_t v = UINT64_MAX;
-	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_LOST, &v));
+	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_STAT_LOST, &v));
 	CHECK_EQ(v, lost);
-	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_SPOOL_STAT_TRUNCATED_STACKS, &v));
+	CHECK_OK(stackpulse_spool_stat(sp, STACKPULSE_STAT_TRUNCATED_STACKS, &v));
 	CHECK(v <= samples);
 	*truncated += v;
 	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
@@ -170,10 +171,10 @@ SP_TEST(rotation_puts_every_sample_in_exactly_one_window)
 	struct stat st;
 	CHECK(stat(base, &st) != 0); /* Windows only. */
 	CHECK_OK(rec_run(rec, 60));
-	struct stackpulse_recorder_stats rs = { .sz = sizeof(rs) };
-	REQUIRE_OK(stackpulse_recorder_stats(rec, &rs));
+	struct rec_stats rs;
+	REQUIRE_OK(rec_stats_get(rec, &rs));
 	int closed_before_finish = log.n;
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	int status = 0;
 	waitpid(pid, &status, 0);
 

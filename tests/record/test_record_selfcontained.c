@@ -1,5 +1,6 @@
 /* Self-contained spools: symbol tables embedded at finish give every name,
  * file and line after the recorded binary is deleted or rebuilt. */
+#include "rec_stats.h"
 #include <errno.h>
 
 #include "rec_util.h"
@@ -44,7 +45,7 @@ static void record_ladder_cached(const char *bin, const char *spool, const char 
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	CHECK_OK(rec_run(rec, 30));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	int status = 0;
 	waitpid(pid, &status, 0);
 }
@@ -256,7 +257,7 @@ SP_TEST(cache_dir_rule_is_the_same_for_recorder_and_symbolizer)
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, plain, &o, &rec, &pid));
 	CHECK_OK(rec_run(rec, 30));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 	CHECK_EQ(count_files(envdir, "", ""), 0); /* recorder: "" is no cache */
 

@@ -1,6 +1,7 @@
 /* Recording spawned targets end to end: real programs built with -O2
  * -fomit-frame-pointer, sampled with perf, unwound online, read back from
  * the spool and named with their own ELF symbol tables. */
+#include "rec_stats.h"
 #include <errno.h>
 #include <sys/resource.h>
 
@@ -9,7 +10,7 @@
 typedef struct run {
 	char spool[512];
 	pid_t pid;
-	struct stackpulse_recorder_stats stats;
+	struct rec_stats stats;
 	double cpu_per_sample_us;
 	stackpulse_spool *sp;
 } run;
@@ -25,9 +26,8 @@ static void record_spawn(run *r, char *const argv[], const char *tag,
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, r->spool, opts, &rec, &r->pid));
 	CHECK(r->pid > 0);
 	CHECK_OK(rec_run(rec, 30));
-	r->stats.sz = sizeof(r->stats);
-	CHECK_OK(stackpulse_recorder_stats(rec, &r->stats));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_stats_get(rec, &r->stats));
+	REQUIRE_OK(rec_finish(rec));
 	getrusage(RUSAGE_SELF, &ru1);
 	/* The recorder's own CPU per sample (attach, unwind, encode, finish). */
 	double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
@@ -365,9 +365,9 @@ SP_TEST(lost_samples_are_counted)
 		usleep(100000);
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
+	REQUIRE_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 	printf("lost %llu, kept %llu\n", (unsigned long long)st.lost,
 	       (unsigned long long)st.samples);

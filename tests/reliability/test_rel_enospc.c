@@ -2,6 +2,7 @@
  * namespace, so nothing leaks to the host). The recorder reports -ENOSPC
  * through its API without crashing, the target keeps running and is never
  * left stopped, and the spool reads back up to its last complete chunk. */
+#include "rec_stats.h"
 #include <sched.h>
 #include <sys/mount.h>
 
@@ -93,13 +94,13 @@ static void disk_child(int fd, const char *target, const char *dir, long free_kb
 		_exit(0);
 	}
 	double t0 = rel_now();
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
+	struct rec_stats st;
 	rc = 0;
 	while (rel_now() - t0 < 25 && rc == 0) {
 		stackpulse_recorder_wait(rec, 50);
 		rc = stackpulse_recorder_consume_available(rec);
 		if (rc == 0)
-			stackpulse_recorder_stats(rec, &st);
+			rec_stats_get(rec, &st);
 	}
 	rel_send(fd, M_ERROR, rc, (int64_t)st.chunks, (int64_t)st.samples,
 	         (int64_t)((rel_now() - t0) * 1000));
@@ -107,7 +108,7 @@ static void disk_child(int fd, const char *target, const char *dir, long free_kb
 	rel_send(fd, M_AFTER, rel_proc_state(pid), rel_any_thread_stopped(pid), kill(pid, 0) == 0,
 	         0);
 	rel_send(fd, M_AGAIN, stackpulse_recorder_consume_available(rec), 0, 0, 0);
-	rc = stackpulse_recorder_finish(rec);
+	rc = rec_finish(rec);
 	rel_sleep_ms(200);
 	rel_send(fd, M_FINISH, rc, rel_proc_state(pid), rel_any_thread_stopped(pid),
 	         kill(pid, 0) == 0);

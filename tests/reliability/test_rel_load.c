@@ -3,6 +3,7 @@
  * runs the long versions (64 threads for 30 s, 4000 Hz for 60 s, 5 s of
  * recording after the attach to 64 busy threads). Prints "load NAME: ..."
  * result lines for docs/reliability.md. */
+#include "rec_stats.h"
 #include <dirent.h>
 #include <sys/resource.h>
 
@@ -31,9 +32,9 @@ static void record_spawn(const char *name, char **argv, uint32_t hz, load_result
 	double t0 = rel_now();
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	CHECK_OK(rel_run(rec, 120));
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	CHECK_OK(stackpulse_recorder_stats(rec, &st));
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	struct rec_stats st;
+	CHECK_OK(rec_stats_get(rec, &st));
+	CHECK_OK(rec_finish(rec));
 	r->seconds = rel_now() - t0;
 	int ws;
 	struct rusage ru;
@@ -182,16 +183,16 @@ SP_TEST(attach_to_sixty_four_busy_threads)
 	/* 2 s (5 s soak), longer while the loaded VM gave fewer than 60
 	 * samples, at most 10 s. */
 	double min_s = rel_soak() ? 5 : 2, secs = 0;
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
+	struct rec_stats st;
 	t0 = rel_now();
 	do {
 		CHECK_EQ(rel_run(rec, 0.5), -ETIMEDOUT);
-		stackpulse_recorder_stats(rec, &st);
+		rec_stats_get(rec, &st);
 		secs = rel_now() - t0;
 	} while (secs < min_s || (st.samples < 60 && secs < 10));
 	CHECK(!rel_any_thread_stopped(pid));
 	t0 = rel_now();
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	double finish_s = rel_now() - t0;
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);

@@ -6,6 +6,7 @@
  *    module+offset, while root (control) resolves the same spool.
  * Unprivileged recording and a denied ptrace are covered by
  * tests/record/test_record_unpriv.c and test_record_errors.c. */
+#include "rec_stats.h"
 #include <sched.h>
 #include <grp.h>
 #include <sys/mount.h>
@@ -55,7 +56,7 @@ static ksym_result record_with_kallsyms(const char *fake)
 		int rc = stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid);
 		if (rc == 0) {
 			rel_run(rec, 30);
-			rc = stackpulse_recorder_finish(rec);
+			rc = rec_finish(rec);
 			waitpid(pid, NULL, 0);
 		}
 		r.finish = rc;
@@ -214,7 +215,7 @@ SP_TEST(unreadable_binary_gives_module_plus_offset)
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	CHECK_OK(rel_run(rec, 30));
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 	chmod(spool, 0644);
 	int named, raw;

@@ -2,6 +2,7 @@
  * opens (cut: truncated set), reads back to its end, and holds at least
  * every chunk the recorder had reported complete before the kill. The
  * target is never left stopped. SP_SOAK=1 runs 200 trials instead of 30. */
+#include "rec_stats.h"
 #include "rel_util.h"
 
 enum {
@@ -29,8 +30,8 @@ static void recorder_child(int fd, const char *target, const char *spool)
 		stackpulse_recorder_wait(rec, 20);
 		if (stackpulse_recorder_consume_available(rec) != 0)
 			_exit(3);
-		struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-		stackpulse_recorder_stats(rec, &st);
+		struct rec_stats st;
+		rec_stats_get(rec, &st);
 		if (st.chunks != last) {
 			last = st.chunks;
 			rel_send(fd, MSG_CHUNKS, (int64_t)st.chunks, (int64_t)st.samples, 0, 0);

@@ -2,6 +2,7 @@
  * under ASan) stays flat once
  * warmed up and no descriptor leaks (/proc/self/fd before the recorder and
  * after finish). 20 s by default, 10 minutes with SP_SOAK=1. */
+#include "rec_stats.h"
 #include "rel_util.h"
 
 SP_TEST(long_recording_rss_flat_and_no_fd_leak)
@@ -47,11 +48,11 @@ SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 			rss_last = rss;
 		}
 	}
-	struct stackpulse_recorder_stats st = { .sz = sizeof(st) };
-	stackpulse_recorder_stats(rec, &st);
+	struct rec_stats st;
+	rec_stats_get(rec, &st);
 	int fds_open = rel_fd_count();
 	CHECK_EQ(fds_open, fds_during); /* No growth while recording. */
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	int fds_after = rel_fd_count();

@@ -2,6 +2,7 @@
  * samples before the recording ends; a SIGKILLed recorder ends the tail as
  * truncated; a torn or half-written chunk is waited for, never misread; a
  * long spool of the same code is tailed in flat memory. */
+#include "rec_stats.h"
 #include <malloc.h>
 #include <sys/file.h>
 
@@ -68,7 +69,7 @@ static void recorder_child(int fd, const char *target, const char *spool, const 
 	rel_send(fd, MSG_PID, pid, 0, 0, 0);
 	if (rel_run(rec, 60) != 0)
 		_exit(3);
-	_exit(stackpulse_recorder_finish(rec) == 0 ? 0 : 4);
+	_exit(rec_finish(rec) == 0 ? 0 : 4);
 }
 
 static pid_t start_recorder(const char *spool, const char *secs, int *msg_fd)

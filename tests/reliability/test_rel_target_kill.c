@@ -1,6 +1,7 @@
 /* The target is SIGKILLed during attach, during recording and during
  * finish. The recorder returns cleanly (0, or -ESRCH for an attach that
  * lost the race), never hangs, and the spool reads back complete. */
+#include "rec_stats.h"
 #include <pthread.h>
 
 #include "rel_util.h"
@@ -70,7 +71,7 @@ SP_TEST(target_killed_during_attach)
 		if (rc == 0) {
 			ok++;
 			CHECK_OK(rel_run(rec, 10));
-			CHECK_OK(stackpulse_recorder_finish(rec));
+			CHECK_OK(rec_finish(rec));
 			uint64_t n;
 			check_complete(spool, &n);
 		} else {
@@ -107,7 +108,7 @@ SP_TEST(target_killed_during_recording)
 	CHECK_OK(rel_run(rec, 10));
 	CHECK(rel_now() - t0 < 5);
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, pid), 0);
-	CHECK_OK(stackpulse_recorder_finish(rec));
+	CHECK_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 	uint64_t n;
 	check_complete(spool, &n);
@@ -140,7 +141,7 @@ SP_TEST(target_killed_during_finish)
 		pthread_t th;
 		REQUIRE(pthread_create(&th, NULL, killer_main, &k) == 0);
 		double t0 = rel_now();
-		CHECK_OK(stackpulse_recorder_finish(rec));
+		CHECK_OK(rec_finish(rec));
 		double took = rel_now() - t0;
 		pthread_join(th, NULL);
 		CHECK(took < 15);

@@ -4,6 +4,7 @@
 #ifndef SP_TEST_SYM_FIXTURE_H
 #define SP_TEST_SYM_FIXTURE_H
 
+#include "rec_stats.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -346,7 +347,7 @@ static FX_UNUSED void fx_record(const char *bin, const char *spool)
 			break;
 		REQUIRE_OK(stackpulse_recorder_consume_available(rec));
 	}
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
 }
 

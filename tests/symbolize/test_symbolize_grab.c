@@ -3,6 +3,7 @@
  * exists only in a private mount namespace. The recorder must grab the file
  * while the process lives, and the spool must name its functions offline
  * after the file is gone. */
+#include "rec_stats.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -114,7 +115,7 @@ static void record_for_a_second_unlinking(pid_t pid, const char *spool_path,
 			unlink_midway = NULL;
 		}
 	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1000);
-	REQUIRE_OK(stackpulse_recorder_finish(rec));
+	REQUIRE_OK(rec_finish(rec));
 }
 
 static void record_for_a_second(pid_t pid, const char *spool_path)
