@@ -88,10 +88,9 @@ pub fn build(b: *std.Build) void {
     // libcurl and libdebuginfod are none of them: push.c and dbgfind.c load
     // them at their first push or debuginfod query.
     const requires = std.mem.join(b.allocator, " ", pkgModules(ctx, .full)) catch @panic("OOM");
-    const cxx = if (hasSystemLibstdcxx(ctx)) "-lstdc++" else "";
     const pc_files = [_]struct { name: []const u8, desc: []const u8, libs: []const u8, requires: []const u8, private: []const u8 }{
-        .{ .name = "stackpulse", .desc = "", .libs = "-L${libdir} -lstackpulse", .requires = "Requires.private", .private = cxx },
-        .{ .name = "stackpulse-static", .desc = " (static library)", .libs = b.fmt("${{libdir}}/libstackpulse.a {s}", .{cxx}), .requires = "Requires", .private = "" },
+        .{ .name = "stackpulse", .desc = "", .libs = "-L${libdir} -lstackpulse", .requires = "Requires.private", .private = "" },
+        .{ .name = "stackpulse-static", .desc = " (static library)", .libs = "${libdir}/libstackpulse.a", .requires = "Requires", .private = "" },
     };
     for (pc_files) |f| {
         const pc = b.addWriteFiles().add(b.fmt("{s}.pc", .{f.name}), b.fmt(
@@ -452,7 +451,7 @@ fn lintSteps(b: *std.Build, root: std.Build.LazyPath) [3]*std.Build.Step {
     const tidy = b.addSystemCommand(&.{ "bash", ".ci/clang-tidy.sh" });
     tidy.setCwd(root);
     // Every optional part is compiled in for tidy, so it checks that code too.
-    tidy.addArgs(&.{ "-DSP_HAVE_DEBUGINFOD=1", "-DSP_HAVE_CXA_DEMANGLE=1", "-DSP_HAVE_CURL=1" });
+    tidy.addArgs(&.{ "-DSP_HAVE_DEBUGINFOD=1", "-DSP_HAVE_CURL=1" });
     tidy.addArgs(all_srcs);
     tidy.addArgs(&test_lists.pure);
     tidy.addArgs(&test_lists.os);
@@ -502,7 +501,7 @@ fn pkgModules(ctx: Ctx, link: Link) []const []const u8 {
     return list.items;
 }
 
-/// `pkg-config --libs` of systemLibs (plus libstdc++), for .ci/clang-build.sh.
+/// `pkg-config --libs` of systemLibs, for .ci/clang-build.sh.
 fn systemLibFlags(ctx: Ctx, link: Link) []const []const u8 {
     const b = ctx.b;
     var argv: std.ArrayList([]const u8) = .empty;
@@ -511,7 +510,6 @@ fn systemLibFlags(ctx: Ctx, link: Link) []const []const u8 {
     var list: std.ArrayList([]const u8) = .empty;
     var it = std.mem.tokenizeAny(u8, b.run(argv.items), " \t\r\n");
     while (it.next()) |flag| list.append(b.allocator, flag) catch @panic("OOM");
-    if (link != .pure and hasSystemLibstdcxx(ctx)) list.append(b.allocator, "-lstdc++") catch @panic("OOM");
     return list.items;
 }
 
@@ -524,7 +522,6 @@ fn cModule(ctx: Ctx) *std.Build.Module {
     m.addIncludePath(b.path("src"));
     if (ctx.debuginfod) m.addCMacro("SP_HAVE_DEBUGINFOD", "1");
     if (ctx.curl) m.addCMacro("SP_HAVE_CURL", "1");
-    if (hasSystemLibstdcxx(ctx)) m.addCMacro("SP_HAVE_CXA_DEMANGLE", "1");
     if (isNative(ctx)) return m;
     const triple = switch (ctx.target.result.cpu.arch) {
         .aarch64 => "aarch64-linux-gnu",
@@ -563,13 +560,8 @@ fn linkSystem(ctx: Ctx, m: *std.Build.Module, link: Link) void {
             m.linkSystemLibrary(l.lib, .{ .use_pkg_config = .no });
         }
     }
-    // C++ demangling: __cxa_demangle comes from the system libstdc++, found
-    // where the system C compiler finds it (zig would take "-lstdc++" for
-    // its own libc++, whose operator new/delete would leak into our exports).
-    if (link != .pure and hasSystemLibstdcxx(ctx)) m.addObjectFile(.{ .cwd_relative = ccFile(b, "libstdc++.so", &libstdcxx_path) });
 }
 
-var libstdcxx_path: ?[]const u8 = null;
 var libzstd_a_path: ?[]const u8 = null;
 
 /// Where the system C compiler finds library file @p name
@@ -578,11 +570,6 @@ fn ccFile(b: *std.Build, name: []const u8, cache: *?[]const u8) []const u8 {
     if (cache.* == null)
         cache.* = std.mem.trim(u8, b.run(&.{ "cc", b.fmt("-print-file-name={s}", .{name}) }), " \t\r\n");
     return cache.*.?;
-}
-
-fn hasSystemLibstdcxx(ctx: Ctx) bool {
-    // Debian always has it: apt itself depends on libstdc++6.
-    return isNative(ctx) and ctx.target.result.abi == .gnu;
 }
 
 /// The shared library, linked by `zig cc -shared` from the PIC objects of a
@@ -611,7 +598,6 @@ fn addSharedLib(ctx: Ctx) SharedLib {
     run.addArg("-Wl,--no-whole-archive");
     for (systemLibs(ctx, .full)) |l| run.addArg(b.fmt("-l{s}", .{l.lib}));
     run.addArgs(&.{ "-lc", "-lm" });
-    if (hasSystemLibstdcxx(ctx)) run.addArg(ccFile(b, "libstdc++.so", &libstdcxx_path));
     const bin = run.addPrefixedOutputFileArg("-o", shared_file);
     return .{ .bin = bin, .step = &run.step };
 }
@@ -708,7 +694,6 @@ fn testRunner(b: *std.Build, root: std.Build.LazyPath, bin_dir: std.Build.LazyPa
 fn spDefines(ctx: Ctx) []const []const u8 {
     const b = ctx.b;
     var list: std.ArrayList([]const u8) = .empty;
-    list.append(b.allocator, "-DSP_HAVE_CXA_DEMANGLE=1") catch @panic("OOM");
     if (ctx.debuginfod) list.append(b.allocator, "-DSP_HAVE_DEBUGINFOD=1") catch @panic("OOM");
     if (ctx.curl) list.append(b.allocator, "-DSP_HAVE_CURL=1") catch @panic("OOM");
     return list.items;

@@ -34,10 +34,16 @@ if readelf -d "$work/use-static" | grep -q 'libstackpulse\.so'; then
 	echo "check-link: the stackpulse-static.pc program needs libstackpulse.so" >&2
 	exit 1
 fi
+# libstdc++ is loaded when the first C++ name is demangled, never linked.
+lib=$(readlink -f "$prefix/lib/libstackpulse.so")
+if readelf -d "$lib" | grep -q 'NEEDED.*libstdc++'; then
+	echo "check-link: $lib needs libstdc++ (it must load it at the first C++ name)" >&2
+	exit 1
+fi
 if ! readelf -d "$work/use-shared" | grep -q 'NEEDED.*\[libstackpulse\.so\.0\.3\]'; then
 	echo "check-link: the stackpulse.pc program does not link libstackpulse.so.0.3" >&2
 	exit 1
 fi
 "$work/use-static" >/dev/null
 "$work/use-shared" >/dev/null
-echo "check-link: static (stackpulse-static.pc) and shared (stackpulse.pc + rpath) programs link and run with the system cc"
+echo "check-link: static (stackpulse-static.pc) and shared (stackpulse.pc + rpath) programs link and run with the system cc; no libstdc++ in NEEDED"

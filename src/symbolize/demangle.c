@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/dynload.h"
+
 #define MAX_NAME 4096
 /* __cxa_demangle's time and output grow with its input (and back
  * references can multiply the output): longer mangled names, and names
@@ -10,26 +12,18 @@
 #define MAX_CXX_MANGLED   8192u
 #define MAX_CXX_DEMANGLED 16384u
 
-/* From libstdc++ or libc++abi; the result is malloc'd. Builds that link a
- * C++ runtime define SP_HAVE_CXA_DEMANGLE for a strong reference (a weak
- * one would not pull the member out of a static libc++abi, nor keep an
- * --as-needed libstdc++). Otherwise the reference is weak: the library
- * still links, and C++ names stay raw unless the program itself brings a
- * C++ runtime. */
-#ifdef SP_HAVE_CXA_DEMANGLE
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
-#else
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status)
-        __attribute__((weak));
-#endif
+/* __cxa_demangle of the system's libstdc++, loaded at the first C++ name
+ * (io/dynload.h) rather than linked: a linked libstdc++ would be loaded
+ * into every program that uses the library, C++ names or not. Its result
+ * is malloc'd. A program that cannot load it (a static one without a
+ * dynamic loader, a system without libstdc++) keeps C++ names raw. */
+static char *(*cxa_demangle)(const char *mangled, char *buf, size_t *len, int *status);
+static const sp_dynsym cxx_syms[] = { SP_DYNSYM(cxa_demangle, "__cxa_demangle") };
+static sp_dynlib cxx_lib = SP_DYNLIB("libstdc++.so.6", cxx_syms, NULL);
 
 int sp_demangle_cxx_available(void)
 {
-#ifdef SP_HAVE_CXA_DEMANGLE
-	return 1;
-#else
-	return __cxa_demangle != NULL;
-#endif
+	return sp_dynlib_load(&cxx_lib) == 0;
 }
 
 static int is_hex(char c)
@@ -105,7 +99,7 @@ const char *sp_demangle(sp_strpool *pool, const char *raw, int keep_raw)
 	    strnlen(raw, MAX_CXX_MANGLED + 1) > MAX_CXX_MANGLED)
 		return sp_strpool_intern(pool, raw);
 	int status = 0;
-	char *dm = __cxa_demangle(raw, NULL, NULL, &status);
+	char *dm = cxa_demangle(raw, NULL, NULL, &status);
 	size_t n = dm && status == 0 ? strnlen(dm, MAX_CXX_DEMANGLED + 1) : 0;
 	if (!dm || status != 0 || n > MAX_CXX_DEMANGLED) {
 		free(dm);

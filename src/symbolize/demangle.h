@@ -1,5 +1,5 @@
 /* Symbol name demangling: C++ (Itanium, via __cxa_demangle from
- * libstdc++), Rust legacy (hash suffix and $-escapes removed) and Rust v0
+ * libstdc++, loaded at the first C++ name), Rust legacy (hash suffix and $-escapes removed) and Rust v0
  * (our own bounded demangler). Names that fail to demangle stay raw, and
  * so do C++ names over 8 KiB mangled or 16 KiB demangled. */
 #ifndef SP_SYMBOLIZE_DEMANGLE_H
@@ -13,7 +13,7 @@
  * or NULL on allocation failure. */
 const char *sp_demangle(sp_strpool *pool, const char *raw, int keep_raw);
 
-/* 1 when a C++ runtime providing __cxa_demangle is linked in. */
+/* 1 when libstdc++'s __cxa_demangle could be loaded (on the first call). */
 int sp_demangle_cxx_available(void);
 
 /* Demangles a Rust v0 symbol into @p out (@p cap bytes). Returns 0, or

@@ -302,7 +302,7 @@ static const char cxx_src[] = "volatile int sink;\n"
 SP_TEST(cxx_namespaces_templates_always_inline)
 {
 	if (!sp_demangle_cxx_available())
-		sp_test_skip("no __cxa_demangle linked: link libstdc++ (-lstdc++) or libc++abi");
+		sp_test_skip("libstdc++.so.6 (__cxa_demangle) cannot be loaded");
 	const char *bin = build("g++", "-O2 -g", "prog_cxx", cxx_src, "cc");
 	uint32_t l_helper_a = fx_line_of(cxx_src, "HELPER_A"),
 	         l_helper_b = fx_line_of(cxx_src, "HELPER_B");

@@ -267,7 +267,7 @@ static void check_demangle(const char *raw, const char *want)
 SP_TEST(demangle_cxx_and_rust)
 {
 	if (!sp_demangle_cxx_available())
-		sp_test_skip("no __cxa_demangle linked: link libstdc++ (-lstdc++) or libc++abi");
+		sp_test_skip("libstdc++.so.6 (__cxa_demangle) cannot be loaded");
 	check_demangle("_ZN2ns3fooIiEEvT_", "void ns::foo<int>(int)");
 	/* Clone suffixes: libstdc++ and libc++abi word them differently. */
 	sp_strpool pool;
