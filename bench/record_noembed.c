@@ -1,4 +1,4 @@
-/* A minimal recorder driver with self_contained = 0, so the spool holds no
+/* A minimal recorder driver with self_contained = false, so the spool holds no
  * embedded symbol tables and `report` must symbolize from the binaries and
  * the symbol cache. run.py uses it to time symbolization cold and warm.
  *
@@ -24,7 +24,7 @@ static int fail(const char *what, int rc)
 int main(int argc, char **argv)
 {
 	stackpulse_recorder_opts opts = STACKPULSE_RECORDER_OPTS;
-	opts.self_contained = 0;
+	opts.self_contained = false;
 	const char *out = NULL;
 	int i = 1;
 	for (; i < argc && strcmp(argv[i], "--") != 0; i++) {

@@ -408,7 +408,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_OFF_CPU: opts.off_cpu = STACKPULSE_FEATURE_REQUIRED; break;
-		case OPT_NO_CHILDREN: opts.children = 0; break;
+		case OPT_NO_CHILDREN: opts.children = false; break;
 		case OPT_ATTACH:
 			if (strcmp(optarg, "stop") != 0 && strcmp(optarg, "live") != 0) {
 				fprintf(stderr, "record: --attach wants stop or live, not '%s'\n",

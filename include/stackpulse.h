@@ -312,12 +312,12 @@ typedef struct stackpulse_recorder_opts {
 	        .frequency = 99,                                                                   \
 	        .stack_size = 32768,                                                               \
 	        .kernel = STACKPULSE_FEATURE_AUTO,                                                 \
-	        .children = 1,                                                                     \
+	        .children = true,                                                                  \
 	        .python = STACKPULSE_FEATURE_AUTO,                                                 \
 	        .perf_event = STACKPULSE_PERF_EVENT_AUTO,                                          \
 	        .ring_kb = 0,                                                                      \
 	        .zstd_level = 3,                                                                   \
-	        .self_contained = 1,                                                               \
+	        .self_contained = true,                                                            \
 	        .chunk_bytes = 1u << 20,                                                           \
 	        .cache_dir = NULL,                                                                 \
 	        .realtime = STACKPULSE_FEATURE_AUTO,                                               \

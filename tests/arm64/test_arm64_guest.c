@@ -6,7 +6,6 @@
  * standard: return addresses signed with pointer authentication).
  * SP_ARM64_SECS scales every workload (TCG is slow); spools worth checking
  * on the host go to SP_ARM64_OUT. */
-#include "rec_stats.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 
 #include "../record/rec_util.h"
 #include "arm64_util.h"
+#include "rec_stats.h"
 
 extern char **environ;
 

@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "rec_stats.h"
 #include "py_versions.h"
 #include "stackpulse.h"
+#include "rec_stats.h"
 
 /* A fork that runs Python, a subprocess that execs Python, and the parent;
  * argv[1]: a file to write "ok" to when every child ended as it should. */

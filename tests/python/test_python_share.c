@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "rec_stats.h"
 #include "py_versions.h"
 #include "stackpulse.h"
+#include "rec_stats.h"
 
 static const char script[] =
         "import sys, time\n"                                                             /* 1 */
@@ -69,7 +69,7 @@ static int record(const char *py, const char *path, const char *spool, struct re
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 499;
 	o.kernel = STACKPULSE_FEATURE_OFF;
-	o.self_contained = 1;
+	o.self_contained = true;
 	stackpulse_recorder *rec;
 	pid_t pid;
 	int rc = stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid);
@@ -302,7 +302,7 @@ SP_TEST(non_python_target_has_no_python_costs)
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = 499;
 	o.kernel = STACKPULSE_FEATURE_OFF;
-	o.self_contained = 0;
+	o.self_contained = false;
 	stackpulse_recorder *rec;
 	pid_t pid;
 	int rc = stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid);

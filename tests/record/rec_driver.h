@@ -11,7 +11,6 @@
 #ifndef SP_TEST_REC_DRIVER_H
 #define SP_TEST_REC_DRIVER_H
 
-#include "rec_stats.h"
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -20,6 +19,7 @@
 #include <sys/syscall.h>
 
 #include "rec_util.h"
+#include "rec_stats.h"
 
 static inline const char *drv_env(const char *k, const char *d)
 {

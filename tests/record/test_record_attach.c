@@ -1,13 +1,13 @@
 /* Attaching to running targets: both modes, targets that exit during the
  * recording or during the attach itself, and the rule that the target is
  * never left stopped (recorder failure, signals, recorder killed). */
-#include "rec_stats.h"
 #include <errno.h>
 #include <poll.h>
 #include <sys/time.h>
 
 #include "../python/py_versions.h"
 #include "rec_util.h"
+#include "rec_stats.h"
 
 void sp_alloc_fail_after(long n); /* src/common/alloc.h */
 

@@ -1,10 +1,10 @@
 /* Every error path of attach and spawn gives a precise code and detail,
  * and leaves the target running. */
-#include "rec_stats.h"
 #include <errno.h>
 #include <sys/stat.h>
 
 #include "rec_driver.h"
+#include "rec_stats.h"
 
 static void expect_err(int rc, int code, const char *needle)
 {

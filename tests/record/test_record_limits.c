@@ -5,7 +5,6 @@
  * while its samples keep their Python frames; stacks deeper than a spool
  * stack holds (C and CPython, past every depth cap) are cut on their
  * leaf side, marked and counted, and the recording goes on. */
-#include "rec_stats.h"
 #include <errno.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "record/process_table.h"
 #include "record/python.h"
 #include "record/recorder.h"
+#include "rec_stats.h"
 
 /* Samples of @p pid whose leafmost user frame is @p func, and all of its. */
 static void count_leaf(const stackpulse_spool *sp, pid_t pid, const char *func, uint64_t after,

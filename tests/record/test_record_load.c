@@ -2,7 +2,6 @@
  * (shrunk, then grown back by a deep call), rings that grow when the
  * recorder falls behind, the ring budget falling back when the kernel
  * refuses it, and the loss accounted per thread. */
-#include "rec_stats.h"
 #include <errno.h>
 #include <sys/resource.h>
 
@@ -11,6 +10,7 @@
 #include "rec_driver.h"
 #include "record/perf_events.h"
 #include "record/ring.h"
+#include "rec_stats.h"
 
 /* 999 Hz, user frames only: the options of the stack-depth tests. */
 static stackpulse_recorder_opts user_999(void)

@@ -4,13 +4,13 @@
  * the public API; its intervals add up to the time it measured itself, and
  * their stacks end in the blocking call, user side (and kernel side when
  * kernel frames are allowed). */
-#include "rec_stats.h"
 #include <errno.h>
 
 #include "format/spool_format.h"
 #include "format/spool_reader.h"
 #include "rec_driver.h"
 #include "record/perf_events.h"
+#include "rec_stats.h"
 
 typedef struct phases_truth {
 	double spin, sleep, read; /* Seconds, as the target measured them. */

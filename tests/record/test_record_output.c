@@ -4,12 +4,12 @@
  * creates nothing, through the API and through the record example; a
  * symlink or hard link at the path is replaced, never written through; the
  * spool is mode 0600. */
-#include "rec_stats.h"
 #include <dirent.h>
 #include <errno.h>
 #include <sys/prctl.h>
 
 #include "rec_driver.h"
+#include "rec_stats.h"
 
 #define KEEP_BYTES 15360 /* The 15 KiB spool of the report. */
 

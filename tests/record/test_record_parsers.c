@@ -2,7 +2,6 @@
  * build-id notes, kallsyms) and its process table (fork, exec, exit, pid
  * reuse, overlapping mappings), checked against real files and a real
  * spool written in memory. */
-#include "rec_stats.h"
 #include <errno.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -16,6 +15,7 @@
 #include "record/proc_scan.h"
 #include "record/process_table.h"
 #include "record/recorder.h"
+#include "rec_stats.h"
 
 SP_TEST(maps_line_parser)
 {
@@ -746,7 +746,7 @@ static stackpulse_recorder *fake_recorder(sp_buf *buf)
 	REQUIRE(rec != NULL);
 	rec->opts = STACKPULSE_RECORDER_OPTS;
 	rec->opts.python = STACKPULSE_FEATURE_OFF;
-	rec->opts.self_contained = 0;
+	rec->opts.self_contained = false;
 	rec->target = FAKE_PARENT;
 	rec->sink.fd = rec->epfd = rec->pidfd = -1;
 	sp_writer_opts wo = { 1, 0 };
@@ -919,7 +919,7 @@ SP_TEST(perf_records_malformed)
 	CHECK_EQ(rec->corrupt, c0 + 7);
 	/* Users see them in the stats, with the samples of a process not
 	 * followed. */
-	rec->opts.children = 0;
+	rec->opts.children = false;
 	pr_sample(&r, 4242, 26, kchain, 3);
 	CHECK_OK(pr_feed(rec, &r));
 	struct rec_stats st;

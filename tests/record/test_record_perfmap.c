@@ -1,10 +1,10 @@
 /* Perf maps: anonymous code named by /tmp/perf-PID.map (here CPython 3.12's
  * -X perf trampolines) keeps its names after the map file is gone. */
-#include "rec_stats.h"
 #include <errno.h>
 
 #include "format/spool_reader.h"
 #include "rec_util.h"
+#include "rec_stats.h"
 
 typedef struct find {
 	const char *needle;

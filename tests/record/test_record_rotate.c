@@ -3,13 +3,13 @@
  * windows add up to the recording's own count; each window opens strictly
  * and symbolizes alone, after the binary is gone; only complete windows
  * appear. Also `record --rotate` end to end. */
-#include "rec_stats.h"
 #include <dirent.h>
 #include <errno.h>
 
 #include "format/spool_format.h"
 #include "format/spool_reader.h"
 #include "rec_util.h"
+#include "rec_stats.h"
 
 #define MAX_WINDOWS 64
 

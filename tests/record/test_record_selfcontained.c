@@ -1,9 +1,9 @@
 /* Self-contained spools: symbol tables embedded at finish give every name,
  * file and line after the recorded binary is deleted or rebuilt. */
-#include "rec_stats.h"
 #include <errno.h>
 
 #include "rec_util.h"
+#include "rec_stats.h"
 
 typedef struct walk {
 	const char *names[64];
@@ -250,7 +250,7 @@ SP_TEST(cache_dir_rule_is_the_same_for_recorder_and_symbolizer)
 	stackpulse_recorder_opts o;
 	stackpulse_recorder_opts_init(&o);
 	o.frequency = 999;
-	o.self_contained = 0;
+	o.self_contained = false;
 	o.cache_dir = "";
 	char *argv[] = { bin, "1.0", NULL };
 	stackpulse_recorder *rec = NULL;

@@ -1,11 +1,11 @@
 /* Recording spawned targets end to end: real programs built with -O2
  * -fomit-frame-pointer, sampled with perf, unwound online, read back from
  * the spool and named with their own ELF symbol tables. */
-#include "rec_stats.h"
 #include <errno.h>
 #include <sys/resource.h>
 
 #include "rec_driver.h"
+#include "rec_stats.h"
 
 typedef struct run {
 	char spool[512];
@@ -279,7 +279,7 @@ SP_TEST(spawn_without_children_records_only_the_target)
 	const char *bin = rec_target("forker", NULL);
 	char *argv[] = { (char *)bin, "0.5", NULL };
 	stackpulse_recorder_opts o = fast_opts();
-	o.children = 0;
+	o.children = false;
 	run r;
 	record_spawn(&r, argv, "forker_nochildren", &o);
 	CHECK_EQ(stackpulse_spool_process_count(r.sp), 1);

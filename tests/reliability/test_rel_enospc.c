@@ -2,11 +2,11 @@
  * namespace, so nothing leaks to the host). The recorder reports -ENOSPC
  * through its API without crashing, the target keeps running and is never
  * left stopped, and the spool reads back up to its last complete chunk. */
-#include "rec_stats.h"
 #include <sched.h>
 #include <sys/mount.h>
 
 #include "rel_util.h"
+#include "rec_stats.h"
 
 enum {
 	M_SKIP = 1, /* a: errno of the namespace/mount step */

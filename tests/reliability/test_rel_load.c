@@ -3,11 +3,11 @@
  * runs the long versions (64 threads for 30 s, 4000 Hz for 60 s, 5 s of
  * recording after the attach to 64 busy threads). Prints "load NAME: ..."
  * result lines for docs/reliability.md. */
-#include "rec_stats.h"
 #include <dirent.h>
 #include <sys/resource.h>
 
 #include "rel_util.h"
+#include "rec_stats.h"
 
 typedef struct load_result {
 	uint64_t samples, lost, stat_samples;
@@ -26,7 +26,7 @@ static void record_spawn(const char *name, char **argv, uint32_t hz, load_result
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.frequency = hz;
 	o.kernel = STACKPULSE_FEATURE_OFF;
-	o.self_contained = 0;
+	o.self_contained = false;
 	stackpulse_recorder *rec;
 	pid_t pid;
 	double t0 = rel_now();
@@ -166,7 +166,7 @@ SP_TEST(attach_to_sixty_four_busy_threads)
 	snprintf(spool, sizeof(spool), "%s/attach64.spool", sp_test_tmpdir());
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	o.kernel = STACKPULSE_FEATURE_OFF;
-	o.self_contained = 0;
+	o.self_contained = false;
 	stackpulse_recorder *rec;
 	double t0 = rel_now();
 	int rc = stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_STOP_ENABLE_RESUME, &o,

@@ -6,12 +6,12 @@
  *    module+offset, while root (control) resolves the same spool.
  * Unprivileged recording and a denied ptrace are covered by
  * tests/record/test_record_unpriv.c and test_record_errors.c. */
-#include "rec_stats.h"
 #include <sched.h>
 #include <grp.h>
 #include <sys/mount.h>
 
 #include "rel_util.h"
+#include "rec_stats.h"
 
 typedef struct ksym_result {
 	int setup, finish, kernel_frames;

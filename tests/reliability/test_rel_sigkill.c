@@ -2,8 +2,8 @@
  * opens (cut: truncated set), reads back to its end, and holds at least
  * every chunk the recorder had reported complete before the kill. The
  * target is never left stopped. SP_SOAK=1 runs 200 trials instead of 30. */
-#include "rec_stats.h"
 #include "rel_util.h"
+#include "rec_stats.h"
 
 enum {
 	MSG_PID = 1,

@@ -2,8 +2,8 @@
  * under ASan) stays flat once
  * warmed up and no descriptor leaks (/proc/self/fd before the recorder and
  * after finish). 20 s by default, 10 minutes with SP_SOAK=1. */
-#include "rec_stats.h"
 #include "rel_util.h"
+#include "rec_stats.h"
 
 SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 {

@@ -2,7 +2,6 @@
  * samples before the recording ends; a SIGKILLed recorder ends the tail as
  * truncated; a torn or half-written chunk is waited for, never misread; a
  * long spool of the same code is tailed in flat memory. */
-#include "rec_stats.h"
 #include <malloc.h>
 #include <sys/file.h>
 
@@ -10,6 +9,7 @@
 #include "../profile/example_tools.h"
 #include "common/alloc.h"
 #include "rel_util.h"
+#include "rec_stats.h"
 
 enum {
 	MSG_PID = 1

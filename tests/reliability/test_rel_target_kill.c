@@ -1,10 +1,10 @@
 /* The target is SIGKILLed during attach, during recording and during
  * finish. The recorder returns cleanly (0, or -ESRCH for an attach that
  * lost the race), never hangs, and the spool reads back complete. */
-#include "rec_stats.h"
 #include <pthread.h>
 
 #include "rel_util.h"
+#include "rec_stats.h"
 
 typedef struct killer {
 	pid_t pid;

@@ -4,7 +4,6 @@
 #ifndef SP_TEST_SYM_FIXTURE_H
 #define SP_TEST_SYM_FIXTURE_H
 
-#include "rec_stats.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -21,6 +20,7 @@
 #include "stackpulse.h"
 #include "io/elf.h"
 #include "symbolize/symbolize.h"
+#include "rec_stats.h"
 
 #define FX_UNUSED __attribute__((unused))
 

@@ -3,7 +3,6 @@
  * exists only in a private mount namespace. The recorder must grab the file
  * while the process lives, and the spool must name its functions offline
  * after the file is gone. */
-#include "rec_stats.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "sym_fixture.h"
+#include "rec_stats.h"
 
 static const char work_src[] = "volatile double sink;\n"
                                "__attribute__((noinline)) double hot_loop(long n)\n"
