@@ -676,17 +676,10 @@ struct stackpulse_spool_meta {
 	const char *machine;        /**< uname machine, e.g. "x86_64". */
 	const char *kernel_release; /**< uname release. */
 	const char *hostname;       /**< uname nodename. */
-	bool kernel_frames;         /**< True when kernel frames were recorded. */
 	const char *kernel_note;    /**< Why kernel frames are missing, or "". */
-	bool truncated;             /**< True when not all of the file was read: it
-	                             *   was cut (no footer) or is `damaged`. */
 	uint64_t samples;           /**< Samples in the file. */
 	uint64_t lost;              /**< Samples reported lost. */
 	uint32_t chunks;            /**< Complete chunks read. */
-	bool damaged;               /**< True when reading stopped at damaged bytes (a bad
-	                          *   checksum, zstd frame or record): every chunk
-	                          *   before them was kept, nothing after them, and
-	                          *   `truncated` is 1 too. */
 	uint32_t damaged_chunk;     /**< Index of the damaged chunk (equals `chunks`);
 	                          *   `chunks` for a damaged footer. 0 when not damaged. */
 	uint64_t damaged_offset;    /**< File offset of the damaged chunk header (or
@@ -704,6 +697,13 @@ struct stackpulse_spool_meta {
 	uint64_t offcpu_intervals; /**< Off-CPU intervals in the file (rows). */
 	uint64_t offcpu_merged;    /**< Intervals merged into those rows (the sum
 	                            *   of their `merged`). */
+	bool kernel_frames;        /**< True when kernel frames were recorded. */
+	bool truncated;            /**< True when not all of the file was read: it
+	                             *   was cut (no footer) or is `damaged`. */
+	bool damaged;              /**< True when reading stopped at damaged bytes (a bad
+	                          *   checksum, zstd frame or record): every chunk
+	                          *   before them was kept, nothing after them, and
+	                          *   `truncated` is 1 too. */
 };
 
 /** A process. Indexes are stable within one spool. */

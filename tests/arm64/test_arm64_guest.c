@@ -62,7 +62,7 @@ static void record_spawn(const char *variant, const char *mode, const char *spoo
 	pid_t pid = 0;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, o, &rec, &pid));
 	CHECK_OK(rec_run(rec, 120));
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	REQUIRE_OK(rec_finish(rec));
 	int status = -1;

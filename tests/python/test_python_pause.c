@@ -214,7 +214,7 @@ SP_TEST(a_wait_on_the_target_does_not_hold_it)
 				status = st;
 			}
 		}
-		struct rec_python_stats ps;
+		struct rec_python_stats ps = { 0 };
 		CHECK_OK(rec_python_stats_get(rec, &ps));
 		CHECK_OK(rec_finish(rec));
 		if (!reaped) {
@@ -293,7 +293,7 @@ SP_TEST(a_group_stop_stays_a_stop)
 	 * is not sampled. The samples taken before the stop are drained first,
 	 * until their count stops growing (slower under ASan, or on a loaded
 	 * machine). */
-	struct rec_stats a, b;
+	struct rec_stats a = { 0 }, b = { 0 };
 	uint64_t last = UINT64_MAX;
 	for (t = now_s(); now_s() < t + 5;) {
 		record_for(rec, 0.1);
@@ -379,7 +379,7 @@ SP_TEST(a_traced_target_is_recorded_unpaused_or_refused)
 	o.python_pause = STACKPULSE_FEATURE_AUTO;
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool, STACKPULSE_ATTACH_LIVE, &o, &rec));
 	record_for(rec, 0.3);
-	struct rec_python_stats ps;
+	struct rec_python_stats ps = { 0 };
 	CHECK_OK(rec_python_stats_get(rec, &ps));
 	const char *note = stackpulse_recorder_python_note(rec);
 	fprintf(stderr, "    AUTO: paused %d, %llu reads; note: %s\n", ps.python_paused,

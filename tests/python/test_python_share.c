@@ -215,8 +215,8 @@ SP_TEST(every_version_two_phase_shares)
 			snprintf(spool, sizeof(spool), "%s/py%d_%d.spool", sp_test_tmpdir(), i,
 			         attempt);
 			snprintf(out, sizeof(out), "%s.folded", spool);
-			struct rec_stats st;
-			struct rec_python_stats py;
+			struct rec_stats st = { 0 };
+			struct rec_python_stats py = { 0 };
 			memset(&st, 0, sizeof(st));
 			if (record(vs.path[i], path, spool, &st, &py))
 				sp_test_skip("perf events are not allowed here");
@@ -318,10 +318,10 @@ SP_TEST(non_python_target_has_no_python_costs)
 			break;
 	}
 	CHECK(rc >= 0);
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	memset(&st, 0, sizeof(st));
 	CHECK_OK(rec_stats_get(rec, &st));
-	struct rec_python_stats py;
+	struct rec_python_stats py = { 0 };
 	memset(&py, 0, sizeof(py));
 	CHECK_OK(rec_python_stats_get(rec, &py));
 	REQUIRE_OK(rec_finish(rec));

@@ -100,7 +100,7 @@ __attribute__((constructor)) static void rec_driver_main(void)
 		fflush(stdout);
 		_exit(1);
 	}
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	/* One wait first, while the target runs: its policy must stay. */
 	int r2 = stackpulse_recorder_wait(rec, 50);
 	int target_policy = sched_getscheduler(pid);
@@ -113,7 +113,7 @@ __attribute__((constructor)) static void rec_driver_main(void)
 	if (r2)
 		snprintf(err, sizeof(err), "%s", stackpulse_last_error());
 	rec_stats_get(rec, &st);
-	struct rec_stats fin;
+	struct rec_stats fin = { 0 };
 	int r3 = rec_finish_stats(rec, &fin);
 	if (!r2 && r3)
 		snprintf(err, sizeof(err), "%s", stackpulse_last_error());

@@ -139,7 +139,7 @@ SP_TEST(cycles_is_refused_without_a_pmu_but_auto_falls_back)
 	CHECK(!rec_any_stopped(pid));
 	o.perf_event = STACKPULSE_PERF_EVENT_AUTO;
 	REQUIRE_OK(stackpulse_recorder_attach(pid, spool_path("cycles"), 0, &o, &rec));
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	CHECK_EQ(st.perf_event, STACKPULSE_PERF_EVENT_CPU_CLOCK);
 	CHECK_OK(rec_finish(rec));
@@ -260,7 +260,7 @@ SP_TEST(attach_to_ourselves)
 	while (rec_now() < end)
 		x = x * 3 + 1;
 	CHECK_OK(stackpulse_recorder_consume_available(rec));
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	CHECK_EQ(stackpulse_recorder_process_is_active(rec, getpid()), 1);
 	CHECK_OK(rec_finish(rec));
@@ -295,10 +295,10 @@ SP_TEST(unreadable_python_is_counted_in_the_stats)
 		if ((r < 0 && r != -EINTR) || stackpulse_recorder_consume_available(rec) < 0)
 			break;
 	}
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	memset(&st, 0, sizeof(st));
 	CHECK_OK(rec_stats_get(rec, &st));
-	struct rec_python_stats ps;
+	struct rec_python_stats ps = { 0 };
 	memset(&ps, 0, sizeof(ps));
 	CHECK_OK(rec_python_stats_get(rec, &ps));
 	const char *note = stackpulse_recorder_python_note(rec);

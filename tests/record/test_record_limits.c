@@ -62,7 +62,7 @@ SP_TEST(mapping_flood_is_cut_and_recording_goes_on)
 	double t0 = rec_now();
 	int rc = rec_run(rec, 60);
 	double took = rec_now() - t0;
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	/* By index, not by live pid: its EXIT may be drained already. */
 	sp_process *p = NULL;
@@ -173,7 +173,7 @@ SP_TEST(python_code_flood_stays_in_budget)
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	int rc = rec_run(rec, 60);
 	sp_python_stats ps = rec->python_stats; /* Summed over the recording. */
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	CHECK_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);
@@ -331,7 +331,7 @@ static void deep_c(int depth, uint32_t stack_size)
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	int rc = rec_run(rec, 60);
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	int frc = rec_finish_stats(rec, &st);
 	int status;
 	waitpid(pid, &status, 0);
@@ -469,9 +469,9 @@ SP_TEST(deep_python_stacks_are_cut_and_counted)
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	int rc = rec_run(rec, 60);
-	struct rec_python_stats ps;
+	struct rec_python_stats ps = { 0 };
 	CHECK_OK(rec_python_stats_get(rec, &ps));
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	int frc = rec_finish_stats(rec, &st);
 	int status;
 	waitpid(pid, &status, 0);
@@ -512,7 +512,7 @@ SP_TEST(python_test_suite_records_whole)
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	int rc = rec_run(rec, 300);
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	int frc = rec_finish_stats(rec, &st);
 	int status;
 	waitpid(pid, &status, 0);

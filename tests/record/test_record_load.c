@@ -54,7 +54,7 @@ SP_TEST(copy_size_grows_back_after_a_deep_call)
 	stackpulse_recorder_opts o = user_999();
 	char spool[512];
 	snprintf(spool, sizeof(spool), "%s/shallowdeep.spool", sp_test_tmpdir());
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	uint32_t min_copy;
 	record_polled(argv, spool, &o, &st, &min_copy);
 	printf("copy: smallest %u, final %u, %u re-opens, %llu samples, %llu truncated\n", min_copy,
@@ -135,7 +135,7 @@ SP_TEST(rings_grow_when_the_recorder_falls_behind)
 	stackpulse_recorder *rec;
 	pid_t pid;
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	REQUIRE_OK(rec_stats_get(rec, &st));
 	uint64_t start = st.ring_bytes;
 	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
@@ -269,7 +269,7 @@ SP_TEST(loss_is_accounted_per_thread)
 		usleep(50000); /* A slow consumer. */
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	REQUIRE_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);

@@ -171,7 +171,7 @@ SP_TEST(offcpu_intervals_of_blocking_calls)
 	o.frequency = 999;
 	o.off_cpu = STACKPULSE_FEATURE_REQUIRED;
 	char spool[512];
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	phases_truth truth;
 	record_phases("offcpu", &o, spool, sizeof(spool), &st, &truth);
 	printf("    truth: spin %.3fs sleep %.3fs read %.3fs\n", truth.spin, truth.sleep,
@@ -240,7 +240,7 @@ SP_TEST(offcpu_is_off_by_default)
 {
 	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
 	char spool[512];
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	phases_truth truth;
 	record_phases("oncpu", &o, spool, sizeof(spool), &st, &truth);
 	CHECK_EQ(st.off_cpu_method, STACKPULSE_OFFCPU_NONE);
@@ -292,7 +292,7 @@ static void switch_storm(const char *tag, uint32_t ring_kb)
 	while ((w = stackpulse_recorder_wait(rec, 200)) == STACKPULSE_WAIT_READY)
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	CHECK_EQ(w, STACKPULSE_WAIT_EXITED);
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	REQUIRE_OK(rec_finish(rec));
 	int status;

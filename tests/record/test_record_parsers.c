@@ -922,7 +922,7 @@ SP_TEST(perf_records_malformed)
 	rec->opts.children = false;
 	pr_sample(&r, 4242, 26, kchain, 3);
 	CHECK_OK(pr_feed(rec, &r));
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	memset(&st, 0, sizeof(st));
 	REQUIRE_OK(rec_stats_get(rec, &st));
 	CHECK_EQ(st.malformed_records, rec->corrupt);

@@ -171,7 +171,7 @@ SP_TEST(rotation_puts_every_sample_in_exactly_one_window)
 	struct stat st;
 	CHECK(stat(base, &st) != 0); /* Windows only. */
 	CHECK_OK(rec_run(rec, 60));
-	struct rec_stats rs;
+	struct rec_stats rs = { 0 };
 	REQUIRE_OK(rec_stats_get(rec, &rs));
 	int closed_before_finish = log.n;
 	REQUIRE_OK(rec_finish(rec));

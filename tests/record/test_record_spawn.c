@@ -365,7 +365,7 @@ SP_TEST(lost_samples_are_counted)
 		usleep(100000);
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	REQUIRE_OK(rec_finish(rec));
 	waitpid(pid, NULL, 0);

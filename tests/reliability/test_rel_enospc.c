@@ -94,7 +94,7 @@ static void disk_child(int fd, const char *target, const char *dir, long free_kb
 		_exit(0);
 	}
 	double t0 = rel_now();
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	rc = 0;
 	while (rel_now() - t0 < 25 && rc == 0) {
 		stackpulse_recorder_wait(rec, 50);

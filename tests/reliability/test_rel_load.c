@@ -32,7 +32,7 @@ static void record_spawn(const char *name, char **argv, uint32_t hz, load_result
 	double t0 = rel_now();
 	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
 	CHECK_OK(rel_run(rec, 120));
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	CHECK_OK(rec_stats_get(rec, &st));
 	CHECK_OK(rec_finish(rec));
 	r->seconds = rel_now() - t0;
@@ -183,7 +183,7 @@ SP_TEST(attach_to_sixty_four_busy_threads)
 	/* 2 s (5 s soak), longer while the loaded VM gave fewer than 60
 	 * samples, at most 10 s. */
 	double min_s = rel_soak() ? 5 : 2, secs = 0;
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	t0 = rel_now();
 	do {
 		CHECK_EQ(rel_run(rec, 0.5), -ETIMEDOUT);

@@ -30,7 +30,7 @@ static void recorder_child(int fd, const char *target, const char *spool)
 		stackpulse_recorder_wait(rec, 20);
 		if (stackpulse_recorder_consume_available(rec) != 0)
 			_exit(3);
-		struct rec_stats st;
+		struct rec_stats st = { 0 };
 		rec_stats_get(rec, &st);
 		if (st.chunks != last) {
 			last = st.chunks;

@@ -48,7 +48,7 @@ SP_TEST(long_recording_rss_flat_and_no_fd_leak)
 			rss_last = rss;
 		}
 	}
-	struct rec_stats st;
+	struct rec_stats st = { 0 };
 	rec_stats_get(rec, &st);
 	int fds_open = rel_fd_count();
 	CHECK_EQ(fds_open, fds_during); /* No growth while recording. */
