@@ -1504,8 +1504,8 @@ STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p,
 
 /* ------------------------------------------------------------------ */
 /** @name Pushing profiles to a continuous-profiling backend
- * HTTP through libcurl, loaded at the first push in a `-Dcurl=true` build;
- * else ::stackpulse_push fails with ::STACKPULSE_EUNSUPPORTED. See
+ * HTTP through libcurl, loaded at the first push (unless built with `-Dcurl=false`:
+ * then ::stackpulse_push fails with ::STACKPULSE_EUNSUPPORTED). See
  * docs/continuous.md.
  */
 /**@{*/
