@@ -46,6 +46,7 @@ pub const io = [_][]const u8{
     "src/io/elf.c",
     "src/io/spool_file.c",
     "src/io/dynload.c",
+    "src/io/vdso.c",
 };
 
 pub const record = [_][]const u8{

@@ -268,7 +268,8 @@ SP_TEST(attach_live)
 
 /* clock_gettime runs in the vDSO (glibc tail-calls it): the walk goes
  * through the vDSO's frames, by the CFI of our own vDSO image (same kernel),
- * to main. vDSO frames stay unnamed ([vdso]+offset). */
+ * to main, and the frames are named from that image's symbols, embedded at
+ * finish (__kernel_clock_gettime, as perf names it). */
 SP_TEST(vdso_frames)
 {
 	char spool[600];
@@ -276,12 +277,14 @@ SP_TEST(vdso_frames)
 	stackpulse_recorder_opts o = opts();
 	record_spawn("tree-cfi", "vdso", spool, &o);
 	a64_folded f;
-	a64_fold(spool, 0, &f);
+	a64_fold(spool, STACKPULSE_SYM_OFFLINE, &f);
 	size_t in_vdso = a64_count(&f, ";vdso:"), through = a64_count(&f, "main;vdso_loop;vdso:");
-	fprintf(stderr, "    %zu samples in the vDSO, %zu of them unwound to main\n", in_vdso,
-	        through);
+	size_t named = a64_count(&f, "main;vdso_loop;vdso:__kernel_clock_gettime");
+	fprintf(stderr, "    %zu samples in the vDSO, %zu of them unwound to main, %zu named\n",
+	        in_vdso, through, named);
 	CHECK(in_vdso >= 10);
 	check_share(&f, through, in_vdso, 0, 90);
+	check_share(&f, named, in_vdso, 0, 90);
 	a64_free(&f);
 }
 
