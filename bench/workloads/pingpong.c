@@ -1,15 +1,21 @@
 /* Switch-heavy target: two threads pass a byte back and forth over two
  * pipes as fast as they can, ROUNDS times; every pass blocks one thread
  * and wakes the other, so each round is two context switches per thread.
- * With SWITCH_FILE, writes there the context switches (voluntary +
- * involuntary, getrusage RUSAGE_THREAD) both threads made up to the end of
- * their loop: the kernel's own count of their switch-outs.
+ * With SWITCH_FILE, writes there the context switches both threads made up
+ * to the end of their loop (getrusage RUSAGE_THREAD): the kernel's own
+ * count of their switch-outs, "TOTAL VOLUNTARY INVOLUNTARY". Voluntary
+ * ones are the blocking reads (at most one per thread and round);
+ * involuntary ones are preemptions, as many as the machine's load makes.
+ * Then it sleeps 20 times for 10 ms: the kernel reports records it could
+ * not write to a full perf ring only with its next record there, so a
+ * recorder that fell behind at the end of the loop is told what it lost.
  * usage: pingpong ROUNDS [SWITCH_FILE] */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "selfreport.h"
@@ -17,19 +23,28 @@
 static int ab[2], ba[2];
 static long rounds;
 
-static long thread_switches(void)
+struct switches {
+	long vol, invol;
+};
+
+static struct switches thread_switches(void)
 {
 	struct rusage ru;
-	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw + ru.ru_nivcsw : 0;
+	struct switches s = { 0, 0 };
+	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+		s.vol = ru.ru_nvcsw;
+		s.invol = ru.ru_nivcsw;
+	}
+	return s;
 }
 
-static void *pong(void *arg)
+static void *pong_loop(void *arg)
 {
 	char c;
 	for (long i = 0; i < rounds; i++)
 		if (read(ab[0], &c, 1) != 1 || write(ba[1], &c, 1) != 1)
 			exit(3);
-	*(long *)arg = thread_switches();
+	*(struct switches *)arg = thread_switches();
 	return NULL;
 }
 
@@ -39,19 +54,24 @@ int main(int argc, char **argv)
 	if (pipe(ab) || pipe(ba))
 		return 2;
 	pthread_t t;
-	long pong_switches = 0;
-	if (pthread_create(&t, NULL, pong, &pong_switches))
+	struct switches pong = { 0, 0 };
+	if (pthread_create(&t, NULL, pong_loop, &pong))
 		return 2;
 	char c = 'x';
 	for (long i = 0; i < rounds; i++)
 		if (write(ab[1], &c, 1) != 1 || read(ba[0], &c, 1) != 1)
 			return 3;
-	long main_switches = thread_switches();
+	struct switches m = thread_switches();
 	pthread_join(t, NULL);
 	if (argc > 2) {
 		FILE *f = fopen(argv[2], "w");
-		if (!f || fprintf(f, "%ld\n", main_switches + pong_switches) < 0 || fclose(f))
+		if (!f ||
+		    fprintf(f, "%ld %ld %ld\n", m.vol + m.invol + pong.vol + pong.invol,
+		            m.vol + pong.vol, m.invol + pong.invol) < 0 ||
+		    fclose(f))
 			return 4;
+		for (int i = 0; i < 20; i++)
+			nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
 	}
 	return 0;
 }
