@@ -316,18 +316,20 @@ static void switch_storm(const char *tag, uint32_t ring_kb)
 	       (unsigned long long)st.offcpu_merged, (unsigned long long)st.offcpu_dropped,
 	       (unsigned long long)st.lost);
 	/* The count is the threads' own: each round switches one of them out
-	 * at least once, and blocks each at most once (a voluntary switch).
+	 * at least once, and blocks each at most once (a voluntary switch;
+	 * and the main thread's sleeps after the loop, 10 per CPU).
 	 * Preemptions are as many as the machine's load makes, not bounded
 	 * here: every one of them is a switch-out the recorder must see,
 	 * which the checks below hold it to. */
 	CHECK_EQ(voluntary + involuntary, switches);
 	CHECK(switches >= (uint64_t)rounds);
-	CHECK(voluntary <= (uint64_t)rounds * 2 + 64);
-	/* The kernel's count stops at the end of the loops and includes the
-	 * main thread's switches before exec; the target's 20 sleeps after it
-	 * (they let the kernel report a loss at the end of the loops) and
-	 * each thread's last switch-out (exit, no interval) are outside it: a
-	 * few either way. A lost switch record loses at most one interval. */
+	CHECK(voluntary <=
+	      (uint64_t)rounds * 2 + 10 * (uint64_t)sysconf(_SC_NPROCESSORS_CONF) + 64);
+	/* The kernel's count includes the main thread's switches before exec
+	 * and its sleeps after the loop (which let the kernel report a loss
+	 * at the end of the loop on every CPU); each thread's last switch-out
+	 * (exit, no interval) is outside it: a few either way. A lost switch
+	 * record loses at most one interval. */
 	CHECK(seen <= switches + 64);
 	CHECK(seen + st.lost + 64 >= switches);
 	CHECK(st.offcpu_dropped <= st.lost + 4);
