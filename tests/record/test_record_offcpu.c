@@ -89,7 +89,10 @@ static const char *user_leaf(const names *nm)
 /* The intervals of a `phases 10 100` spool: the blocked ones in
  * sleep_phase and read_phase add up to the time those took, and every one
  * ends in the blocking call and reaches main, with kernel frames when
- * @p kernel (none otherwise). */
+ * @p kernel (none otherwise). Unprivileged, a blocked thread's stack is
+ * read only if the recorder gets a CPU while the thread still waits (on
+ * a loaded machine some waits end first, docs/recording.md): a block
+ * without a stack may be any phase's, and at most half of them are. */
 static void check_phases_spool(const char *spool, const phases_truth *truth, int method, int kernel)
 {
 	stackpulse_spool *sp;
@@ -101,7 +104,7 @@ static void check_phases_spool(const char *spool, const phases_truth *truth, int
 	stackpulse_offcpu_iter *it;
 	REQUIRE_OK(stackpulse_offcpu_iter_new(sp, &it));
 	const struct stackpulse_offcpu *iv;
-	double sleep = 0, rd = 0;
+	double sleep = 0, rd = 0, no_stack = 0;
 	int nsleep = 0, nread = 0, sleep_leaf = 0, read_leaf = 0, sleep_kernel = 0, read_kernel = 0;
 	int with_main = 0, long_blocked = 0, long_no_stack = 0, kernel_any = 0;
 	uint64_t n = 0;
@@ -122,6 +125,7 @@ static void check_phases_spool(const char *spool, const phases_truth *truth, int
 		if (iv->duration_ns >= 20000000) {
 			long_blocked++;
 			long_no_stack += iv->stack == 0;
+			no_stack += iv->stack == 0 ? (double)iv->duration_ns / 1e9 : 0;
 		}
 		const char *leaf = user_leaf(&nm);
 		int kern = nm.n > 0 && nm.kind[0] == STACKPULSE_FRAME_KERNEL;
@@ -147,9 +151,16 @@ static void check_phases_spool(const char *spool, const phases_truth *truth, int
 	printf("    off-CPU: sleep_phase %.3fs in %d, read_phase %.3fs in %d; %d blocks of 20 ms "
 	       "or more, %d without a stack\n",
 	       sleep, nsleep, rd, nread, long_blocked, long_no_stack);
-	CHECK(nsleep >= 10 && nread >= 10);
+	int unpriv = method == STACKPULSE_OFFCPU_UNPRIVILEGED;
+	if (!unpriv)
+		no_stack = 0; /* The kernel's stacks: a block without one is a loss. */
+	CHECK(nsleep + (unpriv ? long_no_stack : 0) >= 10 &&
+	      nread + (unpriv ? long_no_stack : 0) >= 10);
 	CHECK(long_blocked >= 40); /* 10 rounds: sleep and read, filler's nap and wait */
-	CHECK_EQ(long_no_stack, 0);
+	if (unpriv)
+		CHECK(long_no_stack * 2 <= long_blocked);
+	else
+		CHECK_EQ(long_no_stack, 0);
 	/* Every sleep and read ends in the blocking call and reaches main. */
 	CHECK_EQ(sleep_leaf, nsleep);
 	CHECK_EQ(read_leaf, nread);
@@ -161,8 +172,8 @@ static void check_phases_spool(const char *spool, const phases_truth *truth, int
 		CHECK_EQ(kernel_any, 0);
 	}
 	/* The blocked time is the time the calls took, less their CPU part. */
-	CHECK(sleep > truth->sleep * 0.95 && sleep <= truth->sleep * 1.01);
-	CHECK(rd > truth->read * 0.95 && rd <= truth->read * 1.01);
+	CHECK(sleep + no_stack > truth->sleep * 0.95 && sleep <= truth->sleep * 1.01);
+	CHECK(rd + no_stack > truth->read * 0.95 && rd <= truth->read * 1.01);
 }
 
 SP_TEST(offcpu_intervals_of_blocking_calls)
