@@ -798,6 +798,11 @@ int main(int argc, char **argv)
 	if (python_only)
 		po.view = STACKPULSE_VIEW_PYTHON_ONLY;
 	po.time = time_view;
+	/* Every output but Firefox and Sysprof (one entry per sample) sums the
+	 * samples per thread and stack: merged, memory follows the distinct
+	 * stacks and threads, not the samples. */
+	if (mode != M_FIREFOX && mode != M_SYSCAP)
+		po.merge_ns = STACKPULSE_MERGE_ALL;
 	stackpulse_profile *prof = NULL;
 	rc = spool_profile(spool, &so, &po, fail, &prof);
 	if (rc) {

@@ -219,6 +219,8 @@ int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format
 	out->len = 0;
 	out->total = 0;
 	out->limit = format == STACKPULSE_EXPORT_SVG ? SP_SVG_MAX_BYTES : SP_EXPORT_MAX_BYTES;
+	if (o.max_bytes && o.max_bytes < out->limit)
+		out->limit = o.max_bytes;
 	switch (format) {
 	case STACKPULSE_EXPORT_FOLDED: rc = sp_export_folded(p, &o, out); break;
 	case STACKPULSE_EXPORT_PPROF: rc = sp_export_pprof(p, &o, out); break;

@@ -4,7 +4,8 @@
  * through the symbolizer, or from the spool's own tables when there is
  * none) into a short list of profile frames, and each distinct (root, spool
  * stack, process) is translated into a prefix-tree node once. Memory therefore grows with unique frames and
- * stacks; per sample only a stackpulse_profile_sample is kept. */
+ * stacks; per sample only a stackpulse_profile_sample is kept, or with
+ * merge_ns one per (thread, stack, kind, time window), keyed in rec_tab. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -178,6 +179,9 @@ typedef struct builder {
 	uint32_t *thread_root;
 
 	int cb_err; /* Error met inside a symbolizer callback. */
+
+	uint64_t kept;   /* Samples and intervals kept (before merging). */
+	sp_htab rec_tab; /* With merge_ns: the sample records. */
 } builder;
 
 /* Keeps or drops a frame of @p kind under the view and flags. */
@@ -662,6 +666,7 @@ static void builder_free(builder *b)
 	sp_free(b->walk_stack);
 	sp_free(b->walk_frame);
 	sp_free(b->thread_root);
+	sp_htab_free(&b->rec_tab);
 }
 
 static int keep(const builder *b, pid_t pid, pid_t tid, uint64_t time_ns)
@@ -678,6 +683,64 @@ static int keep(const builder *b, pid_t pid, pid_t tid, uint64_t time_ns)
 	return 1;
 }
 
+/* A new sample record at the end of the samples array. */
+static int push_record(struct stackpulse_profile *p, const struct stackpulse_profile_sample *r)
+{
+	if (p->nsamples == p->cap_samples) {
+		uint64_t ncap = p->cap_samples ? p->cap_samples * 2 : 1024;
+		if (ncap > ((uint64_t)1 << 40))
+			return sp_error(STACKPULSE_ELIMIT, "too many samples");
+		void *n = sp_realloc_array(p->samples, (size_t)ncap, sizeof(*p->samples));
+		if (!n)
+			return sp_error(-ENOMEM, "%" PRIu64 " samples", ncap);
+		p->samples = n;
+		p->cap_samples = ncap;
+	}
+	p->samples[p->nsamples++] = *r;
+	return 0;
+}
+
+/* The merge window of time @p t (merge_ns != 0). */
+static uint64_t merge_bucket(const builder *b, uint64_t t)
+{
+	return b->opts.merge_ns == STACKPULSE_MERGE_ALL ? 0 : t / b->opts.merge_ns;
+}
+
+/* With merge_ns: adds @p r to the record of its thread, stack, kind and
+ * window (one with room left in its 32-bit weight), or starts one. Records
+ * are keyed in rec_tab by their index. */
+static int merge_record(builder *b, const struct stackpulse_profile_sample *r)
+{
+	struct stackpulse_profile *p = b->p;
+	uint64_t bucket = merge_bucket(b, r->time_ns);
+	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(r->thread), r->stack),
+	                             sp_hash_combine(bucket, r->off_cpu));
+	int rc = sp_htab_reserve(&b->rec_tab);
+	if (rc)
+		return rc;
+	sp_htab_probe pr;
+	sp_htab_probe_start(&b->rec_tab, h, &pr);
+	uint32_t cand;
+	while ((cand = sp_htab_probe_next(&b->rec_tab, &pr)) != SP_NONE) {
+		struct stackpulse_profile_sample *c = &p->samples[cand];
+		if (c->thread != r->thread || c->stack != r->stack || c->off_cpu != r->off_cpu ||
+		    merge_bucket(b, c->time_ns) != bucket || c->weight > UINT32_MAX - r->weight)
+			continue;
+		c->weight += r->weight;
+		c->value = c->value > UINT64_MAX - r->value ? UINT64_MAX : c->value + r->value;
+		if (r->time_ns < c->time_ns)
+			c->time_ns = r->time_ns;
+		return 0;
+	}
+	if (p->nsamples >= SP_HTAB_MAX_IDS)
+		return sp_error(STACKPULSE_ELIMIT, "profile: more than %u merged sample records",
+		                SP_HTAB_MAX_IDS);
+	rc = push_record(p, r);
+	if (!rc)
+		sp_htab_insert(&b->rec_tab, &pr, (uint32_t)(p->nsamples - 1));
+	return rc;
+}
+
 /* Adds a kept sample (or off-CPU interval) of @p thread with spool stack
  * @p stack; @p value is what it counts for. */
 static int add_sample(builder *b, uint64_t time_ns, uint32_t thread, uint32_t process,
@@ -692,23 +755,26 @@ static int add_sample(builder *b, uint64_t time_ns, uint32_t thread, uint32_t pr
 		rc = translate(b, root, stack, process, &node);
 	if (rc)
 		return rc;
+	if (b->opts.max_stacks && p->nstacks > b->opts.max_stacks)
+		return sp_error(STACKPULSE_ELIMIT, "profile: more than %u stack nodes (max_stacks)",
+		                b->opts.max_stacks);
 	/* A Python-only view has nothing to show for purely native samples. */
 	if (node == root && b->opts.view == STACKPULSE_VIEW_PYTHON_ONLY)
 		return 0;
-	if (p->nsamples == p->cap_samples) {
-		uint64_t ncap = p->cap_samples ? p->cap_samples * 2 : 1024;
-		if (ncap > ((uint64_t)1 << 40))
-			return sp_error(STACKPULSE_ELIMIT, "too many samples");
-		void *n = sp_realloc_array(p->samples, (size_t)ncap, sizeof(*p->samples));
-		if (!n)
-			return sp_error(-ENOMEM, "%" PRIu64 " samples", ncap);
-		p->samples = n;
-		p->cap_samples = ncap;
-	}
-	p->samples[p->nsamples++] = (struct stackpulse_profile_sample){
+	if (b->opts.max_samples && b->kept >= b->opts.max_samples)
+		return sp_error(STACKPULSE_ELIMIT,
+		                "profile: more than %" PRIu64
+		                " samples and intervals (max_samples)",
+		                b->opts.max_samples);
+	b->kept++;
+	struct stackpulse_profile_sample r = {
 		time_ns, thread, node, weight, off_cpu ? 1u : 0u, value,
 	};
-	if (p->nsamples == 1 || time_ns < p->first_ns)
+	p->kept[off_cpu ? 1 : 0]++;
+	rc = b->opts.merge_ns ? merge_record(b, &r) : push_record(p, &r);
+	if (rc)
+		return rc;
+	if (b->kept == 1 || time_ns < p->first_ns)
 		p->first_ns = time_ns;
 	if (time_ns > p->last_ns)
 		p->last_ns = time_ns;
@@ -937,6 +1003,12 @@ uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p)
 {
 	SP_API_ENTRY();
 	return p ? p->nsamples : 0;
+}
+
+uint64_t stackpulse_profile_kept_count(const stackpulse_profile *p, int off_cpu)
+{
+	SP_API_ENTRY();
+	return p ? p->kept[off_cpu ? 1 : 0] : 0;
 }
 
 enum stackpulse_time stackpulse_profile_time(const stackpulse_profile *p)

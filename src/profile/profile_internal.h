@@ -41,6 +41,7 @@ struct stackpulse_profile {
 
 	struct stackpulse_profile_sample *samples;
 	uint64_t nsamples, cap_samples;
+	uint64_t kept[2]; /* On-CPU samples, off-CPU intervals kept (merged or not). */
 
 	struct stackpulse_profile_thread *threads;
 	uint32_t nthreads;
