@@ -65,8 +65,8 @@ static void usage(FILE *f)
 	        "| --svg OUT\n"
 	        "                   | --syscap OUT | --otlp-file OUT | --push URL | --otlp URL]\n"
 	        "                   [--pid] [--tid] [--thread-names] [--lines] [--no-inline]\n"
-	        "                   [--python-only] [--addresses] [--app NAME] [--label K=V]...\n"
-	        "                   [--time=samples|cpu|off|wall]\n"
+	        "                   [--python-only] [--addresses] [--strict] [--app NAME]\n"
+	        "                   [--label K=V]... [--time=samples|cpu|off|wall]\n"
 	        "  (default)       hottest stacks and functions, with self and total %%\n"
 	        "  --follow        live view of a spool still being written: the table\n"
 	        "                  (or --folded windows) every second, then the final one\n"
@@ -91,7 +91,9 @@ static void usage(FILE *f)
 	        "  --lines         split functions by source line (name:line)\n"
 	        "  --no-inline     merge inlined functions into their callers\n"
 	        "  --python-only   keep only Python frames\n"
-	        "  --addresses     list unnamed code per address, not per binary\n");
+	        "  --addresses     list unnamed code per address, not per binary\n"
+	        "  --strict        refuse a spool that was cut short or is damaged (exit 1)\n"
+	        "                  instead of reading the chunks before the cut\n");
 }
 
 /* Prints "report: WHAT: ERROR (DETAIL)", saying each thing once: the
@@ -557,7 +559,7 @@ int main(int argc, char **argv)
 {
 	const char *spool_path = NULL, *out_path = NULL;
 	enum mode mode = M_TABLE;
-	int modes = 0, python_only = 0, addresses = 0, follow = 0;
+	int modes = 0, python_only = 0, addresses = 0, follow = 0, strict = 0;
 	long top_n = 20;
 	uint32_t export_flags = 0, profile_flags = 0;
 	int time_given = 0;
@@ -650,6 +652,8 @@ int main(int argc, char **argv)
 			python_only = 1;
 		} else if (strcmp(a, "--addresses") == 0) {
 			addresses = 1;
+		} else if (strcmp(a, "--strict") == 0) {
+			strict = 1;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			return 0;
@@ -686,6 +690,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "report: --follow counts samples; --time goes without it\n");
 		return 2;
 	}
+	if (follow && strict) {
+		fprintf(stderr,
+		        "report: --strict reads a finished spool; --follow a growing one\n");
+		return 2;
+	}
 	if (follow && (mode != M_TABLE && mode != M_TOP && mode != M_FOLDED)) {
 		fprintf(stderr, "report: --follow goes with the table, --top or --folded\n");
 		return 2;
@@ -707,12 +716,23 @@ int main(int argc, char **argv)
 		profile_flags |= STACKPULSE_PROFILE_GROUP_UNRESOLVED;
 
 	stackpulse_spool *spool = NULL;
-	int rc = stackpulse_spool_open(spool_path, NULL, &spool);
+	stackpulse_spool_open_opts oo = STACKPULSE_SPOOL_OPEN_OPTS;
+	if (strict)
+		oo.flags |= STACKPULSE_SPOOL_STRICT;
+	int rc = stackpulse_spool_open(spool_path, &oo, &spool);
 	if (rc) {
 		fail(spool_path, rc);
 		return 1;
 	}
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(spool);
+	if (strict && meta->truncated) {
+		fprintf(stderr,
+		        "report: %s was cut short (%u complete chunks, no footer); --strict "
+		        "refuses it\n",
+		        spool_path, meta->chunks);
+		stackpulse_spool_close(spool);
+		return 1;
+	}
 	if (!spool_has_data(meta)) {
 		no_samples(spool_path, meta);
 		stackpulse_spool_close(spool);
