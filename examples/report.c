@@ -722,6 +722,14 @@ int main(int argc, char **argv)
 	int rc = stackpulse_spool_open(spool_path, &oo, &spool);
 	if (rc) {
 		fail(spool_path, rc);
+		/* Damage past the header: say what --strict turned down. */
+		if (strict && stackpulse_spool_open(spool_path, NULL, &spool) == 0) {
+			fprintf(stderr,
+			        "report: --strict refuses a damaged spool (without it, the %u "
+			        "chunks before the damage would be read)\n",
+			        stackpulse_spool_meta(spool)->chunks);
+			stackpulse_spool_close(spool);
+		}
 		return 1;
 	}
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(spool);
