@@ -2,7 +2,8 @@
 """Report time and peak RSS against the number of samples.
 
     python3 bench/report_scale.py [--samples 1000000,10000000,47000000,100000000]
-                                  [--firefox-max 10000000] [--out docs/benchmarks.md]
+                                  [--firefox-max 10000000] [--only table,--folded,...]
+                                  [--out docs/benchmarks.md]
 
 Builds stackpulse ReleaseFast into $BENCH_TMP/out (default
 /tmp/stackpulse-bench), writes for each count a spool of that many samples
@@ -30,19 +31,26 @@ OUTPUTS = [
 
 
 def run(cmd, cwd, stdout):
+    """Exit code, wall seconds and peak RSS (KiB) of @cmd. Through
+    /usr/bin/time: a child forked from this Python process would inherit
+    its RSS high-water mark across exec."""
+    rss = os.path.join(cwd, "scale.rss")
     t = time.monotonic()
     with open(stdout, "wb") as out:
-        p = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.DEVNULL)
-        _, status, ru = os.wait4(p.pid, 0)
-    return os.waitstatus_to_exitcode(status), time.monotonic() - t, ru.ru_maxrss
+        rc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss] + cmd, cwd=cwd, stdout=out,
+                            stderr=subprocess.DEVNULL).returncode
+    wall = time.monotonic() - t
+    return rc, wall, int(open(rss).read().split()[-1])
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", default="1000000,10000000,47000000,100000000")
     ap.add_argument("--firefox-max", type=int, default=10000000)
+    ap.add_argument("--only", default="", help="comma-separated outputs (default: all)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     a = ap.parse_args()
+    only = set(x for x in a.only.split(",") if x)
     tmp = os.environ.get("BENCH_TMP", "/tmp/stackpulse-bench")
     out = os.path.join(tmp, "out")
     os.makedirs(out, exist_ok=True)
@@ -65,7 +73,7 @@ def main():
         size = os.path.getsize(spool)
         row = {"n": n, "bytes": size, "gen_s": gen_s, "runs": {}}
         for name, args in OUTPUTS:
-            if name == "--firefox" and n > a.firefox_max:
+            if (name == "--firefox" and n > a.firefox_max) or (only and name not in only):
                 continue
             rc, wall, rss = run([report, spool] + args, tmp, os.path.join(tmp, "scale.out"))
             extra = ""

@@ -555,6 +555,31 @@ static int check_combination(enum mode mode, uint32_t export_flags)
 	return -1;
 }
 
+/* --firefox: one entry per sample, written as the samples are read again
+ * from the spool (stackpulse_export_spool_to_path), so that memory does
+ * not grow with them. Says what failed; 0 or an error. */
+static int write_firefox(const char *spool_path, const stackpulse_symbolizer_opts *so,
+                         const stackpulse_profile_opts *po, const stackpulse_export_opts *eo,
+                         const char *out_path)
+{
+	stackpulse_spool *spool = NULL;
+	int rc = stackpulse_spool_open(spool_path, NULL, &spool);
+	if (rc) {
+		fail(spool_path, rc);
+		return rc;
+	}
+	stackpulse_symbolizer *sym = NULL;
+	if (stackpulse_symbolizer_new(spool, so, &sym) != 0)
+		sym = NULL; /* Said when the profile was built. */
+	rc = stackpulse_export_spool_to_path(spool, sym, po, STACKPULSE_EXPORT_FIREFOX, eo,
+	                                     out_path);
+	if (rc)
+		fail(out_path, rc);
+	stackpulse_symbolizer_free(sym);
+	stackpulse_spool_close(spool);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *spool_path = NULL, *out_path = NULL;
@@ -826,10 +851,11 @@ int main(int argc, char **argv)
 	if (python_only)
 		po.view = STACKPULSE_VIEW_PYTHON_ONLY;
 	po.time = time_view;
-	/* Every output but Firefox and Sysprof (one entry per sample) sums the
-	 * samples per thread and stack: merged, memory follows the distinct
-	 * stacks and threads, not the samples. */
-	if (mode != M_FIREFOX && mode != M_SYSCAP)
+	/* Every output but Sysprof (one entry per sample) sums the samples per
+	 * thread and stack: merged, memory follows the distinct stacks and
+	 * threads, not the samples. Firefox, one entry per sample too, reads
+	 * them again from the spool as it writes them (write_firefox). */
+	if (mode != M_SYSCAP)
 		po.merge_ns = STACKPULSE_MERGE_ALL;
 	stackpulse_profile *prof = NULL;
 	rc = spool_profile(spool, &so, &po, fail, &prof);
@@ -905,16 +931,24 @@ int main(int argc, char **argv)
 			status = 1;
 		}
 		break;
-	case M_PPROF:
 	case M_FIREFOX:
+		rc = write_firefox(spool_path, &so, &po, &eo, out_path);
+		if (rc) {
+			status = 1;
+		} else {
+			char what[96];
+			printf("wrote %s (%s)\n", out_path,
+			       profile_holds(prof, what, sizeof(what)));
+		}
+		break;
+	case M_PPROF:
 	case M_SVG:
 	case M_SYSCAP:
 	case M_OTLP_FILE: {
-		enum stackpulse_export_format fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
-		                                    : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
-		                                    : mode == M_SVG     ? STACKPULSE_EXPORT_SVG
-		                                    : mode == M_SYSCAP  ? STACKPULSE_EXPORT_SYSCAP
-		                                                        : STACKPULSE_EXPORT_OTLP;
+		enum stackpulse_export_format fmt = mode == M_PPROF    ? STACKPULSE_EXPORT_PPROF
+		                                    : mode == M_SVG    ? STACKPULSE_EXPORT_SVG
+		                                    : mode == M_SYSCAP ? STACKPULSE_EXPORT_SYSCAP
+		                                                       : STACKPULSE_EXPORT_OTLP;
 		rc = stackpulse_export_to_path(prof, fmt, &eo, out_path);
 		if (rc) {
 			fail(out_path, rc);

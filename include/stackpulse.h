@@ -1532,6 +1532,39 @@ STACKPULSE_API int stackpulse_export(const stackpulse_profile *p,
 STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p,
                                              enum stackpulse_export_format format,
                                              const stackpulse_export_opts *opts, const char *path);
+
+/**
+ * Builds the profile of @p spool (as ::stackpulse_profile_build with
+ * @p popts) and writes it in @p format through @p fn, in memory that grows
+ * with the distinct stacks and threads, not with the samples: the
+ * aggregate formats (folded, SVG, pprof, OTLP) merge the samples
+ * (`merge_ns` ::STACKPULSE_MERGE_ALL unless @p popts sets a window), and
+ * Firefox builds the merged profile, then reads the samples again from the
+ * spool, one pass per thread, writing each as it comes. Sysprof holds one
+ * record per sample (unless @p popts merges). The output is the bytes
+ * ::stackpulse_export gives for the unmerged profile, except that Firefox
+ * samples of a thread come in spool order (on-CPU samples and off-CPU
+ * intervals interleaved by time), not sorted.
+ *
+ * @return 0, or an error of ::stackpulse_profile_build or
+ *         ::stackpulse_export (::STACKPULSE_ELIMIT past a cap of
+ *         @p popts or @p opts). @p spool and @p sym are used during the
+ *         call only. Added after 0.2.0.
+ */
+STACKPULSE_API int stackpulse_export_spool(const stackpulse_spool *spool,
+                                           stackpulse_symbolizer *sym,
+                                           const stackpulse_profile_opts *popts,
+                                           enum stackpulse_export_format format,
+                                           const stackpulse_export_opts *opts,
+                                           stackpulse_write_fn fn, void *ctx);
+/** ::stackpulse_export_spool to the file @p path, written as
+ * ::stackpulse_export_to_path writes. Added after 0.2.0. */
+STACKPULSE_API int stackpulse_export_spool_to_path(const stackpulse_spool *spool,
+                                                   stackpulse_symbolizer *sym,
+                                                   const stackpulse_profile_opts *popts,
+                                                   enum stackpulse_export_format format,
+                                                   const stackpulse_export_opts *opts,
+                                                   const char *path);
 /**@}*/
 
 /* ------------------------------------------------------------------ */

@@ -126,6 +126,10 @@ int sp_export_otlp(const struct stackpulse_profile *p, const stackpulse_export_o
 int sp_export_check_labels(const char *const *labels, size_t n);
 int sp_export_firefox(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
                       sp_out *out);
+/* With @p st (NULL: as sp_export_firefox), each thread's samples come from
+ * the stream, @p p being the merged profile it was built with. */
+int sp_export_firefox_stream(const struct stackpulse_profile *p, sp_sample_stream *st,
+                             const stackpulse_export_opts *o, sp_out *out);
 int sp_export_syscap(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
                      sp_out *out);
 

@@ -2,7 +2,8 @@
  * reported through every aggregate output (table, --top, --threads,
  * --folded, --svg, --pprof, --otlp-file) by the report example in a child
  * process, whose peak RSS (wait4) must not grow with the sample count:
- * 6.7x the samples may add at most a small constant. The profile caps
+ * 6.7x the samples may add at most a small constant; nor does Firefox's,
+ * which streams its samples. The profile caps
  * (max_samples, max_stacks) and the export cap (max_bytes) fail with
  * STACKPULSE_ELIMIT, and a merged profile exports as an unmerged one. */
 #include <fcntl.h>
@@ -126,6 +127,44 @@ static stackpulse_profile *build(stackpulse_spool *s, uint64_t merge, uint64_t m
 	return p;
 }
 
+/* Firefox, one entry per sample, streams them: its peak RSS does not
+ * grow with them either (one record per sample would add 20 MB). */
+SP_TEST(firefox_streams_its_samples)
+{
+	report_path();
+	char small[600], large[600];
+	snprintf(small, sizeof(small), "%s/ff_small.spool", sp_test_tmpdir());
+	snprintf(large, sizeof(large), "%s/ff_large.spool", sp_test_tmpdir());
+	REQUIRE_OK(many_samples_spool(small, 100000, 3, 0));
+	REQUIRE_OK(many_samples_spool(large, 600000, 3, 0));
+	long a = 0, b = 0;
+	CHECK_EQ(run_report(small, "--firefox", "ff.json", &a), 0);
+	CHECK_EQ(run_report(large, "--firefox", "ff.json", &b), 0);
+	printf("    --firefox 100000 samples: %ld KiB, 600000: %ld KiB\n", a, b);
+	CHECK(b - a <= GROWTH_KB);
+	char path[600];
+	snprintf(path, sizeof(path), "%s/report_memory.out", sp_test_tmpdir());
+	char *text = sp_test_read_file(path, NULL);
+	REQUIRE(text != NULL);
+	CHECK(strstr(text, "(600000 samples)") != NULL);
+	free(text);
+	/* Every sample is in the JSON: 600000 entries "[stack,time,0]". */
+	snprintf(path, sizeof(path), "%s/ff.json", sp_test_tmpdir());
+	size_t n = 0;
+	text = sp_test_read_file(path, &n);
+	REQUIRE(text != NULL);
+	size_t entries = 0;
+	for (const char *q = text; (q = strstr(q, "\"samples\":{")) != NULL;) {
+		const char *end = strstr(q, "]}}");
+		REQUIRE(end != NULL);
+		for (; (q = strstr(q, ",0]")) != NULL && q < end; q += 3)
+			entries++;
+		q = end;
+	}
+	CHECK_EQ(entries, 600000);
+	free(text);
+}
+
 SP_TEST(caps_fail_with_elimit)
 {
 	char path[600];
@@ -214,6 +253,22 @@ SP_TEST(merged_profile_exports_the_same)
 			sp_buf_free(&b);
 			sp_buf_free(&c);
 		}
+	}
+	/* From the spool: the same bytes again, Firefox included (streamed). */
+	static const enum stackpulse_export_format all[] = {
+		STACKPULSE_EXPORT_FOLDED, STACKPULSE_EXPORT_SVG,     STACKPULSE_EXPORT_PPROF,
+		STACKPULSE_EXPORT_OTLP,   STACKPULSE_EXPORT_FIREFOX,
+	};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		sp_buf a, b;
+		sp_buf_init(&a);
+		sp_buf_init(&b);
+		REQUIRE_OK(stackpulse_export(plain, all[i], NULL, collect, &a));
+		REQUIRE_OK(stackpulse_export_spool(s, NULL, NULL, all[i], NULL, collect, &b));
+		CHECK(a.len > 0);
+		CHECK(a.len == b.len && memcmp(a.data, b.data, a.len) == 0);
+		sp_buf_free(&a);
+		sp_buf_free(&b);
 	}
 	const struct stackpulse_profile_func_count *ca, *cb;
 	uint32_t na, nb;
