@@ -181,7 +181,7 @@ SP_TEST(caps_fail_with_elimit)
 	CHECK_EQ(rc, 0);
 	stackpulse_profile_free(p);
 	/* Three stacks of 3..5 frames sharing their root frame: 11 nodes. */
-	p = build(s, 0, 0, 5, &rc);
+	CHECK(build(s, 0, 0, 5, &rc) == NULL);
 	CHECK_EQ(rc, STACKPULSE_ELIMIT);
 	CHECK(strstr(stackpulse_last_error(), "max_stacks") != NULL);
 	p = build(s, STACKPULSE_MERGE_ALL, 0, 64, &rc);
