@@ -1540,7 +1540,9 @@ STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p,
  * aggregate formats (folded, SVG, pprof, OTLP) merge the samples
  * (`merge_ns` ::STACKPULSE_MERGE_ALL unless @p popts sets a window), and
  * Firefox builds the merged profile, then reads the samples again from the
- * spool, one pass per thread, writing each as it comes. Sysprof holds one
+ * spool, one pass per thread, writing each as it comes (a spool of at most
+ * 256K samples and intervals is written from an unmerged profile, in one
+ * more pass). Sysprof holds one
  * record per sample (unless @p popts merges). The output is the bytes
  * ::stackpulse_export gives for the unmerged profile, except that Firefox
  * samples of a thread come in spool order (on-CPU samples and off-CPU

@@ -256,20 +256,32 @@ int stackpulse_export_spool(const stackpulse_spool *spool, stackpulse_symbolizer
 		return sp_error(-EINVAL, "export: spool or write function is NULL");
 	if ((int)format < STACKPULSE_EXPORT_FOLDED || (int)format > STACKPULSE_EXPORT_SYSCAP)
 		return sp_error(-EINVAL, "export: unknown format %d", (int)format);
+	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
+	if (popts) {
+		if (popts->sz < sizeof(size_t))
+			return sp_error(-EINVAL, "profile_build: opts->sz %zu too small",
+			                popts->sz);
+		memcpy(&po, popts, popts->sz < sizeof(po) ? popts->sz : sizeof(po));
+		po.sz = sizeof(po);
+	}
 	stackpulse_profile *p = NULL;
 	sp_sample_stream *st = NULL;
 	int rc;
 	if (format == STACKPULSE_EXPORT_FIREFOX) {
-		rc = sp_profile_build_stream(spool, sym, popts, &p, &st);
-	} else {
-		stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
-		if (popts) {
-			if (popts->sz < sizeof(size_t))
-				return sp_error(-EINVAL, "profile_build: opts->sz %zu too small",
-				                popts->sz);
-			memcpy(&po, popts, popts->sz < sizeof(po) ? popts->sz : sizeof(po));
-			po.sz = sizeof(po);
+		/* One entry per sample, whatever merge_ns says. */
+		rc = sp_profile_build_stream(spool, sym, &po, &p, &st);
+		/* Streaming reads the spool once per thread: up to
+		 * SP_FIREFOX_IN_MEMORY samples, one more pass building the
+		 * unmerged profile costs less, in bounded memory too. */
+		if (!rc && p->kept[0] + p->kept[1] <= SP_FIREFOX_IN_MEMORY) {
+			sp_sample_stream_free(st);
+			stackpulse_profile_free(p);
+			st = NULL;
+			p = NULL;
+			po.merge_ns = 0;
+			rc = stackpulse_profile_build(spool, sym, &po, &p);
 		}
+	} else {
 		/* Sysprof writes every sample: merge only when asked to. */
 		if (format != STACKPULSE_EXPORT_SYSCAP && !po.merge_ns)
 			po.merge_ns = STACKPULSE_MERGE_ALL;

@@ -127,20 +127,21 @@ static stackpulse_profile *build(stackpulse_spool *s, uint64_t merge, uint64_t m
 	return p;
 }
 
-/* Firefox, one entry per sample, streams them: its peak RSS does not
- * grow with them either (one record per sample would add 20 MB). */
+/* Firefox, one entry per sample, streams them past 256K samples (below,
+ * it holds them: 10 MiB at most): its peak RSS does not grow with them
+ * either (one record per sample would add 12 MB). */
 SP_TEST(firefox_streams_its_samples)
 {
 	report_path();
 	char small[600], large[600];
 	snprintf(small, sizeof(small), "%s/ff_small.spool", sp_test_tmpdir());
 	snprintf(large, sizeof(large), "%s/ff_large.spool", sp_test_tmpdir());
-	REQUIRE_OK(many_samples_spool(small, 100000, 3, 0));
+	REQUIRE_OK(many_samples_spool(small, 300000, 3, 0));
 	REQUIRE_OK(many_samples_spool(large, 600000, 3, 0));
 	long a = 0, b = 0;
 	CHECK_EQ(run_report(small, "--firefox", "ff.json", &a), 0);
 	CHECK_EQ(run_report(large, "--firefox", "ff.json", &b), 0);
-	printf("    --firefox 100000 samples: %ld KiB, 600000: %ld KiB\n", a, b);
+	printf("    --firefox 300000 samples: %ld KiB, 600000: %ld KiB\n", a, b);
 	CHECK(b - a <= GROWTH_KB);
 	char path[600];
 	snprintf(path, sizeof(path), "%s/report_memory.out", sp_test_tmpdir());
@@ -270,6 +271,28 @@ SP_TEST(merged_profile_exports_the_same)
 		sp_buf_free(&a);
 		sp_buf_free(&b);
 	}
+	/* Past 256K samples Firefox streams from the spool: the same bytes. */
+	char big[600];
+	snprintf(big, sizeof(big), "%s/same_big.spool", sp_test_tmpdir());
+	REQUIRE_OK(many_samples_spool(big, 300000, 3, 0));
+	stackpulse_spool *sb = NULL;
+	REQUIRE_OK(stackpulse_spool_open(big, NULL, &sb));
+	stackpulse_profile *pb = build(sb, 0, 0, 0, &rc);
+	REQUIRE_OK(rc);
+	{
+		sp_buf a, b;
+		sp_buf_init(&a);
+		sp_buf_init(&b);
+		REQUIRE_OK(stackpulse_export(pb, STACKPULSE_EXPORT_FIREFOX, NULL, collect, &a));
+		REQUIRE_OK(stackpulse_export_spool(sb, NULL, NULL, STACKPULSE_EXPORT_FIREFOX, NULL,
+		                                   collect, &b));
+		CHECK(a.len > 300000);
+		CHECK(a.len == b.len && memcmp(a.data, b.data, a.len) == 0);
+		sp_buf_free(&a);
+		sp_buf_free(&b);
+	}
+	stackpulse_profile_free(pb);
+	stackpulse_spool_close(sb);
 	const struct stackpulse_profile_func_count *ca, *cb;
 	uint32_t na, nb;
 	REQUIRE_OK(stackpulse_profile_func_counts(plain, &ca, &na));
