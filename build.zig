@@ -64,8 +64,8 @@ pub fn build(b: *std.Build) void {
         // Not standardOptimizeOption: a plain `zig build` installs an
         // optimized build that keeps its safety checks (ReleaseSafe).
         .optimize = b.option(std.builtin.Optimize, "optimize", "Optimize mode: ReleaseSafe (default), Debug, ReleaseFast or ReleaseSmall") orelse .safe,
-        .debuginfod = b.option(bool, "debuginfod", "Define SP_HAVE_DEBUGINFOD=1: debuginfod queries over libdebuginfod (loaded when first used)") orelse false,
-        .curl = b.option(bool, "curl", "Define SP_HAVE_CURL=1: stackpulse_push over libcurl (loaded when first used)") orelse false,
+        .debuginfod = b.option(bool, "debuginfod", "Define SP_HAVE_DEBUGINFOD=1: debuginfod queries over libdebuginfod (loaded when first used)") orelse true,
+        .curl = b.option(bool, "curl", "Define SP_HAVE_CURL=1: stackpulse_push over libcurl (loaded when first used)") orelse true,
     };
     const fuzz_seconds = b.option([]const u8, "fuzz-seconds", "Seconds per libFuzzer harness in fuzz-smoke (default 20)") orelse "20";
     const afl_seconds = b.option([]const u8, "afl-seconds", "Seconds per AFL++ harness in fuzz-smoke (default 5)") orelse "5";
@@ -207,7 +207,7 @@ pub fn build(b: *std.Build) void {
 
     // ---- cross builds ----------------------------------------------------
     const cross_step = b.step("cross", "Library for aarch64-linux-gnu and a static x86_64-linux-musl pure-layer build");
-    const aarch64: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_arch = .aarch64, .os_tag = .linux, .abi = .gnu, .glibc_version = .{ .major = 2, .minor = 36, .patch = 0 } }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod };
+    const aarch64: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_arch = .aarch64, .os_tag = .linux, .abi = .gnu, .glibc_version = .{ .major = 2, .minor = 36, .patch = 0 } }), .optimize = ctx.optimize, .debuginfod = ctx.debuginfod, .curl = ctx.curl };
     const musl: Ctx = .{ .b = b, .target = b.resolveTargetQuery(.{ .cpu_arch = .x86_64, .os_tag = .linux, .abi = .musl }), .optimize = ctx.optimize, .debuginfod = false };
     {
         const a_static = addLib(aarch64, "stackpulse", .static, all_srcs);

@@ -16,7 +16,7 @@
  * rename); prep: spool open + symbolizer + profile build; *_ms
  * wall and *_cpu_ms CPU of the pushing thread (CLOCK_THREAD_CPUTIME_ID)
  * for stackpulse_push alone; *_bytes: the body the sink received.
- * Needs libstackpulse built with -Dcurl=true. */
+ * Needs libstackpulse built with its HTTP client (not -Dcurl=false). */
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>

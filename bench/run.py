@@ -195,7 +195,7 @@ class Bench:
         prefix = os.path.join(self.tmp, "out")
         log("building stackpulse (ReleaseFast) into", prefix)
         r = subprocess.run([sys.executable, "-m", "ziglang", "build", "install", "examples",
-                            "-Doptimize=ReleaseFast", "-Dcurl=true", "-p", prefix], cwd=ROOT,
+                            "-Doptimize=ReleaseFast", "-p", prefix], cwd=ROOT,
                            capture_output=True, text=True, timeout=1200)
         self.data["build"] = {"rc": r.returncode, "stderr": r.stderr[-1500:]}
         if r.returncode:

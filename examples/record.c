@@ -234,6 +234,7 @@ static int push_window(const char *path, const stackpulse_push_opts *pu, char *w
 	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
 	po.flags = STACKPULSE_PROFILE_GROUP_UNRESOLVED; /* As report without --addresses. */
 	po.time = spool_default_time(stackpulse_spool_meta(spool));
+	po.merge_ns = STACKPULSE_MERGE_ALL; /* pprof and OTLP aggregate: bounded memory. */
 	stackpulse_profile *prof = NULL;
 	rc = spool_profile(spool, &so, &po, fail, &prof);
 	if (rc) {

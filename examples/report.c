@@ -65,8 +65,8 @@ static void usage(FILE *f)
 	        "| --svg OUT\n"
 	        "                   | --syscap OUT | --otlp-file OUT | --push URL | --otlp URL]\n"
 	        "                   [--pid] [--tid] [--thread-names] [--lines] [--no-inline]\n"
-	        "                   [--python-only] [--addresses] [--app NAME] [--label K=V]...\n"
-	        "                   [--time=samples|cpu|off|wall]\n"
+	        "                   [--python-only] [--addresses] [--strict] [--app NAME]\n"
+	        "                   [--label K=V]... [--time=samples|cpu|off|wall]\n"
 	        "  (default)       hottest stacks and functions, with self and total %%\n"
 	        "  --follow        live view of a spool still being written: the table\n"
 	        "                  (or --folded windows) every second, then the final one\n"
@@ -91,7 +91,9 @@ static void usage(FILE *f)
 	        "  --lines         split functions by source line (name:line)\n"
 	        "  --no-inline     merge inlined functions into their callers\n"
 	        "  --python-only   keep only Python frames\n"
-	        "  --addresses     list unnamed code per address, not per binary\n");
+	        "  --addresses     list unnamed code per address, not per binary\n"
+	        "  --strict        refuse a spool that was cut short or is damaged (exit 1)\n"
+	        "                  instead of reading the chunks before the cut\n");
 }
 
 /* Prints "report: WHAT: ERROR (DETAIL)", saying each thing once: the
@@ -553,11 +555,36 @@ static int check_combination(enum mode mode, uint32_t export_flags)
 	return -1;
 }
 
+/* --firefox: one entry per sample, written as the samples are read again
+ * from the spool (stackpulse_export_spool_to_path), so that memory does
+ * not grow with them. Says what failed; 0 or an error. */
+static int write_firefox(const char *spool_path, const stackpulse_symbolizer_opts *so,
+                         const stackpulse_profile_opts *po, const stackpulse_export_opts *eo,
+                         const char *out_path)
+{
+	stackpulse_spool *spool = NULL;
+	int rc = stackpulse_spool_open(spool_path, NULL, &spool);
+	if (rc) {
+		fail(spool_path, rc);
+		return rc;
+	}
+	stackpulse_symbolizer *sym = NULL;
+	if (stackpulse_symbolizer_new(spool, so, &sym) != 0)
+		sym = NULL; /* Said when the profile was built. */
+	rc = stackpulse_export_spool_to_path(spool, sym, po, STACKPULSE_EXPORT_FIREFOX, eo,
+	                                     out_path);
+	if (rc)
+		fail(out_path, rc);
+	stackpulse_symbolizer_free(sym);
+	stackpulse_spool_close(spool);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *spool_path = NULL, *out_path = NULL;
 	enum mode mode = M_TABLE;
-	int modes = 0, python_only = 0, addresses = 0, follow = 0;
+	int modes = 0, python_only = 0, addresses = 0, follow = 0, strict = 0;
 	long top_n = 20;
 	uint32_t export_flags = 0, profile_flags = 0;
 	int time_given = 0;
@@ -650,6 +677,8 @@ int main(int argc, char **argv)
 			python_only = 1;
 		} else if (strcmp(a, "--addresses") == 0) {
 			addresses = 1;
+		} else if (strcmp(a, "--strict") == 0) {
+			strict = 1;
 		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			usage(stdout);
 			return 0;
@@ -686,6 +715,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "report: --follow counts samples; --time goes without it\n");
 		return 2;
 	}
+	if (follow && strict) {
+		fprintf(stderr,
+		        "report: --strict reads a finished spool; --follow a growing one\n");
+		return 2;
+	}
 	if (follow && (mode != M_TABLE && mode != M_TOP && mode != M_FOLDED)) {
 		fprintf(stderr, "report: --follow goes with the table, --top or --folded\n");
 		return 2;
@@ -707,12 +741,31 @@ int main(int argc, char **argv)
 		profile_flags |= STACKPULSE_PROFILE_GROUP_UNRESOLVED;
 
 	stackpulse_spool *spool = NULL;
-	int rc = stackpulse_spool_open(spool_path, NULL, &spool);
+	stackpulse_spool_open_opts oo = STACKPULSE_SPOOL_OPEN_OPTS;
+	if (strict)
+		oo.flags |= STACKPULSE_SPOOL_STRICT;
+	int rc = stackpulse_spool_open(spool_path, &oo, &spool);
 	if (rc) {
 		fail(spool_path, rc);
+		/* Damage past the header: say what --strict turned down. */
+		if (strict && stackpulse_spool_open(spool_path, NULL, &spool) == 0) {
+			fprintf(stderr,
+			        "report: --strict refuses a damaged spool (without it, the %u "
+			        "chunks before the damage would be read)\n",
+			        stackpulse_spool_meta(spool)->chunks);
+			stackpulse_spool_close(spool);
+		}
 		return 1;
 	}
 	const struct stackpulse_spool_meta *meta = stackpulse_spool_meta(spool);
+	if (strict && meta->truncated) {
+		fprintf(stderr,
+		        "report: %s was cut short (%u complete chunks, no footer); --strict "
+		        "refuses it\n",
+		        spool_path, meta->chunks);
+		stackpulse_spool_close(spool);
+		return 1;
+	}
 	if (!spool_has_data(meta)) {
 		no_samples(spool_path, meta);
 		stackpulse_spool_close(spool);
@@ -798,6 +851,12 @@ int main(int argc, char **argv)
 	if (python_only)
 		po.view = STACKPULSE_VIEW_PYTHON_ONLY;
 	po.time = time_view;
+	/* Every output but Sysprof (one entry per sample) sums the samples per
+	 * thread and stack: merged, memory follows the distinct stacks and
+	 * threads, not the samples. Firefox, one entry per sample too, reads
+	 * them again from the spool as it writes them (write_firefox). */
+	if (mode != M_SYSCAP)
+		po.merge_ns = STACKPULSE_MERGE_ALL;
 	stackpulse_profile *prof = NULL;
 	rc = spool_profile(spool, &so, &po, fail, &prof);
 	if (rc) {
@@ -872,16 +931,24 @@ int main(int argc, char **argv)
 			status = 1;
 		}
 		break;
-	case M_PPROF:
 	case M_FIREFOX:
+		rc = write_firefox(spool_path, &so, &po, &eo, out_path);
+		if (rc) {
+			status = 1;
+		} else {
+			char what[96];
+			printf("wrote %s (%s)\n", out_path,
+			       profile_holds(prof, what, sizeof(what)));
+		}
+		break;
+	case M_PPROF:
 	case M_SVG:
 	case M_SYSCAP:
 	case M_OTLP_FILE: {
-		enum stackpulse_export_format fmt = mode == M_PPROF     ? STACKPULSE_EXPORT_PPROF
-		                                    : mode == M_FIREFOX ? STACKPULSE_EXPORT_FIREFOX
-		                                    : mode == M_SVG     ? STACKPULSE_EXPORT_SVG
-		                                    : mode == M_SYSCAP  ? STACKPULSE_EXPORT_SYSCAP
-		                                                        : STACKPULSE_EXPORT_OTLP;
+		enum stackpulse_export_format fmt = mode == M_PPROF    ? STACKPULSE_EXPORT_PPROF
+		                                    : mode == M_SVG    ? STACKPULSE_EXPORT_SVG
+		                                    : mode == M_SYSCAP ? STACKPULSE_EXPORT_SYSCAP
+		                                                       : STACKPULSE_EXPORT_OTLP;
 		rc = stackpulse_export_to_path(prof, fmt, &eo, out_path);
 		if (rc) {
 			fail(out_path, rc);

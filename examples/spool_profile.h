@@ -31,13 +31,8 @@ static inline enum stackpulse_time spool_default_time(const struct stackpulse_sp
  * it counts off-CPU time. */
 static inline const char *profile_holds(const stackpulse_profile *p, char *buf, size_t n)
 {
-	uint64_t on = 0, off = 0;
-	for (uint64_t i = 0; i < stackpulse_profile_sample_count(p); i++) {
-		if (stackpulse_profile_sample(p, i)->off_cpu)
-			off++;
-		else
-			on++;
-	}
+	uint64_t on = stackpulse_profile_kept_count(p, 0),
+	         off = stackpulse_profile_kept_count(p, 1);
 	enum stackpulse_time t = stackpulse_profile_time(p);
 	if (off || t == STACKPULSE_TIME_OFF || t == STACKPULSE_TIME_WALL)
 		snprintf(buf, n, "%" PRIu64 " sample%s, %" PRIu64 " off-CPU interval%s", on,

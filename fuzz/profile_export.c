@@ -1,5 +1,6 @@
-/* Fuzz target: untrusted spool bytes -> decode -> profile (no symbolizer) ->
- * every exporter into a counting sink. Exports may fail (ELIMIT, a full
+/* Fuzz target: untrusted spool bytes -> decode -> profile (no symbolizer,
+ * merged or not) -> every exporter into a counting sink, and Firefox and
+ * folded straight from the spool (stackpulse_export_spool). Exports may fail (ELIMIT, a full
  * sink); they must not crash, and their memory must stay bounded by the
  * profile (fuzz-smoke runs this with -rss_limit_mb). A Sysprof capture is
  * also walked frame by frame as libsysprof-capture's reader does: each
@@ -94,6 +95,9 @@ static void export_one(const uint8_t *data, size_t size)
 	po.view = (sel >> 4) % 3;
 	/* The byte before it picks the time view (off-CPU intervals in OFF and WALL). */
 	po.time = (enum stackpulse_time)((size > 1 ? data[size - 2] : 0) & 3u);
+	/* Its next bits pick merging: none, over all time, 1 ms or 1 ns windows. */
+	static const uint64_t merges[4] = { 0, STACKPULSE_MERGE_ALL, 1000000u, 1u };
+	po.merge_ns = merges[((size > 1 ? data[size - 2] : 0) >> 2) & 3u];
 	stackpulse_profile *p = NULL;
 	if (stackpulse_profile_build(spool, NULL, &po, &p) == 0) {
 		for (int fmt = STACKPULSE_EXPORT_FOLDED; fmt <= STACKPULSE_EXPORT_SVG; fmt++) {
@@ -108,6 +112,16 @@ static void export_one(const uint8_t *data, size_t size)
 		}
 		export_syscap(p);
 		stackpulse_profile_free(p);
+	}
+	/* Straight from the spool: Firefox streams its samples, the others merge. */
+	static const enum stackpulse_export_format from_spool[2] = { STACKPULSE_EXPORT_FIREFOX,
+		                                                     STACKPULSE_EXPORT_FOLDED };
+	for (int i = 0; i < 2; i++) {
+		stackpulse_export_opts eo = STACKPULSE_EXPORT_OPTS;
+		eo.flags = sel & 0xfu;
+		sink s = { 0 };
+		ENSURE(stackpulse_export_spool(spool, NULL, &po, from_spool[i], &eo, count, &s) <=
+		       0);
 	}
 	stackpulse_spool_close(spool);
 }

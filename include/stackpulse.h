@@ -1242,7 +1242,7 @@ STACKPULSE_API uint32_t stackpulse_frame_inline_depth(const stackpulse_frame *fr
 /** @name Profile model
  * Deduplicated tables in the shape profiler UIs use. Memory grows with the
  * number of unique frames and stacks, plus one small record per sample
- * kept. A profile does not reference the spool or symbolizer after
+ * kept, or per merged group of samples (`merge_ns`). A profile does not reference the spool or symbolizer after
  * ::stackpulse_profile_build returns; it owns all its strings.
  */
 /**@{*/
@@ -1297,7 +1297,27 @@ typedef struct stackpulse_profile_opts {
 	 * CPU, off-CPU or wall-clock time (docs/exporters.md#time). Added
 	 * after 0.2.0. */
 	enum stackpulse_time time;
+	/** Merges the samples (and off-CPU intervals) of one thread, leaf stack
+	 * and kind whose times fall in one window of this many nanoseconds
+	 * (equal `time_ns / merge_ns`) into one record: its `weight` and
+	 * `value` are sums, its `time_ns` the earliest (a record whose weight
+	 * would pass UINT32_MAX starts another). 0 (the default):
+	 * one record per sample. ::STACKPULSE_MERGE_ALL: one record per thread,
+	 * stack and kind, so that memory grows with distinct stacks and
+	 * threads, not with samples; every aggregate exporter (folded, SVG,
+	 * pprof, OTLP) and ::stackpulse_profile_func_counts give the same
+	 * output for either. Added after 0.2.0. */
+	uint64_t merge_ns;
+	/** Caps for untrusted spools (0: none). Past them the build fails with
+	 * ::STACKPULSE_ELIMIT: more than `max_samples` kept samples and
+	 * intervals, or more than `max_stacks` stack nodes
+	 * (::stackpulse_profile_stack_count). Added after 0.2.0. */
+	uint64_t max_samples;
+	uint32_t max_stacks; /**< See `max_samples`. */
 } stackpulse_profile_opts;
+
+/** ::stackpulse_profile_opts `merge_ns`: merge across all times. */
+#define STACKPULSE_MERGE_ALL UINT64_MAX
 
 /** Default profile options. */
 #define STACKPULSE_PROFILE_OPTS                                                                    \
@@ -1310,6 +1330,9 @@ typedef struct stackpulse_profile_opts {
 	        .pid = 0,                                                                          \
 	        .tid = 0,                                                                          \
 	        .time = STACKPULSE_TIME_SAMPLES,                                                   \
+	        .merge_ns = 0,                                                                     \
+	        .max_samples = 0,                                                                  \
+	        .max_stacks = 0,                                                                   \
 	})
 
 /** Sets @p opts to the defaults (::STACKPULSE_PROFILE_OPTS). */
@@ -1412,8 +1435,11 @@ STACKPULSE_API uint32_t stackpulse_profile_stack_count(const stackpulse_profile 
 /** Stack node @p i, or NULL. */
 STACKPULSE_API const struct stackpulse_profile_stack *stackpulse_profile_stack(
         const stackpulse_profile *p, uint32_t i);
-/** Number of samples kept. */
+/** Number of sample records kept (a merged record counts once). */
 STACKPULSE_API uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p);
+/** Number of on-CPU samples (@p off_cpu 0) or off-CPU intervals (1) kept,
+ * merged or not. Added after 0.2.0. */
+STACKPULSE_API uint64_t stackpulse_profile_kept_count(const stackpulse_profile *p, int off_cpu);
 /** What the sample values of @p p measure (its opts `time`). */
 STACKPULSE_API enum stackpulse_time stackpulse_profile_time(const stackpulse_profile *p);
 /** Sample @p i, or NULL. */
@@ -1508,6 +1534,11 @@ typedef struct stackpulse_export_opts {
 	                            *   resource attributes (a key is at most
 	                            *   255 bytes); -EINVAL when one has no `=`. */
 	size_t nlabels;            /**< Number of @c labels. */
+	/** Cap for untrusted input: the export fails with ::STACKPULSE_ELIMIT
+	 *  rather than write more than this many bytes (0: only the format's
+	 *  own cap, docs/exporters.md; a larger value is lowered to it). Folded
+	 *  output is measured before its first byte. Added after 0.2.0. */
+	uint64_t max_bytes;
 } stackpulse_export_opts;
 
 /** Default exporter options. */
@@ -1519,6 +1550,7 @@ typedef struct stackpulse_export_opts {
 	        .app = NULL,                                                                       \
 	        .labels = NULL,                                                                    \
 	        .nlabels = 0,                                                                      \
+	        .max_bytes = 0,                                                                    \
 	})
 
 /** Sets @p opts to the defaults (::STACKPULSE_EXPORT_OPTS). */
@@ -1536,12 +1568,47 @@ STACKPULSE_API int stackpulse_export(const stackpulse_profile *p,
 STACKPULSE_API int stackpulse_export_to_path(const stackpulse_profile *p,
                                              enum stackpulse_export_format format,
                                              const stackpulse_export_opts *opts, const char *path);
+
+/**
+ * Builds the profile of @p spool (as ::stackpulse_profile_build with
+ * @p popts) and writes it in @p format through @p fn, in memory that grows
+ * with the distinct stacks and threads, not with the samples: the
+ * aggregate formats (folded, SVG, pprof, OTLP) merge the samples
+ * (`merge_ns` ::STACKPULSE_MERGE_ALL unless @p popts sets a window), and
+ * Firefox builds the merged profile, then reads the samples again from the
+ * spool, one pass per thread, writing each as it comes (a spool of at most
+ * 256K samples and intervals is written from an unmerged profile, in one
+ * more pass). Sysprof holds one
+ * record per sample (unless @p popts merges). The output is the bytes
+ * ::stackpulse_export gives for the unmerged profile, except that Firefox
+ * samples of a thread come in spool order (on-CPU samples and off-CPU
+ * intervals interleaved by time), not sorted.
+ *
+ * @return 0, or an error of ::stackpulse_profile_build or
+ *         ::stackpulse_export (::STACKPULSE_ELIMIT past a cap of
+ *         @p popts or @p opts). @p spool and @p sym are used during the
+ *         call only. Added after 0.2.0.
+ */
+STACKPULSE_API int stackpulse_export_spool(const stackpulse_spool *spool,
+                                           stackpulse_symbolizer *sym,
+                                           const stackpulse_profile_opts *popts,
+                                           enum stackpulse_export_format format,
+                                           const stackpulse_export_opts *opts,
+                                           stackpulse_write_fn fn, void *ctx);
+/** ::stackpulse_export_spool to the file @p path, written as
+ * ::stackpulse_export_to_path writes. Added after 0.2.0. */
+STACKPULSE_API int stackpulse_export_spool_to_path(const stackpulse_spool *spool,
+                                                   stackpulse_symbolizer *sym,
+                                                   const stackpulse_profile_opts *popts,
+                                                   enum stackpulse_export_format format,
+                                                   const stackpulse_export_opts *opts,
+                                                   const char *path);
 /**@}*/
 
 /* ------------------------------------------------------------------ */
 /** @name Pushing profiles to a continuous-profiling backend
- * HTTP through libcurl, loaded at the first push in a `-Dcurl=true` build;
- * else ::stackpulse_push fails with ::STACKPULSE_EUNSUPPORTED. See
+ * HTTP through libcurl, loaded at the first push (unless built with `-Dcurl=false`:
+ * then ::stackpulse_push fails with ::STACKPULSE_EUNSUPPORTED). See
  * docs/continuous.md.
  */
 /**@{*/

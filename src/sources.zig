@@ -47,6 +47,7 @@ pub const io = [_][]const u8{
     "src/io/elf.c",
     "src/io/spool_file.c",
     "src/io/dynload.c",
+    "src/io/vdso.c",
 };
 
 pub const record = [_][]const u8{

@@ -67,6 +67,7 @@ pub const os = [_][]const u8{
     "tests/profile/test_ladder.c",
     "tests/profile/test_hostile.c",
     "tests/profile/test_report_cli.c",
+    "tests/profile/test_report_memory.c",
     "tests/profile/test_offcpu.c",
     "tests/profile/test_syscap.c",
     "tests/reliability/test_rel_sigkill.c",
@@ -137,6 +138,7 @@ pub const arm64_vm_skip = [_][]const u8{
     "tests/profile/test_export.c", // Go (pprof), chromium
     "tests/profile/test_ladder.c", // Go (pprof)
     "tests/profile/test_report_cli.c", // cc for its workloads, Go (pprof), pyenv
+    "tests/profile/test_report_memory.c", // reports millions of samples: slow under TCG
     "tests/profile/test_offcpu.c", // cc for its workload, Go (pprof)
     "tests/profile/test_syscap.c", // cc for its workloads and libsysprof-4, sysprof-cli
     "tests/reliability/test_rel_sigkill.c", // gcc

@@ -193,10 +193,11 @@ void stackpulse_export_opts_init(stackpulse_export_opts *opts)
 		*opts = STACKPULSE_EXPORT_OPTS;
 }
 
-int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format format,
-                      const stackpulse_export_opts *opts, stackpulse_write_fn fn, void *ctx)
+/* Exports @p p, with Firefox samples from @p st when not NULL. */
+static int export_with(const stackpulse_profile *p, sp_sample_stream *st,
+                       enum stackpulse_export_format format, const stackpulse_export_opts *opts,
+                       stackpulse_write_fn fn, void *ctx)
 {
-	SP_API_ENTRY();
 	if (!p || !fn)
 		return sp_error(-EINVAL, "export: profile or write function is NULL");
 	stackpulse_export_opts o = STACKPULSE_EXPORT_OPTS;
@@ -217,10 +218,12 @@ int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format
 	out->len = 0;
 	out->total = 0;
 	out->limit = format == STACKPULSE_EXPORT_SVG ? SP_SVG_MAX_BYTES : SP_EXPORT_MAX_BYTES;
+	if (o.max_bytes && o.max_bytes < out->limit)
+		out->limit = o.max_bytes;
 	switch (format) {
 	case STACKPULSE_EXPORT_FOLDED: rc = sp_export_folded(p, &o, out); break;
 	case STACKPULSE_EXPORT_PPROF: rc = sp_export_pprof(p, &o, out); break;
-	case STACKPULSE_EXPORT_FIREFOX: rc = sp_export_firefox(p, &o, out); break;
+	case STACKPULSE_EXPORT_FIREFOX: rc = sp_export_firefox_stream(p, st, &o, out); break;
 	case STACKPULSE_EXPORT_SVG: rc = sp_export_svg(p, &o, out); break;
 	case STACKPULSE_EXPORT_OTLP: rc = sp_export_otlp(p, &o, out); break;
 	case STACKPULSE_EXPORT_SYSCAP: rc = sp_export_syscap(p, &o, out); break;
@@ -234,11 +237,68 @@ int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format
 	return rc;
 }
 
-int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_export_format format,
-                              const stackpulse_export_opts *opts, const char *path)
+int stackpulse_export(const stackpulse_profile *p, enum stackpulse_export_format format,
+                      const stackpulse_export_opts *opts, stackpulse_write_fn fn, void *ctx)
 {
 	SP_API_ENTRY();
-	if (!path || !p)
+	return export_with(p, NULL, format, opts, fn, ctx);
+}
+
+int stackpulse_export_spool(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
+                            const stackpulse_profile_opts *popts,
+                            enum stackpulse_export_format format,
+                            const stackpulse_export_opts *opts, stackpulse_write_fn fn, void *ctx)
+{
+	SP_API_ENTRY();
+	if (!spool || !fn)
+		return sp_error(-EINVAL, "export: spool or write function is NULL");
+	if ((int)format < STACKPULSE_EXPORT_FOLDED || (int)format > STACKPULSE_EXPORT_SYSCAP)
+		return sp_error(-EINVAL, "export: unknown format %d", (int)format);
+	stackpulse_profile_opts po = STACKPULSE_PROFILE_OPTS;
+	int rc = sp_opts_copy(&po, sizeof(po), popts, "profile_build");
+	if (rc)
+		return rc;
+	stackpulse_profile *p = NULL;
+	sp_sample_stream *st = NULL;
+	if (format == STACKPULSE_EXPORT_FIREFOX) {
+		/* One entry per sample, whatever merge_ns says. */
+		rc = sp_profile_build_stream(spool, sym, &po, &p, &st);
+		/* Streaming reads the spool once per thread: up to
+		 * SP_FIREFOX_IN_MEMORY samples, one more pass building the
+		 * unmerged profile costs less, in bounded memory too. */
+		if (!rc && p->kept[0] + p->kept[1] <= SP_FIREFOX_IN_MEMORY) {
+			sp_sample_stream_free(st);
+			stackpulse_profile_free(p);
+			st = NULL;
+			p = NULL;
+			po.merge_ns = 0;
+			rc = stackpulse_profile_build(spool, sym, &po, &p);
+		}
+	} else {
+		/* Sysprof writes every sample: merge only when asked to. */
+		if (format != STACKPULSE_EXPORT_SYSCAP && !po.merge_ns)
+			po.merge_ns = STACKPULSE_MERGE_ALL;
+		rc = stackpulse_profile_build(spool, sym, &po, &p);
+	}
+	if (!rc)
+		rc = export_with(p, st, format, opts, fn, ctx);
+	sp_sample_stream_free(st);
+	stackpulse_profile_free(p);
+	return rc;
+}
+
+/* What a file export writes: a profile, or a spool's. */
+typedef struct path_job {
+	const stackpulse_profile *p;
+	const stackpulse_spool *spool;
+	stackpulse_symbolizer *sym;
+	const stackpulse_profile_opts *popts;
+} path_job;
+
+static int export_path(const path_job *job, enum stackpulse_export_format format,
+                       const stackpulse_export_opts *opts, const char *path)
+{
+	if (!path || (!job->p && !job->spool))
 		return sp_error(-EINVAL, "export: path or profile is NULL");
 	if ((int)format < STACKPULSE_EXPORT_FOLDED || (int)format > STACKPULSE_EXPORT_SYSCAP)
 		return sp_error(-EINVAL, "export: unknown format %d", (int)format);
@@ -249,7 +309,11 @@ int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_expor
 	int rc = sp_file_sink_open(&sink, path, SP_FILE_MODE_SHARED | SP_FILE_DEVICE_OK);
 	if (rc)
 		return sp_error_context(rc, "export: cannot create %s", path);
-	rc = stackpulse_export(p, format, opts, sp_file_sink_write, &sink);
+	if (job->p)
+		rc = export_with(job->p, NULL, format, opts, sp_file_sink_write, &sink);
+	else
+		rc = stackpulse_export_spool(job->spool, job->sym, job->popts, format, opts,
+		                             sp_file_sink_write, &sink);
 	if (rc && rc != -EINVAL)
 		sp_error_context(rc, "export to %s", path);
 	if (!rc)
@@ -258,4 +322,26 @@ int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_expor
 	if (!rc && rc2)
 		rc = sp_error_context(rc2, "export: closing %s", path);
 	return rc;
+}
+
+int stackpulse_export_to_path(const stackpulse_profile *p, enum stackpulse_export_format format,
+                              const stackpulse_export_opts *opts, const char *path)
+{
+	SP_API_ENTRY();
+	path_job job = { p, NULL, NULL, NULL };
+	if (!p)
+		return sp_error(-EINVAL, "export: path or profile is NULL");
+	return export_path(&job, format, opts, path);
+}
+
+int stackpulse_export_spool_to_path(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
+                                    const stackpulse_profile_opts *popts,
+                                    enum stackpulse_export_format format,
+                                    const stackpulse_export_opts *opts, const char *path)
+{
+	SP_API_ENTRY();
+	path_job job = { NULL, spool, sym, popts };
+	if (!spool)
+		return sp_error(-EINVAL, "export: path or spool is NULL");
+	return export_path(&job, format, opts, path);
 }

@@ -9,7 +9,12 @@
  * nodes are numbered parent first and kept in that order. Frames carry
  * categories Other / Native / Python / Kernel. Frame names are presymbolicated
  * ("name (in module)" for native and kernel code, so the profiler groups
- * them by library). */
+ * them by library).
+ *
+ * From a spool (sp_export_firefox_stream with a sample stream) the
+ * profile is merged: its records give each thread's tables, and the
+ * samples are read again from the spool, one pass per thread, and written
+ * as they come, so memory follows the stacks, not the samples. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -100,8 +105,10 @@ static int location_name(ff *x, uint32_t f)
 	return rc;
 }
 
-/* Writes thread @p t, whose samples are order[0..n) sorted by time. */
-static int write_thread(ff *x, uint32_t t, const uint64_t *order, uint64_t n, int *first_thread)
+/* Writes thread @p t, whose records are order[0..n) sorted by time: its
+ * samples are those records, or with @p st the stream's samples of @p t. */
+static int write_thread(ff *x, uint32_t t, const uint64_t *order, uint64_t n, sp_sample_stream *st,
+                        int *first_thread)
 {
 	const struct stackpulse_profile *p = x->p;
 	sp_out *o = x->out;
@@ -183,8 +190,23 @@ static int write_thread(ff *x, uint32_t t, const uint64_t *order, uint64_t n, in
 	              "\"data\":[");
 	int first = 1;
 	uint64_t period = sp_profile_period_ns(p);
-	for (uint64_t i = 0; i < n; i++) {
-		const struct stackpulse_profile_sample *s = &p->samples[order[i]];
+	struct stackpulse_profile_sample cur;
+	if (st && (rc = sp_sample_stream_start(st, t)) != 0)
+		return rc;
+	for (uint64_t i = 0; !o->err; i++) {
+		const struct stackpulse_profile_sample *s;
+		if (st) {
+			int k = sp_sample_stream_next(st, &cur);
+			if (k <= 0) {
+				rc = k;
+				break;
+			}
+			s = &cur;
+		} else {
+			if (i >= n)
+				break;
+			s = &p->samples[order[i]];
+		}
 		double ms = (double)(s->time_ns - p->first_ns) / 1e6;
 		/* Gecko samples have no weight column: repeat weighted ones
 		 * (bounded). In a time profile a sample stands for its time: an
@@ -199,7 +221,8 @@ static int write_thread(ff *x, uint32_t t, const uint64_t *order, uint64_t n, in
 		}
 		for (uint64_t r = 0; r < reps && !o->err; r++) {
 			double at = ms + step * (double)r;
-			if (s->stack == 0)
+			if (s->stack == 0 || s->stack >= p->nstacks ||
+			    x->node_map[s->stack] == SP_NONE)
 				sp_out_printf(o, "%s[null,%.3f,0]", first ? "" : ",", at);
 			else
 				sp_out_printf(o, "%s[%u,%.3f,0]", first ? "" : ",",
@@ -207,7 +230,8 @@ static int write_thread(ff *x, uint32_t t, const uint64_t *order, uint64_t n, in
 			first = 0;
 		}
 	}
-	rc = sp_out_str(o, "]}}");
+	if (!rc)
+		rc = sp_out_str(o, "]}}");
 
 	/* Reset the maps for the next thread. */
 	for (uint32_t i = 0; i < x->nnodes; i++)
@@ -219,6 +243,12 @@ static int write_thread(ff *x, uint32_t t, const uint64_t *order, uint64_t n, in
 
 int sp_export_firefox(const struct stackpulse_profile *p, const stackpulse_export_opts *opts,
                       sp_out *out)
+{
+	return sp_export_firefox_stream(p, NULL, opts, out);
+}
+
+int sp_export_firefox_stream(const struct stackpulse_profile *p, sp_sample_stream *st,
+                             const stackpulse_export_opts *opts, sp_out *out)
 {
 	(void)opts;
 	ff x;
@@ -267,7 +297,7 @@ int sp_export_firefox(const struct stackpulse_profile *p, const stackpulse_expor
 		while (j < p->nsamples && p->samples[x.order[j]].thread == t)
 			j++;
 		if (t < p->nthreads)
-			rc = write_thread(&x, t, x.order + i, j - i, &first);
+			rc = write_thread(&x, t, x.order + i, j - i, st, &first);
 		i = j;
 	}
 	if (!rc)

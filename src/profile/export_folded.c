@@ -494,11 +494,11 @@ int sp_export_folded(const struct stackpulse_profile *p, const stackpulse_export
 	int rc = sp_folded_build(p, o->flags, &f);
 	if (rc)
 		return rc;
-	if (f.bytes > SP_EXPORT_MAX_BYTES) {
+	if (f.bytes > out->limit) {
 		rc = sp_error(STACKPULSE_ELIMIT,
 		              "folded export would write %" PRIu64 " bytes, over the %llu-byte cap "
 		              "(%zu lines up to %u frames deep)",
-		              f.bytes, SP_EXPORT_MAX_BYTES, f.n, f.max_depth);
+		              f.bytes, (unsigned long long)out->limit, f.n, f.max_depth);
 		sp_folded_free(&f);
 		return rc;
 	}

@@ -45,6 +45,11 @@ size_t sp_utf8_seq(const unsigned char *s, size_t left);
 #define SP_EXPORT_MAX_BYTES (4ull << 30)
 #define SP_SVG_MAX_BYTES    (256ull << 20)
 
+/* stackpulse_export_spool writes Firefox from an unmerged profile (about
+ * 40 bytes a sample: 10 MiB) up to this many samples and intervals, and
+ * streams them from the spool (one pass per thread) past it. */
+#define SP_FIREFOX_IN_MEMORY (256ull << 10)
+
 /* A frame or root-label name as raw pieces: the folded cleaning (';' reads
  * ':', control bytes read ' ') applies on output and in comparisons, so a
  * name is never copied, however often it is printed. */
@@ -126,6 +131,10 @@ int sp_export_otlp(const struct stackpulse_profile *p, const stackpulse_export_o
 int sp_export_check_labels(const char *const *labels, size_t n);
 int sp_export_firefox(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
                       sp_out *out);
+/* With @p st (NULL: as sp_export_firefox), each thread's samples come from
+ * the stream, @p p being the merged profile it was built with. */
+int sp_export_firefox_stream(const struct stackpulse_profile *p, sp_sample_stream *st,
+                             const stackpulse_export_opts *o, sp_out *out);
 int sp_export_syscap(const struct stackpulse_profile *p, const stackpulse_export_opts *o,
                      sp_out *out);
 

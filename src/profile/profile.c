@@ -4,7 +4,8 @@
  * through the symbolizer, or from the spool's own tables when there is
  * none) into a short list of profile frames, and each distinct (root, spool
  * stack, process) is translated into a prefix-tree node once. Memory therefore grows with unique frames and
- * stacks; per sample only a stackpulse_profile_sample is kept. */
+ * stacks; per sample only a stackpulse_profile_sample is kept, or with
+ * merge_ns one per (thread, stack, kind, time window), keyed in rec_tab. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -179,6 +180,9 @@ typedef struct builder {
 	uint32_t *thread_root;
 
 	int cb_err; /* Error met inside a symbolizer callback. */
+
+	uint64_t kept;   /* Samples and intervals kept (before merging). */
+	sp_htab rec_tab; /* With merge_ns: the sample records. */
 } builder;
 
 /* Keeps or drops a frame of @p kind under the view and flags. */
@@ -663,6 +667,7 @@ static void builder_free(builder *b)
 	sp_free(b->walk_stack);
 	sp_free(b->walk_frame);
 	sp_free(b->thread_root);
+	sp_htab_free(&b->rec_tab);
 }
 
 static int keep(const builder *b, pid_t pid, pid_t tid, uint64_t time_ns)
@@ -679,23 +684,9 @@ static int keep(const builder *b, pid_t pid, pid_t tid, uint64_t time_ns)
 	return 1;
 }
 
-/* Adds a kept sample (or off-CPU interval) of @p thread with spool stack
- * @p stack; @p value is what it counts for. */
-static int add_sample(builder *b, uint64_t time_ns, uint32_t thread, uint32_t process,
-                      uint32_t stack, uint32_t weight, int off_cpu, uint64_t value)
+/* A new sample record at the end of the samples array. */
+static int push_record(struct stackpulse_profile *p, const struct stackpulse_profile_sample *r)
 {
-	struct stackpulse_profile *p = b->p;
-	if (thread >= p->nthreads)
-		return sp_error(STACKPULSE_EFORMAT, "sample of unknown thread %u", thread);
-	uint32_t root = 0, node = 0;
-	int rc = root_for_thread(b, thread, &root);
-	if (!rc)
-		rc = translate(b, root, stack, process, &node);
-	if (rc)
-		return rc;
-	/* A Python-only view has nothing to show for purely native samples. */
-	if (node == root && b->opts.view == STACKPULSE_VIEW_PYTHON_ONLY)
-		return 0;
 	if (p->nsamples == p->cap_samples) {
 		uint64_t ncap = p->cap_samples ? p->cap_samples * 2 : 1024;
 		if (ncap > ((uint64_t)1 << 40))
@@ -706,63 +697,167 @@ static int add_sample(builder *b, uint64_t time_ns, uint32_t thread, uint32_t pr
 		p->samples = n;
 		p->cap_samples = ncap;
 	}
-	p->samples[p->nsamples++] = (struct stackpulse_profile_sample){
+	p->samples[p->nsamples++] = *r;
+	return 0;
+}
+
+/* The merge window of time @p t (merge_ns != 0). */
+static uint64_t merge_bucket(const builder *b, uint64_t t)
+{
+	return b->opts.merge_ns == STACKPULSE_MERGE_ALL ? 0 : t / b->opts.merge_ns;
+}
+
+/* With merge_ns: adds @p r to the record of its thread, stack, kind and
+ * window (one with room left in its 32-bit weight), or starts one. Records
+ * are keyed in rec_tab by their index. */
+static int merge_record(builder *b, const struct stackpulse_profile_sample *r)
+{
+	struct stackpulse_profile *p = b->p;
+	uint64_t bucket = merge_bucket(b, r->time_ns);
+	uint64_t h = sp_hash_combine(sp_hash_combine(sp_hash64(r->thread), r->stack),
+	                             sp_hash_combine(bucket, r->off_cpu));
+	int rc = sp_htab_reserve(&b->rec_tab);
+	if (rc)
+		return rc;
+	sp_htab_probe pr;
+	sp_htab_probe_start(&b->rec_tab, h, &pr);
+	uint32_t cand;
+	while ((cand = sp_htab_probe_next(&b->rec_tab, &pr)) != SP_NONE) {
+		struct stackpulse_profile_sample *c = &p->samples[cand];
+		if (c->thread != r->thread || c->stack != r->stack || c->off_cpu != r->off_cpu ||
+		    merge_bucket(b, c->time_ns) != bucket || c->weight > UINT32_MAX - r->weight)
+			continue;
+		c->weight += r->weight;
+		c->value = c->value > UINT64_MAX - r->value ? UINT64_MAX : c->value + r->value;
+		if (r->time_ns < c->time_ns)
+			c->time_ns = r->time_ns;
+		return 0;
+	}
+	if (p->nsamples >= SP_HTAB_MAX_IDS)
+		return sp_error(STACKPULSE_ELIMIT, "profile: more than %u merged sample records",
+		                SP_HTAB_MAX_IDS);
+	rc = push_record(p, r);
+	if (!rc)
+		sp_htab_insert(&b->rec_tab, &pr, (uint32_t)(p->nsamples - 1));
+	return rc;
+}
+
+/* The record of a kept sample (or off-CPU interval) of @p thread with
+ * spool stack @p stack; @p value is what it counts for. 0, 1 when the
+ * view drops it, or an error. */
+static int sample_record(builder *b, uint64_t time_ns, uint32_t thread, uint32_t process,
+                         uint32_t stack, uint32_t weight, int off_cpu, uint64_t value,
+                         struct stackpulse_profile_sample *r)
+{
+	struct stackpulse_profile *p = b->p;
+	if (thread >= p->nthreads)
+		return sp_error(STACKPULSE_EFORMAT, "sample of unknown thread %u", thread);
+	uint32_t root = 0, node = 0;
+	int rc = root_for_thread(b, thread, &root);
+	if (!rc)
+		rc = translate(b, root, stack, process, &node);
+	if (rc)
+		return rc;
+	if (b->opts.max_stacks && p->nstacks > b->opts.max_stacks)
+		return sp_error(STACKPULSE_ELIMIT, "profile: more than %u stack nodes (max_stacks)",
+		                b->opts.max_stacks);
+	/* A Python-only view has nothing to show for purely native samples. */
+	if (node == root && b->opts.view == STACKPULSE_VIEW_PYTHON_ONLY)
+		return 1;
+	*r = (struct stackpulse_profile_sample){
 		time_ns, thread, node, weight, off_cpu ? 1u : 0u, value,
 	};
-	if (p->nsamples == 1 || time_ns < p->first_ns)
-		p->first_ns = time_ns;
-	if (time_ns > p->last_ns)
-		p->last_ns = time_ns;
+	return 0;
+}
+
+/* The record of on-CPU sample @p s: 0, 1 when not kept, or an error. */
+static int on_cpu_record(builder *b, const struct stackpulse_sample *s,
+                         struct stackpulse_profile_sample *r)
+{
+	if (!keep(b, s->pid, s->tid, s->time_ns))
+		return 1;
+	uint32_t w = s->weight ? s->weight : 1;
+	uint64_t value = b->p->time == STACKPULSE_TIME_SAMPLES
+	                         ? w
+	                         : (uint64_t)w * sp_profile_period_ns(b->p);
+	return sample_record(b, s->time_ns, s->thread, s->process, s->stack, w, 0, value, r);
+}
+
+/* The record of off-CPU interval @p iv, counting for its duration plus
+ * that of the intervals merged into it: they had no stack sample of their
+ * own and the kernel sampled this one among them, so its stack stands for
+ * them (the weight says for how many). 0, 1 when not kept, or an error. */
+static int off_cpu_record(builder *b, const struct stackpulse_offcpu *iv,
+                          struct stackpulse_profile_sample *r)
+{
+	uint64_t ns = iv->duration_ns + iv->merged_ns;
+	if (ns < iv->duration_ns)
+		ns = UINT64_MAX; /* A hostile file: saturate. */
+	if (!keep(b, iv->pid, iv->tid, iv->start_ns) || ns == 0)
+		return 1;
+	uint32_t w = iv->merged < UINT32_MAX - 1 ? (uint32_t)iv->merged + 1 : UINT32_MAX;
+	return sample_record(b, iv->start_ns, iv->thread, iv->process, iv->stack, w, 1, ns, r);
+}
+
+/* Adds record @p r (sample_record returned 0) to the profile. */
+static int add_record(builder *b, const struct stackpulse_profile_sample *r)
+{
+	struct stackpulse_profile *p = b->p;
+	if (b->opts.max_samples && b->kept >= b->opts.max_samples)
+		return sp_error(STACKPULSE_ELIMIT,
+		                "profile: more than %" PRIu64
+		                " samples and intervals (max_samples)",
+		                b->opts.max_samples);
+	b->kept++;
+	p->kept[r->off_cpu ? 1 : 0]++;
+	int rc = b->opts.merge_ns ? merge_record(b, r) : push_record(p, r);
+	if (rc)
+		return rc;
+	if (b->kept == 1 || r->time_ns < p->first_ns)
+		p->first_ns = r->time_ns;
+	if (r->time_ns > p->last_ns)
+		p->last_ns = r->time_ns;
 	return 0;
 }
 
 static int run_samples(builder *b)
 {
-	const struct stackpulse_profile *p = b->p;
-	if (p->time == STACKPULSE_TIME_OFF)
+	if (b->p->time == STACKPULSE_TIME_OFF)
 		return 0;
 	stackpulse_sample_iter *it = NULL;
 	int rc = stackpulse_sample_iter_new(b->spool, &it);
 	if (rc)
 		return rc;
-	uint64_t period = sp_profile_period_ns(p);
 	const struct stackpulse_sample *s;
+	struct stackpulse_profile_sample r;
 	while ((rc = stackpulse_sample_iter_next(it, &s)) == 1) {
-		if (!keep(b, s->pid, s->tid, s->time_ns))
-			continue;
-		uint32_t w = s->weight ? s->weight : 1;
-		uint64_t value = p->time == STACKPULSE_TIME_SAMPLES ? w : (uint64_t)w * period;
-		if ((rc = add_sample(b, s->time_ns, s->thread, s->process, s->stack, w, 0, value)))
+		int k = on_cpu_record(b, s, &r);
+		if (k < 0 || (k == 0 && (k = add_record(b, &r)) < 0)) {
+			rc = k;
 			break;
+		}
 	}
 	stackpulse_sample_iter_free(it);
 	return rc < 0 ? rc : 0;
 }
 
-/* The off-CPU intervals, each counting for its duration (OFF and WALL),
- * plus that of the intervals merged into it: they had no stack sample of
- * their own and the kernel sampled this one among them, so its stack
- * stands for them (the weight says for how many). */
+/* The off-CPU intervals (time views OFF and WALL). */
 static int run_offcpu(builder *b)
 {
-	const struct stackpulse_profile *p = b->p;
-	if (p->time != STACKPULSE_TIME_OFF && p->time != STACKPULSE_TIME_WALL)
+	if (b->p->time != STACKPULSE_TIME_OFF && b->p->time != STACKPULSE_TIME_WALL)
 		return 0;
 	stackpulse_offcpu_iter *it = NULL;
 	int rc = stackpulse_offcpu_iter_new(b->spool, &it);
 	if (rc)
 		return rc;
 	const struct stackpulse_offcpu *iv;
+	struct stackpulse_profile_sample r;
 	while ((rc = stackpulse_offcpu_iter_next(it, &iv)) == 1) {
-		uint64_t ns = iv->duration_ns + iv->merged_ns;
-		if (ns < iv->duration_ns)
-			ns = UINT64_MAX; /* A hostile file: saturate. */
-		if (!keep(b, iv->pid, iv->tid, iv->start_ns) || ns == 0)
-			continue;
-		uint32_t w = iv->merged < UINT32_MAX - 1 ? (uint32_t)iv->merged + 1 : UINT32_MAX;
-		if ((rc = add_sample(b, iv->start_ns, iv->thread, iv->process, iv->stack, w, 1,
-		                     ns)))
+		int k = off_cpu_record(b, iv, &r);
+		if (k < 0 || (k == 0 && (k = add_record(b, &r)) < 0)) {
+			rc = k;
 			break;
+		}
 	}
 	stackpulse_offcpu_iter_free(it);
 	return rc < 0 ? rc : 0;
@@ -775,40 +870,37 @@ void stackpulse_profile_opts_init(stackpulse_profile_opts *opts)
 		*opts = STACKPULSE_PROFILE_OPTS;
 }
 
-int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
-                             const stackpulse_profile_opts *opts, stackpulse_profile **out)
+/* Builds the profile of @p spool into *b (zeroed by the caller), which
+ * keeps what translating a sample needs until builder_free; on failure
+ * frees it and the profile. */
+static int build(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
+                 const stackpulse_profile_opts *opts, builder *b)
 {
-	SP_API_ENTRY();
-	if (!out)
-		return sp_error(-EINVAL, "profile_build: out is NULL");
-	*out = NULL;
 	if (!spool)
 		return sp_error(-EINVAL, "profile_build: spool is NULL");
-	builder b;
-	memset(&b, 0, sizeof(b));
-	b.opts = STACKPULSE_PROFILE_OPTS;
-	int orc = sp_opts_copy(&b.opts, sizeof(b.opts), opts, "profile_build");
+	b->opts = STACKPULSE_PROFILE_OPTS;
+	int orc = sp_opts_copy(&b->opts, sizeof(b->opts), opts, "profile_build");
 	if (orc)
 		return orc;
-	if ((int)b.opts.view < STACKPULSE_VIEW_MIXED ||
-	    (int)b.opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
-		return sp_error(-EINVAL, "profile_build: unknown view %d", (int)b.opts.view);
-	if (b.opts.flags & ~0x1fu)
-		return sp_error(-EINVAL, "profile_build: unknown flags 0x%x", b.opts.flags);
-	if (b.opts.end_ns && b.opts.end_ns <= b.opts.start_ns)
+	if ((int)b->opts.view < STACKPULSE_VIEW_MIXED ||
+	    (int)b->opts.view > STACKPULSE_VIEW_NATIVE_ONLY)
+		return sp_error(-EINVAL, "profile_build: unknown view %d", (int)b->opts.view);
+	if (b->opts.flags & ~0x1fu)
+		return sp_error(-EINVAL, "profile_build: unknown flags 0x%x", b->opts.flags);
+	if (b->opts.end_ns && b->opts.end_ns <= b->opts.start_ns)
 		return sp_error(-EINVAL, "profile_build: empty time range");
-	if ((int)b.opts.time < STACKPULSE_TIME_SAMPLES || (int)b.opts.time > STACKPULSE_TIME_WALL)
-		return sp_error(-EINVAL, "profile_build: unknown time %d", (int)b.opts.time);
+	if ((int)b->opts.time < STACKPULSE_TIME_SAMPLES || (int)b->opts.time > STACKPULSE_TIME_WALL)
+		return sp_error(-EINVAL, "profile_build: unknown time %d", (int)b->opts.time);
 
 	struct stackpulse_profile *p = sp_calloc(1, sizeof(*p));
 	if (!p)
 		return sp_error(-ENOMEM, "profile");
-	b.p = p;
-	b.spool = spool;
-	b.sym = sym;
-	p->flags = b.opts.flags;
-	p->view = (int)b.opts.view;
-	p->time = b.opts.time;
+	b->p = p;
+	b->spool = spool;
+	b->sym = sym;
+	p->flags = b->opts.flags;
+	p->view = (int)b->opts.view;
+	p->time = b->opts.time;
 	uint32_t zero;
 	int rc = sp_profile_intern(p, "", &zero);
 	if (!rc)
@@ -828,32 +920,181 @@ int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolize
 	if (!rc)
 		rc = sp_profile_intern(p, meta->hostname, &p->hostname);
 	if (!rc)
-		rc = copy_tables(&b);
+		rc = copy_tables(b);
 	if (rc)
 		goto fail;
 
-	b.nraw = stackpulse_spool_frame_count(spool);
+	b->nraw = stackpulse_spool_frame_count(spool);
 	/* Two entries per raw frame: as a return address and as the leaf. */
-	size_t nexp = 2 * (size_t)(b.nraw ? b.nraw : 1);
-	b.exp_start = sp_malloc(nexp * sizeof(uint32_t));
-	b.exp_count = sp_calloc(nexp, sizeof(uint32_t));
-	if (!b.exp_start || !b.exp_count) {
-		rc = sp_error(-ENOMEM, "profile frame map of %u", b.nraw);
+	size_t nexp = 2 * (size_t)(b->nraw ? b->nraw : 1);
+	b->exp_start = sp_malloc(nexp * sizeof(uint32_t));
+	b->exp_count = sp_calloc(nexp, sizeof(uint32_t));
+	if (!b->exp_start || !b->exp_count) {
+		rc = sp_error(-ENOMEM, "profile frame map of %u", b->nraw);
 		goto fail;
 	}
-	memset(b.exp_start, 0xff, nexp * sizeof(uint32_t));
-	rc = run_samples(&b);
+	memset(b->exp_start, 0xff, nexp * sizeof(uint32_t));
+	rc = run_samples(b);
 	if (!rc)
-		rc = run_offcpu(&b);
+		rc = run_offcpu(b);
 	if (rc)
 		goto fail;
-	builder_free(&b);
-	*out = p;
 	return 0;
 fail:
-	builder_free(&b);
+	builder_free(b);
 	stackpulse_profile_free(p);
+	b->p = NULL;
 	return rc;
+}
+
+int stackpulse_profile_build(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
+                             const stackpulse_profile_opts *opts, stackpulse_profile **out)
+{
+	SP_API_ENTRY();
+	if (!out)
+		return sp_error(-EINVAL, "profile_build: out is NULL");
+	*out = NULL;
+	builder b;
+	memset(&b, 0, sizeof(b));
+	int rc = build(spool, sym, opts, &b);
+	if (rc)
+		return rc;
+	*out = b.p;
+	builder_free(&b);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sample streams (profile_internal.h). */
+
+struct sp_sample_stream {
+	builder b;
+	uint32_t thread;
+	stackpulse_sample_iter *on;
+	stackpulse_offcpu_iter *off;
+	struct stackpulse_profile_sample r_on, r_off;
+	int has_on, has_off; /* r_on / r_off hold the next record. */
+};
+
+int sp_profile_build_stream(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
+                            const stackpulse_profile_opts *opts, stackpulse_profile **out,
+                            sp_sample_stream **stream)
+{
+	*out = NULL;
+	*stream = NULL;
+	sp_sample_stream *st = sp_calloc(1, sizeof(*st));
+	if (!st)
+		return sp_error(-ENOMEM, "sample stream");
+	stackpulse_profile_opts o = STACKPULSE_PROFILE_OPTS;
+	int rc = sp_opts_copy(&o, sizeof(o), opts, "profile_build");
+	if (rc) {
+		sp_free(st);
+		return rc;
+	}
+	o.merge_ns = STACKPULSE_MERGE_ALL;
+	rc = build(spool, sym, &o, &st->b);
+	if (rc) {
+		sp_free(st);
+		return rc;
+	}
+	*out = st->b.p;
+	*stream = st;
+	return 0;
+}
+
+static void stream_close(sp_sample_stream *st)
+{
+	stackpulse_sample_iter_free(st->on);
+	stackpulse_offcpu_iter_free(st->off);
+	st->on = NULL;
+	st->off = NULL;
+	st->has_on = st->has_off = 0;
+}
+
+int sp_sample_stream_start(sp_sample_stream *st, uint32_t thread)
+{
+	stream_close(st);
+	st->thread = thread;
+	enum stackpulse_time t = st->b.p->time;
+	int rc = 0;
+	if (t != STACKPULSE_TIME_OFF)
+		rc = stackpulse_sample_iter_new(st->b.spool, &st->on);
+	if (!rc && (t == STACKPULSE_TIME_OFF || t == STACKPULSE_TIME_WALL))
+		rc = stackpulse_offcpu_iter_new(st->b.spool, &st->off);
+	return rc;
+}
+
+/* Reads the next kept on-CPU record of the thread into r_on. */
+static int fill_on(sp_sample_stream *st)
+{
+	const struct stackpulse_sample *s;
+	int rc = 0;
+	while (st->on && (rc = stackpulse_sample_iter_next(st->on, &s)) == 1) {
+		if (s->thread != st->thread)
+			continue;
+		int k = on_cpu_record(&st->b, s, &st->r_on);
+		if (k < 0)
+			return k;
+		if (k == 0) {
+			st->has_on = 1;
+			return 0;
+		}
+	}
+	if (st->on && rc < 0)
+		return rc;
+	stackpulse_sample_iter_free(st->on);
+	st->on = NULL;
+	return 0;
+}
+
+static int fill_off(sp_sample_stream *st)
+{
+	const struct stackpulse_offcpu *iv;
+	int rc = 0;
+	while (st->off && (rc = stackpulse_offcpu_iter_next(st->off, &iv)) == 1) {
+		if (iv->thread != st->thread)
+			continue;
+		int k = off_cpu_record(&st->b, iv, &st->r_off);
+		if (k < 0)
+			return k;
+		if (k == 0) {
+			st->has_off = 1;
+			return 0;
+		}
+	}
+	if (st->off && rc < 0)
+		return rc;
+	stackpulse_offcpu_iter_free(st->off);
+	st->off = NULL;
+	return 0;
+}
+
+int sp_sample_stream_next(sp_sample_stream *st, struct stackpulse_profile_sample *out)
+{
+	int rc = st->has_on ? 0 : fill_on(st);
+	if (!rc && !st->has_off)
+		rc = fill_off(st);
+	if (rc)
+		return rc;
+	if (!st->has_on && !st->has_off)
+		return 0;
+	if (st->has_on && (!st->has_off || st->r_on.time_ns <= st->r_off.time_ns)) {
+		*out = st->r_on;
+		st->has_on = 0;
+	} else {
+		*out = st->r_off;
+		st->has_off = 0;
+	}
+	return 1;
+}
+
+void sp_sample_stream_free(sp_sample_stream *st)
+{
+	if (!st)
+		return;
+	stream_close(st);
+	builder_free(&st->b);
+	sp_free(st);
 }
 
 void stackpulse_profile_free(stackpulse_profile *p)
@@ -934,6 +1175,12 @@ uint64_t stackpulse_profile_sample_count(const stackpulse_profile *p)
 {
 	SP_API_ENTRY();
 	return p ? p->nsamples : 0;
+}
+
+uint64_t stackpulse_profile_kept_count(const stackpulse_profile *p, int off_cpu)
+{
+	SP_API_ENTRY();
+	return p ? p->kept[off_cpu ? 1 : 0] : 0;
 }
 
 enum stackpulse_time stackpulse_profile_time(const stackpulse_profile *p)

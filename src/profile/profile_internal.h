@@ -41,6 +41,7 @@ struct stackpulse_profile {
 
 	struct stackpulse_profile_sample *samples;
 	uint64_t nsamples, cap_samples;
+	uint64_t kept[2]; /* On-CPU samples, off-CPU intervals kept (merged or not). */
 
 	struct stackpulse_profile_thread *threads;
 	uint32_t nthreads;
@@ -67,6 +68,24 @@ struct stackpulse_profile {
 	 * accessed with atomics so concurrent readers may race to fill it. */
 	struct sp_func_counts *counts;
 };
+
+/* A second pass over a spool's samples, for per-sample outputs that must
+ * not hold one record per sample: sp_profile_build_stream builds the
+ * merged profile (merge_ns STACKPULSE_MERGE_ALL, whatever @p opts say) and
+ * keeps what translating a spool sample into it needs; then, per thread,
+ * sp_sample_stream_start and sp_sample_stream_next give the records of
+ * that thread an unmerged profile would hold, in time order (on-CPU
+ * samples and off-CPU intervals each as the spool holds them). The stream
+ * reads the spool and symbolizer the profile was built from: they must
+ * outlive it. The profile is the caller's, to free after the stream. */
+typedef struct sp_sample_stream sp_sample_stream;
+int sp_profile_build_stream(const stackpulse_spool *spool, stackpulse_symbolizer *sym,
+                            const stackpulse_profile_opts *opts, stackpulse_profile **out,
+                            sp_sample_stream **stream);
+int sp_sample_stream_start(sp_sample_stream *st, uint32_t thread);
+/* 1 and *out, 0 at the end of the thread's records, or an error. */
+int sp_sample_stream_next(sp_sample_stream *st, struct stackpulse_profile_sample *out);
+void sp_sample_stream_free(sp_sample_stream *st);
 
 /* Frees what profile_counts.c computed. */
 void sp_profile_counts_free(struct stackpulse_profile *p);

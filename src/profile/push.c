@@ -1,6 +1,6 @@
 /* Pushing a profile to a continuous-profiling backend: Grafana Pyroscope's
  * ingest API (gzip'd pprof) or an OTLP/HTTP collector (profiles
- * v1development). The HTTP client is libcurl, built in with -Dcurl=true
+ * v1development). The HTTP client is libcurl, built in unless -Dcurl=false
  * and loaded on the first push (see curl_ready); retries with exponential backoff on 5xx and 429 only, since a 4xx, a
  * refused connection or a timeout will not get better by asking again. */
 #include <errno.h>
@@ -352,7 +352,7 @@ int stackpulse_push(const stackpulse_profile *p, const stackpulse_push_opts *opt
 	if (rc)
 		return rc;
 	return sp_error(STACKPULSE_EUNSUPPORTED,
-	                "push: this build has no HTTP client (build with zig build -Dcurl=true)");
+	                "push: this build has no HTTP client (it was built with -Dcurl=false)");
 }
 
 #endif

@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "io/elf.h"
 #include "io/file.h"
+#include "io/vdso.h"
 #include "format/spool_format.h"
 #include "record/proc_scan.h"
 #include "record/recorder.h"
@@ -225,6 +226,27 @@ static int grab(stackpulse_recorder *rec, uint32_t module)
 	return 0;
 }
 
+/* A target's "[vdso]" is the running kernel's image, ours when the target
+ * is of our architecture, which its mapping's size shows (a 32-bit
+ * target's differs). A descriptor of our copy, or -1. */
+static int open_vdso(const stackpulse_recorder *rec, uint32_t module)
+{
+	const uint8_t *img = NULL;
+	size_t len = 0;
+	uint64_t map_len = 0;
+	if (sp_vdso_image(&img, &len, &map_len) != 0)
+		return -1;
+	for (size_t i = 0; i < rec->pt.nprocs; i++) {
+		const sp_process *p = rec->pt.procs[i];
+		for (size_t j = 0; p && j < p->nmaps; j++)
+			if (p->maps[j].module == module &&
+			    p->maps[j].end - p->maps[j].start != map_len)
+				return -1;
+	}
+	int fd = sp_vdso_memfd();
+	return fd >= 0 ? fd : -1;
+}
+
 /* True when @p path is a regular file carrying @p bid (any file when the
  * module has no build-id). */
 static int path_still_good(const char *path, const uint8_t *bid, uint32_t bid_len)
@@ -335,6 +357,9 @@ int sp_recorder_embed_symbols(stackpulse_recorder *rec)
 				int fd = open_live(rec, module, r->path, r->build_id,
 				                   r->build_id_len);
 				rec->embed_files[module].fd = fd; /* Closed by release. */
+			} else if (module < rec->nembed_files && rec->embed_files[module].fd < 0 &&
+			           strcmp(r->path, "[vdso]") == 0) {
+				rec->embed_files[module].fd = open_vdso(rec, module);
 			}
 			if (module < rec->nembed_files && rec->embed_files[module].fd >= 0) {
 				r->have_fd = 1;

@@ -547,8 +547,9 @@ static int cu_tops(sp_dbgmod *m, Dwarf_Die *cudie, const top_cu **out)
 		m->ntops = c.first;
 	} else {
 		c.count = m->ntops - c.first;
-		top_range *seg = m->tops + c.first;
-		if (c.count > 1) /* seg is NULL when no CU had ranges yet. */
+		/* m->tops is NULL while no CU had ranges: no offset on NULL. */
+		top_range *seg = c.count ? m->tops + c.first : NULL;
+		if (c.count > 1)
 			qsort(seg, c.count, sizeof(*seg), top_cmp);
 		uint64_t mx = 0;
 		for (size_t i = 0; i < c.count; i++) {
@@ -585,6 +586,8 @@ static int fast_innermost(sp_dbgmod *m, const top_cu *c, uint64_t da,
 {
 	if (!c || !c->usable)
 		return -1;
+	if (!c->count)
+		return 0;
 	const top_range *seg = m->tops + c->first;
 	size_t lo;
 	SP_PARTITION_POINT(lo, c->count, mid, seg[mid].lo <= da);

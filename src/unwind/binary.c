@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "common/hash.h"
 #include "io/elf.h"
 #include "io/file.h"
+#include "io/vdso.h"
 
 #if defined(__x86_64__)
 #define SP_HOST_MACHINE EM_X86_64
@@ -26,9 +26,6 @@
 #else
 #define SP_HOST_MACHINE EM_NONE
 #endif
-
-/* Bounds what we copy for our own vDSO image. */
-#define SP_VDSO_MAX (1u << 20)
 
 void sp_unwind_binary_free(sp_unwind_binary *b)
 {
@@ -159,29 +156,22 @@ static sp_unwind_binary *vdso_binary(sp_unwinder *u)
 	if (u->vdso_tried)
 		return u->vdso;
 	u->vdso_tried = true;
-	const uint8_t *img = (const uint8_t *)(uintptr_t)getauxval(AT_SYSINFO_EHDR);
-	if (!img || memcmp(img, ELFMAG, SELFMAG) != 0 || img[EI_CLASS] != ELFCLASS64)
-		return NULL;
-	Elf64_Ehdr eh;
-	memcpy(&eh, img, sizeof(eh));
-	/* Section headers end the image the kernel builds. */
-	uint64_t len = eh.e_shoff + (uint64_t)eh.e_shnum * eh.e_shentsize;
-	if (eh.e_shoff == 0 || len < sizeof(eh) || len > SP_VDSO_MAX)
-		return NULL;
-	long page = sysconf(_SC_PAGESIZE);
-	if (page <= 0)
+	const uint8_t *img = NULL;
+	size_t len = 0;
+	uint64_t map_len = 0;
+	if (sp_vdso_image(&img, &len, &map_len) != 0)
 		return NULL;
 	sp_unwind_binary *b = sp_calloc(1, sizeof(*b));
 	if (!b)
 		return NULL;
 	b->fd = -1;
-	b->image = sp_malloc((size_t)len);
+	b->image = sp_malloc(len);
 	if (!b->image) {
 		sp_free(b);
 		return NULL;
 	}
-	memcpy(b->image, img, (size_t)len);
-	Elf *elf = elf_memory(b->image, (size_t)len);
+	memcpy(b->image, img, len);
+	Elf *elf = elf_memory(b->image, len);
 	if (!elf || !binary_init(b, elf) || add_binary(u, b) != 0) {
 		if (!b->elf && elf)
 			elf_end(elf);
@@ -189,7 +179,7 @@ static sp_unwind_binary *vdso_binary(sp_unwinder *u)
 		return NULL;
 	}
 	u->vdso = b;
-	u->vdso_len = (len + (uint64_t)page - 1) & ~((uint64_t)page - 1);
+	u->vdso_len = map_len;
 	return b;
 }
 

@@ -131,16 +131,23 @@ static double cut_weight(char *line)
 
 static const char *const phase_fn[3] = { ";spin_phase", ";sleep_phase;", ";read_phase;" };
 
-/* Sums the folded weights of the main thread per phase; *all gets every line. */
-static void fold_phases(const phases_run *r, char *text, double us[3], double *all)
+/* Sums the folded weights of the main thread per phase; *all gets every
+ * line, *none (if not NULL) the main thread's time without a stack (its
+ * label alone). */
+static void fold_phases(const phases_run *r, char *text, double us[3], double *all, double *none)
 {
 	char label[64];
 	snprintf(label, sizeof(label), "phases/%d;", r->pid);
+	size_t len = strlen(label);
 	us[0] = us[1] = us[2] = *all = 0;
+	if (none)
+		*none = 0;
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		double v = cut_weight(line);
 		*all += v;
-		if (strncmp(line, label, strlen(label)) != 0)
+		if (none && strncmp(line, label, len - 1) == 0 && line[len - 1] == '\0')
+			*none += v;
+		if (strncmp(line, label, len) != 0)
 			continue;
 		for (int k = 0; k < 3; k++)
 			if (strstr(line, phase_fn[k]))
@@ -149,45 +156,55 @@ static void fold_phases(const phases_run *r, char *text, double us[3], double *a
 }
 
 /* Wall shares of the phases (the default time of an off-CPU spool) against
- * the truth the target measured. */
-static void wall_shares(const phases_run *r)
+ * the truth the target measured. With @p no_stack, the main thread's time
+ * without a stack (an unprivileged recorder reads a blocked thread's stack
+ * only if it gets a CPU while the thread still waits: on a loaded machine
+ * some waits end first, docs/recording.md) may belong to any phase: no
+ * phase gets more than its truth, none gets less than its truth less that
+ * time, and that time stays under half of the blocked phases'. */
+static void wall_shares(const phases_run *r, int no_stack)
 {
 	char *text = report(r, "--folded --tid"); /* Default: wall, for an off-CPU spool. */
 	char *same = report(r, "--folded --tid --time=wall");
 	CHECK_STR(text, same);
 	free(same);
-	double us[3], all;
-	fold_phases(r, text, us, &all);
+	double us[3], all, none;
+	fold_phases(r, text, us, &all, &none);
 	free(text);
-	double sum = us[0] + us[1] + us[2], tsum = r->truth[0] + r->truth[1] + r->truth[2];
+	if (!no_stack)
+		none = 0; /* Privileged: the kernel's stacks; none is a phase's loss. */
+	double sum = us[0] + us[1] + us[2] + none;
+	double tsum = r->truth[0] + r->truth[1] + r->truth[2];
 	REQUIRE(sum > 0);
 	printf("    truth  spin %.3fs sleep %.3fs read %.3fs\n", r->truth[0], r->truth[1],
 	       r->truth[2]);
-	printf("    wall   spin %.3fs sleep %.3fs read %.3fs (%.3fs stolen by the hypervisor)\n",
-	       us[0] / 1e6, us[1] / 1e6, us[2] / 1e6, r->steal);
+	printf("    wall   spin %.3fs sleep %.3fs read %.3fs, %.3fs without a stack (%.3fs "
+	       "stolen by the hypervisor)\n",
+	       us[0] / 1e6, us[1] / 1e6, us[2] / 1e6, none / 1e6, r->steal);
 	/* Stolen time passes on the target's wall clock while its task clock,
 	 * which drives cpu-clock samples, stands still: the bounds widen by
 	 * what was stolen (an upper bound: all CPUs' steal). */
-	double slack = r->steal / tsum;
+	double slack = r->steal / tsum, unknown = none / sum;
 	for (int k = 0; k < 3; k++) {
 		double share = us[k] / sum, truth = r->truth[k] / tsum;
 		printf("    share %d: %.4f, truth %.4f\n", k, share, truth);
-		CHECK(share > truth - 0.03 - slack && share < truth + 0.03 + slack);
+		CHECK(share > truth - 0.03 - slack - unknown && share < truth + 0.03 + slack);
 	}
+	CHECK(none / 1e6 < (r->truth[1] + r->truth[2]) / 2);
 	/* And the phases add up to the time they took. */
 	CHECK(sum / 1e6 > tsum * (0.97 - slack) && sum / 1e6 < tsum * 1.03);
 }
 
 SP_TEST(wall_shares_match_the_phases)
 {
-	wall_shares(recorded());
+	wall_shares(recorded(), 0);
 }
 
 /* The same recorded by an unprivileged user (perf_event_paranoid 2: switch
  * records, stacks read from the blocked threads). */
 SP_TEST(wall_shares_match_the_phases_unprivileged)
 {
-	wall_shares(recorded_nobody());
+	wall_shares(recorded_nobody(), 1);
 }
 
 /* Off-CPU stacks end in the blocking call. With @p kernel: the user frame
@@ -322,7 +339,7 @@ SP_TEST(pprof_has_cpu_and_off_cpu_nanoseconds)
 		free(raw);
 		char *text = report(r, k == 0 ? "--folded --time=cpu" : "--folded --time=off");
 		double us[3], all;
-		fold_phases(r, text, us, &all);
+		fold_phases(r, text, us, &all, NULL);
 		free(text);
 		folded[k] = all;
 	}

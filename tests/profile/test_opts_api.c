@@ -125,8 +125,18 @@ SP_TEST(symbolizer_profile_export_push_refuse_an_unknown_tail)
 	check_refused(
 	        stackpulse_export_to_path(p, STACKPULSE_EXPORT_FOLDED, &eo.known, "/dev/null"),
 	        sizeof(eo.known));
+	check_refused(stackpulse_export_spool(s, NULL, NULL, STACKPULSE_EXPORT_FOLDED, &eo.known,
+	                                      null_sink, NULL),
+	              sizeof(eo.known));
 	eo.tail[5] = 0;
 	CHECK_OK(stackpulse_export(p, STACKPULSE_EXPORT_FOLDED, &eo.known, null_sink, NULL));
+	po.tail[5] = 4;
+	check_refused(stackpulse_export_spool(s, NULL, &po.known, STACKPULSE_EXPORT_FOLDED, NULL,
+	                                      null_sink, NULL),
+	              sizeof(po.known));
+	check_refused(stackpulse_export_spool(s, NULL, &po.known, STACKPULSE_EXPORT_FIREFOX, NULL,
+	                                      null_sink, NULL),
+	              sizeof(po.known));
 
 	BIGGER(stackpulse_push_opts) pu;
 	memset(&pu, 0, sizeof(pu));

@@ -55,7 +55,7 @@ SP_TEST(push_without_curl_says_so)
 	stackpulse_profile *p = fixture(&mem);
 	stackpulse_push_opts o = push_opts(9, STACKPULSE_PUSH_OTLP);
 	CHECK_EQ(stackpulse_push(p, &o), STACKPULSE_EUNSUPPORTED);
-	CHECK(strstr(stackpulse_last_error(), "-Dcurl=true") != NULL);
+	CHECK(strstr(stackpulse_last_error(), "-Dcurl=false") != NULL);
 	stackpulse_profile_free(p);
 	sp_buf_free(&mem);
 }
@@ -271,7 +271,7 @@ SP_TEST(push_reports_a_refused_connection)
 /* libcurl and the libraries it pulls in are loaded by the first push, not
  * at the start of every program built with push support: the examples
  * (linked with this build's library) load no libcurl before main, nor
- * libdebuginfod (which needs libcurl; a -Ddebuginfod=true build loads it at
+ * libdebuginfod (which needs libcurl; a build with debuginfod loads it at
  * the first debuginfod query), and after a push this process has libcurl. */
 SP_TEST(libcurl_is_loaded_by_the_first_push_only)
 {

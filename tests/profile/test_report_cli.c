@@ -15,6 +15,7 @@
 #include "example_tools.h"
 #include "fields.h"
 #include "harness.h"
+#include "many_samples.h"
 
 static char record_bin[512], report_bin[512];
 
@@ -114,6 +115,55 @@ SP_TEST(no_readable_sample_fails_with_a_reason)
 	free(err);
 	/* The whole spool still reports. */
 	CHECK_EQ(report(spool, "--top 3", &out, &err), 0);
+	free(out);
+	free(err);
+}
+
+/* By default a cut or damaged spool reports the chunks before the cut or
+ * damage, with a warning; --strict refuses it (exit 1, saying why) and
+ * reads a whole one as usual. */
+SP_TEST(strict_refuses_cut_and_damaged_spools)
+{
+	tools(record_bin, report_bin, sizeof(record_bin));
+	char whole[600];
+	snprintf(whole, sizeof(whole), "%s/strict.spool", sp_test_tmpdir());
+	REQUIRE_OK(many_samples_spool(whole, 40000, 3, 4096));
+	size_t n = 0;
+	char *data = sp_test_read_file(whole, &n);
+	REQUIRE(data != NULL);
+	free(data);
+	char *out, *err;
+	CHECK_EQ(report(whole, "--strict --top 3", &out, &err), 0);
+	CHECK_EQ(err[0], '\0');
+	free(out);
+	free(err);
+
+	const char *cut = variant(whole, "strict_cut.spool", n / 2, -1);
+	CHECK_EQ(report(cut, "--top 3", &out, &err), 0);
+	CHECK(strstr(err, "was cut short; reading its") != NULL);
+	free(out);
+	free(err);
+	CHECK_EQ(report(cut, "--strict --top 3", &out, &err), 1);
+	printf("    %s", err);
+	CHECK(strstr(err, "was cut short") != NULL && strstr(err, "--strict refuses it") != NULL);
+	CHECK_EQ(out[0], '\0');
+	free(out);
+	free(err);
+
+	const char *bad = variant(whole, "strict_bad.spool", 0, (long)(n * 3 / 5));
+	CHECK_EQ(report(bad, "--folded", &out, &err), 0);
+	CHECK(strstr(err, "is damaged (chunk ") != NULL);
+	free(out);
+	free(err);
+	CHECK_EQ(report(bad, "--strict --folded", &out, &err), 1);
+	printf("    %s", err);
+	CHECK(strstr(err, "strict_bad.spool") != NULL && strstr(err, "chunk ") != NULL);
+	CHECK(strstr(err, "--strict refuses a damaged spool") != NULL);
+	CHECK_EQ(out[0], '\0');
+	free(out);
+	free(err);
+
+	CHECK_EQ(report(whole, "--strict --follow", &out, &err), 2);
 	free(out);
 	free(err);
 }

@@ -260,11 +260,27 @@ SP_TEST(demo_stacks_every_version)
 			stop_child(&c);
 			continue;
 		}
-		usleep(50000); /* into Worker().run() */
 		sp_python *py = probe(c.pid);
 		if (!py) {
 			stop_child(&c);
 			continue;
+		}
+		{
+			/* Into Worker().run(): until a live read shows run under
+			 * <module> (a loaded machine can take longer than any
+			 * fixed sleep to get there; at most 10 s). */
+			sp_py_frame g[SP_PY_MAX_DEPTH];
+			uint32_t m = 0;
+			int tr = 0, in_run = 0;
+			for (int k = 0; k < 1000 && !in_run; k++) {
+				usleep(10000);
+				in_run = sp_python_read_stack(py, c.pid, NULL, 0, 0, g,
+				                              SP_PY_MAX_DEPTH, &m, &tr) == 0 &&
+				         !tr && m >= 3 &&
+				         strcmp(qual(py, &g[m - 1]), "<module>") == 0 &&
+				         ends_with(qual(py, &g[m - 2]), "run");
+			}
+			CHECK(in_run);
 		}
 		/* The reads' costs, summed as a recorder sums them. */
 		sp_python_stats cost = { 0 };

@@ -246,22 +246,6 @@ static pid_t start_busy(const char *py, const char *script, const char *secs)
 	return pid;
 }
 
-/* User + system CPU clock ticks of process @p pid (/proc/PID/stat), or -1. */
-static long long cpu_ticks(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	char *text = sp_test_read_file(path, NULL);
-	const char *p = text ? strrchr(text, ')') : NULL;
-	long long ut = -1, st = -1;
-	/* After the name: state, then fields 4-13, then utime and stime. */
-	if (!p ||
-	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st) != 2)
-		ut = st = -1;
-	free(text);
-	return ut < 0 ? -1 : ut + st;
-}
-
 /* SIGSTOP stops a paused target as it stops any process, and SIGCONT
  * resumes it: the tracer keeps a group stop a stop. */
 SP_TEST(a_group_stop_stays_a_stop)
@@ -302,9 +286,9 @@ SP_TEST(a_group_stop_stays_a_stop)
 			break;
 		last = a.samples;
 	}
-	long long cpu0 = cpu_ticks(pid);
+	long long cpu0 = sp_test_cpu_ticks(pid, 0);
 	record_for(rec, 0.3);
-	long long cpu1 = cpu_ticks(pid);
+	long long cpu1 = sp_test_cpu_ticks(pid, 0);
 	CHECK_OK(rec_stats_get(rec, &b));
 	fprintf(stderr, "    held: %llu samples before, %llu after; CPU ticks %lld -> %lld\n",
 	        (unsigned long long)a.samples, (unsigned long long)b.samples, cpu0, cpu1);

@@ -149,10 +149,17 @@ SP_TEST(rings_grow_when_the_recorder_falls_behind)
 	REQUIRE(first < cap); /* 8 and 16 MiB per CPU at 999 Hz. */
 	CHECK(start > 0 && start % first == 0 && start <= first * (uint64_t)ncpu);
 	double end = rec_now() + 60;
+	long long hz = sysconf(_SC_CLK_TCK);
 	while (stackpulse_recorder_process_is_active(rec, 0) && rec_now() < end) {
-		/* Up to 600 samples of 34 KiB: more than half a start ring
-		 * (240 samples) even when the target gets half a CPU. */
-		usleep(600000);
+		/* Until the target ran 0.6 s of CPU since the last drain (a
+		 * loaded machine gives it less per wall second; at most 20 s):
+		 * 600 samples of 34 KiB, of which more than half a start ring
+		 * (240 samples) on one of two CPUs. */
+		long long c0 = sp_test_cpu_ticks(pid, 0), c = c0;
+		for (int i = 0; i < 2000 && c >= 0 && c - c0 < hz * 6 / 10; i++) {
+			usleep(10000);
+			c = sp_test_cpu_ticks(pid, 0);
+		}
 		CHECK_OK(stackpulse_recorder_consume_available(rec));
 	}
 	CHECK_OK(rec_stats_get(rec, &st));

@@ -89,7 +89,10 @@ static const char *user_leaf(const names *nm)
 /* The intervals of a `phases 10 100` spool: the blocked ones in
  * sleep_phase and read_phase add up to the time those took, and every one
  * ends in the blocking call and reaches main, with kernel frames when
- * @p kernel (none otherwise). */
+ * @p kernel (none otherwise). Unprivileged, a blocked thread's stack is
+ * read only if the recorder gets a CPU while the thread still waits (on
+ * a loaded machine some waits end first, docs/recording.md): a block
+ * without a stack may be any phase's, and at most half of them are. */
 static void check_phases_spool(const char *spool, const phases_truth *truth, int method, int kernel)
 {
 	stackpulse_spool *sp;
@@ -101,7 +104,7 @@ static void check_phases_spool(const char *spool, const phases_truth *truth, int
 	stackpulse_offcpu_iter *it;
 	REQUIRE_OK(stackpulse_offcpu_iter_new(sp, &it));
 	const struct stackpulse_offcpu *iv;
-	double sleep = 0, rd = 0;
+	double sleep = 0, rd = 0, no_stack = 0;
 	int nsleep = 0, nread = 0, sleep_leaf = 0, read_leaf = 0, sleep_kernel = 0, read_kernel = 0;
 	int with_main = 0, long_blocked = 0, long_no_stack = 0, kernel_any = 0;
 	uint64_t n = 0;
@@ -122,6 +125,7 @@ static void check_phases_spool(const char *spool, const phases_truth *truth, int
 		if (iv->duration_ns >= 20000000) {
 			long_blocked++;
 			long_no_stack += iv->stack == 0;
+			no_stack += iv->stack == 0 ? (double)iv->duration_ns / 1e9 : 0;
 		}
 		const char *leaf = user_leaf(&nm);
 		int kern = nm.n > 0 && nm.kind[0] == STACKPULSE_FRAME_KERNEL;
@@ -147,9 +151,16 @@ static void check_phases_spool(const char *spool, const phases_truth *truth, int
 	printf("    off-CPU: sleep_phase %.3fs in %d, read_phase %.3fs in %d; %d blocks of 20 ms "
 	       "or more, %d without a stack\n",
 	       sleep, nsleep, rd, nread, long_blocked, long_no_stack);
-	CHECK(nsleep >= 10 && nread >= 10);
+	int unpriv = method == STACKPULSE_OFFCPU_UNPRIVILEGED;
+	if (!unpriv)
+		no_stack = 0; /* The kernel's stacks: a block without one is a loss. */
+	CHECK(nsleep + (unpriv ? long_no_stack : 0) >= 10 &&
+	      nread + (unpriv ? long_no_stack : 0) >= 10);
 	CHECK(long_blocked >= 40); /* 10 rounds: sleep and read, filler's nap and wait */
-	CHECK_EQ(long_no_stack, 0);
+	if (unpriv)
+		CHECK(long_no_stack * 2 <= long_blocked);
+	else
+		CHECK_EQ(long_no_stack, 0);
 	/* Every sleep and read ends in the blocking call and reaches main. */
 	CHECK_EQ(sleep_leaf, nsleep);
 	CHECK_EQ(read_leaf, nread);
@@ -161,8 +172,8 @@ static void check_phases_spool(const char *spool, const phases_truth *truth, int
 		CHECK_EQ(kernel_any, 0);
 	}
 	/* The blocked time is the time the calls took, less their CPU part. */
-	CHECK(sleep > truth->sleep * 0.95 && sleep <= truth->sleep * 1.01);
-	CHECK(rd > truth->read * 0.95 && rd <= truth->read * 1.01);
+	CHECK(sleep + no_stack > truth->sleep * 0.95 && sleep <= truth->sleep * 1.01);
+	CHECK(rd + no_stack > truth->read * 0.95 && rd <= truth->read * 1.01);
 }
 
 SP_TEST(offcpu_intervals_of_blocking_calls)
@@ -300,21 +311,35 @@ static void switch_storm(const char *tag, uint32_t ring_kb)
 	REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	char *text = sp_test_read_file(swfile, NULL);
 	REQUIRE(text != NULL);
-	uint64_t switches = strtoull(text, NULL, 10);
+	char *end;
+	uint64_t switches = strtoull(text, &end, 10);
+	uint64_t voluntary = strtoull(end, &end, 10);
+	uint64_t involuntary = strtoull(end, NULL, 10);
 	free(text);
 	uint64_t seen = st.offcpu_intervals + st.offcpu_merged;
-	printf("    %s: %llu switch-outs (kernel), %llu intervals seen: %llu rows (%llu without a "
+	printf("    %s: %llu switch-outs (kernel: %llu voluntary, %llu preempted), %llu intervals "
+	       "seen: %llu rows (%llu without a "
 	       "stack) + %llu merged; %llu dropped, %llu records lost\n",
-	       tag, (unsigned long long)switches, (unsigned long long)seen,
+	       tag, (unsigned long long)switches, (unsigned long long)voluntary,
+	       (unsigned long long)involuntary, (unsigned long long)seen,
 	       (unsigned long long)st.offcpu_intervals, (unsigned long long)st.offcpu_no_stack,
 	       (unsigned long long)st.offcpu_merged, (unsigned long long)st.offcpu_dropped,
 	       (unsigned long long)st.lost);
-	/* Each round blocks each thread at most once. */
-	CHECK(switches >= (uint64_t)rounds && switches <= (uint64_t)rounds * 2 + 1000);
-	/* The kernel's count stops at the end of the loops and includes the
-	 * main thread's switches before exec; each thread's last switch-out
-	 * (exit) closes no interval: a few either way. A lost switch record
-	 * loses at most one interval. */
+	/* The count is the threads' own: each round switches one of them out
+	 * at least once, and blocks each at most once (a voluntary switch;
+	 * and the main thread's sleeps after the loop, 10 per CPU).
+	 * Preemptions are as many as the machine's load makes, not bounded
+	 * here: every one of them is a switch-out the recorder must see,
+	 * which the checks below hold it to. */
+	CHECK_EQ(voluntary + involuntary, switches);
+	CHECK(switches >= (uint64_t)rounds);
+	CHECK(voluntary <=
+	      (uint64_t)rounds * 2 + 10 * (uint64_t)sysconf(_SC_NPROCESSORS_CONF) + 64);
+	/* The kernel's count includes the main thread's switches before exec
+	 * and its sleeps after the loop (which let the kernel report a loss
+	 * at the end of the loop on every CPU); each thread's last switch-out
+	 * (exit, no interval) is outside it: a few either way. A lost switch
+	 * record loses at most one interval. */
 	CHECK(seen <= switches + 64);
 	CHECK(seen + st.lost + 64 >= switches);
 	CHECK(st.offcpu_dropped <= st.lost + 4);

@@ -320,11 +320,16 @@ SP_TEST(killed_rotation_leaves_complete_windows_and_a_cut_one)
 	snprintf(dir, sizeof(dir), "%s/rot_kill", sp_test_tmpdir());
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", dir, dir);
 	REQUIRE_EQ(sp_test_run(cmd), 0);
-	/* The target outlives the recorder and ends on its own. */
+	/* The target outlives the recorder and ends on its own. The kill
+	 * comes once two windows are done and the third is under way, under
+	 * its temporary name .w.spool.0003.XXXXXXXX (a loaded machine may
+	 * take longer than a fixed sleep to get there; at most 60 s). */
 	snprintf(cmd, sizeof(cmd),
 	         "%s/record -F 499 --rotate 0.3 -o %s/w.spool -- %s 3 >/dev/null 2>&1 & "
-	         "rp=$!; sleep 1.6; { kill -9 $rp; wait $rp; } 2>/dev/null; true",
-	         bindir, dir, bin);
+	         "rp=$!; i=0; while [ $i -lt 1200 ] && ! { [ -e %s/w.spool.0002 ] && "
+	         "ls -a %s | grep -q '^\\.w\\.spool\\.0003\\.'; }; do sleep 0.05; "
+	         "i=$((i+1)); done; { kill -9 $rp; wait $rp; } 2>/dev/null; true",
+	         bindir, dir, bin, dir, dir);
 	REQUIRE_EQ(sp_test_run(cmd), 0);
 	DIR *d = opendir(dir);
 	REQUIRE(d != NULL);

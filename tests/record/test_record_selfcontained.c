@@ -281,3 +281,119 @@ SP_TEST(cache_dir_rule_is_the_same_for_recorder_and_symbolizer)
 	if (had_off)
 		setenv("STACKPULSE_NO_SYMBOL_CACHE", old_off, 1);
 }
+
+typedef struct vdso_walk {
+	const char *name[64];
+	int vdso[64], kernel[64];
+	uint32_t n;
+} vdso_walk;
+
+static int vdso_collect(const stackpulse_frame *f, void *ctx)
+{
+	vdso_walk *w = ctx;
+	if (w->n < 64) {
+		const char *mod = stackpulse_frame_module(f);
+		w->name[w->n] = stackpulse_frame_func_name(f);
+		w->vdso[w->n] = mod && strcmp(mod, "[vdso]") == 0;
+		w->kernel[w->n] = stackpulse_frame_kind(f) == STACKPULSE_FRAME_KERNEL;
+		w->n++;
+	}
+	return 0;
+}
+
+/* clock_gettime in a loop runs in the vDSO, which is no file: its symbols
+ * come from the running kernel's image and are embedded at finish, so the
+ * spool names the vDSO's frames offline (perf's names: __vdso_* on x86_64,
+ * __kernel_* on aarch64), and most samples of the loop land there. */
+SP_TEST(vdso_frames_are_named_offline)
+{
+	const char *bin = rec_target("vdso", NULL);
+	char spool[600];
+	snprintf(spool, sizeof(spool), "%s/vdso.spool", sp_test_tmpdir());
+	stackpulse_recorder_opts o = STACKPULSE_RECORDER_OPTS;
+	o.frequency = 999;
+	o.cache_dir = "";
+	char *argv[] = { (char *)bin, "1.5", NULL };
+	stackpulse_recorder *rec = NULL;
+	pid_t pid = 0;
+	REQUIRE_OK(stackpulse_recorder_spawn(argv, spool, &o, &rec, &pid));
+	CHECK_OK(rec_run(rec, 30));
+	REQUIRE_OK(rec_finish(rec));
+	int status = -1;
+	waitpid(pid, &status, 0);
+	CHECK_EQ(status, 0);
+
+	stackpulse_spool *sp = NULL;
+	REQUIRE_OK(stackpulse_spool_open(spool, NULL, &sp));
+	int vdso_tables = 0;
+	for (uint32_t i = 0; i < stackpulse_spool_module_count(sp); i++) {
+		const struct stackpulse_module *m = stackpulse_spool_module(sp, i);
+		if (m->path && strcmp(m->path, "[vdso]") == 0)
+			vdso_tables += m->has_symbols;
+	}
+	CHECK(vdso_tables >= 1);
+	stackpulse_symbolizer_opts so = STACKPULSE_SYMBOLIZER_OPTS;
+	so.flags = STACKPULSE_SYM_OFFLINE;
+	so.cache_dir = "";
+	stackpulse_symbolizer *sym = NULL;
+	REQUIRE_OK(stackpulse_symbolizer_new(sp, &so, &sym));
+	stackpulse_sample_iter *it = NULL;
+	REQUIRE_OK(stackpulse_sample_iter_new(sp, &it));
+	const struct stackpulse_sample *s;
+	int in_loop = 0, in_vdso = 0, named = 0, clock = 0;
+	char first_bad[256] = "", first_good[256] = "";
+	while (stackpulse_sample_iter_next(it, &s) == 1) {
+		vdso_walk w = { 0 };
+		CHECK_OK(stackpulse_symbolizer_for_each_frame(sym, s, vdso_collect, &w));
+		int loop = 0;
+		for (uint32_t i = 0; i < w.n; i++)
+			loop |= strcmp(w.name[i], "vdso_loop") == 0;
+		if (!loop)
+			continue;
+		in_loop++;
+		uint32_t u = 0; /* The user leaf. */
+		while (u < w.n && w.kernel[u])
+			u++;
+		if (u == w.n || !w.vdso[u])
+			continue;
+		in_vdso++;
+		if (w.name[u][0] != '[') {
+			named++;
+			clock += strstr(w.name[u], "clock_gettime") != NULL;
+			if (!first_good[0])
+				snprintf(first_good, sizeof(first_good), "%s", w.name[u]);
+		} else if (!first_bad[0]) {
+			snprintf(first_bad, sizeof(first_bad), "%s", w.name[u]);
+		}
+	}
+	stackpulse_sample_iter_free(it);
+	stackpulse_symbolizer_free(sym);
+	stackpulse_spool_close(sp);
+	fprintf(stderr,
+	        "    %d samples in vdso_loop, %d with a vDSO leaf, %d named (%d clock_gettime, "
+	        "e.g. %s)%s%s\n",
+	        in_loop, in_vdso, named, clock, first_good, first_bad[0] ? ", unnamed e.g. " : "",
+	        first_bad);
+	CHECK(in_loop >= 200);
+	/* Most of the loop's time is the vDSO call; the rest is the loop. */
+	CHECK(in_vdso * 2 >= in_loop);
+	CHECK(named * 100 >= in_vdso * 95);
+	CHECK(clock * 100 >= named * 90);
+
+	/* The report example's table (the README demo's): the vDSO function
+	 * by name, no "[vdso] [unresolved]" row. */
+	const char *bin_dir = getenv("SP_BIN_DIR");
+	char cmd[1600], line[1024];
+	snprintf(cmd, sizeof(cmd), "%s/report '%s' 2>&1", bin_dir ? bin_dir : "zig-out/bin", spool);
+	FILE *p = popen(cmd, "r");
+	REQUIRE(p);
+	int unresolved = 0, by_name = 0;
+	while (fgets(line, sizeof(line), p)) {
+		unresolved += strstr(line, "[vdso] [unresolved]") != NULL;
+		by_name += strstr(line, "clock_gettime") != NULL;
+	}
+	int st = pclose(p);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK_EQ(unresolved, 0);
+	CHECK(by_name >= 1);
+}

@@ -134,6 +134,27 @@ int sp_test_have_program(const char *name)
 	return sp_test_run(cmd) == 0;
 }
 
+long long sp_test_cpu_ticks(int pid, int tid)
+{
+	char path[96];
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	char *text = sp_test_read_file(path, NULL);
+	const char *p = text ? strrchr(text, ')') : NULL;
+	long long ut = -1, st = -1;
+	char state = '?';
+	/* After the name: state, then fields 4-13, then utime and stime. */
+	if (!p ||
+	    sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &state, &ut,
+	           &st) != 3 ||
+	    state == 'Z' || state == 'X')
+		ut = st = -1;
+	free(text);
+	return ut < 0 ? -1 : ut + st;
+}
+
 int sp_test_under_valgrind(void)
 {
 	const char *p = getenv("LD_PRELOAD");

@@ -44,6 +44,13 @@ char *sp_test_read_file(const char *path, size_t *len);
 int sp_test_run(const char *cmd);
 /* 1 when @p name is a command on PATH. */
 int sp_test_have_program(const char *name);
+/* User + system CPU time, in clock ticks (sysconf(_SC_CLK_TCK)), of
+ * thread @p tid of process @p pid (/proc/PID/task/TID/stat), or of the
+ * whole process when @p tid is 0 (/proc/PID/stat); -1 if unreadable or
+ * a zombie (it runs no more). What
+ * a target has run, for tests that wait until it ran enough instead of a
+ * fixed wall time that a loaded machine turns into less CPU. */
+long long sp_test_cpu_ticks(int pid, int tid);
 /* 1 when this test runs under valgrind (zig build valgrind): the code is
  * checked for memory errors there, but it runs 20-50 times slower, so
  * checks of rates, losses and timing do not hold. */

@@ -141,7 +141,7 @@ SP_TEST(probe_debuginfod_query)
 SP_TEST(debuginfod_server_resolves_stripped_binary)
 {
 #ifndef SP_HAVE_DEBUGINFOD
-	sp_test_skip("built without debuginfod support (build with -Ddebuginfod=true)");
+	sp_test_skip("built without debuginfod support (-Ddebuginfod=false)");
 #else
 	if (!fx_have("debuginfod") || !fx_have("gcc") || !fx_have("objcopy") ||
 	    !fx_have("debuginfod-find"))

@@ -13,7 +13,8 @@
  *         to one page and restores it, in a loop.
  *   swapdev as swap, with a character device (mknod 1,5) at LIB instead
  *         of the symlink.
- * Spins in hotlib_spin for SECONDS, then exits 0. */
+ * Spins in hotlib_spin for SECONDS of its CPU time (the same samples on a
+ * loaded machine), then exits 0. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
@@ -36,7 +37,7 @@ typedef uint64_t (*spin_fn)(uint64_t);
 static double now(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
