@@ -78,43 +78,19 @@ pub fn build(b: *std.Build) void {
     const static_lib = addLib(ctx, "stackpulse", .static, all_srcs);
     const shared_lib = addSharedLib(ctx);
     const pure_lib = addLib(ctx, "stackpulse-pure", .static, pure_test_srcs);
-    static_lib.installHeadersDirectory(b.path("include"), "", .{});
-    b.installArtifact(static_lib);
-    b.getInstallStep().dependOn(installShared(b, shared_lib, .lib));
-
-    // stackpulse.pc links the shared library; stackpulse-static.pc names
-    // libstackpulse.a by path, since -lstackpulse picks the .so wherever
-    // both are installed. System libraries come as pkg-config modules;
-    // libcurl and libdebuginfod are none of them: push.c and dbgfind.c load
-    // them at their first push or debuginfod query.
-    const requires = std.mem.join(b.allocator, " ", pkgModules(ctx, .full)) catch @panic("OOM");
-    const pc_files = [_]struct { name: []const u8, desc: []const u8, libs: []const u8, requires: []const u8, private: []const u8 }{
-        .{ .name = "stackpulse", .desc = "", .libs = "-L${libdir} -lstackpulse", .requires = "Requires.private", .private = "" },
-        .{ .name = "stackpulse-static", .desc = " (static library)", .libs = "${libdir}/libstackpulse.a", .requires = "Requires", .private = "" },
-    };
-    for (pc_files) |f| {
-        const pc = b.addWriteFiles().add(b.fmt("{s}.pc", .{f.name}), b.fmt(
-            \\prefix=${{pcfiledir}}/../..
-            \\libdir=${{prefix}}/lib
-            \\includedir=${{prefix}}/include
-            \\
-            \\Name: {s}
-            \\Description: Linux sampling profiler library{s}
-            \\Version: {f}
-            \\{s}: {s}
-            \\Libs: {s}
-            \\Libs.private: {s}
-            \\Cflags: -I${{includedir}}
-            \\
-        , .{ f.name, f.desc, version, f.requires, requires, f.libs, f.private }));
-        b.getInstallStep().dependOn(&b.addInstallFile(pc, b.fmt("lib/pkgconfig/{s}.pc", .{f.name})).step);
-    }
+    // -Dlibdir: Debian's multiarch layout is `-Dlibdir=lib/x86_64-linux-gnu`
+    // (zig's --prefix-lib-dir is not used: the .pc files must know it).
+    const libdir = b.option([]const u8, "libdir", "Libraries and pkgconfig/ under the prefix (default lib; lib/<multiarch> for Debian)") orelse "lib";
+    installLibrary(ctx, b.getInstallStep(), .{ .root = "", .libdir = libdir }, static_lib, shared_lib);
 
     // ---- examples -----------------------------------------------------
     const examples_step = b.step("examples", "Build examples/*.c into zig-out/bin");
     var example_installs: std.ArrayList(*std.Build.Step) = .empty;
     for (examples) |src| {
         const exe = addProgram(ctx, std.fs.path.stem(src), &.{src}, static_lib, .full);
+        // Installed programs as a distribution builds them (PIE, build-id).
+        exe.pie = true;
+        exe.build_id = .sha1;
         const inst = b.addInstallArtifact(exe, .{});
         examples_step.dependOn(&inst.step);
         example_installs.append(b.allocator, &inst.step) catch @panic("OOM");
@@ -132,10 +108,11 @@ pub fn build(b: *std.Build) void {
     var test_exes: std.ArrayList(*std.Build.Step.Compile) = .empty;
     for (test_lists.pure) |src|
         test_exes.append(b.allocator, addTest(ctx, src, pure_lib, .pure)) catch @panic("OOM");
-    if (!foreign) for (test_lists.os) |src|
-        test_exes.append(b.allocator, addTest(ctx, src, static_lib, .oracle)) catch @panic("OOM");
     for (harnesses) |name|
         test_exes.append(b.allocator, addReplay(ctx, name, pure_lib, .pure)) catch @panic("OOM");
+    const npure = test_exes.items.len;
+    if (!foreign) for (test_lists.os) |src|
+        test_exes.append(b.allocator, addTest(ctx, src, static_lib, .oracle)) catch @panic("OOM");
     if (!foreign) for (os_harnesses) |name|
         test_exes.append(b.allocator, addReplay(ctx, name, static_lib, .oracle)) catch @panic("OOM");
     for (test_exes.items) |exe| check_step.dependOn(&exe.step);
@@ -157,6 +134,13 @@ pub fn build(b: *std.Build) void {
     cxx_check.step.dependOn(b.getInstallStep());
     test_step.dependOn(&cxx_check.step);
     test_step.dependOn(&run_tests.step);
+
+    // The pure layers need no perf events, targets or network: a package
+    // build chroot can run these (debian/rules does).
+    const run_pure = testRunner(b, root, bin_dir, run_wrap);
+    run_pure.setName("run pure tests");
+    for (test_exes.items[0..npure]) |exe| run_pure.addArtifactArg(exe);
+    b.step("test-pure", "Run the pure layers' tests and fuzz corpus replays (no perf events, no targets)").dependOn(&run_pure.step);
 
     // Valgrind cannot decode every instruction of -mcpu=native (AVX-512 in
     // zig's memset), so its binaries are built for the baseline CPU.
@@ -214,15 +198,21 @@ pub fn build(b: *std.Build) void {
         const a_shared = addSharedLib(aarch64);
         const m_pure = addLib(musl, "stackpulse-pure", .static, pure_srcs);
         const m_pure_test = addLib(musl, "stackpulse-pure", .static, pure_test_srcs);
-        const dirs = [_]struct { c: *std.Build.Step.Compile, dir: []const u8 }{
-            .{ .c = a_static, .dir = "cross/aarch64-linux-gnu" },
-            .{ .c = m_pure, .dir = "cross/x86_64-linux-musl" },
-        };
-        for (dirs) |d| {
-            const inst = b.addInstallArtifact(d.c, .{ .dest_dir = .{ .override = .{ .custom = d.dir } } });
-            cross_step.dependOn(&inst.step);
-        }
-        cross_step.dependOn(installShared(b, a_shared, .{ .custom = "cross/aarch64-linux-gnu" }));
+        // zig-out/cross/aarch64-linux-gnu is a prefix like the native one;
+        // docs/howto.md builds a program against it.
+        const a_install = b.step("cross-install", "Only install the aarch64 library layout into zig-out/cross/aarch64-linux-gnu");
+        installLibrary(aarch64, a_install, .{ .root = "cross/aarch64-linux-gnu", .libdir = "lib" }, a_static, a_shared);
+        cross_step.dependOn(a_install);
+        // The README's recipe for one's own aarch64 program, shared and static.
+        const a_use = b.addSystemCommand(&.{ "bash", ".ci/cross-use.sh", b.graph.zig_exe });
+        a_use.setName("build and run a program against the aarch64 prefix");
+        a_use.setCwd(root);
+        a_use.addDirectoryArg(prefix_dir.path(b, "cross/aarch64-linux-gnu"));
+        a_use.has_side_effects = true;
+        a_use.step.dependOn(a_install);
+        cross_step.dependOn(&a_use.step);
+        const m_inst = b.addInstallArtifact(m_pure, .{ .dest_dir = .{ .override = .{ .custom = "cross/x86_64-linux-musl/lib" } } });
+        cross_step.dependOn(&m_inst.step);
         // Static musl executables of the pure tests prove the pure layers link
         // without glibc (against Debian's libzstd.a) and run.
         const musl_run = testRunner(b, root, bin_dir, &.{});
@@ -401,6 +391,63 @@ fn abiStep(b: *std.Build, lib: SharedLib, mode: []const u8) *std.Build.Step.Run 
     run.addFileArg(lib.bin);
     run.has_side_effects = true;
     return run;
+}
+
+/// Where one build of the library installs, relative to the install
+/// prefix: `<root>/include`, `<root>/<libdir>` and `<root>/<libdir>/pkgconfig`.
+const Layout = struct { root: []const u8, libdir: []const u8 };
+
+/// The header, libstackpulse.a, libstackpulse.so with its soname and dev
+/// links, stackpulse.pc (links the shared library) and stackpulse-static.pc
+/// (names libstackpulse.a by path, since -lstackpulse picks the .so
+/// wherever both are installed). The .pc files are relocatable: their
+/// prefix is found from their own directory. System libraries come as
+/// pkg-config modules; libcurl and libdebuginfod are none of them: push.c
+/// and dbgfind.c load them at their first push or debuginfod query.
+fn installLibrary(ctx: Ctx, step: *std.Build.Step, lay: Layout, static_lib: *std.Build.Step.Compile, shared_lib: SharedLib) void {
+    const b = ctx.b;
+    const lib_sub = if (lay.root.len == 0) lay.libdir else b.pathJoin(&.{ lay.root, lay.libdir });
+    step.dependOn(installShared(b, shared_lib, .{ .custom = lib_sub }));
+    // The archive's member names are zig cache paths that depend on the
+    // checkout's directory: repack it by base names (reproducible builds).
+    const repack = b.addSystemCommand(&.{ "python3", ".ci/repack-ar.py", b.graph.zig_exe });
+    repack.setName(b.fmt("repack {s}/libstackpulse.a", .{lib_sub}));
+    repack.setCwd(b.path(""));
+    repack.addArtifactArg(static_lib);
+    const archive = repack.addOutputFileArg("libstackpulse.a");
+    step.dependOn(&b.addInstallFile(archive, b.fmt("{s}/libstackpulse.a", .{lib_sub})).step);
+    step.dependOn(&b.addInstallDirectory(.{
+        .source_dir = b.path("include"),
+        .install_dir = .{ .custom = if (lay.root.len == 0) "include" else b.pathJoin(&.{ lay.root, "include" }) },
+        .install_subdir = "",
+    }).step);
+
+    // From <prefix>/<root>/<libdir>/pkgconfig back up to <prefix>/<root>.
+    var up: std.ArrayList(u8) = .empty;
+    up.appendSlice(b.allocator, "${pcfiledir}/..") catch @panic("OOM");
+    var it = std.mem.tokenizeScalar(u8, lay.libdir, '/');
+    while (it.next()) |_| up.appendSlice(b.allocator, "/..") catch @panic("OOM");
+    const requires = std.mem.join(b.allocator, " ", pkgModules(ctx, .full)) catch @panic("OOM");
+    const pc_files = [_]struct { name: []const u8, desc: []const u8, libs: []const u8, requires: []const u8 }{
+        .{ .name = "stackpulse", .desc = "", .libs = "-L${libdir} -lstackpulse", .requires = "Requires.private" },
+        .{ .name = "stackpulse-static", .desc = " (static library)", .libs = "${libdir}/libstackpulse.a", .requires = "Requires" },
+    };
+    for (pc_files) |f| {
+        const pc = b.addWriteFiles().add(b.fmt("{s}.pc", .{f.name}), b.fmt(
+            \\prefix={s}
+            \\libdir=${{prefix}}/{s}
+            \\includedir=${{prefix}}/include
+            \\
+            \\Name: {s}
+            \\Description: Linux sampling profiler library{s}
+            \\Version: {f}
+            \\{s}: {s}
+            \\Libs: {s}
+            \\Cflags: -I${{includedir}}
+            \\
+        , .{ up.items, lay.libdir, f.name, f.desc, version, f.requires, requires, f.libs }));
+        step.dependOn(&b.addInstallFile(pc, b.fmt("{s}/pkgconfig/{s}.pc", .{ lib_sub, f.name })).step);
+    }
 }
 
 /// .ci/check-link.sh over the installed prefix: links a C program with the
@@ -591,7 +638,8 @@ fn addSharedLib(ctx: Ctx) SharedLib {
     // Native: zig cc finds the host's libraries where the system does; a
     // foreign target takes them from its multiarch directory (cModule).
     if (!isNative(ctx)) run.addArgs(&.{ "-target", b.fmt("{s}.{f}", .{ triple, t.os.version_range.linux.glibc }), b.fmt("-L/usr/lib/{t}-linux-gnu", .{t.cpu.arch}) });
-    run.addArgs(&.{ "-Wl,-soname," ++ soname, "-Wl,--no-undefined-version", "-Wl,-z,defs" });
+    // A build-id: debuggers, debuginfod and our own symbol cache key on it.
+    run.addArgs(&.{ "-Wl,-soname," ++ soname, "-Wl,--no-undefined-version", "-Wl,-z,defs", "-Wl,--build-id=sha1" });
     run.addPrefixedFileArg("-Wl,--version-script,", b.path("src/stackpulse.map"));
     run.addArg("-Wl,--whole-archive");
     run.addArtifactArg(pic);
@@ -618,9 +666,16 @@ fn installShared(b: *std.Build, lib: SharedLib, dir: std.Build.InstallDir) *std.
     return &links.step;
 }
 
+/// c_flags plus "." as the debug info's compilation directory (the
+/// checkout's path otherwise; the file names are relative to it), so the
+/// libraries' bytes do not depend on where the tree is (.ci/repro.sh).
+fn libFlags(b: *std.Build) []const []const u8 {
+    return std.mem.concat(b.allocator, []const u8, &.{ &c_flags, &.{"-fdebug-compilation-dir=."} }) catch @panic("OOM");
+}
+
 fn addLib(ctx: Ctx, name: []const u8, linkage: std.builtin.LinkMode, srcs: []const []const u8) *std.Build.Step.Compile {
     const m = cModule(ctx);
-    m.addCSourceFiles(.{ .files = srcs, .flags = &c_flags });
+    m.addCSourceFiles(.{ .files = srcs, .flags = libFlags(ctx.b) });
     // UB checks (kept in Debug and ReleaseSafe) trap instead of calling
     // zig's UBSan runtime, so the installed libraries link with any C
     // toolchain (full reports come from the clang-14 `sanitize` step).

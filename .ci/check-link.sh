@@ -7,28 +7,12 @@ set -euo pipefail
 prefix=$(cd "$1" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cat >"$work/use.c" <<'C'
-#include <stdio.h>
-#include <string.h>
-#include "stackpulse.h"
-int main(void)
-{
-	stackpulse_spool *s = NULL;
-	stackpulse_spool_open_opts o = STACKPULSE_SPOOL_OPEN_OPTS;
-	o.buf = "not a spool";
-	o.len = 11;
-	int rc = stackpulse_spool_open(NULL, &o, &s);
-	if (rc == 0 || strlen(stackpulse_last_error()) == 0)
-		return 1;
-	printf("stackpulse %s: %s\n", stackpulse_version(), stackpulse_strerror(rc));
-	return 0;
-}
-C
+probe=$(cd "$(dirname "$0")" && pwd)/link-probe.c
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046 # pkg-config output is meant to be split
-cc -std=c17 -Wall -Werror "$work/use.c" -o "$work/use-static" $(pkg-config --static --cflags --libs stackpulse-static)
+cc -std=c17 -Wall -Werror "$probe" -o "$work/use-static" $(pkg-config --static --cflags --libs stackpulse-static)
 # shellcheck disable=SC2046
-cc -std=c17 -Wall -Werror "$work/use.c" -o "$work/use-shared" $(pkg-config --cflags --libs stackpulse) \
+cc -std=c17 -Wall -Werror "$probe" -o "$work/use-shared" $(pkg-config --cflags --libs stackpulse) \
 	-Wl,-rpath,"$(pkg-config --variable=libdir stackpulse)"
 if readelf -d "$work/use-static" | grep -q 'libstackpulse\.so'; then
 	echo "check-link: the stackpulse-static.pc program needs libstackpulse.so" >&2
