@@ -23,4 +23,17 @@ if [[ $soname != "$want_soname" ]]; then
 	echo "check-exports: soname is '$soname', expected $want_soname" >&2
 	exit 1
 fi
-echo "check-exports: $count versioned stackpulse_* symbols exported, soname $soname"
+# The header's STACKPULSE_API functions, the version script's names and the
+# exports are one list.
+top=$(cd "$(dirname "$0")/.." && pwd)
+header=$(grep -oE 'STACKPULSE_API[^(]*\bstackpulse_[a-z0-9_]+\(' "$top/include/stackpulse.h" |
+	grep -oE 'stackpulse_[a-z0-9_]+\($' | tr -d '(' | sort -u)
+mapped=$(grep -oE '^[[:space:]]+stackpulse_[a-z0-9_]+;' "$top/src/stackpulse.map" | tr -d ' \t;' | sort -u)
+exported=$(grep -oE '^stackpulse_[A-Za-z0-9_]+' <<<"$syms" | sort -u)
+if [[ $header != "$mapped" || $mapped != "$exported" ]]; then
+	echo "check-exports: header, src/stackpulse.map and exports differ:" >&2
+	diff <(echo "$header") <(echo "$mapped") | sed 's/^/  header vs map: /' >&2 || true
+	diff <(echo "$mapped") <(echo "$exported") | sed 's/^/  map vs exports: /' >&2 || true
+	exit 1
+fi
+echo "check-exports: $count versioned stackpulse_* symbols exported, soname $soname, the same as the header's and the version script's"
