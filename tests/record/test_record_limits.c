@@ -233,6 +233,7 @@ SP_TEST(python_code_flood_stays_in_budget)
  * truncated-stacks counter of the spool. */
 typedef struct deep_spool {
 	int samples, marked, full, full_kernel, full_bad, with_descend, unmarked_descend;
+	int full_growing;  /* cut stacks taken before deep_leaf was called or after it returned */
 	int before, after; /* shallow_spin samples before the first descend one, after the last */
 	uint64_t stat_truncated;
 } deep_spool;
@@ -302,10 +303,26 @@ static void read_deep(const char *spool, deep_spool *d)
 			const struct stackpulse_raw_frame *top = stackpulse_spool_frame(sp, ids[0]);
 			d->full_kernel += top && top->kind == STACKPULSE_FRAME_KERNEL;
 			/* deep_leaf within the leaf frames (kernel and libc ones
-			 * above it), then descend() only. */
-			int bad = !marked || leaf < 0 || leaf > 40;
-			for (uint32_t i = (uint32_t)leaf + 1; !bad && i + 1 < n; i++)
+			 * above it), then descend() only. A sample taken while
+			 * the recursion grows or returns (the growing stack's
+			 * page faults) has no deep_leaf yet: then its first
+			 * descend() frame must be as near the leaf. */
+			int from = leaf >= 0 ? leaf + 1 : -1;
+			for (uint32_t i = 0; from < 0 && i < n && i <= 40; i++)
+				if (strcmp(id_name(sp, ids, i), "descend") == 0)
+					from = (int)i;
+			d->full_growing += leaf < 0 && from >= 0;
+			int bad = !marked || from < 0 || from > 41;
+			for (uint32_t i = bad ? 0 : (uint32_t)from; !bad && i + 1 < n; i++)
 				bad = strcmp(id_name(sp, ids, i), "descend") != 0;
+			if (bad && !d->full_bad) {
+				printf("first misshapen stack (%u frames, marked %d), leaf end:", n,
+				       marked);
+				for (uint32_t i = 0; i < n && i < 48; i++)
+					printf(" %s",
+					       *id_name(sp, ids, i) ? id_name(sp, ids, i) : "?");
+				printf("\n");
+			}
 			d->full_bad += bad;
 		}
 		stackpulse_sample_iter_free(it);
@@ -341,10 +358,11 @@ static void deep_c(int depth, uint32_t stack_size)
 	deep_spool d;
 	read_deep(spool, &d);
 	printf("depth %d, %u-byte copy: %d samples, %d under descend (%d not marked), %d cut at "
-	       "%u frames (%d with kernel frames, %d misshapen); shallow before %d, after %d; "
+	       "%u frames (%d with kernel frames, %d without deep_leaf, %d misshapen); shallow "
+	       "before %d, after %d; "
 	       "truncated %llu (spool %llu)\n",
 	       depth, stack_size, d.samples, d.with_descend, d.unmarked_descend, d.full,
-	       SP_STACK_DEPTH_MAX, d.full_kernel, d.full_bad, d.before, d.after,
+	       SP_STACK_DEPTH_MAX, d.full_kernel, d.full_growing, d.full_bad, d.before, d.after,
 	       (unsigned long long)st.truncated_stacks, (unsigned long long)d.stat_truncated);
 	CHECK_EQ(st.samples, (uint64_t)d.samples);
 	/* Cut, not dropped. */
