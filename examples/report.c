@@ -580,6 +580,13 @@ static int write_firefox(const char *spool_path, const stackpulse_symbolizer_opt
 	return rc;
 }
 
+/* The line a file output ends with: where, and what the profile holds. */
+static void print_wrote(const char *out_path, const stackpulse_profile *prof)
+{
+	char what[96];
+	printf("wrote %s (%s)\n", out_path, profile_holds(prof, what, sizeof(what)));
+}
+
 int main(int argc, char **argv)
 {
 	const char *spool_path = NULL, *out_path = NULL;
@@ -933,13 +940,10 @@ int main(int argc, char **argv)
 		break;
 	case M_FIREFOX:
 		rc = write_firefox(spool_path, &so, &po, &eo, out_path);
-		if (rc) {
+		if (rc)
 			status = 1;
-		} else {
-			char what[96];
-			printf("wrote %s (%s)\n", out_path,
-			       profile_holds(prof, what, sizeof(what)));
-		}
+		else
+			print_wrote(out_path, prof);
 		break;
 	case M_PPROF:
 	case M_SVG:
@@ -954,9 +958,7 @@ int main(int argc, char **argv)
 			fail(out_path, rc);
 			status = 1;
 		} else {
-			char what[96];
-			printf("wrote %s (%s)\n", out_path,
-			       profile_holds(prof, what, sizeof(what)));
+			print_wrote(out_path, prof);
 		}
 		break;
 	}
